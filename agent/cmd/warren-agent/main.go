@@ -1,0 +1,116 @@
+// Command warren-agent is the in-sandbox agent: PID 1 of every sandbox. It
+// reaps orphans, dials the daemon's per-sandbox socket and serves the
+// process and file services over that connection.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/agent/internal/files"
+	"github.com/warrenhq/warren/agent/internal/initproc"
+	"github.com/warrenhq/warren/agent/internal/link"
+	"github.com/warrenhq/warren/agent/internal/process"
+	"github.com/warrenhq/warren/agent/internal/reaper"
+	"github.com/warrenhq/warren/agent/internal/users"
+)
+
+// Version is reported by Ping; release builds set it with -ldflags -X.
+var Version = "0.1.0-dev"
+
+// maxRequestBytes bounds one message from the daemon (a WriteFile chunk or an
+// Exec request with its stdin).
+const maxRequestBytes = 64 << 20
+
+// stopGrace is how long children get to exit after a forwarded SIGTERM.
+const stopGrace = 3 * time.Second
+
+func main() {
+	socket := flag.String("socket", "/.warren/run/agent.sock", "unix socket of the daemon to dial")
+	workspace := flag.String("workspace", "/workspace", "default working directory; relative paths resolve against it")
+	verbose := flag.Bool("verbose", false, "log debug messages")
+	showVersion := flag.Bool("version", false, "print the version and exit")
+	flag.Parse()
+	if *showVersion {
+		fmt.Println(Version)
+		return
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("component", "warren-agent")
+	run(*socket, *workspace, log)
+}
+
+// run never returns on an error: PID 1 exiting would kill the sandbox, so
+// every failure is logged and the agent carries on with what works.
+func run(socket, workspace string, log *slog.Logger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	initproc.SetPath()
+	if err := initproc.BecomeReaper(); err != nil {
+		log.Warn("orphans will not be reaped by the agent", "err", err)
+	}
+	db := users.System
+	if err := initproc.PrepareWorkspace(workspace, db, log); err != nil {
+		log.Warn("workspace not ready", "err", err)
+	}
+
+	r := reaper.New(log)
+	go r.Run(ctx)
+
+	mux := http.NewServeMux()
+	opts := []connect.HandlerOption{
+		connect.WithReadMaxBytes(maxRequestBytes),
+		// The link is a local socket: gzip would only burn CPU on both ends.
+		connect.WithCompression("gzip", nil, nil),
+	}
+	process.New(process.Config{Workspace: workspace, Users: db, Version: Version, Log: log}, r).Handle(mux, opts...)
+	files.New(files.Config{Workspace: workspace, Users: db}).Handle(mux, opts...)
+
+	go handleSignals(cancel, r, log)
+	log.Info("agent starting", "version", Version, "pid1", initproc.IsPID1(), "socket", socket)
+	link.Serve(ctx, socket, mux, log)
+}
+
+// handleSignals forwards SIGTERM/SIGINT to the sandbox's processes, gives
+// them a moment, then stops the agent. SIGHUP and SIGPIPE are ignored.
+func handleSignals(stop context.CancelFunc, r *reaper.Reaper, log *slog.Logger) {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	sig := <-ch
+	log.Info("stopping", "signal", sig.String())
+	if initproc.IsPID1() {
+		_ = unix.Kill(-1, unix.SIGTERM) // every process in the sandbox but us
+	} else {
+		for _, pid := range r.Tracked() {
+			_ = unix.Kill(-pid, unix.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(stopGrace)
+	for time.Now().Before(deadline) && othersAlive(r) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	os.Exit(0)
+}
+
+func othersAlive(r *reaper.Reaper) bool {
+	if initproc.IsPID1() {
+		return unix.Kill(-1, 0) == nil
+	}
+	return len(r.Tracked()) > 0
+}

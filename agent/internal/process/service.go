@@ -1,0 +1,50 @@
+// Package process serves warren.agent.v1.ProcessService: it runs commands
+// inside the sandbox and streams their output back to the daemon.
+package process
+
+import (
+	"log/slog"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/warrenhq/warren/agent/internal/reaper"
+	"github.com/warrenhq/warren/agent/internal/users"
+	"github.com/warrenhq/warren/api/gen/warren/agent/v1/agentv1connect"
+)
+
+// DefaultOutputLimit caps the output one command sends back when the request
+// names no limit.
+const DefaultOutputLimit = 16 << 20
+
+// DefaultPath is the PATH a command gets unless its request sets one.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Config is what the service needs to know about the sandbox.
+type Config struct {
+	Workspace string   // default working directory
+	Users     users.DB // the sandbox's accounts
+	Version   string   // reported by Ping
+	Log       *slog.Logger
+}
+
+// Service implements agentv1connect.ProcessServiceHandler.
+type Service struct {
+	cfg    Config
+	reaper *reaper.Reaper
+}
+
+var _ agentv1connect.ProcessServiceHandler = (*Service)(nil)
+
+// New makes the service. Every child it starts is waited for through r.
+func New(cfg Config, r *reaper.Reaper) *Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, reaper: r}
+}
+
+// Handle mounts the service on mux.
+func (s *Service) Handle(mux *http.ServeMux, opts ...connect.HandlerOption) {
+	mux.Handle(agentv1connect.NewProcessServiceHandler(s, opts...))
+}

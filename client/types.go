@@ -1,0 +1,164 @@
+package client
+
+import "time"
+
+// The JSON shapes of warren's REST API. Sandbox, SandboxDetail, ListedSandbox,
+// NewSandbox and Error follow E2B's control-plane API (field names and
+// meaning), so the E2B SDKs and warren's own CLI read the same answers;
+// warren's additions are extra fields and extra endpoints.
+
+// Error is every error answer: {"code": <http status>, "message": "..."}.
+type Error struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Limits are a sandbox's resource limits. Zero fields take the server's
+// defaults (512 MiB, 1 CPU, 1024 pids).
+type Limits struct {
+	MemoryMB int64 `json:"memoryMB,omitempty"`
+	// CPUCount may be fractional (0.5 = half a CPU).
+	CPUCount float64 `json:"cpuCount,omitempty"`
+	Pids     int64   `json:"pids,omitempty"`
+}
+
+// NewSandbox is the body of POST /sandboxes and POST /v2/sandboxes.
+type NewSandbox struct {
+	TemplateID string            `json:"templateID,omitempty"`
+	Timeout    *int64            `json:"timeout,omitempty"` // seconds; default 300; 0 = never
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	EnvVars    map[string]string `json:"envVars,omitempty"`
+	// warren extensions
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Sandbox is the answer to a create.
+type Sandbox struct {
+	TemplateID      string `json:"templateID"`
+	SandboxID       string `json:"sandboxID"`
+	ClientID        string `json:"clientID"`
+	EnvdVersion     string `json:"envdVersion"`
+	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
+	Domain          string `json:"domain,omitempty"`
+	Alias           string `json:"alias,omitempty"`
+}
+
+// SandboxDetail is the answer to GET /sandboxes/{id}.
+type SandboxDetail struct {
+	Sandbox
+	StartedAt  time.Time         `json:"startedAt"`
+	EndAt      *time.Time        `json:"endAt,omitempty"`
+	State      string            `json:"state"`
+	CPUCount   float64           `json:"cpuCount"`
+	MemoryMB   int64             `json:"memoryMB"`
+	DiskSizeMB int64             `json:"diskSizeMB"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	// warren extensions
+	Pids    int64  `json:"pids"`
+	Runtime string `json:"runtime"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.
+type ListedSandbox = SandboxDetail
+
+// ExecRequest is the body of POST /sandboxes/{id}/exec (a warren extension;
+// the E2B SDKs run commands through the envd protocol instead).
+type ExecRequest struct {
+	// Cmd is an argv; Command is a shell command run with `bash -lc`.
+	// Exactly one is set.
+	Cmd     []string          `json:"cmd,omitempty"`
+	Command string            `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	User    string            `json:"user,omitempty"`
+	Stdin   []byte            `json:"stdin,omitempty"` // base64 in JSON
+	// TimeoutMs kills the command after this long (0 = no timeout).
+	TimeoutMs uint32 `json:"timeoutMs,omitempty"`
+	// OutputLimit caps stdout+stderr in bytes (0 = the server's default).
+	OutputLimit uint64 `json:"outputLimit,omitempty"`
+}
+
+// ExecEvent is one line of the NDJSON stream POST /sandboxes/{id}/exec
+// answers with. Type is "start", "stdout", "stderr" or "exit".
+type ExecEvent struct {
+	Type string `json:"type"`
+	PID  int32  `json:"pid,omitempty"`
+	Data []byte `json:"data,omitempty"` // base64 in JSON
+	// Set on "exit".
+	ExitCode        *int32 `json:"exitCode,omitempty"`
+	Signal          string `json:"signal,omitempty"`
+	TimedOut        bool   `json:"timedOut,omitempty"`
+	OutputTruncated bool   `json:"outputTruncated,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// ExecResult is the answer of POST /sandboxes/{id}/exec?wait=true: the whole
+// output at once.
+type ExecResult struct {
+	PID             int32  `json:"pid"`
+	ExitCode        int32  `json:"exitCode"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	Signal          string `json:"signal,omitempty"`
+	TimedOut        bool   `json:"timedOut,omitempty"`
+	OutputTruncated bool   `json:"outputTruncated,omitempty"`
+	Error           string `json:"error,omitempty"`
+}
+
+// EntryInfo describes one file in a sandbox.
+type EntryInfo struct {
+	Name          string    `json:"name"`
+	Path          string    `json:"path"`
+	Type          string    `json:"type"` // "file", "dir", "symlink", "other"
+	Size          int64     `json:"size"`
+	Mode          uint32    `json:"mode"`
+	Permissions   string    `json:"permissions"`
+	Owner         string    `json:"owner"`
+	Group         string    `json:"group"`
+	ModifiedTime  time.Time `json:"modifiedTime"`
+	SymlinkTarget string    `json:"symlinkTarget,omitempty"`
+}
+
+// MoveRequest is the body of POST /sandboxes/{id}/files/move.
+type MoveRequest struct {
+	Source      string `json:"source"`
+	Destination string `json:"destination"`
+}
+
+// Template describes one template.
+type Template struct {
+	TemplateID string    `json:"templateID"`
+	Source     string    `json:"source,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	SizeBytes  int64     `json:"sizeBytes"`
+}
+
+// NewAPIKey is the body of POST /api-keys.
+type NewAPIKey struct {
+	Team string `json:"team"`
+	Name string `json:"name,omitempty"`
+}
+
+// APIKey describes a key; Key holds the secret only in the answer to its
+// creation.
+type APIKey struct {
+	ID         string     `json:"id"`
+	Team       string     `json:"team"`
+	Name       string     `json:"name,omitempty"`
+	Prefix     string     `json:"prefix"`
+	Key        string     `json:"key,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	LastUsedAt *time.Time `json:"lastUsedAt,omitempty"`
+	Revoked    bool       `json:"revoked"`
+}
+
+// Health is the answer of GET /health.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+	Storage string `json:"storage"`
+	Runtime string `json:"runtime"`
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/warrenhq/warren/client"
+)
+
+func sandboxCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "sandbox",
+		Aliases: []string{"sandboxes", "sb"},
+		Short:   "Create, list, inspect and remove sandboxes",
+	}
+	cmd.AddCommand(sandboxCreateCmd(a), sandboxListCmd(a), sandboxGetCmd(a), sandboxRemoveCmd(a))
+	return cmd
+}
+
+func sandboxCreateCmd(a *app) *cobra.Command {
+	var (
+		template  string
+		timeout   int64
+		memoryMB  int64
+		cpus      float64
+		pids      int64
+		meta, env []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Start a sandbox and print its id",
+		Example: `  warren sandbox create
+  warren sandbox create --template base --timeout 0 --memory-mb 1024 --cpus 2 --meta owner=alice`,
+		Args: args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			in := client.NewSandbox{TemplateID: template}
+			var err error
+			if in.Metadata, err = parseKV("meta", meta); err != nil {
+				return usageError{err}
+			}
+			if in.EnvVars, err = parseKV("env", env); err != nil {
+				return usageError{err}
+			}
+			if cmd.Flags().Changed("timeout") {
+				if timeout < 0 {
+					return usageError{fmt.Errorf("--timeout %d: want seconds >= 0 (0 = never)", timeout)}
+				}
+				in.Timeout = &timeout
+			}
+			if memoryMB < 0 || cpus < 0 || pids < 0 {
+				return usageError{fmt.Errorf("--memory-mb, --cpus and --pids must not be negative")}
+			}
+			if memoryMB != 0 || cpus != 0 || pids != 0 {
+				in.Limits = &client.Limits{MemoryMB: memoryMB, CPUCount: cpus, Pids: pids}
+			}
+			sb, err := a.client().CreateSandbox(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, sb)
+			}
+			fmt.Fprintln(a.out, sb.SandboxID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&template, "template", "", "template to start from (default: the server's, \"base\")")
+	f.Int64Var(&timeout, "timeout", 0, "seconds until the sandbox is killed; 0 = never (default: the server's, 300)")
+	f.Int64Var(&memoryMB, "memory-mb", 0, "memory limit in MiB (default: the server's)")
+	f.Float64Var(&cpus, "cpus", 0, "CPU limit, may be fractional (default: the server's)")
+	f.Int64Var(&pids, "pids", 0, "process limit (default: the server's)")
+	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
+	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
+	return cmd
+}
+
+func sandboxListCmd(a *app) *cobra.Command {
+	var (
+		states []string
+		meta   []string
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sandboxes",
+		Args:    args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			md, err := parseKV("meta", meta)
+			if err != nil {
+				return usageError{err}
+			}
+			all, err := listAllSandboxes(cmd, a.client(), client.ListOptions{Metadata: md, States: states, Limit: limit})
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, all)
+			}
+			tw := newTable(a.out)
+			row(tw, "ID", "TEMPLATE", "STATE", "CPUS", "MEMORY", "STARTED")
+			for _, s := range all {
+				row(tw, s.SandboxID, s.TemplateID, s.State, fmtFloat(s.CPUCount), fmtBytes(s.MemoryMB<<20), fmtTime(s.StartedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&states, "state", nil, "only sandboxes in this state: running, paused (repeatable)")
+	f.StringArrayVar(&meta, "meta", nil, "only sandboxes with this metadata KEY=VALUE (repeatable)")
+	f.IntVar(&limit, "page-size", 0, "sandboxes fetched per request (default: the server's)")
+	return cmd
+}
+
+// listAllSandboxes follows X-Next-Token until the last page.
+func listAllSandboxes(cmd *cobra.Command, c *client.Client, opts client.ListOptions) ([]client.ListedSandbox, error) {
+	all := []client.ListedSandbox{}
+	seen := map[string]bool{}
+	for {
+		page, next, err := c.ListSandboxes(cmd.Context(), opts)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		// A server that hands back a token it already gave would loop us
+		// forever; stop and say so.
+		if seen[next] {
+			return nil, fmt.Errorf("list sandboxes: the server repeated page token %q", next)
+		}
+		seen[next] = true
+		opts.NextToken = next
+	}
+}
+
+func sandboxGetCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "get ID",
+		Aliases: []string{"inspect"},
+		Short:   "Describe a sandbox",
+		Args:    args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			s, err := a.client().GetSandbox(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, s)
+			}
+			tw := newTable(a.out)
+			row(tw, "ID:", s.SandboxID)
+			row(tw, "Template:", s.TemplateID)
+			row(tw, "State:", s.State)
+			if s.Reason != "" {
+				row(tw, "Reason:", s.Reason)
+			}
+			row(tw, "Runtime:", s.Runtime)
+			row(tw, "CPUs:", fmtFloat(s.CPUCount))
+			row(tw, "Memory:", fmtBytes(s.MemoryMB<<20))
+			row(tw, "Disk:", fmtBytes(s.DiskSizeMB<<20))
+			row(tw, "Pids:", fmt.Sprint(s.Pids))
+			row(tw, "Started:", fmtTime(s.StartedAt))
+			row(tw, "Ends:", fmtTimePtr(s.EndAt))
+			row(tw, "Metadata:", fmtKV(s.Metadata))
+			return tw.Flush()
+		},
+	}
+}
+
+// fmtKV renders a map as sorted k=v pairs, "-" when empty.
+func fmtKV(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	pairs := make([]string, 0, len(m))
+	for k, v := range m {
+		pairs = append(pairs, k+"="+v)
+	}
+	sort.Strings(pairs)
+	return strings.Join(pairs, " ")
+}
+
+func sandboxRemoveCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm ID...",
+		Aliases: []string{"delete", "kill"},
+		Short:   "Kill and remove sandboxes",
+		Args:    args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			c := a.client()
+			return eachID(a, ids, "sandbox", func(id string) error { return c.DeleteSandbox(cmd.Context(), id) })
+		},
+	}
+}
+
+// eachID runs fn for every id, printing each id done (unless --json) and
+// each failure; it fails if any did, after trying them all.
+func eachID(a *app, ids []string, what string, fn func(id string) error) error {
+	failed := 0
+	for _, id := range ids {
+		if err := fn(id); err != nil {
+			failed++
+			if len(ids) == 1 {
+				fmt.Fprintf(a.errOut, "error: %s\n", a.describe(err))
+			} else {
+				fmt.Fprintf(a.errOut, "error: %s %s: %s\n", what, id, a.describe(err))
+			}
+			continue
+		}
+		if !a.json {
+			fmt.Fprintln(a.out, id)
+		}
+	}
+	if failed > 0 {
+		return exitError{code: 1}
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/daemon"
+	"github.com/warrenhq/warren/internal/template"
+)
+
+// serveCmd runs the daemon.
+func serveCmd() *cobra.Command {
+	cfg := config.Default()
+	var imageSizeGiB int64
+	var memoryMB int64
+	var cpus float64
+	var debug bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the warren daemon (API on --listen; sandboxes survive its restarts)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dataDir, _ := cmd.Flags().GetString("data-dir")
+			if dataDir != "" {
+				cfg.DataDir = dataDir
+			}
+			cfg.ImageSize = imageSizeGiB << 30
+			cfg.DefaultLimits.MemoryBytes = memoryMB << 20
+			cfg.DefaultLimits.CPUMillis = int64(cpus * 1000)
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			level := slog.LevelInfo
+			if debug {
+				level = slog.LevelDebug
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+
+			d, err := daemon.Open(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			if err := d.EnsureAdminKey(ctx, cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			if cfg.BuildBase {
+				if err := d.Templates.Ensure(ctx, daemon.Base, template.BaseSource(), os.Stderr); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					log.Error("could not build the base template; sandboxes need another template until it is built (`warren template build base --debootstrap bookworm`)", "err", err)
+				}
+			}
+			return d.Serve(ctx, nil)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the API (env WARREN_LISTEN)")
+	f.StringVar(&cfg.Storage, "storage", cfg.Storage, "storage backend: btrfs or dir (env WARREN_STORAGE)")
+	f.Int64Var(&imageSizeGiB, "image-size-gb", cfg.ImageSize>>30, "size of the loop-backed btrfs image made when the data dir is not on btrfs (sparse)")
+	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", cfg.MaxSandboxes, "most sandboxes alive at once (env WARREN_MAX_SANDBOXES)")
+	f.Int64Var(&memoryMB, "default-memory-mb", cfg.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox that asks for none")
+	f.Float64Var(&cpus, "default-cpus", float64(cfg.DefaultLimits.CPUMillis)/1000, "CPU limit of a sandbox that asks for none")
+	f.Int64Var(&cfg.DefaultLimits.Pids, "default-pids", cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")
+	f.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "run timeout of a sandbox whose create names none (0 = never)")
+	f.Uint64Var(&cfg.OutputLimit, "output-limit", cfg.OutputLimit, "cap in bytes on one command's output when the request names none")
+	f.StringVar(&cfg.AgentBinary, "agent", cfg.AgentBinary, "path of the static warren-agent binary (default: beside warren; env WARREN_AGENT)")
+	f.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where slow build artefacts are cached (env WARREN_CACHE_DIR)")
+	f.BoolVar(&cfg.BuildBase, "build-base", cfg.BuildBase, "build the `base` template by debootstrap at start when it is missing")
+	f.BoolVar(&debug, "debug", false, "log every request")
+	return cmd
+}
+
+// templateBuildCmd builds a template into the local data directory. It runs
+// on the host (as root) rather than through the API because its sources
+// are host paths, which no API key should be able to name.
+func templateBuildCmd() *cobra.Command {
+	var (
+		src      template.Source
+		replace  bool
+		storageB string
+	)
+	cmd := &cobra.Command{
+		Use:   "build NAME (--from-rootfs DIR|TAR | --debootstrap SUITE | --from-image REF | --busybox)",
+		Short: "Build a template on this host (root; writes the local data directory)",
+		Example: `  warren template build base --debootstrap bookworm
+  warren template build py --from-image ./python-oci-layout
+  warren template build mini --busybox`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg := config.Default()
+			if v, _ := cmd.Flags().GetString("data-dir"); v != "" {
+				cfg.DataDir = v
+			}
+			if storageB != "" {
+				cfg.Storage = storageB
+			}
+			if src.Debootstrap != "" && len(src.Packages) == 0 {
+				src.Packages = template.BaseSource().Packages
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			d, err := daemon.OpenStorage(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			t, err := d.Templates.Build(ctx, args[0], src, replace, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+				return printJSONValue(cmd, t)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "built template %s (%s)\n", t.Name, t.Source)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&src.RootFS, "from-rootfs", "", "a root filesystem directory or tarball (.tar, .tar.gz)")
+	f.StringVar(&src.Debootstrap, "debootstrap", "", "a Debian/Ubuntu suite to debootstrap, e.g. bookworm")
+	f.StringSliceVar(&src.Packages, "package", nil, "extra packages for --debootstrap (default: the base set)")
+	f.StringVar(&src.Image, "from-image", "", "an OCI image: registry reference, docker-archive tarball or OCI layout directory")
+	f.BoolVar(&src.Busybox, "busybox", false, "a minimal tree from the host's busybox-static")
+	f.BoolVar(&replace, "replace", false, "replace an existing template of that name")
+	f.StringVar(&storageB, "storage", "", "storage backend (must match the daemon's)")
+	return cmd
+}
+
+func printJSONValue(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/warrenhq/warren/client"
+)
+
+func templateCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "template",
+		Aliases: []string{"templates", "tpl"},
+		Short:   "List, build and remove templates",
+	}
+	cmd.AddCommand(templateListCmd(a), templateRemoveCmd(a), templateBuildCmd())
+	return cmd
+}
+
+func templateListCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List templates",
+		Args:    args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ts, err := a.client().ListTemplates(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if a.json {
+				if ts == nil {
+					ts = []client.Template{}
+				}
+				return printJSON(a.out, ts)
+			}
+			tw := newTable(a.out)
+			row(tw, "NAME", "SOURCE", "SIZE", "CREATED")
+			for _, t := range ts {
+				row(tw, t.TemplateID, orDash(t.Source), fmtBytes(t.SizeBytes), fmtTime(t.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func templateRemoveCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:     "rm NAME...",
+		Aliases: []string{"delete"},
+		Short:   "Remove templates",
+		Args:    args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, names []string) error {
+			c := a.client()
+			return eachID(a, names, "template", func(name string) error { return c.DeleteTemplate(cmd.Context(), name) })
+		},
+	}
+}

@@ -1,0 +1,285 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/daemon"
+	"github.com/warrenhq/warren/internal/template"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
+)
+
+// Options tune a benchmark run.
+type Options struct {
+	// DataDir is a throwaway data directory; the run mounts its own pool
+	// there and unmounts it at the end.
+	DataDir     string
+	Storage     string
+	AgentBinary string
+	// Template is an existing template to use; empty builds a busybox one.
+	Template string
+	Creates  int // sandboxes created (and deleted) one after another
+	Execs    int // `true` round trips per method
+	Log      *slog.Logger
+}
+
+// Report is what a run prints.
+type Report struct {
+	Machine  string `json:"machine"`
+	Storage  string `json:"storage"`
+	Runtime  string `json:"runtime"`
+	Template string `json:"template"`
+	// CreateToFirstOutput: POST /sandboxes, then an exec of `echo`, until its
+	// first byte of output arrives (template build excluded).
+	CreateToFirstOutput Stats `json:"create_to_first_output"`
+	// ExecTrueAPI: POST /sandboxes/{id}/exec?wait=true of `true`, over HTTP.
+	ExecTrueAPI Stats `json:"exec_true_api"`
+	// ExecTrueAgent: the agent's Exec RPC of `true`, as the daemon sees it.
+	ExecTrueAgent Stats `json:"exec_true_agent"`
+	// ExecTrueNaive: the baseline — a new process entering the sandbox's
+	// namespaces and cgroups for every command, as `runc exec` does.
+	ExecTrueNaive Stats `json:"exec_true_naive_runc_exec"`
+	// SpeedupAgentVsNaive = naive p50 / agent p50.
+	SpeedupAgentVsNaive float64 `json:"speedup_agent_vs_naive_p50"`
+	SpeedupAPIVsNaive   float64 `json:"speedup_api_vs_naive_p50"`
+	Delete              Stats   `json:"delete"`
+	Targets             Targets `json:"targets"`
+}
+
+// Targets restates the goals the numbers are held against.
+type Targets struct {
+	CreateToFirstOutputP50Ms float64 `json:"create_to_first_output_p50_ms"`
+	ExecTrueP50Ms            float64 `json:"exec_true_p50_ms"`
+	SpeedupVsNaive           float64 `json:"speedup_vs_naive"`
+}
+
+// naiveExecer is implemented by runtimes that can enter a sandbox with a new
+// process per command (the baseline the agent is measured against).
+type naiveExecer interface {
+	ExecNaive(ctx context.Context, id string, argv []string) (int, error)
+}
+
+// Run measures and returns the report.
+func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
+	if opts.Creates <= 0 {
+		opts.Creates = 30
+	}
+	if opts.Execs <= 0 {
+		opts.Execs = 300
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg := config.Default()
+	cfg.DataDir = opts.DataDir
+	cfg.Listen = "127.0.0.1:0"
+	cfg.ImageSize = 4 << 30
+	cfg.MaxSandboxes = opts.Creates + 4
+	cfg.BuildBase = false
+	if opts.Storage != "" {
+		cfg.Storage = opts.Storage
+	}
+	if opts.AgentBinary != "" {
+		cfg.AgentBinary = opts.AgentBinary
+	}
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	d, err := daemon.Open(ctx, cfg, opts.Log)
+	if err != nil {
+		return Report{}, err
+	}
+	defer func() {
+		d.Close()
+		if u, ok := d.Storage.(interface{ Unmount() error }); ok {
+			if err := u.Unmount(); err != nil {
+				retErr = errors.Join(retErr, fmt.Errorf("unmount bench pool: %w", err))
+			}
+		}
+	}()
+	if err := d.EnsureAdminKey(ctx, io.Discard); err != nil {
+		return Report{}, err
+	}
+	tmpl := opts.Template
+	if tmpl == "" {
+		tmpl = "bench"
+		if _, err := d.Templates.Build(ctx, tmpl, template.Source{Busybox: true}, true, nil); err != nil {
+			return Report{}, fmt.Errorf("build bench template: %w", err)
+		}
+	}
+	key, err := os.ReadFile(cfg.AdminKeyPath())
+	if err != nil {
+		return Report{}, err
+	}
+
+	serveCtx, stop := context.WithCancel(ctx)
+	addrc := make(chan string, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := d.Serve(serveCtx, func(addr string) { addrc <- addr }); err != nil {
+			opts.Log.Error("serve", "err", err)
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case <-time.After(10 * time.Second):
+		return Report{}, errors.New("bench daemon did not start serving")
+	}
+	c := client.New("http://"+addr, string(trimNL(key)))
+
+	rep := Report{
+		Machine: machine(), Storage: d.Storage.Name(), Runtime: d.Runtime.Name(), Template: tmpl,
+		Targets: Targets{CreateToFirstOutputP50Ms: 40, ExecTrueP50Ms: 1.5, SpeedupVsNaive: 10},
+	}
+
+	var created, deleted []time.Duration
+	var keep string
+	for i := 0; i < opts.Creates+1; i++ {
+		start := time.Now()
+		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl})
+		if err != nil {
+			return rep, fmt.Errorf("create: %w", err)
+		}
+		fw := &firstWrite{}
+		if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+			return rep, fmt.Errorf("first exec: %w", err)
+		}
+		if i > 0 { // the first run warms caches; it is not counted
+			created = append(created, fw.at.Sub(start))
+		}
+		if i == opts.Creates {
+			keep = sb.SandboxID
+			break
+		}
+		start = time.Now()
+		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+			return rep, fmt.Errorf("delete: %w", err)
+		}
+		if i > 0 {
+			deleted = append(deleted, time.Since(start))
+		}
+	}
+	rep.CreateToFirstOutput = Summarise(created)
+	rep.Delete = Summarise(deleted)
+
+	// Exec round trips on one sandbox.
+	api, err := timeN(opts.Execs, func() error {
+		res, err := c.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("true exited %d: %s", res.ExitCode, res.Error)
+		}
+		return err
+	})
+	if err != nil {
+		return rep, fmt.Errorf("exec via API: %w", err)
+	}
+	rep.ExecTrueAPI = Summarise(api)
+
+	agent, err := d.Sessions.Agent(ctx, "admin", keep)
+	if err != nil {
+		return rep, err
+	}
+	direct, err := timeN(opts.Execs, func() error {
+		stream, err := agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Argv: []string{"true"}}))
+		if err != nil {
+			return err
+		}
+		defer stream.Close()
+		for stream.Receive() {
+		}
+		return stream.Err()
+	})
+	if err != nil {
+		return rep, fmt.Errorf("exec via agent: %w", err)
+	}
+	rep.ExecTrueAgent = Summarise(direct)
+
+	if ne, ok := d.Runtime.(naiveExecer); ok {
+		n := opts.Execs / 5
+		if n < 20 {
+			n = 20
+		}
+		naive, err := timeN(n, func() error {
+			code, err := ne.ExecNaive(ctx, keep, []string{"/bin/true"})
+			if err == nil && code != 0 {
+				err = fmt.Errorf("true exited %d", code)
+			}
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("naive exec: %w", err)
+		}
+		rep.ExecTrueNaive = Summarise(naive)
+		if rep.ExecTrueAgent.P50 > 0 {
+			rep.SpeedupAgentVsNaive = round2(rep.ExecTrueNaive.P50 / rep.ExecTrueAgent.P50)
+		}
+		if rep.ExecTrueAPI.P50 > 0 {
+			rep.SpeedupAPIVsNaive = round2(rep.ExecTrueNaive.P50 / rep.ExecTrueAPI.P50)
+		}
+	}
+	if err := c.DeleteSandbox(ctx, keep); err != nil {
+		return rep, fmt.Errorf("delete: %w", err)
+	}
+	return rep, nil
+}
+
+func timeN(n int, fn func() error) ([]time.Duration, error) {
+	// One untimed warm-up call.
+	if err := fn(); err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if err := fn(); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	return out, nil
+}
+
+// firstWrite records when the first byte arrives.
+type firstWrite struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	if f.at.IsZero() && len(p) > 0 {
+		f.at = time.Now()
+	}
+	f.mu.Unlock()
+	return len(p), nil
+}
+
+func trimNL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func round2(f float64) float64 { return float64(int(f*100+0.5)) / 100 }
+
+func machine() string {
+	h, _ := os.Hostname()
+	b, _ := os.ReadFile("/proc/loadavg")
+	return fmt.Sprintf("%s, %d CPUs, loadavg %s", h, numCPU(), string(trimNL(b)))
+}

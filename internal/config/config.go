@@ -1,0 +1,131 @@
+// Package config holds the daemon's configuration: one struct, filled from
+// flags and environment variables, checked once by Validate.
+package config
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
+)
+
+// Config is everything `warren serve` can be told.
+type Config struct {
+	// DataDir holds the database, the storage pool, runtime state and keys.
+	DataDir string
+	// Listen is the API's address.
+	Listen string
+	// Storage is "btrfs" (default) or "dir".
+	Storage string
+	// ImageSize is the size of the loop-backed btrfs image made when DataDir
+	// is not on btrfs.
+	ImageSize int64
+	// MaxSandboxes bounds the sandboxes alive at once (all teams).
+	MaxSandboxes int
+	// DefaultLimits apply to sandboxes that ask for none.
+	DefaultLimits runtime.Limits
+	// MaxLimits bound what a request may ask for.
+	MaxLimits runtime.Limits
+	// DefaultTimeout is the run timeout of a sandbox whose create names none.
+	DefaultTimeout time.Duration
+	// OutputLimit caps an exec's output when the request names no cap.
+	OutputLimit uint64
+	// AgentBinary is the static warren-agent to mount into sandboxes; empty
+	// means "warren-agent beside the warren binary".
+	AgentBinary string
+	// CacheDir keeps slow build artefacts (debootstrap trees).
+	CacheDir string
+	// BuildBase builds the `base` template at start when it is missing.
+	BuildBase bool
+}
+
+// Default returns the configuration with every default, overridden by the
+// WARREN_* environment variables that are set.
+func Default() Config {
+	c := Config{
+		DataDir:        "/var/lib/warren",
+		Listen:         "127.0.0.1:3000",
+		Storage:        "btrfs",
+		ImageSize:      20 << 30,
+		MaxSandboxes:   100,
+		DefaultLimits:  runtime.DefaultLimits,
+		MaxLimits:      runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
+		DefaultTimeout: 300 * time.Second,
+		OutputLimit:    16 << 20,
+		CacheDir:       "/var/cache/warren",
+		BuildBase:      true,
+	}
+	if v := os.Getenv("WARREN_DATA_DIR"); v != "" {
+		c.DataDir = v
+	}
+	if v := os.Getenv("WARREN_LISTEN"); v != "" {
+		c.Listen = v
+	}
+	if v := os.Getenv("WARREN_STORAGE"); v != "" {
+		c.Storage = v
+	}
+	if v := os.Getenv("WARREN_CACHE_DIR"); v != "" {
+		c.CacheDir = v
+	}
+	if v := os.Getenv("WARREN_AGENT"); v != "" {
+		c.AgentBinary = v
+	}
+	if v := os.Getenv("WARREN_MAX_SANDBOXES"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil {
+			c.MaxSandboxes = n
+		}
+	}
+	return c
+}
+
+// Validate checks the configuration and fills derived paths.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return fmt.Errorf("--data-dir is empty: %w", errdefs.ErrInvalid)
+	}
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir %q: %w", c.DataDir, err)
+	}
+	c.DataDir = abs
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("--listen %q is not host:port: %w", c.Listen, errdefs.ErrInvalid)
+	}
+	switch c.Storage {
+	case "btrfs", "dir":
+	default:
+		return fmt.Errorf("--storage %q: want btrfs or dir: %w", c.Storage, errdefs.ErrInvalid)
+	}
+	if c.Storage == "btrfs" && c.ImageSize < 256<<20 {
+		return fmt.Errorf("--image-size %d is below 256 MiB: %w", c.ImageSize, errdefs.ErrInvalid)
+	}
+	if c.MaxSandboxes < 1 {
+		return fmt.Errorf("--max-sandboxes must be at least 1: %w", errdefs.ErrInvalid)
+	}
+	if c.DefaultTimeout < 0 {
+		return fmt.Errorf("--default-timeout is negative: %w", errdefs.ErrInvalid)
+	}
+	if c.AgentBinary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find warren-agent: %w", err)
+		}
+		c.AgentBinary = filepath.Join(filepath.Dir(exe), "warren-agent")
+	}
+	if _, err := os.Stat(c.AgentBinary); err != nil {
+		return fmt.Errorf("agent binary %s: %w (build it with `make build`, or set --agent)", c.AgentBinary, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// Paths inside the data directory.
+func (c *Config) DBPath() string          { return filepath.Join(c.DataDir, "warren.db") }
+func (c *Config) AdminKeyPath() string    { return filepath.Join(c.DataDir, "admin.key") }
+func (c *Config) RunDir() string          { return filepath.Join(c.DataDir, "run") }
+func (c *Config) RuntimeStateDir() string { return filepath.Join(c.DataDir, "runtime", "native") }
+func (c *Config) LogDir() string          { return filepath.Join(c.DataDir, "logs") }

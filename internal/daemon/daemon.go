@@ -1,0 +1,210 @@
+// Package daemon is warren's composition root: configuration in, backends
+// and services built and wired, the API served. It is the only package that
+// imports concrete backends.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/runtime/native"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/server"
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/storage"
+	"github.com/warrenhq/warren/internal/storage/btrfs"
+	"github.com/warrenhq/warren/internal/storage/dir"
+	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/template"
+)
+
+// Version is warren's version, set at build time.
+var Version = "0.1.0-dev"
+
+// Base is the name of the default template.
+const Base = "base"
+
+// Daemon holds warren's services.
+type Daemon struct {
+	cfg       config.Config
+	log       *slog.Logger
+	Storage   storage.Storage
+	Store     *store.Store
+	Templates *Templates
+	Runtime   runtime.Runtime
+	Sessions  *session.Manager
+	Host      *sandbox.Host
+}
+
+// OpenStorage opens the data directory's pool and database: all that
+// building templates needs.
+func OpenStorage(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, retErr error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make data dir: %w", err)
+	}
+	d := &Daemon{cfg: cfg, log: log}
+	defer func() {
+		if retErr != nil {
+			d.Close()
+		}
+	}()
+	switch cfg.Storage {
+	case "dir":
+		st, err := dir.New(filepath.Join(cfg.DataDir, "volumes"))
+		if err != nil {
+			return nil, fmt.Errorf("open dir storage: %w", err)
+		}
+		d.Storage = st
+	default:
+		st, err := btrfs.Open(ctx, btrfs.Options{DataDir: cfg.DataDir, ImageSize: cfg.ImageSize, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open btrfs storage: %w", err)
+		}
+		d.Storage = st
+	}
+	db, err := store.Open(ctx, cfg.DBPath())
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	d.Store = db
+	d.Templates = &Templates{
+		Storage: d.Storage,
+		Store:   db,
+		Builder: &template.Builder{Storage: d.Storage, Log: log, CacheDir: cfg.CacheDir},
+		Log:     log,
+	}
+	return d, nil
+}
+
+// Open builds every service of the daemon and reattaches to the sandboxes
+// an earlier daemon left running.
+func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, retErr error) {
+	d, err := OpenStorage(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			d.Close()
+		}
+	}()
+	rt, err := native.New(native.Options{StateDir: cfg.RuntimeStateDir(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open native runtime: %w", err)
+	}
+	d.Runtime = rt
+	d.Host = &sandbox.Host{
+		Storage:     d.Storage,
+		Runtime:     rt,
+		RunDir:      cfg.RunDir(),
+		LogDir:      cfg.LogDir(),
+		AgentBinary: cfg.AgentBinary,
+		Log:         log,
+	}
+	d.Sessions = session.New(session.Config{
+		RuntimeName:    rt.Name(),
+		MaxSandboxes:   cfg.MaxSandboxes,
+		DefaultLimits:  cfg.DefaultLimits,
+		MaxLimits:      cfg.MaxLimits,
+		DefaultTimeout: cfg.DefaultTimeout,
+	}, d.Store, d.Host, log)
+	if err := d.Templates.Reconcile(ctx); err != nil {
+		log.Warn("reconcile templates", "err", err)
+	}
+	if err := d.Sessions.Recover(ctx); err != nil {
+		log.Warn("reconcile sandboxes", "err", err)
+	}
+	return d, nil
+}
+
+// EnsureAdminKey makes the admin key on first start: it is printed once,
+// written to <data-dir>/admin.key (mode 0600) for the local CLI, and only
+// its hash is stored.
+func (d *Daemon) EnsureAdminKey(ctx context.Context, out io.Writer) error {
+	n, err := d.Store.CountAPIKeys(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	plain, _, err := d.Store.CreateAPIKey(ctx, server.AdminTeam, "admin")
+	if err != nil {
+		return fmt.Errorf("create admin key: %w", err)
+	}
+	if err := os.WriteFile(d.cfg.AdminKeyPath(), []byte(plain+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write admin key: %w", err)
+	}
+	fmt.Fprintf(out, "warren: created the admin API key (shown once; also in %s):\n  %s\n", d.cfg.AdminKeyPath(), plain)
+	return nil
+}
+
+// Serve serves the API until ctx is cancelled. Sandboxes keep running after
+// it returns.
+func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
+	api := server.New(server.Deps{
+		Sessions:    d.Sessions,
+		Keys:        d.Store,
+		Templates:   d.Templates,
+		Log:         d.log,
+		OutputLimit: d.cfg.OutputLimit,
+		Health: client.Health{
+			Status:  "ok",
+			Version: Version,
+			Storage: d.Storage.Name(),
+			Runtime: d.Runtime.Name(),
+		},
+	})
+	ln, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go d.Sessions.Run(runCtx)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	d.log.Info("warren is serving", "addr", ln.Addr().String(), "data", d.cfg.DataDir, "storage", d.Storage.Name())
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// Close releases the daemon's resources. Sandboxes and the storage pool's
+// mount stay, for the next daemon to reattach to.
+func (d *Daemon) Close() error {
+	var errs []error
+	if d.Sessions != nil {
+		d.Sessions.Close()
+	}
+	if d.Store != nil {
+		errs = append(errs, d.Store.Close())
+	}
+	if c, ok := d.Storage.(storage.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}

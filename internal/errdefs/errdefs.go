@@ -1,0 +1,27 @@
+// Package errdefs defines the kinds of error warren's packages return.
+//
+// Packages wrap one of these with context (fmt.Errorf("sandbox %s: %w", id,
+// errdefs.ErrNotFound)); only the API layer maps a kind to a status code.
+package errdefs
+
+import "errors"
+
+var (
+	ErrNotFound          = errors.New("not found")
+	ErrAlreadyExists     = errors.New("already exists")
+	ErrConflict          = errors.New("conflict")
+	ErrInvalid           = errors.New("invalid argument")
+	ErrUnavailable       = errors.New("unavailable")
+	ErrUnsupported       = errors.New("unsupported")
+	ErrResourceExhausted = errors.New("resource exhausted")
+	ErrUnauthenticated   = errors.New("unauthenticated")
+	ErrPermissionDenied  = errors.New("permission denied")
+)
+
+func IsNotFound(err error) bool          { return errors.Is(err, ErrNotFound) }
+func IsAlreadyExists(err error) bool     { return errors.Is(err, ErrAlreadyExists) }
+func IsConflict(err error) bool          { return errors.Is(err, ErrConflict) }
+func IsInvalid(err error) bool           { return errors.Is(err, ErrInvalid) }
+func IsUnavailable(err error) bool       { return errors.Is(err, ErrUnavailable) }
+func IsUnsupported(err error) bool       { return errors.Is(err, ErrUnsupported) }
+func IsResourceExhausted(err error) bool { return errors.Is(err, ErrResourceExhausted) }

@@ -1,0 +1,171 @@
+package native
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/runtime"
+)
+
+// cpuPeriod is the CFS period (µs) a CPU quota is expressed against.
+const cpuPeriod = 100_000
+
+// wantNofile is the open-files limit a sandbox gets (capped at ours).
+const wantNofile = 1 << 20
+
+// buildConfig turns spec into a libcontainer config. It goes through an OCI
+// runtime spec and libcontainer's own converter (specconv), the same path
+// runc takes, so that mounts, devices and seccomp are translated by the
+// library's tested code rather than by hand.
+func (r *Runtime) buildConfig(spec runtime.Spec) (*configs.Config, error) {
+	oci := r.ociSpec(spec)
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
+		CgroupName: spec.ID,
+		Spec:       oci,
+		// The kernel keyring is not namespaced: give each sandbox its own
+		// session keyring (keyctl is also blocked by seccomp).
+		NoNewKeyring: false,
+	})
+	if err != nil {
+		return nil, err
+	}
+	nofile := min(uint64(wantNofile), r.host.nofileHard)
+	cfg.Rlimits = []configs.Rlimit{
+		{Type: unix.RLIMIT_NOFILE, Soft: nofile, Hard: nofile},
+		// No core files: they would land in the sandbox's tree and can be
+		// large; a debugging user can raise the soft limit.
+		{Type: unix.RLIMIT_CORE, Soft: 0, Hard: r.host.coreHard},
+	}
+	// Sandboxes must outlive the daemon: no parent-death signal.
+	cfg.ParentDeathSignal = 0
+	return cfg, nil
+}
+
+func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
+	lim := spec.Limits.WithDefaults()
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = spec.ID
+	}
+	caps := defaultCapabilities()
+	mem := lim.MemoryBytes
+	quota := lim.CPUMillis * cpuPeriod / 1000
+	period := uint64(cpuPeriod)
+	pids := lim.Pids
+	res := &specs.LinuxResources{
+		// Deny every device, then specconv appends its default allow list
+		// (null, zero, full, random, urandom, tty, ptmx, pts).
+		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+		Memory:  &specs.LinuxMemory{Limit: &mem},
+		CPU:     &specs.LinuxCPU{Quota: &quota, Period: &period},
+		Pids:    &specs.LinuxPids{Limit: &pids},
+	}
+	if r.host.swapLimit {
+		// memory+swap equal to memory: the sandbox cannot swap.
+		swap := mem
+		res.Memory.Swap = &swap
+	}
+	return &specs.Spec{
+		Version:  specs.Version,
+		Root:     &specs.Root{Path: spec.RootFS, Readonly: false},
+		Hostname: hostname,
+		Process: &specs.Process{
+			User:            specs.User{UID: 0, GID: 0},
+			Args:            spec.Init,
+			Cwd:             spec.Cwd,
+			NoNewPrivileges: true,
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding:  caps,
+				Effective: caps,
+				Permitted: caps,
+			},
+		},
+		Mounts: append(standardMounts(), bindMounts(spec.Mounts)...),
+		Linux: &specs.Linux{
+			CgroupsPath: r.cgroupPath(spec.ID),
+			Resources:   res,
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.MountNamespace},
+				{Type: specs.PIDNamespace},
+				{Type: specs.UTSNamespace},
+				{Type: specs.IPCNamespace},
+				// A private network namespace: specconv configures its
+				// loopback, and nothing else is reachable.
+				{Type: specs.NetworkNamespace},
+				{Type: specs.CgroupNamespace},
+			},
+			MaskedPaths:       maskedPaths,
+			ReadonlyPaths:     readonlyPaths,
+			RootfsPropagation: "rprivate",
+			Seccomp:           defaultSeccomp(),
+		},
+	}
+}
+
+// standardMounts are what a Linux userland expects to find. /tmp is left as
+// it is in the root filesystem (it is part of the sandbox's snapshotted
+// state).
+func standardMounts() []specs.Mount {
+	return []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		// Read-only and rooted at the sandbox's own cgroup (cgroupns), so
+		// tools inside can read their limits and usage.
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+	}
+}
+
+func bindMounts(ms []runtime.Mount) []specs.Mount {
+	out := make([]specs.Mount, 0, len(ms))
+	for _, m := range ms {
+		opts := []string{"rbind", "rprivate", "nosuid", "nodev"}
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		}
+		out = append(out, specs.Mount{
+			Destination: filepath.Clean(m.Destination),
+			Type:        "bind",
+			Source:      m.Source,
+			Options:     opts,
+		})
+	}
+	return out
+}
+
+func validateSpec(spec runtime.Spec) error {
+	if !filepath.IsAbs(spec.RootFS) {
+		return fmt.Errorf("root filesystem %q must be an absolute host path", spec.RootFS)
+	}
+	if len(spec.Init) == 0 {
+		return fmt.Errorf("init command is empty; give PID 1's argv")
+	}
+	if spec.Cwd != "" && !filepath.IsAbs(spec.Cwd) {
+		return fmt.Errorf("working directory %q must be absolute", spec.Cwd)
+	}
+	for _, m := range spec.Mounts {
+		if !filepath.IsAbs(m.Source) {
+			return fmt.Errorf("mount source %q must be an absolute host path", m.Source)
+		}
+		if !filepath.IsAbs(m.Destination) || filepath.Clean(m.Destination) == "/" {
+			return fmt.Errorf("mount destination %q must be an absolute path other than /", m.Destination)
+		}
+	}
+	lim := spec.Limits
+	if lim.MemoryBytes < 0 || lim.CPUMillis < 0 || lim.Pids < 0 {
+		return fmt.Errorf("limits must not be negative (memory %d, cpu %d, pids %d)", lim.MemoryBytes, lim.CPUMillis, lim.Pids)
+	}
+	if lim.CPUMillis > 0 && lim.CPUMillis < 10 {
+		// The kernel's smallest CFS quota is 1 ms per 100 ms period.
+		return fmt.Errorf("cpu limit %d millicpus is below the minimum of 10", lim.CPUMillis)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+// Package runtime defines how warren runs a sandbox's processes in isolation.
+//
+// The interface lives here; implementations live in subpackages (native:
+// runc's libcontainer; later gvisor) and pass the one conformance suite in
+// runtimetest. Only internal/daemon picks an implementation.
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Limits are the resource limits of one sandbox.
+type Limits struct {
+	MemoryBytes int64 // hard memory limit; 0 = default
+	CPUMillis   int64 // CPU quota in thousandths of a CPU (1000 = one CPU); 0 = default
+	Pids        int64 // maximum number of tasks; 0 = default
+}
+
+// Default limits applied where a field of Limits is zero.
+var DefaultLimits = Limits{
+	MemoryBytes: 512 << 20,
+	CPUMillis:   1000,
+	Pids:        1024,
+}
+
+// WithDefaults returns l with every zero field replaced by its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultLimits.MemoryBytes
+	}
+	if l.CPUMillis == 0 {
+		l.CPUMillis = DefaultLimits.CPUMillis
+	}
+	if l.Pids == 0 {
+		l.Pids = DefaultLimits.Pids
+	}
+	return l
+}
+
+// Mount is a bind mount from the host into the sandbox.
+type Mount struct {
+	Source      string // host path (file or directory)
+	Destination string // absolute path inside the sandbox
+	ReadOnly    bool
+}
+
+// Spec is everything a runtime needs to start one sandbox.
+type Spec struct {
+	ID       string // validated sandbox id; also the runtime's container id
+	RootFS   string // host path of the sandbox's writable root filesystem
+	Hostname string
+	// Init is PID 1's argv (inside the sandbox). It must reap zombies.
+	Init []string
+	Env  []string
+	// Cwd is PID 1's working directory inside the sandbox.
+	Cwd    string
+	Mounts []Mount
+	Limits Limits
+	// LogPath, if set, receives PID 1's stdout and stderr (host path).
+	LogPath string
+}
+
+// State is the observed state of a sandbox's processes.
+type State string
+
+const (
+	StateRunning State = "running"
+	StatePaused  State = "paused"
+	StateStopped State = "stopped" // PID 1 exited; resources may remain until Destroy
+)
+
+// Status describes one sandbox as the runtime sees it.
+type Status struct {
+	ID      string
+	State   State
+	InitPID int // host pid of the sandbox's PID 1 (0 when stopped)
+	Created time.Time
+}
+
+// Capabilities say which optional features a runtime has. Callers branch on
+// these, never on a runtime's name.
+type Capabilities struct {
+	Pause          bool // freeze and thaw all processes
+	MemorySnapshot bool // checkpoint a sandbox's memory
+	Network        bool // per-sandbox network namespace
+}
+
+// Runtime starts, finds and destroys sandboxes.
+//
+// Sandboxes outlive the daemon: a runtime keeps whatever it needs to find a
+// sandbox again on disk, and Recover reattaches to it after a restart.
+type Runtime interface {
+	Name() string
+	Capabilities() Capabilities
+	// Start creates the sandbox described by spec and starts its PID 1.
+	// On error nothing is left behind (no cgroup, no state, no process).
+	Start(ctx context.Context, spec Spec) (Status, error)
+	// Recover reattaches to a sandbox started by an earlier daemon.
+	// It returns ErrNotFound if the runtime knows nothing of id.
+	Recover(ctx context.Context, id string) (Status, error)
+	// Status reports a sandbox's current state.
+	Status(ctx context.Context, id string) (Status, error)
+	// Pause freezes every process of the sandbox; Resume thaws them.
+	// Runtimes without Capabilities().Pause return ErrUnsupported.
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	// Destroy kills every process of the sandbox and removes the runtime's
+	// resources (cgroups, state). Destroying an unknown id returns
+	// ErrNotFound; destroying twice is safe.
+	Destroy(ctx context.Context, id string) error
+	// List returns the ids of every sandbox the runtime has state for,
+	// including ones no record names (the daemon reconciles them).
+	List(ctx context.Context) ([]string, error)
+}

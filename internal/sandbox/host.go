@@ -1,0 +1,239 @@
+// Package sandbox is the host-side handle to sandboxes: it puts together a
+// storage volume (the root filesystem), a runtime instance (the processes)
+// and the agent connection, and takes them apart again.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/storage"
+)
+
+// Where the agent lives inside every sandbox. The daemon bind-mounts the
+// agent binary and the sandbox's socket directory there, both read-only
+// (connecting to a unix socket needs no write access to its mount).
+const (
+	AgentBinaryPath = "/.warren/bin/warren-agent"
+	AgentRunDir     = "/.warren/run"
+	AgentSocketName = "agent.sock"
+)
+
+// Host creates, recovers and destroys sandboxes on this machine.
+type Host struct {
+	Storage     storage.Storage
+	Runtime     runtime.Runtime
+	RunDir      string // one directory per sandbox, holding its agent socket
+	LogDir      string // one log file per sandbox for PID 1's own output
+	AgentBinary string
+	Log         *slog.Logger
+	// ReadyTimeout bounds how long a new or recovered sandbox's agent has
+	// to connect.
+	ReadyTimeout time.Duration
+}
+
+// Spec says what sandbox to create.
+type Spec struct {
+	ID       string
+	Template string
+	Limits   runtime.Limits
+	Env      map[string]string
+}
+
+// Sandbox is one live sandbox as the host holds it.
+type Sandbox struct {
+	ID     string
+	Agent  *agentconn.Conn
+	Status runtime.Status
+}
+
+func (h *Host) readyTimeout() time.Duration {
+	if h.ReadyTimeout > 0 {
+		return h.ReadyTimeout
+	}
+	return 10 * time.Second
+}
+
+func (h *Host) socketDir(id string) string { return filepath.Join(h.RunDir, id) }
+
+// Create makes the sandbox's root from its template, starts its processes
+// and waits for its agent. On error nothing is left behind.
+func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error) {
+	var undo cleanups
+	defer func() {
+		if retErr != nil {
+			undo.run(h.Log)
+		}
+	}()
+
+	vol := storage.Key{Kind: storage.KindSandbox, Name: spec.ID}
+	root, err := h.Storage.Snapshot(ctx, storage.Key{Kind: storage.KindTemplate, Name: spec.Template}, vol, storage.SnapshotOptions{})
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("template %q does not exist (see `warren template ls`): %w", spec.Template, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("make root filesystem: %w", err)
+	}
+	undo.add("delete volume", func(ctx context.Context) error { return h.Storage.Delete(ctx, vol) })
+
+	sockDir := h.socketDir(spec.ID)
+	if err := os.MkdirAll(sockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make socket dir: %w", err)
+	}
+	undo.add("remove socket dir", func(context.Context) error { return os.RemoveAll(sockDir) })
+	conn, err := agentconn.Listen(ctx, filepath.Join(sockDir, AgentSocketName), h.Log.With("sandbox", spec.ID))
+	if err != nil {
+		return nil, fmt.Errorf("listen for agent: %w", err)
+	}
+	undo.add("close agent listener", func(context.Context) error { return conn.Close() })
+
+	if err := os.MkdirAll(h.LogDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make log dir: %w", err)
+	}
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	for k, v := range spec.Env {
+		env = append(env, k+"="+v)
+	}
+	st, err := h.Runtime.Start(ctx, runtime.Spec{
+		ID:       spec.ID,
+		RootFS:   root,
+		Hostname: spec.ID,
+		Init:     []string{AgentBinaryPath, "--socket", AgentRunDir + "/" + AgentSocketName},
+		Env:      env,
+		Cwd:      "/",
+		Mounts: []runtime.Mount{
+			{Source: h.AgentBinary, Destination: AgentBinaryPath, ReadOnly: true},
+			{Source: sockDir, Destination: AgentRunDir, ReadOnly: true},
+		},
+		Limits:  spec.Limits,
+		LogPath: filepath.Join(h.LogDir, spec.ID+".log"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
+	undo.add("destroy runtime", func(ctx context.Context) error { return h.Runtime.Destroy(ctx, spec.ID) })
+
+	if err := h.waitReady(ctx, conn); err != nil {
+		return nil, err
+	}
+	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
+}
+
+func (h *Host) waitReady(ctx context.Context, conn *agentconn.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, h.readyTimeout())
+	defer cancel()
+	if err := conn.WaitReady(ctx); err != nil {
+		return fmt.Errorf("agent did not connect within %s: %w", h.readyTimeout(), errors.Join(err, errdefs.ErrUnavailable))
+	}
+	return nil
+}
+
+// Recover reattaches to a sandbox started by an earlier daemon: its
+// processes must still be running, and its agent must dial back in.
+func (h *Host) Recover(ctx context.Context, id string) (*Sandbox, error) {
+	st, err := h.Runtime.Recover(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("recover %s: %w", id, err)
+	}
+	if st.State == runtime.StateStopped {
+		return nil, fmt.Errorf("sandbox %s: its processes have exited: %w", id, errdefs.ErrUnavailable)
+	}
+	sockDir := h.socketDir(id)
+	if err := os.MkdirAll(sockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make socket dir: %w", err)
+	}
+	conn, err := agentconn.Listen(ctx, filepath.Join(sockDir, AgentSocketName), h.Log.With("sandbox", id))
+	if err != nil {
+		return nil, fmt.Errorf("listen for agent: %w", err)
+	}
+	if st.State == runtime.StatePaused {
+		// A frozen agent cannot dial; it reconnects once thawed.
+		return &Sandbox{ID: id, Agent: conn, Status: st}, nil
+	}
+	if err := h.waitReady(ctx, conn); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Sandbox{ID: id, Agent: conn, Status: st}, nil
+}
+
+// Destroy kills the sandbox's processes and removes everything it had. It
+// carries on past errors (so that as much as possible is freed) and returns
+// them joined. Missing parts are not errors: destroying twice is safe.
+func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	if conn != nil {
+		if err := conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close agent: %w", err))
+		}
+	}
+	if err := h.Runtime.Destroy(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("destroy processes: %w", err))
+	}
+	if err := h.Storage.Delete(ctx, storage.Key{Kind: storage.KindSandbox, Name: id}); err != nil && !errdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("delete root filesystem: %w", err))
+	}
+	if err := os.RemoveAll(h.socketDir(id)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.Remove(filepath.Join(h.LogDir, id+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Reconcile removes every runtime instance, root volume, socket directory
+// and scratch volume that belongs to no sandbox in keep. It is run at start,
+// after the daemon has recovered what its records name.
+func (h *Host) Reconcile(ctx context.Context, keep map[string]bool) error {
+	var errs []error
+	seen := map[string]bool{}
+	runtimeIDs, err := h.Runtime.List(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list runtime: %w", err))
+	}
+	for _, id := range runtimeIDs {
+		seen[id] = true
+	}
+	vols, err := h.Storage.List(ctx, storage.KindSandbox)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list volumes: %w", err))
+	}
+	for _, v := range vols {
+		seen[v.Key.Name] = true
+	}
+	if entries, err := os.ReadDir(h.RunDir); err == nil {
+		for _, e := range entries {
+			seen[e.Name()] = true
+		}
+	}
+	for id := range seen {
+		if keep[id] {
+			continue
+		}
+		h.Log.Info("removing orphaned sandbox resources", "sandbox", id)
+		if err := h.Destroy(ctx, id, nil); err != nil {
+			errs = append(errs, fmt.Errorf("orphan %s: %w", id, err))
+		}
+	}
+	scratch, err := h.Storage.List(ctx, storage.KindScratch)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list scratch volumes: %w", err))
+	}
+	for _, v := range scratch {
+		h.Log.Info("removing unfinished build volume", "volume", v.Key.String())
+		if err := h.Storage.Delete(ctx, v.Key); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.deps.Templates.List(r.Context())
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]client.Template, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, client.Template{TemplateID: t.Name, Source: t.Source, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
+	if err := s.deps.Templates.Delete(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func keyOf(k store.APIKey) client.APIKey {
+	out := client.APIKey{ID: k.ID, Team: k.Team, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, Revoked: k.Revoked}
+	if !k.LastUsedAt.IsZero() {
+		t := k.LastUsedAt
+		out.LastUsedAt = &t
+	}
+	return out
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
+	var body client.NewAPIKey
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	plain, k, err := s.deps.Keys.CreateAPIKey(r.Context(), body.Team, body.Name)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := keyOf(k)
+	out.Key = plain
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.deps.Keys.ListAPIKeys(r.Context(), r.URL.Query().Get("team"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]client.APIKey, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, keyOf(k))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
+	if err := s.deps.Keys.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

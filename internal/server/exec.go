@@ -1,0 +1,189 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+const (
+	maxArgs        = 4096
+	maxCommandSize = 256 << 10
+	// maxOutputLimit bounds what a request may ask the agent to send back.
+	maxOutputLimit = 1 << 30
+)
+
+func validateExec(req *client.ExecRequest) error {
+	switch {
+	case len(req.Cmd) == 0 && req.Command == "":
+		return fmt.Errorf("give either cmd (an argv) or command (a shell command): %w", errdefs.ErrInvalid)
+	case len(req.Cmd) > 0 && req.Command != "":
+		return fmt.Errorf("give cmd or command, not both: %w", errdefs.ErrInvalid)
+	case len(req.Cmd) > maxArgs:
+		return fmt.Errorf("cmd has %d arguments, at most %d allowed: %w", len(req.Cmd), maxArgs, errdefs.ErrInvalid)
+	case len(req.Command) > maxCommandSize:
+		return fmt.Errorf("command is longer than %d bytes: %w", maxCommandSize, errdefs.ErrInvalid)
+	case len(req.Cmd) > 0 && req.Cmd[0] == "":
+		return fmt.Errorf("cmd[0] is empty: %w", errdefs.ErrInvalid)
+	case req.OutputLimit > maxOutputLimit:
+		return fmt.Errorf("outputLimit is above %d bytes: %w", maxOutputLimit, errdefs.ErrInvalid)
+	}
+	size := len(req.Command)
+	for _, a := range req.Cmd {
+		size += len(a)
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("cmd holds a NUL byte: %w", errdefs.ErrInvalid)
+		}
+	}
+	if size > maxCommandSize {
+		return fmt.Errorf("cmd is longer than %d bytes: %w", maxCommandSize, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// exec runs a command in a sandbox and streams its events as NDJSON, or with
+// ?wait=true answers once with the whole output.
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req client.ExecRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := validateExec(&req); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	limit := req.OutputLimit
+	if limit == 0 {
+		limit = s.deps.OutputLimit
+	}
+	stream, err := agent.Process().Exec(r.Context(), connect.NewRequest(&agentv1.ExecRequest{
+		Argv:             req.Cmd,
+		ShellCommand:     req.Command,
+		Env:              req.Env,
+		Cwd:              req.Cwd,
+		User:             req.User,
+		Stdin:            req.Stdin,
+		TimeoutMs:        req.TimeoutMs,
+		OutputLimitBytes: limit,
+	}))
+	if err != nil {
+		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
+		return
+	}
+	defer stream.Close()
+
+	if r.URL.Query().Get("wait") == "true" {
+		s.execWait(w, r, stream, limit)
+		return
+	}
+
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	sawExit := false
+	for stream.Receive() {
+		ev, ok := eventOf(stream.Msg())
+		if !ok {
+			continue
+		}
+		sawExit = sawExit || ev.Type == "exit"
+		if err := enc.Encode(ev); err != nil {
+			return // the client went away; the agent kills the command
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if !sawExit {
+		// The stream broke (the agent or the sandbox went away): say so
+		// in-band, since the status line has been sent.
+		msg := "the sandbox's agent went away before the command finished"
+		if err := stream.Err(); err != nil {
+			msg += ": " + messageOf(err)
+		}
+		_ = enc.Encode(client.ExecEvent{Type: "error", Error: msg})
+	}
+}
+
+func (s *Server) execWait(w http.ResponseWriter, r *http.Request, stream *connect.ServerStreamForClient[agentv1.ExecEvent], limit uint64) {
+	var res client.ExecResult
+	var stdout, stderr strings.Builder
+	sawExit := false
+	for stream.Receive() {
+		msg := stream.Msg()
+		switch {
+		case msg.GetStarted() != nil:
+			res.PID = msg.GetStarted().GetPid()
+		case msg.GetOutput() != nil:
+			out := msg.GetOutput()
+			// The agent caps output, but it is untrusted: cap again here.
+			if uint64(stdout.Len()+stderr.Len()+len(out.GetData())) > limit {
+				res.OutputTruncated = true
+				continue
+			}
+			if out.GetStream() == agentv1.Stream_STREAM_STDERR {
+				stderr.Write(out.GetData())
+			} else {
+				stdout.Write(out.GetData())
+			}
+		case msg.GetExited() != nil:
+			ex := msg.GetExited()
+			sawExit = true
+			res.ExitCode = ex.GetExitCode()
+			res.Signal = ex.GetSignal()
+			res.TimedOut = ex.GetTimedOut()
+			res.OutputTruncated = res.OutputTruncated || ex.GetOutputTruncated()
+			res.Error = ex.GetError()
+		}
+	}
+	if !sawExit {
+		err := stream.Err()
+		if err == nil {
+			err = fmt.Errorf("the sandbox's agent ended the stream without an exit status: %w", errdefs.ErrUnavailable)
+		}
+		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
+		return
+	}
+	res.Stdout, res.Stderr = stdout.String(), stderr.String()
+	writeJSON(w, http.StatusOK, res)
+}
+
+func eventOf(msg *agentv1.ExecEvent) (client.ExecEvent, bool) {
+	switch {
+	case msg.GetStarted() != nil:
+		return client.ExecEvent{Type: "start", PID: msg.GetStarted().GetPid()}, true
+	case msg.GetOutput() != nil:
+		t := "stdout"
+		if msg.GetOutput().GetStream() == agentv1.Stream_STREAM_STDERR {
+			t = "stderr"
+		}
+		return client.ExecEvent{Type: t, Data: msg.GetOutput().GetData()}, true
+	case msg.GetExited() != nil:
+		ex := msg.GetExited()
+		code := ex.GetExitCode()
+		return client.ExecEvent{
+			Type:            "exit",
+			ExitCode:        &code,
+			Signal:          ex.GetSignal(),
+			TimedOut:        ex.GetTimedOut(),
+			OutputTruncated: ex.GetOutputTruncated(),
+			Error:           ex.GetError(),
+		}, true
+	}
+	return client.ExecEvent{}, false
+}

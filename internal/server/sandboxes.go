@@ -1,0 +1,159 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// maxTimeout bounds a sandbox's run timeout (E2B allows up to 24 h on paid
+// plans; a self-hosted server has no reason to be stricter).
+const maxTimeout = 24 * time.Hour
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var body client.NewSandbox
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	req := session.CreateRequest{
+		Team:     teamOf(r),
+		Template: body.TemplateID,
+		Metadata: body.Metadata,
+		Env:      body.EnvVars,
+	}
+	if body.Timeout != nil {
+		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
+			writeError(w, r, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *body.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid))
+			return
+		}
+		d := time.Duration(*body.Timeout) * time.Second
+		req.Timeout = &d
+	}
+	if l := body.Limits; l != nil {
+		if l.MemoryMB < 0 || l.CPUCount < 0 || l.Pids < 0 {
+			writeError(w, r, fmt.Errorf("limits must not be negative: %w", errdefs.ErrInvalid))
+			return
+		}
+		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
+		if l.MemoryMB > 1<<30 {
+			writeError(w, r, fmt.Errorf("memoryMB %d is absurd: %w", l.MemoryMB, errdefs.ErrInvalid))
+			return
+		}
+	}
+	rec, err := s.deps.Sessions.Create(r.Context(), req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sandboxOf(rec))
+}
+
+func sandboxOf(rec store.Sandbox) client.Sandbox {
+	return client.Sandbox{
+		TemplateID: rec.Template,
+		SandboxID:  rec.ID,
+		ClientID:   "warren",
+	}
+}
+
+func detailOf(rec store.Sandbox) client.SandboxDetail {
+	d := client.SandboxDetail{
+		Sandbox:   sandboxOf(rec),
+		StartedAt: rec.StartedAt,
+		State:     string(rec.State),
+		CPUCount:  float64(rec.CPUMillis) / 1000,
+		MemoryMB:  rec.MemoryBytes >> 20,
+		Metadata:  rec.Metadata,
+		Pids:      rec.Pids,
+		Runtime:   rec.Runtime,
+		Reason:    rec.Reason,
+	}
+	if !rec.EndAt.IsZero() {
+		end := rec.EndAt
+		d.EndAt = &end
+	}
+	return d
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, detailOf(rec))
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.deps.Sessions.Delete(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+const maxListLimit = 1000
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.SandboxFilter{Limit: 100}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			writeError(w, r, fmt.Errorf("limit %q: want 1..%d: %w", v, maxListLimit, errdefs.ErrInvalid))
+			return
+		}
+		f.Limit = n
+	}
+	f.After = q.Get("nextToken")
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			switch store.SandboxState(one) {
+			case session.StateRunning, session.StatePaused, session.StateCreating, session.StateStopped, session.StateFailed:
+				f.States = append(f.States, store.SandboxState(one))
+			default:
+				writeError(w, r, fmt.Errorf("state %q: want running, paused, creating, stopped or failed: %w", one, errdefs.ErrInvalid))
+				return
+			}
+		}
+	}
+	if md := q.Get("metadata"); md != "" {
+		// E2B sends metadata as one url-encoded query string: k1=v1&k2=v2.
+		vals, err := url.ParseQuery(md)
+		if err != nil {
+			writeError(w, r, fmt.Errorf("metadata %q is not k=v pairs: %w", md, errdefs.ErrInvalid))
+			return
+		}
+		f.Metadata = map[string]string{}
+		for k, v := range vals {
+			f.Metadata[k] = v[0]
+		}
+	}
+	// Ask for one more than the page to learn whether there is a next one.
+	want := f.Limit
+	f.Limit = want + 1
+	recs, err := s.deps.Sessions.List(r.Context(), teamOf(r), f)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if len(recs) > want {
+		recs = recs[:want]
+		w.Header().Set("X-Next-Token", recs[want-1].Cursor())
+	}
+	out := make([]client.ListedSandbox, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, detailOf(rec))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,209 @@
+// Package server is warren's HTTP API: E2B's control-plane routes and
+// warren's own extensions. It is the only package that turns errors into
+// status codes.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// AdminTeam is the team of the key the daemon makes on first start; only
+// its keys may manage keys and templates.
+const AdminTeam = "admin"
+
+// maxJSONBody bounds every JSON request body.
+const maxJSONBody = 1 << 20
+
+// maxUploadBody bounds a file upload.
+const maxUploadBody = 1 << 30
+
+// Templates is what the API needs to manage templates.
+type Templates interface {
+	List(ctx context.Context) ([]store.Template, error)
+	Delete(ctx context.Context, name string) error
+}
+
+// Keys is what the API needs of the key store.
+type Keys interface {
+	AuthenticateKey(ctx context.Context, plaintext string) (store.APIKey, error)
+	CreateAPIKey(ctx context.Context, team, name string) (string, store.APIKey, error)
+	ListAPIKeys(ctx context.Context, team string) ([]store.APIKey, error)
+	RevokeAPIKey(ctx context.Context, id string) error
+}
+
+// Deps are the services the API is put in front of.
+type Deps struct {
+	Sessions  *session.Manager
+	Keys      Keys
+	Templates Templates
+	Log       *slog.Logger
+	Health    client.Health
+	// OutputLimit is an exec's output cap when the request names none.
+	OutputLimit uint64
+}
+
+// Server routes requests to handlers.
+type Server struct {
+	deps Deps
+	mux  *http.ServeMux
+}
+
+// New builds the API's handler.
+func New(deps Deps) *Server {
+	s := &Server{deps: deps, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /health", s.health)
+
+	m.Handle("POST /sandboxes", s.auth(s.createSandbox))
+	m.Handle("POST /v2/sandboxes", s.auth(s.createSandbox))
+	m.Handle("GET /sandboxes", s.auth(s.listSandboxes))
+	m.Handle("GET /v2/sandboxes", s.auth(s.listSandboxes))
+	m.Handle("GET /sandboxes/{id}", s.auth(s.getSandbox))
+	m.Handle("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
+
+	m.Handle("POST /sandboxes/{id}/exec", s.auth(s.exec))
+	m.Handle("GET /sandboxes/{id}/files", s.auth(s.readFile))
+	m.Handle("PUT /sandboxes/{id}/files", s.auth(s.writeFile))
+	m.Handle("DELETE /sandboxes/{id}/files", s.auth(s.removeFile))
+	m.Handle("GET /sandboxes/{id}/files/stat", s.auth(s.statFile))
+	m.Handle("GET /sandboxes/{id}/files/list", s.auth(s.listDir))
+	m.Handle("POST /sandboxes/{id}/files/mkdir", s.auth(s.makeDir))
+	m.Handle("POST /sandboxes/{id}/files/move", s.auth(s.moveFile))
+
+	m.Handle("GET /templates", s.auth(s.listTemplates))
+	m.Handle("DELETE /templates/{id}", s.auth(s.admin(s.deleteTemplate)))
+
+	m.Handle("POST /api-keys", s.auth(s.admin(s.createKey)))
+	m.Handle("GET /api-keys", s.auth(s.admin(s.listKeys)))
+	m.Handle("DELETE /api-keys/{id}", s.auth(s.admin(s.revokeKey)))
+
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
+	})
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		if p := recover(); p != nil {
+			s.deps.Log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
+			if !rw.wrote {
+				writeError(rw, r, errors.New("internal error"))
+			}
+		}
+		s.deps.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "dur", time.Since(start))
+	}()
+	s.mux.ServeHTTP(rw, r)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.deps.Health)
+}
+
+type teamKey struct{}
+
+func teamOf(r *http.Request) string { t, _ := r.Context().Value(teamKey{}).(string); return t }
+
+// auth admits requests that carry a valid API key and records its team.
+func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("X-API-Key")
+		if key == "" {
+			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+				key = b
+			}
+		}
+		if key == "" {
+			writeError(w, r, fmt.Errorf("missing API key: send it in the X-API-Key header: %w", errdefs.ErrUnauthenticated))
+			return
+		}
+		k, err := s.deps.Keys.AuthenticateKey(r.Context(), key)
+		if err != nil {
+			if errdefs.IsNotFound(err) || errors.Is(err, errdefs.ErrUnauthenticated) {
+				err = fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
+			}
+			writeError(w, r, err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), teamKey{}, k.Team)))
+	})
+}
+
+// admin admits only the admin team's keys.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if teamOf(r) != AdminTeam {
+			writeError(w, r, fmt.Errorf("only an admin key may do this: %w", errdefs.ErrPermissionDenied))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// decodeJSON reads a bounded JSON body into v. An empty body leaves v as is.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("request body is larger than %d bytes: %w", tooBig.Limit, errTooLarge)
+		}
+		return fmt.Errorf("request body is not valid JSON: %v: %w", err, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

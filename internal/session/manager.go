@@ -1,0 +1,414 @@
+// Package session decides what happens to sandboxes: it owns their records,
+// their lifecycle state machine, limits, teams and timeouts. It makes no
+// syscalls; the sandbox.Host it is given does the work.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// Host is what the manager needs of the machine; *sandbox.Host is the real
+// one.
+type Host interface {
+	Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error)
+	Recover(ctx context.Context, id string) (*sandbox.Sandbox, error)
+	Destroy(ctx context.Context, id string, conn *agentconn.Conn) error
+	Reconcile(ctx context.Context, keep map[string]bool) error
+}
+
+// Store is what the manager needs of the metadata store.
+type Store interface {
+	CreateSandbox(ctx context.Context, sb store.Sandbox) error
+	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
+	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error)
+	CountSandboxes(ctx context.Context, states ...store.SandboxState) (int, error)
+	UpdateSandboxState(ctx context.Context, id string, from []store.SandboxState, to store.SandboxState, reason string) error
+	SetSandboxEndAt(ctx context.Context, id string, endAt time.Time) error
+	DeleteSandbox(ctx context.Context, id string) error
+}
+
+// Config is the part of the daemon's configuration the manager applies.
+type Config struct {
+	RuntimeName    string
+	MaxSandboxes   int
+	DefaultLimits  runtime.Limits
+	MaxLimits      runtime.Limits
+	DefaultTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// CreateRequest says what sandbox a team wants.
+type CreateRequest struct {
+	Team     string
+	Template string
+	// Timeout is the run timeout; nil means the default, 0 means never.
+	Timeout  *time.Duration
+	Metadata map[string]string
+	Env      map[string]string
+	Limits   runtime.Limits
+}
+
+// Manager is the session service.
+type Manager struct {
+	cfg   Config
+	store Store
+	host  Host
+	log   *slog.Logger
+
+	createMu sync.Mutex // makes count-then-insert atomic for the sandbox limit
+
+	mu   sync.Mutex
+	live map[string]*sandbox.Sandbox
+}
+
+// New returns a manager; call Recover before serving requests.
+func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Manager{cfg: cfg, store: st, host: host, log: log, live: map[string]*sandbox.Sandbox{}}
+}
+
+// Create makes and starts a sandbox and returns its record.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox, error) {
+	if err := m.validate(&req); err != nil {
+		return store.Sandbox{}, err
+	}
+	limits := m.limitsFor(req.Limits)
+	now := m.cfg.Now().UTC()
+	rec := store.Sandbox{
+		ID:          ids.New(20),
+		Team:        req.Team,
+		Template:    req.Template,
+		Runtime:     m.cfg.RuntimeName,
+		State:       StateCreating,
+		Metadata:    req.Metadata,
+		Env:         req.Env,
+		MemoryBytes: limits.MemoryBytes,
+		CPUMillis:   limits.CPUMillis,
+		Pids:        limits.Pids,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+		StartedAt:   now,
+	}
+	timeout := m.cfg.DefaultTimeout
+	if req.Timeout != nil {
+		timeout = *req.Timeout
+	}
+	if timeout > 0 {
+		rec.EndAt = now.Add(timeout)
+	}
+
+	if err := m.reserve(ctx, rec); err != nil {
+		return store.Sandbox{}, err
+	}
+	sb, err := m.host.Create(ctx, sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env})
+	if err != nil {
+		bg := context.WithoutCancel(ctx)
+		if errdefs.IsNotFound(err) || errdefs.IsInvalid(err) {
+			// The request was wrong: leave no trace of it.
+			if derr := m.store.DeleteSandbox(bg, rec.ID); derr != nil {
+				m.log.Warn("drop record of a rejected sandbox", "sandbox", rec.ID, "err", derr)
+			}
+			return store.Sandbox{}, err
+		}
+		m.fail(bg, rec.ID, err.Error())
+		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
+	}
+	if err := m.store.UpdateSandboxState(ctx, rec.ID, []store.SandboxState{StateCreating}, StateRunning, ""); err != nil {
+		_ = m.host.Destroy(context.WithoutCancel(ctx), rec.ID, sb.Agent)
+		m.fail(context.WithoutCancel(ctx), rec.ID, "record update failed: "+err.Error())
+		return store.Sandbox{}, err
+	}
+	m.mu.Lock()
+	m.live[rec.ID] = sb
+	m.mu.Unlock()
+	rec.State = StateRunning
+	return rec, nil
+}
+
+// reserve inserts the record in "creating" unless the sandbox limit is hit.
+func (m *Manager) reserve(ctx context.Context, rec store.Sandbox) error {
+	m.createMu.Lock()
+	defer m.createMu.Unlock()
+	n, err := m.store.CountSandboxes(ctx, liveStates...)
+	if err != nil {
+		return err
+	}
+	if n >= m.cfg.MaxSandboxes {
+		return fmt.Errorf("%d sandboxes are running, the most this server allows (--max-sandboxes); delete one first: %w", n, errdefs.ErrResourceExhausted)
+	}
+	return m.store.CreateSandbox(ctx, rec)
+}
+
+func (m *Manager) fail(ctx context.Context, id, reason string) {
+	if err := m.store.UpdateSandboxState(ctx, id, sourcesOf(StateFailed), StateFailed, reason); err != nil {
+		m.log.Warn("mark sandbox failed", "sandbox", id, "err", err)
+	}
+}
+
+// Get returns a team's sandbox. Another team's sandbox is "not found".
+func (m *Manager) Get(ctx context.Context, team, id string) (store.Sandbox, error) {
+	if err := ids.Validate("sandbox id", id); err != nil {
+		return store.Sandbox{}, err
+	}
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	if rec.Team != team || rec.State == StateDestroyed {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// List returns a team's sandboxes.
+func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) ([]store.Sandbox, error) {
+	f.Team = team
+	if len(f.States) == 0 {
+		f.States = []store.SandboxState{StateCreating, StateRunning, StatePaused, StateStopped, StateFailed}
+	}
+	return m.store.ListSandboxes(ctx, f)
+}
+
+// Agent returns the agent connection of a team's running sandbox.
+func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != StateRunning {
+		return nil, fmt.Errorf("sandbox %s is %s, not running: %w", id, rec.State, errdefs.ErrConflict)
+	}
+	m.mu.Lock()
+	sb := m.live[id]
+	m.mu.Unlock()
+	if sb == nil {
+		return nil, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
+	}
+	return sb.Agent, nil
+}
+
+// Delete destroys a team's sandbox and forgets it.
+func (m *Manager) Delete(ctx context.Context, team, id string) error {
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return err
+	}
+	return m.destroy(ctx, rec)
+}
+
+func (m *Manager) destroy(ctx context.Context, rec store.Sandbox) error {
+	ctx = context.WithoutCancel(ctx)
+	if err := checkTransition(rec.ID, rec.State, StateDestroyed); err != nil {
+		return err
+	}
+	if err := m.store.UpdateSandboxState(ctx, rec.ID, sourcesOf(StateDestroyed), StateDestroyed, ""); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	sb := m.live[rec.ID]
+	delete(m.live, rec.ID)
+	m.mu.Unlock()
+	var conn *agentconn.Conn
+	if sb != nil {
+		conn = sb.Agent
+	}
+	if err := m.host.Destroy(ctx, rec.ID, conn); err != nil {
+		// The record stays (as destroyed) so that the next start's
+		// reconcile, which sees no live record, removes what is left.
+		m.log.Error("destroy sandbox", "sandbox", rec.ID, "err", err)
+		return fmt.Errorf("destroy sandbox %s: %w", rec.ID, err)
+	}
+	return m.store.DeleteSandbox(ctx, rec.ID)
+}
+
+func (m *Manager) validate(req *CreateRequest) error {
+	if err := ids.ValidateName("team", req.Team); err != nil {
+		return err
+	}
+	if req.Template == "" {
+		req.Template = "base"
+	}
+	if err := ids.ValidateName("templateID", req.Template); err != nil {
+		return err
+	}
+	if req.Timeout != nil && *req.Timeout < 0 {
+		return fmt.Errorf("timeout must not be negative: %w", errdefs.ErrInvalid)
+	}
+	if err := validateMap("metadata", req.Metadata); err != nil {
+		return err
+	}
+	if err := validateEnv(req.Env); err != nil {
+		return err
+	}
+	l, max := req.Limits, m.cfg.MaxLimits
+	switch {
+	case l.MemoryBytes < 0 || l.CPUMillis < 0 || l.Pids < 0:
+		return fmt.Errorf("limits must not be negative: %w", errdefs.ErrInvalid)
+	case l.MemoryBytes != 0 && l.MemoryBytes < 16<<20:
+		return fmt.Errorf("memory limit %d MiB is below the minimum of 16 MiB: %w", l.MemoryBytes>>20, errdefs.ErrInvalid)
+	case max.MemoryBytes > 0 && l.MemoryBytes > max.MemoryBytes:
+		return fmt.Errorf("memory limit %d MiB is above this server's maximum of %d MiB: %w", l.MemoryBytes>>20, max.MemoryBytes>>20, errdefs.ErrInvalid)
+	case l.CPUMillis != 0 && l.CPUMillis < 10:
+		return fmt.Errorf("cpu limit below 0.01 CPU: %w", errdefs.ErrInvalid)
+	case max.CPUMillis > 0 && l.CPUMillis > max.CPUMillis:
+		return fmt.Errorf("cpu limit %.2f is above this server's maximum of %.2f CPUs: %w", float64(l.CPUMillis)/1000, float64(max.CPUMillis)/1000, errdefs.ErrInvalid)
+	case l.Pids != 0 && l.Pids < 16:
+		return fmt.Errorf("pids limit %d is below the minimum of 16: %w", l.Pids, errdefs.ErrInvalid)
+	case max.Pids > 0 && l.Pids > max.Pids:
+		return fmt.Errorf("pids limit %d is above this server's maximum of %d: %w", l.Pids, max.Pids, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+func (m *Manager) limitsFor(l runtime.Limits) runtime.Limits {
+	d := m.cfg.DefaultLimits
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.CPUMillis == 0 {
+		l.CPUMillis = d.CPUMillis
+	}
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+	return l.WithDefaults()
+}
+
+const (
+	maxMapEntries = 64
+	maxKeyLen     = 256
+	maxValueLen   = 4096
+)
+
+func validateMap(what string, kv map[string]string) error {
+	if len(kv) > maxMapEntries {
+		return fmt.Errorf("%s has %d entries, at most %d allowed: %w", what, len(kv), maxMapEntries, errdefs.ErrInvalid)
+	}
+	for k, v := range kv {
+		if k == "" || len(k) > maxKeyLen {
+			return fmt.Errorf("%s key %.32q must be 1..%d bytes: %w", what, k, maxKeyLen, errdefs.ErrInvalid)
+		}
+		if len(v) > maxValueLen {
+			return fmt.Errorf("%s value of %q is longer than %d bytes: %w", what, k, maxValueLen, errdefs.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func validateEnv(env map[string]string) error {
+	if err := validateMap("envVars", env); err != nil {
+		return err
+	}
+	for k, v := range env {
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			ok := c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (i > 0 && c >= '0' && c <= '9')
+			if !ok {
+				return fmt.Errorf("envVars name %q must match [A-Za-z_][A-Za-z0-9_]*: %w", k, errdefs.ErrInvalid)
+			}
+		}
+		for i := 0; i < len(v); i++ {
+			if v[i] == 0 {
+				return fmt.Errorf("envVars value of %q holds a NUL byte: %w", k, errdefs.ErrInvalid)
+			}
+		}
+	}
+	return nil
+}
+
+// Recover is run once at start: it reattaches to every sandbox the records
+// say is alive, fails those that died while the daemon was away, and removes
+// whatever no record names.
+func (m *Manager) Recover(ctx context.Context) error {
+	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: append(liveStates, StateDestroyed)})
+	if err != nil {
+		return fmt.Errorf("list sandboxes: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, rec := range recs {
+		switch rec.State {
+		case StateCreating:
+			m.fail(ctx, rec.ID, "the daemon stopped while the sandbox was being created")
+		case StateDestroyed:
+			// A delete that did not finish: reconcile removes the rest.
+			if err := m.store.DeleteSandbox(ctx, rec.ID); err != nil {
+				m.log.Warn("drop destroyed record", "sandbox", rec.ID, "err", err)
+			}
+		default:
+			sb, err := m.host.Recover(ctx, rec.ID)
+			if err != nil {
+				m.log.Warn("sandbox did not survive the restart", "sandbox", rec.ID, "err", err)
+				m.fail(ctx, rec.ID, "lost while the daemon was down: "+err.Error())
+				continue
+			}
+			keep[rec.ID] = true
+			m.mu.Lock()
+			m.live[rec.ID] = sb
+			m.mu.Unlock()
+			m.log.Info("reattached sandbox", "sandbox", rec.ID)
+		}
+	}
+	return m.host.Reconcile(ctx, keep)
+}
+
+// Run enforces run timeouts until ctx ends.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.expire(ctx)
+		}
+	}
+}
+
+func (m *Manager) expire(ctx context.Context) {
+	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{StateRunning, StatePaused}})
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			m.log.Warn("list sandboxes for timeouts", "err", err)
+		}
+		return
+	}
+	now := m.cfg.Now()
+	for _, rec := range recs {
+		if rec.EndAt.IsZero() || now.Before(rec.EndAt) {
+			continue
+		}
+		m.log.Info("sandbox timed out; killing it", "sandbox", rec.ID, "endAt", rec.EndAt)
+		if err := m.destroy(ctx, rec); err != nil {
+			m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
+		}
+	}
+}
+
+// Close detaches from every sandbox without stopping any: they keep
+// running and a later daemon reattaches.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, sb := range m.live {
+		if sb.Agent != nil {
+			sb.Agent.Close()
+		}
+		delete(m.live, id)
+	}
+}

@@ -1,0 +1,245 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// fakeHost records what the manager asks of the machine. It is a unit-test
+// fake for the manager's decisions; the real host is exercised in test/e2e.
+type fakeHost struct {
+	mu        sync.Mutex
+	templates map[string]bool
+	alive     map[string]bool
+	destroyed []string
+	failNext  error
+	reconcile map[string]bool
+}
+
+func newFakeHost() *fakeHost {
+	return &fakeHost{templates: map[string]bool{"base": true}, alive: map[string]bool{}}
+}
+
+func (h *fakeHost) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failNext != nil {
+		err := h.failNext
+		h.failNext = nil
+		return nil, err
+	}
+	if !h.templates[spec.Template] {
+		return nil, fmt.Errorf("template %q: %w", spec.Template, errdefs.ErrNotFound)
+	}
+	h.alive[spec.ID] = true
+	return &sandbox.Sandbox{ID: spec.ID}, nil
+}
+
+func (h *fakeHost) Recover(ctx context.Context, id string) (*sandbox.Sandbox, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.alive[id] {
+		return nil, fmt.Errorf("gone: %w", errdefs.ErrUnavailable)
+	}
+	return &sandbox.Sandbox{ID: id}, nil
+}
+
+func (h *fakeHost) Destroy(ctx context.Context, id string, _ *agentconn.Conn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.alive, id)
+	h.destroyed = append(h.destroyed, id)
+	return nil
+}
+
+func (h *fakeHost) Reconcile(ctx context.Context, keep map[string]bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.reconcile = keep
+	return nil
+}
+
+func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := newFakeHost()
+	m := New(Config{RuntimeName: "fake", MaxSandboxes: max, DefaultLimits: runtime.DefaultLimits,
+		MaxLimits: runtime.Limits{MemoryBytes: 1 << 30, CPUMillis: 4000, Pids: 4096}, DefaultTimeout: time.Minute},
+		st, h, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return m, h, st
+}
+
+func TestCreateGetDeleteAndTeams(t *testing.T) {
+	ctx := context.Background()
+	m, h, _ := newManager(t, 10)
+	rec, err := m.Create(ctx, CreateRequest{Team: "a", Metadata: map[string]string{"k": "v"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != StateRunning || rec.Template != "base" || rec.MemoryBytes != 512<<20 || rec.EndAt.IsZero() {
+		t.Fatalf("created: %+v", rec)
+	}
+	if _, err := m.Get(ctx, "b", rec.ID); !errdefs.IsNotFound(err) {
+		t.Fatalf("other team get: %v", err)
+	}
+	if err := m.Delete(ctx, "b", rec.ID); !errdefs.IsNotFound(err) {
+		t.Fatalf("other team delete: %v", err)
+	}
+	if list, _ := m.List(ctx, "b", store.SandboxFilter{}); len(list) != 0 {
+		t.Fatalf("other team list: %v", list)
+	}
+	if err := m.Delete(ctx, "a", rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if h.alive[rec.ID] {
+		t.Fatal("host still has the sandbox")
+	}
+	if _, err := m.Get(ctx, "a", rec.ID); !errdefs.IsNotFound(err) {
+		t.Fatalf("get after delete: %v", err)
+	}
+}
+
+func TestCreateRejectsBadInputAndLeavesNoRecord(t *testing.T) {
+	ctx := context.Background()
+	m, _, st := newManager(t, 10)
+	neg := -time.Second
+	bad := []CreateRequest{
+		{Team: "a", Template: "../x"},
+		{Team: "a", Timeout: &neg},
+		{Team: "a", Limits: runtime.Limits{MemoryBytes: 1 << 40}},
+		{Team: "a", Limits: runtime.Limits{MemoryBytes: 1 << 10}},
+		{Team: "a", Limits: runtime.Limits{Pids: 5}},
+		{Team: "a", Limits: runtime.Limits{CPUMillis: 1 << 20}},
+		{Team: "a", Env: map[string]string{"1BAD": "x"}},
+		{Team: "a", Env: map[string]string{"A": "x\x00y"}},
+		{Team: "BAD TEAM"},
+	}
+	for i, req := range bad {
+		if _, err := m.Create(ctx, req); !errdefs.IsInvalid(err) {
+			t.Errorf("case %d: want ErrInvalid, got %v", i, err)
+		}
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: "nope"}); !errdefs.IsNotFound(err) {
+		t.Fatalf("unknown template: %v", err)
+	}
+	if n, _ := st.CountSandboxes(ctx); n != 0 {
+		t.Fatalf("%d records left behind by rejected creates", n)
+	}
+}
+
+func TestMaxSandboxesUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newManager(t, 3)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, full := 0, 0
+	for i := 0; i < 10; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := m.Create(ctx, CreateRequest{Team: "a"})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				ok++
+			case errdefs.IsResourceExhausted(err):
+				full++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok != 3 || full != 7 {
+		t.Fatalf("created %d, refused %d; want 3 and 7", ok, full)
+	}
+}
+
+func TestHostFailureMarksFailed(t *testing.T) {
+	ctx := context.Background()
+	m, h, st := newManager(t, 10)
+	h.failNext = errors.New("boom")
+	if _, err := m.Create(ctx, CreateRequest{Team: "a"}); err == nil {
+		t.Fatal("want an error")
+	}
+	list, _ := st.ListSandboxes(ctx, store.SandboxFilter{})
+	if len(list) != 1 || list[0].State != StateFailed || list[0].Reason == "" {
+		t.Fatalf("records: %+v", list)
+	}
+	// A failed sandbox does not count against the limit and can be deleted.
+	if err := m.Delete(ctx, "a", list[0].ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRecover(t *testing.T) {
+	ctx := context.Background()
+	m, h, st := newManager(t, 10)
+	live, _ := m.Create(ctx, CreateRequest{Team: "a"})
+	dead, _ := m.Create(ctx, CreateRequest{Team: "a"})
+	half := store.Sandbox{ID: "halfmade", Team: "a", Template: "base", Runtime: "fake", State: StateCreating, CreatedAt: time.Now()}
+	if err := st.CreateSandbox(ctx, half); err != nil {
+		t.Fatal(err)
+	}
+	delete(h.alive, dead.ID) // died while the daemon was away
+
+	m2 := New(m.cfg, st, h, m.log)
+	if err := m2.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !h.reconcile[live.ID] || h.reconcile[dead.ID] || h.reconcile["halfmade"] {
+		t.Fatalf("reconcile keep set: %v", h.reconcile)
+	}
+	for id, want := range map[string]store.SandboxState{live.ID: StateRunning, dead.ID: StateFailed, "halfmade": StateFailed} {
+		rec, err := st.GetSandbox(ctx, id)
+		if err != nil || rec.State != want {
+			t.Fatalf("%s: %v %v, want %s", id, rec.State, err, want)
+		}
+	}
+	if _, err := m2.Agent(ctx, "a", dead.ID); !errdefs.IsConflict(err) {
+		t.Fatalf("agent of a failed sandbox: %v", err)
+	}
+}
+
+func TestTimeoutKills(t *testing.T) {
+	ctx := context.Background()
+	m, h, _ := newManager(t, 10)
+	now := time.Now()
+	m.cfg.Now = func() time.Time { return now }
+	short := 10 * time.Second
+	never := time.Duration(0)
+	a, _ := m.Create(ctx, CreateRequest{Team: "a", Timeout: &short})
+	b, _ := m.Create(ctx, CreateRequest{Team: "a", Timeout: &never})
+	now = now.Add(time.Minute)
+	m.expire(ctx)
+	if h.alive[a.ID] || !h.alive[b.ID] {
+		t.Fatalf("after expiry: a alive=%v b alive=%v", h.alive[a.ID], h.alive[b.ID])
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	if !canTransition(StateCreating, StateRunning) || canTransition(StateDestroyed, StateRunning) || canTransition(StateFailed, StateRunning) {
+		t.Fatal("transition table")
+	}
+	if err := checkTransition("x", StateDestroyed, StateDestroyed); !errdefs.IsConflict(err) {
+		t.Fatalf("destroyed twice: %v", err)
+	}
+}

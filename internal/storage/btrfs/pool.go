@@ -1,0 +1,276 @@
+package btrfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/storage"
+)
+
+// DefaultImageSize is the size of the sparse pool image made when the data
+// directory is not on btrfs. Sparse: it costs only what is written.
+const DefaultImageSize int64 = 20 << 30
+
+// minImageSize is a little above what mkfs.btrfs accepts (~110 MiB).
+const minImageSize int64 = 128 << 20
+
+// Options configures Open.
+type Options struct {
+	// DataDir is warren's data directory. If it is on btrfs, volumes live in
+	// <DataDir>/volumes; otherwise in a loop-mounted image <DataDir>/btrfs.img
+	// mounted at <DataDir>/pool, with volumes in <DataDir>/pool/volumes.
+	DataDir string
+	// ImageSize is the size of a new image (DefaultImageSize if 0). An
+	// existing image is never resized.
+	ImageSize int64
+	Logger    *slog.Logger
+}
+
+// Open finds or builds the pool under opts.DataDir and returns it.
+//
+// A pool image already mounted at <DataDir>/pool is reused (sandboxes keep
+// running across daemon restarts); an image that exists but is not mounted
+// is attached and mounted again, never reformatted.
+func Open(ctx context.Context, opts Options) (*Storage, error) {
+	if opts.DataDir == "" {
+		return nil, fmt.Errorf("btrfs storage: the data directory is not set: %w", errdefs.ErrInvalid)
+	}
+	if opts.ImageSize == 0 {
+		opts.ImageSize = DefaultImageSize
+	}
+	if opts.ImageSize < minImageSize {
+		return nil, fmt.Errorf("btrfs storage: image size %d is below the %d bytes mkfs.btrfs needs: %w", opts.ImageSize, minImageSize, errdefs.ErrInvalid)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	dataDir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("btrfs storage: data directory %q: %w", opts.DataDir, errdefs.ErrInvalid)
+	}
+	if err := os.MkdirAll(dataDir, 0o711); err != nil {
+		return nil, fmt.Errorf("btrfs storage: create data directory: %w", err)
+	}
+	// mountinfo names mount points by their real path.
+	if dataDir, err = filepath.EvalSymlinks(dataDir); err != nil {
+		return nil, fmt.Errorf("btrfs storage: resolve data directory: %w", err)
+	}
+	s := &Storage{log: opts.Logger.With("storage", "btrfs")}
+
+	onBtrfs, err := IsBtrfs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if onBtrfs {
+		s.root = filepath.Join(dataDir, "volumes")
+		if err := s.initRoot(false); err != nil {
+			return nil, err
+		}
+		s.log.Info("using btrfs data directory", "root", s.root)
+		return s, nil
+	}
+
+	s.poolDir = filepath.Join(dataDir, "pool")
+	s.image = filepath.Join(dataDir, "btrfs.img")
+	s.root = filepath.Join(s.poolDir, "volumes")
+	mountedNow, err := s.mountPool(ctx, opts.ImageSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.initRoot(true); err != nil {
+		if mountedNow {
+			if uerr := s.Unmount(); uerr != nil {
+				s.log.Warn("could not unmount the pool after a failed start", "err", uerr)
+			}
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// IsBtrfs tells whether path is on a btrfs filesystem.
+func IsBtrfs(path string) (bool, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return false, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return st.Type == unix.BTRFS_SUPER_MAGIC, nil
+}
+
+// Close implements storage.Closer. It releases nothing: the pool stays
+// mounted so that sandboxes keep running across daemon restarts.
+func (s *Storage) Close() error { return nil }
+
+// Unmount unmounts a loop-backed pool (the loop device then frees itself).
+// It is for tests and `warren` teardown; it fails with ErrConflict while
+// anything still uses the pool. It does nothing for a btrfs data directory.
+func (s *Storage) Unmount() error {
+	if s.poolDir == "" {
+		return nil
+	}
+	m, ok, err := mountAt(s.poolDir)
+	if err != nil || !ok {
+		return err
+	}
+	if err := unix.Unmount(s.poolDir, 0); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("unmount pool %s: still in use (stop the sandboxes first): %w: %w", s.poolDir, errdefs.ErrConflict, err)
+		}
+		return fmt.Errorf("unmount pool %s: %w", s.poolDir, err)
+	}
+	if strings.HasPrefix(m.Source, "/dev/loop") && !waitLoopFree(m.Source) {
+		s.log.Warn("loop device still attached after unmount", "device", m.Source)
+	}
+	s.log.Info("unmounted pool", "pool", s.poolDir)
+	return nil
+}
+
+// mountPool makes sure a btrfs is mounted at s.poolDir, creating the image
+// if there is none. mountedNow says whether this call mounted it.
+func (s *Storage) mountPool(ctx context.Context, size int64) (mountedNow bool, err error) {
+	if err := os.MkdirAll(s.poolDir, 0o711); err != nil {
+		return false, fmt.Errorf("create pool mount point: %w", err)
+	}
+	m, ok, err := mountAt(s.poolDir)
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		if m.FSType != "btrfs" {
+			return false, fmt.Errorf("%s is a %s mount, not a btrfs pool: unmount it or choose another data directory: %w", s.poolDir, m.FSType, errdefs.ErrConflict)
+		}
+		s.log.Info("reusing mounted pool", "pool", s.poolDir, "device", m.Source)
+		return false, nil
+	}
+
+	created := false
+	if _, err := os.Stat(s.image); errors.Is(err, os.ErrNotExist) {
+		if err := s.createImage(ctx, size); err != nil {
+			return false, err
+		}
+		created = true
+	} else if err != nil {
+		return false, fmt.Errorf("stat pool image: %w", err)
+	}
+	undo := func() {
+		if created {
+			os.Remove(s.image)
+		}
+	}
+
+	dev, err := attachLoop(s.image, s.log)
+	if err != nil {
+		undo()
+		return false, err
+	}
+	// Closing our handle leaves the mount as the device's only user, so
+	// autoclear frees it on unmount (or right away if the mount failed).
+	defer dev.Close()
+	// noatime: with snapshots, every atime update would copy metadata.
+	if err := unix.Mount(dev.Name(), s.poolDir, "btrfs", unix.MS_NOATIME, ""); err != nil {
+		dev.Close()
+		undo()
+		return false, fmt.Errorf("mount pool image %s (%s) at %s (is the image damaged? move it away to start a new pool): %w", s.image, dev.Name(), s.poolDir, err)
+	}
+	s.log.Info("mounted pool", "image", s.image, "device", dev.Name(), "pool", s.poolDir, "new", created)
+	return true, nil
+}
+
+// createImage makes a sparse image and formats it. It is built under a
+// temporary name and renamed into place, so an image under the final name
+// is always formatted and a crash never leads to a reformat of real data.
+func (s *Storage) createImage(ctx context.Context, size int64) error {
+	tmp := s.image + ".tmp"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove leftover %s: %w", tmp, err)
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("create pool image: %w", err)
+	}
+	err = f.Truncate(size)
+	f.Close()
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("size pool image to %d bytes: %w", size, errnoKind(err))
+	}
+	mkfs, err := exec.LookPath("mkfs.btrfs")
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("mkfs.btrfs not found: install btrfs-progs: %w", errdefs.ErrUnavailable)
+	}
+	out, err := exec.CommandContext(ctx, mkfs, "-q", "-L", "warren", tmp).CombinedOutput()
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("format pool image: mkfs.btrfs: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	if err := syncPath(tmp); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, s.image); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("put pool image in place: %w", err)
+	}
+	if err := syncPath(filepath.Dir(s.image)); err != nil {
+		return err
+	}
+	s.log.Info("created pool image", "image", s.image, "size", size)
+	return nil
+}
+
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	return nil
+}
+
+// initRoot makes the volumes directory and one directory per kind. In a
+// pool of our own, a missing volumes directory means the filesystem is
+// fresh from mkfs with nothing written yet: that is the moment to enable
+// simple quotas, whose accounting only covers extents written after.
+func (s *Storage) initRoot(ownPool bool) error {
+	if _, err := os.Stat(s.root); errors.Is(err, os.ErrNotExist) && ownPool {
+		s.enableQuotas()
+	}
+	if err := os.MkdirAll(s.root, 0o711); err != nil {
+		return fmt.Errorf("create volumes directory: %w", err)
+	}
+	for _, k := range storage.Kinds {
+		if err := os.Mkdir(filepath.Join(s.root, string(k)), 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create %s directory: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// enableQuotas turns on simple quotas; a kernel without them (before 6.7)
+// still gives a working pool, only without per-volume sizes.
+func (s *Storage) enableQuotas() {
+	f, err := os.Open(s.poolDir)
+	if err != nil {
+		s.log.Warn("cannot enable simple quotas", "err", err)
+		return
+	}
+	defer f.Close()
+	if err := enableSimpleQuota(int(f.Fd())); err != nil {
+		s.log.Warn("kernel refused btrfs simple quotas; volume sizes will be unknown", "err", err)
+		return
+	}
+	s.log.Info("enabled btrfs simple quotas", "pool", s.poolDir)
+}

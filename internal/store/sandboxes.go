@@ -1,0 +1,362 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+)
+
+// SandboxState is where a sandbox is in its lifecycle. The transitions
+// between states are decided by the session package; the store only records
+// them (with compare-and-set, see UpdateSandboxState).
+type SandboxState string
+
+const (
+	StateCreating   SandboxState = "creating"
+	StateRunning    SandboxState = "running"
+	StatePaused     SandboxState = "paused"
+	StateHibernated SandboxState = "hibernated" // memory on disk (gvisor) or filesystem only (native); see DESIGN.md
+	StateStopped    SandboxState = "stopped"
+	StateDestroyed  SandboxState = "destroyed"
+	StateFailed     SandboxState = "failed"
+)
+
+// Valid reports whether st is one of the known states.
+func (st SandboxState) Valid() bool {
+	switch st {
+	case StateCreating, StateRunning, StatePaused, StateHibernated, StateStopped, StateDestroyed, StateFailed:
+		return true
+	}
+	return false
+}
+
+// Sandbox is the stored record of one sandbox.
+type Sandbox struct {
+	ID, Team, Template, Runtime  string
+	State                        SandboxState
+	Reason                       string            // why it failed (or stopped)
+	Metadata                     map[string]string // E2B metadata / labels
+	Env                          map[string]string // envVars given at create
+	MemoryBytes, CPUMillis, Pids int64
+	CreatedAt, UpdatedAt         time.Time
+	StartedAt                    time.Time // set on the first transition to running unless given
+	EndAt                        time.Time // when the run timeout fires (zero = never)
+}
+
+// Cursor returns a paging cursor that points just after sb. Unlike sb's bare
+// id (also accepted as SandboxFilter.After), it keeps working if sb is
+// deleted before the next page is read.
+func (sb Sandbox) Cursor() string {
+	return strconv.FormatInt(toNanos(sb.CreatedAt), 10) + "." + sb.ID
+}
+
+// SandboxFilter selects sandboxes for ListSandboxes. The zero value selects
+// all of them.
+type SandboxFilter struct {
+	Team     string            // "" = every team
+	States   []SandboxState    // any of these; empty = any state
+	Metadata map[string]string // every pair must match
+	Limit    int               // 0 = no limit
+	// After is where the page starts: the id or the Cursor() of the last
+	// sandbox of the previous page. Sandboxes are ordered by creation time,
+	// then id.
+	After string
+}
+
+// maxMapBytes bounds the encoded metadata and env of one sandbox; they come
+// from API callers.
+const maxMapBytes = 64 << 10
+
+const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
+	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at`
+
+// CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
+// is always now. A duplicate id is ErrAlreadyExists.
+func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
+	if err := validateSandbox(sb); err != nil {
+		return err
+	}
+	md, err := encodeMap("metadata", sb.Metadata)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
+	env, err := encodeMap("env", sb.Env)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
+	now := time.Now()
+	if sb.CreatedAt.IsZero() {
+		sb.CreatedAt = now
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.Team, sb.Template, sb.Runtime, string(sb.State), sb.Reason, md, env,
+		sb.MemoryBytes, sb.CPUMillis, sb.Pids,
+		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt))
+	if err != nil {
+		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
+	}
+	return nil
+}
+
+func validateSandbox(sb Sandbox) error {
+	if err := ids.Validate("sandbox id", sb.ID); err != nil {
+		return err
+	}
+	if err := ids.ValidateName("team", sb.Team); err != nil {
+		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
+	if err := ids.ValidateName("template name", sb.Template); err != nil {
+		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
+	if err := ids.ValidateName("runtime name", sb.Runtime); err != nil {
+		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
+	if !sb.State.Valid() {
+		return fmt.Errorf("sandbox %s: unknown state %q: %w", sb.ID, sb.State, errdefs.ErrInvalid)
+	}
+	if sb.MemoryBytes < 0 || sb.CPUMillis < 0 || sb.Pids < 0 {
+		return fmt.Errorf("sandbox %s: memory, cpu and pids limits must not be negative: %w", sb.ID, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// encodeMap encodes m as a JSON object. Strings must be valid UTF-8: JSON
+// would otherwise replace bad bytes and a value would not round-trip.
+func encodeMap(what string, m map[string]string) (string, error) {
+	for k, v := range m {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return "", fmt.Errorf("%s key %q: keys and values must be valid UTF-8: %w", what, k, errdefs.ErrInvalid)
+		}
+	}
+	if m == nil {
+		m = map[string]string{}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encode %s: %w", what, errdefs.ErrInvalid)
+	}
+	if len(b) > maxMapBytes {
+		return "", fmt.Errorf("%s is %d bytes encoded, more than the %d allowed: %w", what, len(b), maxMapBytes, errdefs.ErrInvalid)
+	}
+	return string(b), nil
+}
+
+// GetSandbox returns one sandbox, or ErrNotFound.
+func (s *Store) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Sandbox{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("get sandbox %s: %w", id, dbErr(err))
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns the sandboxes f selects, ordered by creation time
+// then id.
+func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error) {
+	var where []string
+	var args []any
+	if f.Team != "" {
+		if err := ids.ValidateName("team", f.Team); err != nil {
+			return nil, err
+		}
+		where = append(where, `team = ?`)
+		args = append(args, f.Team)
+	}
+	if len(f.States) > 0 {
+		where = append(where, `state IN (`+placeholders(len(f.States))+`)`)
+		for _, st := range f.States {
+			args = append(args, string(st))
+		}
+	}
+	// Keys in sorted order keep the statement text stable for a given filter.
+	keys := make([]string, 0, len(f.Metadata))
+	for k := range f.Metadata {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		where = append(where, `EXISTS (SELECT 1 FROM json_each(sandboxes.metadata) AS m
+			WHERE m.key = ? AND m.type = 'text' AND m.value = ?)`)
+		args = append(args, k, f.Metadata[k])
+	}
+	if f.After != "" {
+		created, id, err := s.resolveCursor(ctx, f.After)
+		if err != nil {
+			return nil, err
+		}
+		where = append(where, `(created_at, id) > (?, ?)`)
+		args = append(args, created, id)
+	}
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("list limit %d is negative: %w", f.Limit, errdefs.ErrInvalid)
+	}
+
+	q := `SELECT ` + sandboxCols + ` FROM sandboxes`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY created_at, id`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", dbErr(err))
+	}
+	defer rows.Close()
+	var out []Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", dbErr(err))
+		}
+		out = append(out, sb)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", dbErr(err))
+	}
+	return out, nil
+}
+
+// resolveCursor turns SandboxFilter.After into the (created_at, id) position
+// to start after.
+func (s *Store) resolveCursor(ctx context.Context, after string) (int64, string, error) {
+	if ns, id, ok := strings.Cut(after, "."); ok {
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if err != nil || ids.Validate("cursor", id) != nil {
+			return 0, "", fmt.Errorf("page cursor %q is malformed; pass the id or Cursor() of the last sandbox listed: %w", after, errdefs.ErrInvalid)
+		}
+		return n, id, nil
+	}
+	var created int64
+	err := s.r.QueryRowContext(ctx, `SELECT created_at FROM sandboxes WHERE id = ?`, after).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", fmt.Errorf("page cursor: sandbox %s no longer exists; list again from the start or page with Sandbox.Cursor(): %w", after, errdefs.ErrInvalid)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("page cursor %s: %w", after, dbErr(err))
+	}
+	return created, after, nil
+}
+
+// CountSandboxes counts the sandboxes in any of states (all sandboxes when
+// none are given).
+func (s *Store) CountSandboxes(ctx context.Context, states ...SandboxState) (int, error) {
+	q := `SELECT count(*) FROM sandboxes`
+	var args []any
+	if len(states) > 0 {
+		q += ` WHERE state IN (` + placeholders(len(states)) + `)`
+		for _, st := range states {
+			args = append(args, string(st))
+		}
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sandboxes: %w", dbErr(err))
+	}
+	return n, nil
+}
+
+// UpdateSandboxState moves a sandbox to state to, but only if its current
+// state is one of from (nil or empty from: any state): a compare-and-set, so
+// two racing callers cannot both win. A sandbox in another state is
+// ErrConflict; a missing one ErrNotFound. reason replaces the stored reason
+// ("" clears it). The first move to running sets StartedAt if it is unset.
+func (s *Store) UpdateSandboxState(ctx context.Context, id string, from []SandboxState, to SandboxState, reason string) error {
+	if !to.Valid() {
+		return fmt.Errorf("sandbox %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		var cur string
+		err := tx.QueryRowContext(ctx, `SELECT state FROM sandboxes WHERE id = ?`, id).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("sandbox %s: %w", id, dbErr(err))
+		}
+		if len(from) > 0 && !slices.Contains(from, SandboxState(cur)) {
+			return fmt.Errorf("sandbox %s is %s, so it cannot become %s (only from %v): %w", id, cur, to, from, errdefs.ErrConflict)
+		}
+		now := toNanos(time.Now())
+		_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET state = ?, reason = ?, updated_at = ?,
+			started_at = CASE WHEN ? AND started_at = 0 THEN ? ELSE started_at END
+			WHERE id = ?`, string(to), reason, now, to == StateRunning, now, id)
+		if err != nil {
+			return fmt.Errorf("update sandbox %s state: %w", id, dbErr(err))
+		}
+		return nil
+	})
+}
+
+// SetSandboxEndAt sets when the sandbox's run timeout fires (zero = never).
+func (s *Store) SetSandboxEndAt(ctx context.Context, id string, endAt time.Time) error {
+	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET end_at = ?, updated_at = ? WHERE id = ?`,
+		toNanos(endAt), toNanos(time.Now()), id)
+	return oneRow(res, err, "set end time of sandbox", id)
+}
+
+// DeleteSandbox removes a sandbox's row (a purge; to keep the record of a
+// destroyed sandbox, move it to StateDestroyed instead).
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+	return oneRow(res, err, "delete sandbox", id)
+}
+
+// oneRow checks that a write by id touched a row.
+func oneRow(res sql.Result, err error, doing, id string) error {
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", doing, id, dbErr(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", doing, id, dbErr(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("%s %s: %w", doing, id, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSandbox(sc scanner) (Sandbox, error) {
+	var sb Sandbox
+	var state, md, env string
+	var created, updated, started, end int64
+	err := sc.Scan(&sb.ID, &sb.Team, &sb.Template, &sb.Runtime, &state, &sb.Reason, &md, &env,
+		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	sb.State = SandboxState(state)
+	sb.CreatedAt, sb.UpdatedAt = fromNanos(created), fromNanos(updated)
+	sb.StartedAt, sb.EndAt = fromNanos(started), fromNanos(end)
+	if err := json.Unmarshal([]byte(md), &sb.Metadata); err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox %s: stored metadata is corrupt: %w", sb.ID, err)
+	}
+	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox %s: stored env is corrupt: %w", sb.ID, err)
+	}
+	return sb, nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

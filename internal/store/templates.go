@@ -1,0 +1,94 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+)
+
+// Template is the stored record of a template (a root filesystem sandboxes
+// are created from).
+type Template struct {
+	Name      string
+	Source    string // what it was built from: an image reference, a path, "debootstrap:bookworm"…
+	CreatedAt time.Time
+	SizeBytes int64
+}
+
+// PutTemplate creates or replaces a template's record (a rebuild replaces
+// it). CreatedAt defaults to now.
+func (s *Store) PutTemplate(ctx context.Context, t Template) error {
+	if err := ids.ValidateName("template name", t.Name); err != nil {
+		return err
+	}
+	if t.SizeBytes < 0 {
+		return fmt.Errorf("template %s: size %d is negative: %w", t.Name, t.SizeBytes, errdefs.ErrInvalid)
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = time.Now()
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO templates (name, source, created_at, size_bytes)
+		VALUES (?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET source = excluded.source,
+			created_at = excluded.created_at, size_bytes = excluded.size_bytes`,
+		t.Name, t.Source, toNanos(t.CreatedAt), t.SizeBytes)
+	if err != nil {
+		return fmt.Errorf("put template %s: %w", t.Name, dbErr(err))
+	}
+	return nil
+}
+
+// GetTemplate returns one template, or ErrNotFound.
+func (s *Store) GetTemplate(ctx context.Context, name string) (Template, error) {
+	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes FROM templates WHERE name = ?`, name)
+	t, err := scanTemplate(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Template{}, fmt.Errorf("template %s: %w", name, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return Template{}, fmt.Errorf("get template %s: %w", name, dbErr(err))
+	}
+	return t, nil
+}
+
+// ListTemplates returns every template, by name.
+func (s *Store) ListTemplates(ctx context.Context) ([]Template, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT name, source, created_at, size_bytes FROM templates ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list templates: %w", dbErr(err))
+	}
+	defer rows.Close()
+	var out []Template
+	for rows.Next() {
+		t, err := scanTemplate(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list templates: %w", dbErr(err))
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list templates: %w", dbErr(err))
+	}
+	return out, nil
+}
+
+// DeleteTemplate removes a template's record, or returns ErrNotFound.
+func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM templates WHERE name = ?`, name)
+	return oneRow(res, err, "delete template", name)
+}
+
+func scanTemplate(sc scanner) (Template, error) {
+	var t Template
+	var created int64
+	if err := sc.Scan(&t.Name, &t.Source, &created, &t.SizeBytes); err != nil {
+		return Template{}, err
+	}
+	t.CreatedAt = fromNanos(created)
+	return t, nil
+}

@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/testutil"
+)
+
+// binDir holds the real warren and warren-agent binaries (`make build`).
+func binDir(t *testing.T) string {
+	t.Helper()
+	d := os.Getenv("WARREN_BIN")
+	if d == "" {
+		wd, _ := os.Getwd()
+		d = filepath.Join(wd, "..", "..", "bin")
+	}
+	for _, b := range []string{"warren", "warren-agent"} {
+		if _, err := os.Stat(filepath.Join(d, b)); err != nil {
+			t.Fatalf("%s not built in %s: run `make build` (or `make test`, which builds first)", b, d)
+		}
+	}
+	return d
+}
+
+// daemon is one `warren serve` process on a throwaway data directory.
+type daemon struct {
+	t       *testing.T
+	bin     string
+	dataDir string
+	addr    string
+	args    []string
+	cmd     *exec.Cmd
+	log     *bytes.Buffer
+	key     string
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// newDaemon prepares a daemon on a fresh data directory; the pool it mounts
+// is unmounted when the test ends.
+func newDaemon(t *testing.T, extra ...string) *daemon {
+	t.Helper()
+	testutil.RequireRoot(t)
+	dataDir, err := os.MkdirTemp("", "warren-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, bin: binDir(t), dataDir: dataDir, addr: freePort(t), args: extra}
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		pool := filepath.Join(dataDir, "pool")
+		for i := 0; i < 50; i++ {
+			if err := unix.Unmount(pool, 0); err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if t.Failed() && d.log != nil {
+			t.Logf("daemon log:\n%s", d.log.String())
+		}
+		os.RemoveAll(dataDir)
+	})
+	return d
+}
+
+func (d *daemon) start() {
+	t := d.t
+	t.Helper()
+	args := append([]string{"serve", "--data-dir", d.dataDir, "--listen", d.addr, "--image-size-gb", "4",
+		"--build-base=false", "--cache-dir", cacheDir()}, d.args...)
+	d.cmd = exec.Command(filepath.Join(d.bin, "warren"), args...)
+	d.log = &bytes.Buffer{}
+	d.cmd.Stdout = d.log
+	d.cmd.Stderr = d.log
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + d.addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if d.cmd.ProcessState != nil {
+			t.Fatalf("daemon exited:\n%s", d.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
+	if err != nil {
+		t.Fatalf("admin key: %v\n%s", err, d.log)
+	}
+	d.key = strings.TrimSpace(string(b))
+}
+
+// stop ends the daemon with sig and waits for it.
+func (d *daemon) stop(sig syscall.Signal) {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+	d.cmd = nil
+}
+
+func (d *daemon) client() *client.Client { return client.New("http://"+d.addr, d.key) }
+
+// cli runs the warren CLI against the daemon and returns stdout, stderr and
+// the exit code.
+func (d *daemon) cli(stdin string, args ...string) (string, string, int) {
+	d.t.Helper()
+	cmd := exec.Command(filepath.Join(d.bin, "warren"), args...)
+	cmd.Env = append(os.Environ(), "WARREN_URL=http://"+d.addr, "WARREN_API_KEY="+d.key, "WARREN_DATA_DIR="+d.dataDir)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatalf("run warren %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// mustCLI runs the CLI and fails the test on a non-zero exit.
+func (d *daemon) mustCLI(args ...string) string {
+	d.t.Helper()
+	out, errOut, code := d.cli("", args...)
+	if code != 0 {
+		d.t.Fatalf("warren %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+func cacheDir() string {
+	if v := os.Getenv("WARREN_CACHE_DIR"); v != "" {
+		return v
+	}
+	return "/var/cache/warren"
+}
+
+// leftovers lists what on the host still names the sandbox id: mounts,
+// cgroups, volumes, sockets.
+func leftovers(t *testing.T, dataDir, id string) []string {
+	t.Helper()
+	var found []string
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), id) {
+			found = append(found, "mount: "+sc.Text())
+		}
+	}
+	f.Close()
+	roots := []string{"/sys/fs/cgroup"}
+	for _, root := range roots {
+		filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if de.IsDir() && de.Name() == id {
+				found = append(found, "cgroup: "+p)
+				return filepath.SkipDir
+			}
+			return nil
+		})
+	}
+	for _, dir := range []string{"run", "logs", "runtime/native", "pool/volumes/sandboxes", "volumes/sandboxes"} {
+		entries, _ := os.ReadDir(filepath.Join(dataDir, dir))
+		for _, e := range entries {
+			if strings.Contains(e.Name(), id) {
+				found = append(found, "file: "+filepath.Join(dataDir, dir, e.Name()))
+			}
+		}
+	}
+	return found
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+

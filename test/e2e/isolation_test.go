@@ -1,0 +1,121 @@
+package e2e
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// TestIsolation runs escape attempts as root inside a sandbox, through the
+// real daemon and agent. Every probe must fail. (The runtime's own suite in
+// internal/runtime/native runs a wider set against bare libcontainer.)
+func TestIsolation(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.DeleteSandbox(ctx, sb.SandboxID) })
+
+	// A listener on the host's loopback that the sandbox must not reach.
+	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostLn.Close()
+	accepted := make(chan struct{}, 8)
+	go func() {
+		for {
+			conn, err := hostLn.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			conn.Close()
+		}
+	}()
+	_, hostPort, _ := net.SplitHostPort(hostLn.Addr().String())
+	_, daemonPort, _ := net.SplitHostPort(d.addr)
+
+	run := func(cmd string) client.ExecResult {
+		t.Helper()
+		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: cmd, User: "root", TimeoutMs: 20000})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		return res
+	}
+	mustFail := func(name, cmd string) {
+		t.Helper()
+		res := run(cmd)
+		if res.ExitCode == 0 {
+			t.Errorf("%s: succeeded inside the sandbox (stdout %q stderr %q)", name, res.Stdout, res.Stderr)
+		}
+	}
+	if who := run("id -u").Stdout; strings.TrimSpace(who) != "0" {
+		t.Fatalf("probes must run as root in the sandbox, got uid %q", who)
+	}
+	mustFail("mount", "mount -t tmpfs none /mnt")
+	mustFail("write /proc/sys", "echo 1 > /proc/sys/kernel/panic")
+	mustFail("write /proc/sysrq-trigger", "echo h > /proc/sysrq-trigger")
+	if res := run("echo x > /tmp/x.ko; insmod /tmp/x.ko"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "not permitted") {
+		t.Errorf("insmod: exit %d, %q; want EPERM", res.ExitCode, res.Stderr)
+	}
+	mustFail("raw socket", "ping -c 1 -W 1 127.0.0.1")
+	mustFail("reach a host loopback port", "nc -w 2 127.0.0.1 "+hostPort+" </dev/null")
+	mustFail("reach the daemon's port", "nc -w 2 127.0.0.1 "+daemonPort+" </dev/null")
+	mustFail("mknod a disk", "mknod /tmp/sda b 8 0")
+
+	// /proc/1/root is the sandbox's own root, and only the sandbox's own
+	// processes are visible.
+	if out := run("cat /proc/1/root/etc/hostname; ls /proc/1/root/").Stdout; strings.Contains(out, "lost+found") && strings.Contains(out, "vmlinuz") {
+		t.Errorf("/proc/1/root shows the host's root: %q", out)
+	}
+	if out := run("ls -d /proc/[0-9]* | wc -l").Stdout; atoi(out) > 10 {
+		t.Errorf("the sandbox sees %s processes; the host's are leaking in", strings.TrimSpace(out))
+	}
+	if out := run("ls /sys/class/net").Stdout; strings.TrimSpace(out) != "lo" {
+		t.Errorf("network interfaces inside: %q, want only lo", out)
+	}
+
+	// Allocating past the memory limit kills that process only.
+	oom := run(`x=$(head -c 200000000 /dev/zero | tr "\0" a); echo ${#x}`)
+	if oom.ExitCode != 137 {
+		t.Errorf("holding 200 MB under a 64 MiB limit: exit %d (stdout %.40q), want 137 (OOM-killed)", oom.ExitCode, oom.Stdout)
+	}
+	if out := run("echo still alive").Stdout; out != "still alive\n" {
+		t.Fatalf("after the OOM kill: %q", out)
+	}
+	// A fork bomb is held by pids.max; the sandbox stays usable.
+	bomb := run("i=0; while [ $i -lt 300 ]; do sleep 2 & i=$((i+1)); done 2>&1 | head -c 200; cat /sys/fs/cgroup/pids/pids.events /sys/fs/cgroup/pids.events 2>/dev/null; true")
+	if !strings.Contains(bomb.Stdout+bomb.Stderr, "fork") && !strings.Contains(bomb.Stdout, "max") {
+		t.Errorf("the fork bomb was not stopped by pids.max: %q %q", bomb.Stdout, bomb.Stderr)
+	}
+	time.Sleep(2500 * time.Millisecond) // the bomb's sleeps end
+	if out := run("echo alive").Stdout; out != "alive\n" {
+		t.Fatalf("after the fork bomb: %q", out)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the host listener accepted a connection from the sandbox")
+	default:
+	}
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range strings.TrimSpace(s) {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
