@@ -68,6 +68,7 @@ func (h *Host) socketDir(id string) string { return filepath.Join(h.RunDir, id) 
 // and waits for its agent. On error nothing is left behind.
 func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error) {
 	var undo cleanups
+	began := time.Now()
 	defer func() {
 		if retErr != nil {
 			undo.run(h.Log)
@@ -83,6 +84,7 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 		return nil, fmt.Errorf("make root filesystem: %w", err)
 	}
 	undo.add("delete volume", func(ctx context.Context) error { return h.Storage.Delete(ctx, vol) })
+	snapshotted := time.Now()
 
 	sockDir := h.socketDir(spec.ID)
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
@@ -120,10 +122,13 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 		return nil, fmt.Errorf("start sandbox: %w", err)
 	}
 	undo.add("destroy runtime", func(ctx context.Context) error { return h.Runtime.Destroy(ctx, spec.ID) })
+	started := time.Now()
 
 	if err := h.waitReady(ctx, conn); err != nil {
 		return nil, err
 	}
+	h.Log.Debug("sandbox created", "sandbox", spec.ID,
+		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
 	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
 }
 
@@ -163,6 +168,19 @@ func (h *Host) Recover(ctx context.Context, id string) (*Sandbox, error) {
 		return nil, err
 	}
 	return &Sandbox{ID: id, Agent: conn, Status: st}, nil
+}
+
+// Alive reports whether the sandbox's processes are still there (running
+// or paused).
+func (h *Host) Alive(ctx context.Context, id string) (bool, error) {
+	st, err := h.Runtime.Status(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return st.State != runtime.StateStopped, nil
 }
 
 // Destroy kills the sandbox's processes and removes everything it had. It

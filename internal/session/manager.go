@@ -26,6 +26,7 @@ type Host interface {
 	Recover(ctx context.Context, id string) (*sandbox.Sandbox, error)
 	Destroy(ctx context.Context, id string, conn *agentconn.Conn) error
 	Reconcile(ctx context.Context, keep map[string]bool) error
+	Alive(ctx context.Context, id string) (bool, error)
 }
 
 // Store is what the manager needs of the metadata store.
@@ -331,6 +332,9 @@ func validateEnv(env map[string]string) error {
 	return nil
 }
 
+// recoverParallelism bounds how many sandboxes are reattached at once.
+const recoverParallelism = 32
+
 // Recover is run once at start: it reattaches to every sandbox the records
 // say is alive, fails those that died while the daemon was away, and removes
 // whatever no record names.
@@ -340,6 +344,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
 	keep := map[string]bool{}
+	var live []store.Sandbox
 	for _, rec := range recs {
 		switch rec.State {
 		case StateCreating:
@@ -350,23 +355,39 @@ func (m *Manager) Recover(ctx context.Context) error {
 				m.log.Warn("drop destroyed record", "sandbox", rec.ID, "err", err)
 			}
 		default:
+			live = append(live, rec)
+		}
+	}
+	// Reattach in parallel: each waits for its agent to re-dial, and the
+	// API is not served until every one is settled.
+	var wg sync.WaitGroup
+	var keepMu sync.Mutex
+	sem := make(chan struct{}, recoverParallelism)
+	for _, rec := range live {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(rec store.Sandbox) {
+			defer func() { <-sem; wg.Done() }()
 			sb, err := m.host.Recover(ctx, rec.ID)
 			if err != nil {
 				m.log.Warn("sandbox did not survive the restart", "sandbox", rec.ID, "err", err)
 				m.fail(ctx, rec.ID, "lost while the daemon was down: "+err.Error())
-				continue
+				return
 			}
+			keepMu.Lock()
 			keep[rec.ID] = true
+			keepMu.Unlock()
 			m.mu.Lock()
 			m.live[rec.ID] = sb
 			m.mu.Unlock()
 			m.log.Info("reattached sandbox", "sandbox", rec.ID)
-		}
+		}(rec)
 	}
+	wg.Wait()
 	return m.host.Reconcile(ctx, keep)
 }
 
-// Run enforces run timeouts until ctx ends.
+// Run enforces run timeouts and notices dead sandboxes until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -376,6 +397,7 @@ func (m *Manager) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			m.expire(ctx)
+			m.watch(ctx)
 		}
 	}
 }
@@ -396,6 +418,39 @@ func (m *Manager) expire(ctx context.Context) {
 		m.log.Info("sandbox timed out; killing it", "sandbox", rec.ID, "endAt", rec.EndAt)
 		if err := m.destroy(ctx, rec); err != nil {
 			m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
+		}
+	}
+}
+
+// watch fails live sandboxes whose processes are gone (PID 1, the agent,
+// was killed from inside, or the sandbox was OOM-killed as a whole) and
+// frees what they held; the record stays, with the reason, for inspection.
+func (m *Manager) watch(ctx context.Context) {
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.live))
+	for id := range m.live {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		alive, err := m.host.Alive(ctx, id)
+		if err != nil || alive {
+			continue
+		}
+		m.mu.Lock()
+		sb, ok := m.live[id]
+		delete(m.live, id)
+		m.mu.Unlock()
+		if !ok {
+			continue // deleted meanwhile
+		}
+		if err := m.store.UpdateSandboxState(ctx, id, []store.SandboxState{StateRunning, StatePaused}, StateFailed,
+			"the sandbox's init process (its agent) exited"); err != nil {
+			continue
+		}
+		m.log.Warn("sandbox died; marked failed", "sandbox", id)
+		if err := m.host.Destroy(ctx, id, sb.Agent); err != nil {
+			m.log.Warn("free a dead sandbox", "sandbox", id, "err", err)
 		}
 	}
 }

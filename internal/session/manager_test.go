@@ -72,6 +72,12 @@ func (h *fakeHost) Reconcile(ctx context.Context, keep map[string]bool) error {
 	return nil
 }
 
+func (h *fakeHost) Alive(ctx context.Context, id string) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.alive[id], nil
+}
+
 func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"))
@@ -241,5 +247,27 @@ func TestTransitions(t *testing.T) {
 	}
 	if err := checkTransition("x", StateDestroyed, StateDestroyed); !errdefs.IsConflict(err) {
 		t.Fatalf("destroyed twice: %v", err)
+	}
+}
+
+func TestWatchFailsDeadSandboxes(t *testing.T) {
+	ctx := context.Background()
+	m, h, st := newManager(t, 10)
+	a, _ := m.Create(ctx, CreateRequest{Team: "a"})
+	b, _ := m.Create(ctx, CreateRequest{Team: "a"})
+	h.mu.Lock()
+	delete(h.alive, a.ID)
+	h.mu.Unlock()
+	m.watch(ctx)
+	ra, _ := st.GetSandbox(ctx, a.ID)
+	rb, _ := st.GetSandbox(ctx, b.ID)
+	if ra.State != StateFailed || ra.Reason == "" || rb.State != StateRunning {
+		t.Fatalf("after watch: a=%s (%q) b=%s", ra.State, ra.Reason, rb.State)
+	}
+	if _, err := m.Agent(ctx, "a", a.ID); !errdefs.IsConflict(err) {
+		t.Fatalf("agent of a dead sandbox: %v", err)
+	}
+	if err := m.Delete(ctx, "a", a.ID); err != nil {
+		t.Fatalf("delete a failed sandbox: %v", err)
 	}
 }

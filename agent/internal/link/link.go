@@ -19,7 +19,7 @@ import (
 
 const (
 	minBackoff = 20 * time.Millisecond
-	maxBackoff = 500 * time.Millisecond
+	maxBackoff = 200 * time.Millisecond
 )
 
 // Serve dials socketPath and serves h on each connection until ctx ends.
