@@ -29,6 +29,9 @@ func benchCmd() *cobra.Command {
 				dir = tmp
 			}
 			opts.DataDir = dir
+			if exe, err := os.Executable(); err == nil {
+				opts.WarrenBinary = exe
+			}
 			opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			rep, err := bench.Run(cmd.Context(), opts)
 			if err != nil {

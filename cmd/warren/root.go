@@ -83,6 +83,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		templateCmd(a),
 		serveCmd(),
 		benchCmd(),
+		execNaiveCmd(),
 	)
 	return root
 }

@@ -71,5 +71,6 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	s.authz.forget()
 	w.WriteHeader(http.StatusNoContent)
 }

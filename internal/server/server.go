@@ -57,13 +57,14 @@ type Deps struct {
 
 // Server routes requests to handlers.
 type Server struct {
-	deps Deps
-	mux  *http.ServeMux
+	deps  Deps
+	mux   *http.ServeMux
+	authz *authCache
 }
 
 // New builds the API's handler.
 func New(deps Deps) *Server {
-	s := &Server{deps: deps, mux: http.NewServeMux()}
+	s := &Server{deps: deps, mux: http.NewServeMux(), authz: newAuthCache(deps.Keys)}
 	s.routes()
 	return s
 }
@@ -136,7 +137,7 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 			writeError(w, r, fmt.Errorf("missing API key: send it in the X-API-Key header: %w", errdefs.ErrUnauthenticated))
 			return
 		}
-		k, err := s.deps.Keys.AuthenticateKey(r.Context(), key)
+		k, err := s.authz.authenticate(r.Context(), key)
 		if err != nil {
 			if errdefs.IsNotFound(err) || errors.Is(err, errdefs.ErrUnauthenticated) {
 				err = fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)

@@ -72,7 +72,15 @@ type Manager struct {
 	createMu sync.Mutex // makes count-then-insert atomic for the sandbox limit
 
 	mu   sync.Mutex
-	live map[string]*sandbox.Sandbox
+	live map[string]*liveSandbox
+}
+
+// liveSandbox is a running sandbox this daemon is attached to. The team is
+// kept beside it so the hot path (every exec and file call) needs no
+// database read.
+type liveSandbox struct {
+	*sandbox.Sandbox
+	team string
 }
 
 // New returns a manager; call Recover before serving requests.
@@ -80,7 +88,7 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, store: st, host: host, log: log, live: map[string]*sandbox.Sandbox{}}
+	return &Manager{cfg: cfg, store: st, host: host, log: log, live: map[string]*liveSandbox{}}
 }
 
 // Create makes and starts a sandbox and returns its record.
@@ -135,7 +143,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		return store.Sandbox{}, err
 	}
 	m.mu.Lock()
-	m.live[rec.ID] = sb
+	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
 	m.mu.Unlock()
 	rec.State = StateRunning
 	return rec, nil
@@ -187,6 +195,13 @@ func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) 
 
 // Agent returns the agent connection of a team's running sandbox.
 func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
+	m.mu.Lock()
+	if sb := m.live[id]; sb != nil && sb.team == team {
+		m.mu.Unlock()
+		return sb.Agent, nil
+	}
+	m.mu.Unlock()
+	// Not attached: the record says why (unknown, another team's, failed).
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return nil, err
@@ -378,7 +393,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			keep[rec.ID] = true
 			keepMu.Unlock()
 			m.mu.Lock()
-			m.live[rec.ID] = sb
+			m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
 			m.mu.Unlock()
 			m.log.Info("reattached sandbox", "sandbox", rec.ID)
 		}(rec)

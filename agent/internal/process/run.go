@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -50,9 +51,18 @@ func (s *Service) start(sp *spec) (r *running, err error) {
 		}
 		return rd, wr, err
 	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return nil, fmt.Errorf("make stdin pipe: %w", err)
+	// Without stdin the command reads /dev/null: no pipe and no writer
+	// goroutine on the hot path.
+	var inR, inW *os.File
+	if len(sp.stdin) > 0 {
+		if inR, inW, err = pipe(); err != nil {
+			return nil, fmt.Errorf("make stdin pipe: %w", err)
+		}
+	} else {
+		if inR, err = os.Open(os.DevNull); err != nil {
+			return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+		}
+		files = append(files, inR)
 	}
 	outR, outW, err := pipe()
 	if err != nil {
@@ -79,7 +89,9 @@ func (s *Service) start(sp *spec) (r *running, err error) {
 	outW.Close()
 	errW.Close()
 	r = &running{pid: pid, status: status, stdin: inW, stdout: outR, stderr: errR, sp: sp}
-	go r.feedStdin()
+	if inW != nil {
+		go r.feedStdin()
+	}
 	return r, nil
 }
 
@@ -103,9 +115,16 @@ type chunk struct {
 	eof    bool
 }
 
+// readBuffers recycles read buffers: every exec reads two pipes, and fresh
+// 64 KiB buffers per call would make the collector a noticeable part of a
+// short command's round trip.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+
 func (r *running) read(f *os.File, stream agentv1.Stream, out chan<- chunk) {
 	defer f.Close()
-	buf := make([]byte, chunkSize)
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
@@ -182,7 +201,9 @@ func (r *running) follow(ctx context.Context, stream *connect.ServerStream[agent
 	}
 	// A background child may still hold stdin open without reading it:
 	// unblock the writer so it does not wait for it forever.
-	_ = r.stdin.SetWriteDeadline(time.Now())
+	if r.stdin != nil {
+		_ = r.stdin.SetWriteDeadline(time.Now())
+	}
 	return exited
 }
 
