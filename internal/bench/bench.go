@@ -35,7 +35,7 @@ type Options struct {
 	// WarrenBinary runs the runc-exec-style baseline (`warren exec-naive`);
 	// empty skips it.
 	WarrenBinary string
-	Log      *slog.Logger
+	Log          *slog.Logger
 }
 
 // Report is what a run prints.
@@ -63,8 +63,8 @@ type Report struct {
 	SpeedupAgentVsRuncExec float64 `json:"speedup_agent_vs_runc_exec_p50"`
 	SpeedupAPIVsRuncExec   float64 `json:"speedup_api_vs_runc_exec_p50"`
 	SpeedupAgentVsSetns    float64 `json:"speedup_agent_vs_setns_p50"`
-	Delete              Stats   `json:"delete"`
-	Targets             Targets `json:"targets"`
+	Delete                 Stats   `json:"delete"`
+	Targets                Targets `json:"targets"`
 }
 
 // Targets restates the goals the numbers are held against.

@@ -42,6 +42,9 @@ type Config struct {
 	CacheDir string
 	// BuildBase builds the `base` template at start when it is missing.
 	BuildBase bool
+	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
+	// For debugging only: a sandbox's root can write to that host file.
+	AgentLogs bool
 }
 
 // Default returns the configuration with every default, overridden by the

@@ -108,9 +108,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		Storage:     d.Storage,
 		Runtime:     rt,
 		RunDir:      cfg.RunDir(),
-		LogDir:      cfg.LogDir(),
 		AgentBinary: cfg.AgentBinary,
 		Log:         log,
+	}
+	if cfg.AgentLogs {
+		d.Host.LogDir = cfg.LogDir()
 	}
 	d.Sessions = session.New(session.Config{
 		RuntimeName:    rt.Name(),

@@ -29,10 +29,13 @@ const (
 
 // Host creates, recovers and destroys sandboxes on this machine.
 type Host struct {
-	Storage     storage.Storage
-	Runtime     runtime.Runtime
-	RunDir      string // one directory per sandbox, holding its agent socket
-	LogDir      string // one log file per sandbox for PID 1's own output
+	Storage storage.Storage
+	Runtime runtime.Runtime
+	RunDir  string // one directory per sandbox, holding its agent socket
+	// LogDir, if set, keeps one file per sandbox with PID 1's (the agent's)
+	// own output. Only for debugging: root in the sandbox can write to that
+	// host file through /proc/1/fd/2, so it is off unless asked for.
+	LogDir      string
 	AgentBinary string
 	Log         *slog.Logger
 	// ReadyTimeout bounds how long a new or recovered sandbox's agent has
@@ -97,8 +100,12 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 	}
 	undo.add("close agent listener", func(context.Context) error { return conn.Close() })
 
-	if err := os.MkdirAll(h.LogDir, 0o700); err != nil {
-		return nil, fmt.Errorf("make log dir: %w", err)
+	logPath := ""
+	if h.LogDir != "" {
+		if err := os.MkdirAll(h.LogDir, 0o700); err != nil {
+			return nil, fmt.Errorf("make log dir: %w", err)
+		}
+		logPath = filepath.Join(h.LogDir, spec.ID+".log")
 	}
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	for k, v := range spec.Env {
@@ -116,7 +123,7 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 			{Source: sockDir, Destination: AgentRunDir, ReadOnly: true},
 		},
 		Limits:  spec.Limits,
-		LogPath: filepath.Join(h.LogDir, spec.ID+".log"),
+		LogPath: logPath,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start sandbox: %w", err)
@@ -203,8 +210,10 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 	if err := os.RemoveAll(h.socketDir(id)); err != nil {
 		errs = append(errs, err)
 	}
-	if err := os.Remove(filepath.Join(h.LogDir, id+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
+	if h.LogDir != "" {
+		if err := os.Remove(filepath.Join(h.LogDir, id+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

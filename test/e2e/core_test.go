@@ -172,6 +172,14 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("wrong key: %v", err)
 	}
 
+	// Nothing of the rejected creates is left.
+	if list, _, err := c.ListSandboxes(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
+		t.Fatalf("after rejected creates: %v %v", list, err)
+	}
+	if vols, _ := os.ReadDir(d.dataDir + "/pool/volumes/sandboxes"); len(vols) != 0 {
+		t.Fatalf("volumes left by rejected creates: %v", vols)
+	}
+
 	// The sandbox limit.
 	a, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {

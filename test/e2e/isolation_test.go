@@ -81,6 +81,17 @@ func TestIsolation(t *testing.T) {
 	if out := run("ls -d /proc/[0-9]* | wc -l").Stdout; atoi(out) > 10 {
 		t.Errorf("the sandbox sees %s processes; the host's are leaking in", strings.TrimSpace(out))
 	}
+	// PID 1's descriptors lead to nothing on the host: root in the sandbox
+	// can open /proc/1/fd/N, so a host file there would be writable.
+	for _, line := range strings.Split(strings.TrimSpace(run("for f in /proc/1/fd/*; do readlink $f; done").Stdout), "\n") {
+		switch {
+		case line == "/dev/null", strings.HasPrefix(line, "socket:"), strings.HasPrefix(line, "pipe:"),
+			strings.HasPrefix(line, "anon_inode:"), strings.HasPrefix(line, "/.warren/"), strings.HasPrefix(line, "/proc/"),
+			strings.HasPrefix(line, "/sys/fs/cgroup/"): // the sandbox's own read-only cgroup view (Go reads its CPU quota)
+		default:
+			t.Errorf("the agent (PID 1) holds %q open; a sandbox's root could reach it through /proc/1/fd", line)
+		}
+	}
 	if out := run("ls /sys/class/net").Stdout; strings.TrimSpace(out) != "lo" {
 		t.Errorf("network interfaces inside: %q, want only lo", out)
 	}
