@@ -211,6 +211,14 @@ func TestBadInput(t *testing.T) {
 	if _, err := other.CreateAPIKey(ctx, client.NewAPIKey{Team: "x"}); status(err) != 403 {
 		t.Fatalf("non-admin creating keys: %v", err)
 	}
+	// A revoked key stops working at once, through the CLI too.
+	if out := d.mustCLI("key", "ls"); !strings.Contains(out, "other") {
+		t.Fatalf("key ls: %q", out)
+	}
+	d.mustCLI("key", "revoke", k.ID)
+	if _, _, err := other.ListSandboxes(ctx, client.ListOptions{}); status(err) != 401 {
+		t.Fatalf("revoked key: %v", err)
+	}
 
 	// Files: a path that escapes is resolved inside the sandbox.
 	rc, err := c.ReadFile(ctx, a.SandboxID, "../../../../etc/hostname")
