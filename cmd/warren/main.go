@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"github.com/warrenhq/warren/internal/runtime/native"
+	// Runs libcontainer's init before the heavy package initialisers.
+	_ "github.com/warrenhq/warren/internal/runtime/native/earlyinit"
 )
 
 func main() {
