@@ -19,6 +19,9 @@ func (e *Error) Error() string { return e.Message }
 // defaults (512 MiB, 1 CPU, 1024 pids).
 type Limits struct {
 	MemoryMB int64 `json:"memoryMB,omitempty"`
+	// DiskMB caps the space the sandbox may write (its snapshots
+	// included); 0 = no cap.
+	DiskMB int64 `json:"diskMB,omitempty"`
 	// CPUCount may be fractional (0.5 = half a CPU).
 	CPUCount float64 `json:"cpuCount,omitempty"`
 	Pids     int64   `json:"pids,omitempty"`
@@ -56,9 +59,16 @@ type SandboxDetail struct {
 	DiskSizeMB int64             `json:"diskSizeMB"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	// warren extensions
-	Pids    int64  `json:"pids"`
-	Runtime string `json:"runtime"`
-	Reason  string `json:"reason,omitempty"`
+	Pids int64 `json:"pids"`
+	// DiskUsedBytes is the space charged to the sandbox (its writes and
+	// snapshots), when the storage can tell; -1 otherwise.
+	DiskUsedBytes int64  `json:"diskUsedBytes"`
+	Family        string `json:"family,omitempty"`
+	ForkedFrom    string `json:"forkedFrom,omitempty"`
+	Head          string `json:"head,omitempty"`
+	Turn          int    `json:"turn,omitempty"`
+	Runtime       string `json:"runtime"`
+	Reason        string `json:"reason,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.
@@ -75,6 +85,9 @@ type ExecRequest struct {
 	Cwd     string            `json:"cwd,omitempty"`
 	User    string            `json:"user,omitempty"`
 	Stdin   []byte            `json:"stdin,omitempty"` // base64 in JSON
+	// Turn takes a turn snapshot when the command finishes; its id comes
+	// back in the exit event (or ExecResult).
+	Turn bool `json:"turn,omitempty"`
 	// TimeoutMs kills the command after this long (0 = no timeout).
 	TimeoutMs uint32 `json:"timeoutMs,omitempty"`
 	// OutputLimit caps stdout+stderr in bytes (0 = the server's default).
@@ -93,6 +106,8 @@ type ExecEvent struct {
 	TimedOut        bool   `json:"timedOut,omitempty"`
 	OutputTruncated bool   `json:"outputTruncated,omitempty"`
 	Error           string `json:"error,omitempty"`
+	// SnapshotID of the turn snapshot taken when the request asked for one.
+	SnapshotID string `json:"snapshotID,omitempty"`
 }
 
 // ExecResult is the answer of POST /sandboxes/{id}/exec?wait=true: the whole
@@ -106,6 +121,7 @@ type ExecResult struct {
 	TimedOut        bool   `json:"timedOut,omitempty"`
 	OutputTruncated bool   `json:"outputTruncated,omitempty"`
 	Error           string `json:"error,omitempty"`
+	SnapshotID      string `json:"snapshotID,omitempty"`
 }
 
 // EntryInfo describes one file in a sandbox.

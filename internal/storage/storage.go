@@ -62,6 +62,10 @@ type Info struct {
 // SnapshotOptions tunes Snapshot.
 type SnapshotOptions struct {
 	ReadOnly bool
+	// Group charges the new volume to a quota group (created if missing)
+	// on backends that implement QuotaGroups; others ignore it. Named by
+	// the caller, e.g. the sandbox id; validated like a volume name.
+	Group string
 }
 
 // Storage is a pool of volumes.
@@ -94,4 +98,52 @@ type Storage interface {
 // image) that should be released when the daemon stops.
 type Closer interface {
 	Close() error
+}
+
+// ChangeKind says how a path differs between two volumes.
+type ChangeKind string
+
+const (
+	ChangeAdded    ChangeKind = "added"
+	ChangeModified ChangeKind = "modified"
+	ChangeRemoved  ChangeKind = "removed"
+)
+
+// Change is one path that differs between two volumes.
+type Change struct {
+	// Path is absolute inside the volume ("/etc/passwd").
+	Path string
+	Kind ChangeKind
+	// Type is "file", "dir", "symlink" or "other" (in `to`; in `from` for
+	// removed paths).
+	Type string
+	// Size and Mode are in `to`; OldSize and OldMode in `from` (zero for
+	// added paths, and Size/Mode zero for removed ones). Mode holds the
+	// permission bits plus setuid/setgid/sticky.
+	Size    int64
+	OldSize int64
+	Mode    uint32
+	OldMode uint32
+}
+
+// Differ is implemented by backends that can list the differences between
+// two volumes. Changes are sorted by path; a removed directory is listed
+// with every path below it.
+type Differ interface {
+	Diff(ctx context.Context, from, to Key) ([]Change, error)
+}
+
+// QuotaGroups is implemented by backends that can cap the space a group of
+// volumes (a sandbox, its snapshots and rollbacks) may use. Writes past the
+// limit fail inside the sandbox with EDQUOT; nothing else is affected.
+type QuotaGroups interface {
+	// SetGroupLimit makes sure the group exists and caps it at bytes
+	// (0 = no limit).
+	SetGroupLimit(ctx context.Context, group string, bytes int64) error
+	// GroupUsage reports the bytes charged to the group and its limit
+	// (0 = none).
+	GroupUsage(ctx context.Context, group string) (used, limit int64, err error)
+	// DeleteGroup removes the group once none of its volumes remain; it is
+	// not an error if the group does not exist.
+	DeleteGroup(ctx context.Context, group string) error
 }
