@@ -99,7 +99,7 @@ type Diff struct {
 // LineageNode is a sandbox or a snapshot of a family.
 type LineageNode struct {
 	ID   string `json:"id"`
-	Type string `json:"type"` // "sandbox" or "snapshot"
+	Type string `json:"type"` // "template", "sandbox" or "snapshot"
 	// State of the sandbox (running, …, "destroyed") or snapshot (ready, deleted).
 	State     string    `json:"state"`
 	Name      string    `json:"name,omitempty"`

@@ -30,6 +30,7 @@ func execCmd(a *app) *cobra.Command {
 		env          []string
 		timeout      time.Duration
 		stdin, shell bool
+		turn         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] ID [--] CMD [ARGS...]",
@@ -39,6 +40,8 @@ func execCmd(a *app) *cobra.Command {
 Put "--" before the command when it has flags of its own. With --shell the command
 words are joined with spaces and run by "bash -lc", so pipes and variables work.
 With --json the command's output is collected and printed as one JSON object.
+With --turn a turn snapshot is taken when the command ends; its id is printed on
+stderr as "turn snapshot: ID".
 
 Exit status:
   the command's own exit code when it exits;
@@ -55,7 +58,7 @@ Exit status:
 			if err != nil {
 				return exitError{exitWarrenError, usageError{err}}
 			}
-			req := client.ExecRequest{User: user, Cwd: cwd}
+			req := client.ExecRequest{User: user, Cwd: cwd, Turn: turn}
 			if shell {
 				req.Command = strings.Join(words, " ")
 			} else {
@@ -87,6 +90,7 @@ Exit status:
 	f.DurationVar(&timeout, "timeout", 0, "kill the command after this long, e.g. 30s (default: no limit)")
 	f.BoolVar(&stdin, "stdin", false, "send this command's stdin (read to the end first) to the command")
 	f.BoolVar(&shell, "shell", false, "join CMD ARGS into one shell command run by bash -lc")
+	f.BoolVar(&turn, "turn", false, "take a turn snapshot when the command ends (its id goes to stderr)")
 	return cmd
 }
 
@@ -109,7 +113,10 @@ func splitExecArgs(argv []string, dash int) (id string, words []string, err erro
 // runExec runs req and turns its outcome into the CLI's exit status.
 func (a *app) runExec(ctx context.Context, id string, req client.ExecRequest) error {
 	c := a.client()
-	var st execStatus
+	var (
+		st   execStatus
+		snap string
+	)
 	if a.json {
 		res, err := c.ExecWait(ctx, id, req)
 		if err != nil {
@@ -118,13 +125,20 @@ func (a *app) runExec(ctx context.Context, id string, req client.ExecRequest) er
 		if err := printJSON(a.out, res); err != nil {
 			return exitError{exitWarrenError, err}
 		}
-		st = resultStatus(res)
+		st, snap = resultStatus(res), res.SnapshotID
 	} else {
 		ev, err := c.Exec(ctx, id, req, a.out, a.errOut)
 		if err != nil {
 			return execFailure(err)
 		}
-		st = eventStatus(ev)
+		st, snap = eventStatus(ev), ev.SnapshotID
+	}
+	// The snapshot's id goes to stderr so that stdout stays the command's.
+	switch {
+	case snap != "":
+		fmt.Fprintf(a.errOut, "turn snapshot: %s\n", snap)
+	case req.Turn:
+		fmt.Fprintln(a.errOut, "warren: no turn snapshot was taken")
 	}
 	code, note := st.exit()
 	if note != "" {

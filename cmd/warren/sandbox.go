@@ -25,6 +25,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		template  string
 		timeout   int64
 		memoryMB  int64
+		diskMB    int64
 		cpus      float64
 		pids      int64
 		meta, env []string
@@ -50,11 +51,11 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 				}
 				in.Timeout = &timeout
 			}
-			if memoryMB < 0 || cpus < 0 || pids < 0 {
-				return usageError{fmt.Errorf("--memory-mb, --cpus and --pids must not be negative")}
+			if memoryMB < 0 || cpus < 0 || pids < 0 || diskMB < 0 {
+				return usageError{fmt.Errorf("--memory-mb, --cpus, --pids and --disk-mb must not be negative")}
 			}
-			if memoryMB != 0 || cpus != 0 || pids != 0 {
-				in.Limits = &client.Limits{MemoryMB: memoryMB, CPUCount: cpus, Pids: pids}
+			if memoryMB != 0 || cpus != 0 || pids != 0 || diskMB != 0 {
+				in.Limits = &client.Limits{MemoryMB: memoryMB, CPUCount: cpus, Pids: pids, DiskMB: diskMB}
 			}
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
 			if err != nil {
@@ -73,6 +74,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.Int64Var(&memoryMB, "memory-mb", 0, "memory limit in MiB (default: the server's)")
 	f.Float64Var(&cpus, "cpus", 0, "CPU limit, may be fractional (default: the server's)")
 	f.Int64Var(&pids, "pids", 0, "process limit (default: the server's)")
+	f.Int64Var(&diskMB, "disk-mb", 0, "disk quota in MiB: what the sandbox may write, snapshots included (default: the server's; btrfs only)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
 	return cmd
@@ -163,11 +165,30 @@ func sandboxGetCmd(a *app) *cobra.Command {
 			row(tw, "Runtime:", s.Runtime)
 			row(tw, "CPUs:", fmtFloat(s.CPUCount))
 			row(tw, "Memory:", fmtBytes(s.MemoryMB<<20))
-			row(tw, "Disk:", fmtBytes(s.DiskSizeMB<<20))
+			disk := fmtBytes(s.DiskSizeMB << 20)
+			if s.DiskSizeMB == 0 {
+				disk = "no quota"
+			}
+			if s.DiskUsedBytes >= 0 {
+				disk = fmtBytes(s.DiskUsedBytes) + " used of " + disk
+			}
+			row(tw, "Disk:", disk)
 			row(tw, "Pids:", fmt.Sprint(s.Pids))
 			row(tw, "Started:", fmtTime(s.StartedAt))
 			row(tw, "Ends:", fmtTimePtr(s.EndAt))
 			row(tw, "Metadata:", fmtKV(s.Metadata))
+			if s.Family != "" && s.Family != s.SandboxID {
+				row(tw, "Family:", s.Family)
+			}
+			if s.ForkedFrom != "" {
+				row(tw, "Forked from:", s.ForkedFrom)
+			}
+			if s.Head != "" {
+				row(tw, "Head:", s.Head)
+			}
+			if s.Turn > 0 {
+				row(tw, "Turns:", fmt.Sprint(s.Turn))
+			}
 			return tw.Flush()
 		},
 	}

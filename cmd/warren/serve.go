@@ -18,7 +18,7 @@ import (
 // serveCmd runs the daemon.
 func serveCmd() *cobra.Command {
 	cfg := config.Default()
-	var imageSizeGiB int64
+	var imageSizeGiB, diskMB int64
 	var memoryMB int64
 	var cpus float64
 	var debug bool
@@ -34,6 +34,7 @@ func serveCmd() *cobra.Command {
 			cfg.ImageSize = imageSizeGiB << 30
 			cfg.DefaultLimits.MemoryBytes = memoryMB << 20
 			cfg.DefaultLimits.CPUMillis = int64(cpus * 1000)
+			cfg.DefaultDiskBytes = diskMB << 20
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -72,6 +73,8 @@ func serveCmd() *cobra.Command {
 	f.Int64Var(&memoryMB, "default-memory-mb", cfg.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox that asks for none")
 	f.Float64Var(&cpus, "default-cpus", float64(cfg.DefaultLimits.CPUMillis)/1000, "CPU limit of a sandbox that asks for none")
 	f.Int64Var(&cfg.DefaultLimits.Pids, "default-pids", cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")
+	f.Int64Var(&diskMB, "default-disk-mb", 0, "disk quota of a sandbox that asks for none (0 = none; btrfs only)")
+	f.IntVar(&cfg.MaxTurns, "max-turns", cfg.MaxTurns, "turn snapshots kept per sandbox; older unnamed turns without forks are pruned (0 = keep all)")
 	f.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "run timeout of a sandbox whose create names none (0 = never)")
 	f.Uint64Var(&cfg.OutputLimit, "output-limit", cfg.OutputLimit, "cap in bytes on one command's output when the request names none")
 	f.StringVar(&cfg.AgentBinary, "agent", cfg.AgentBinary, "path of the static warren-agent binary (default: beside warren; env WARREN_AGENT)")

@@ -31,6 +31,12 @@ type Config struct {
 	DefaultLimits runtime.Limits
 	// MaxLimits bound what a request may ask for.
 	MaxLimits runtime.Limits
+	// MaxTurns is how many turn snapshots a sandbox keeps (older unnamed
+	// turns without forks are pruned; 0 = keep all).
+	MaxTurns int
+	// DefaultDiskBytes is the disk quota of a sandbox that asks for none
+	// (0 = no quota).
+	DefaultDiskBytes int64
 	// DefaultTimeout is the run timeout of a sandbox whose create names none.
 	DefaultTimeout time.Duration
 	// OutputLimit caps an exec's output when the request names no cap.
@@ -59,6 +65,7 @@ func Default() Config {
 		DefaultLimits:  runtime.DefaultLimits,
 		MaxLimits:      runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
 		DefaultTimeout: 300 * time.Second,
+		MaxTurns:       100,
 		OutputLimit:    16 << 20,
 		CacheDir:       "/var/cache/warren",
 		BuildBase:      true,
@@ -109,6 +116,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxSandboxes < 1 {
 		return fmt.Errorf("--max-sandboxes must be at least 1: %w", errdefs.ErrInvalid)
+	}
+	if c.MaxTurns < 0 || c.DefaultDiskBytes < 0 {
+		return fmt.Errorf("--max-turns and --default-disk-mb must not be negative: %w", errdefs.ErrInvalid)
 	}
 	if c.DefaultTimeout < 0 {
 		return fmt.Errorf("--default-timeout is negative: %w", errdefs.ErrInvalid)

@@ -120,6 +120,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		DefaultLimits:  cfg.DefaultLimits,
 		MaxLimits:      cfg.MaxLimits,
 		DefaultTimeout: cfg.DefaultTimeout,
+		MaxTurns:       cfg.MaxTurns,
+		DefaultDisk:    cfg.DefaultDiskBytes,
 	}, d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/agentconn"
@@ -41,14 +42,30 @@ type Host struct {
 	// ReadyTimeout bounds how long a new or recovered sandbox's agent has
 	// to connect.
 	ReadyTimeout time.Duration
+
+	snapMu sync.Mutex
 }
 
 // Spec says what sandbox to create.
 type Spec struct {
-	ID       string
+	ID string
+	// Template names the template to start from, unless Snapshot is set.
 	Template string
+	// Snapshot names a snapshot to start from (a fork).
+	Snapshot string
 	Limits   runtime.Limits
 	Env      map[string]string
+	// Group is the quota group the sandbox's volumes are charged to ("" =
+	// none); QuotaBytes caps it (0 = no cap).
+	Group      string
+	QuotaBytes int64
+}
+
+func (s Spec) source() (storage.Key, string) {
+	if s.Snapshot != "" {
+		return snapshotKey(s.Snapshot), "snapshot"
+	}
+	return storage.Key{Kind: storage.KindTemplate, Name: s.Template}, "template"
 }
 
 // Sandbox is one live sandbox as the host holds it.
@@ -78,11 +95,22 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 		}
 	}()
 
-	vol := storage.Key{Kind: storage.KindSandbox, Name: spec.ID}
-	root, err := h.Storage.Snapshot(ctx, storage.Key{Kind: storage.KindTemplate, Name: spec.Template}, vol, storage.SnapshotOptions{})
+	vol := sandboxKey(spec.ID)
+	if spec.QuotaBytes > 0 {
+		q, ok := h.Storage.(storage.QuotaGroups)
+		if !ok || spec.Group == "" {
+			return nil, fmt.Errorf("the %s storage cannot enforce a disk quota: %w", h.Storage.Name(), errdefs.ErrUnsupported)
+		}
+		if err := q.SetGroupLimit(ctx, spec.Group, spec.QuotaBytes); err != nil {
+			return nil, fmt.Errorf("set disk quota: %w", err)
+		}
+		undo.add("delete quota group", func(ctx context.Context) error { return q.DeleteGroup(ctx, spec.Group) })
+	}
+	src, what := spec.source()
+	root, err := h.Storage.Snapshot(ctx, src, vol, storage.SnapshotOptions{Group: spec.Group})
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("template %q does not exist (see `warren template ls`): %w", spec.Template, errdefs.ErrNotFound)
+			return nil, fmt.Errorf("%s %q does not exist (see `warren %s ls`): %w", what, src.Name, what, errdefs.ErrNotFound)
 		}
 		return nil, fmt.Errorf("make root filesystem: %w", err)
 	}
@@ -100,10 +128,27 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 	}
 	undo.add("close agent listener", func(context.Context) error { return conn.Close() })
 
+	st, err := h.start(ctx, spec, root)
+	if err != nil {
+		return nil, err
+	}
+	undo.add("destroy runtime", func(ctx context.Context) error { return h.Runtime.Destroy(ctx, spec.ID) })
+	started := time.Now()
+
+	if err := h.waitReady(ctx, conn); err != nil {
+		return nil, err
+	}
+	h.Log.Debug("sandbox created", "sandbox", spec.ID,
+		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
+	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
+}
+
+// start starts the sandbox's processes on root.
+func (h *Host) start(ctx context.Context, spec Spec, root string) (runtime.Status, error) {
 	logPath := ""
 	if h.LogDir != "" {
 		if err := os.MkdirAll(h.LogDir, 0o700); err != nil {
-			return nil, fmt.Errorf("make log dir: %w", err)
+			return runtime.Status{}, fmt.Errorf("make log dir: %w", err)
 		}
 		logPath = filepath.Join(h.LogDir, spec.ID+".log")
 	}
@@ -120,23 +165,15 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 		Cwd:      "/",
 		Mounts: []runtime.Mount{
 			{Source: h.AgentBinary, Destination: AgentBinaryPath, ReadOnly: true},
-			{Source: sockDir, Destination: AgentRunDir, ReadOnly: true},
+			{Source: h.socketDir(spec.ID), Destination: AgentRunDir, ReadOnly: true},
 		},
 		Limits:  spec.Limits,
 		LogPath: logPath,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("start sandbox: %w", err)
+		return runtime.Status{}, fmt.Errorf("start sandbox: %w", err)
 	}
-	undo.add("destroy runtime", func(ctx context.Context) error { return h.Runtime.Destroy(ctx, spec.ID) })
-	started := time.Now()
-
-	if err := h.waitReady(ctx, conn); err != nil {
-		return nil, err
-	}
-	h.Log.Debug("sandbox created", "sandbox", spec.ID,
-		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
-	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
+	return st, nil
 }
 
 func (h *Host) waitReady(ctx context.Context, conn *agentconn.Conn) error {
@@ -209,6 +246,12 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 	}
 	if err := os.RemoveAll(h.socketDir(id)); err != nil {
 		errs = append(errs, err)
+	}
+	if q, ok := h.Storage.(storage.QuotaGroups); ok {
+		// Refused while snapshots of the sandbox remain in the group.
+		if err := q.DeleteGroup(ctx, id); err != nil && !errdefs.IsConflict(err) && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete quota group: %w", err))
+		}
 	}
 	if h.LogDir != "" {
 		if err := os.Remove(filepath.Join(h.LogDir, id+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {

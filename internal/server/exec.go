@@ -60,11 +60,14 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), r.PathValue("id"))
+	id := r.PathValue("id")
+	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	done := s.deps.Sessions.BeginCommand(id)
+	defer done()
 	limit := req.OutputLimit
 	if limit == 0 {
 		limit = s.deps.OutputLimit
@@ -86,7 +89,16 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	defer stream.Close()
 
 	if r.URL.Query().Get("wait") == "true" {
-		s.execWait(w, r, stream, limit)
+		res, err := collect(stream, limit)
+		if err != nil {
+			writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
+			return
+		}
+		if req.Turn {
+			done()
+			res.SnapshotID, res.Error = s.turnAfter(r, id, res.Error)
+		}
+		writeJSON(w, http.StatusOK, res)
 		return
 	}
 
@@ -101,7 +113,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			continue
 		}
-		sawExit = sawExit || ev.Type == "exit"
+		if ev.Type == "exit" {
+			sawExit = true
+			if req.Turn {
+				done()
+				ev.SnapshotID, ev.Error = s.turnAfter(r, id, ev.Error)
+			}
+		}
 		if err := enc.Encode(ev); err != nil {
 			return // the client went away; the agent kills the command
 		}
@@ -120,7 +138,23 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) execWait(w http.ResponseWriter, r *http.Request, stream *connect.ServerStreamForClient[agentv1.ExecEvent], limit uint64) {
+// turnAfter takes the turn snapshot an exec asked for. A failure is
+// reported in the result's error (the command itself did run).
+func (s *Server) turnAfter(r *http.Request, id, cmdErr string) (string, string) {
+	res, err := s.deps.Sessions.Turn(r.Context(), teamOf(r), id)
+	if err != nil {
+		msg := "turn snapshot failed: " + messageOf(err)
+		if cmdErr != "" {
+			msg = cmdErr + "; " + msg
+		}
+		return "", msg
+	}
+	return res.ID, cmdErr
+}
+
+// collect reads a whole exec stream into one result, capping the output
+// again (the agent is untrusted).
+func collect(stream *connect.ServerStreamForClient[agentv1.ExecEvent], limit uint64) (client.ExecResult, error) {
 	var res client.ExecResult
 	var stdout, stderr strings.Builder
 	sawExit := false
@@ -156,11 +190,10 @@ func (s *Server) execWait(w http.ResponseWriter, r *http.Request, stream *connec
 		if err == nil {
 			err = fmt.Errorf("the sandbox's agent ended the stream without an exit status: %w", errdefs.ErrUnavailable)
 		}
-		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
-		return
+		return client.ExecResult{}, err
 	}
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()
-	writeJSON(w, http.StatusOK, res)
+	return res, nil
 }
 
 func eventOf(msg *agentv1.ExecEvent) (client.ExecEvent, bool) {

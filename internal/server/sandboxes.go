@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,11 +43,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, fmt.Errorf("limits must not be negative: %w", errdefs.ErrInvalid))
 			return
 		}
-		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
-		if l.MemoryMB > 1<<30 {
-			writeError(w, r, fmt.Errorf("memoryMB %d is absurd: %w", l.MemoryMB, errdefs.ErrInvalid))
+		if l.MemoryMB > 1<<30 || l.DiskMB > 1<<30 || l.DiskMB < 0 {
+			writeError(w, r, fmt.Errorf("memoryMB and diskMB must be 0..%d: %w", 1<<30, errdefs.ErrInvalid))
 			return
 		}
+		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
+		req.DiskBytes = l.DiskMB << 20
 	}
 	rec, err := s.deps.Sessions.Create(r.Context(), req)
 	if err != nil {
@@ -77,6 +77,13 @@ func detailOf(rec store.Sandbox) client.SandboxDetail {
 		Pids:      rec.Pids,
 		Runtime:   rec.Runtime,
 		Reason:    rec.Reason,
+
+		DiskSizeMB:    rec.QuotaBytes >> 20,
+		DiskUsedBytes: -1,
+		Family:        rec.Family,
+		ForkedFrom:    rec.ForkedFrom,
+		Head:          rec.Head,
+		Turn:          rec.Turn,
 	}
 	if !rec.EndAt.IsZero() {
 		end := rec.EndAt
@@ -91,7 +98,14 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, detailOf(rec))
+	d := detailOf(rec)
+	if used, limit, err := s.deps.Sessions.DiskUsage(r.Context(), rec.ID); err == nil {
+		d.DiskUsedBytes = used
+		if limit > 0 {
+			d.DiskSizeMB = limit >> 20
+		}
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
@@ -102,19 +116,14 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-const maxListLimit = 1000
-
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.SandboxFilter{Limit: 100}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			writeError(w, r, fmt.Errorf("limit %q: want 1..%d: %w", v, maxListLimit, errdefs.ErrInvalid))
-			return
-		}
-		f.Limit = n
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
+	var f store.SandboxFilter
 	f.After = q.Get("nextToken")
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
@@ -139,21 +148,8 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 			f.Metadata[k] = v[0]
 		}
 	}
-	// Ask for one more than the page to learn whether there is a next one.
-	want := f.Limit
-	f.Limit = want + 1
-	recs, err := s.deps.Sessions.List(r.Context(), teamOf(r), f)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if len(recs) > want {
-		recs = recs[:want]
-		w.Header().Set("X-Next-Token", recs[want-1].Cursor())
-	}
-	out := make([]client.ListedSandbox, 0, len(recs))
-	for _, rec := range recs {
-		out = append(out, detailOf(rec))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writePage(w, r, limit, func(n int) ([]store.Sandbox, error) {
+		f.Limit = n
+		return s.deps.Sessions.List(r.Context(), teamOf(r), f)
+	}, detailOf)
 }

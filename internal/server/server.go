@@ -89,8 +89,19 @@ func (s *Server) routes() {
 	m.Handle("POST /sandboxes/{id}/files/mkdir", s.auth(s.makeDir))
 	m.Handle("POST /sandboxes/{id}/files/move", s.auth(s.moveFile))
 
+	m.Handle("POST /sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
+	m.Handle("POST /sandboxes/{id}/turns", s.auth(s.createTurn))
+	m.Handle("POST /sandboxes/{id}/rollback", s.auth(s.rollback))
+	m.Handle("POST /sandboxes/{id}/fork", s.auth(s.fork))
+	m.Handle("POST /sandboxes/{id}/promote", s.auth(s.promote))
+	m.Handle("GET /sandboxes/{id}/lineage", s.auth(s.lineage))
+	m.Handle("GET /snapshots", s.auth(s.listSnapshots))
+	m.Handle("GET /snapshots/{id}", s.auth(s.getSnapshot))
+	m.Handle("DELETE /snapshots/{id}", s.auth(s.deleteSnapshot))
+	m.Handle("GET /snapshots/{id}/diff", s.auth(s.diff))
+
 	m.Handle("GET /templates", s.auth(s.listTemplates))
-	m.Handle("DELETE /templates/{id}", s.auth(s.admin(s.deleteTemplate)))
+	m.Handle("DELETE /templates/{id}", s.auth(s.deleteTemplateOrSnapshot))
 
 	m.Handle("POST /api-keys", s.auth(s.admin(s.createKey)))
 	m.Handle("GET /api-keys", s.auth(s.admin(s.listKeys)))

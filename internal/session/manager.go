@@ -16,6 +16,7 @@ import (
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -27,6 +28,15 @@ type Host interface {
 	Destroy(ctx context.Context, id string, conn *agentconn.Conn) error
 	Reconcile(ctx context.Context, keep map[string]bool) error
 	Alive(ctx context.Context, id string) (bool, error)
+
+	Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
+	DeleteSnapshot(ctx context.Context, snapID string) error
+	Rollback(ctx context.Context, spec sandbox.Spec, snapID string, conn *agentconn.Conn) error
+	Diff(ctx context.Context, from, to string, toLive bool) ([]storage.Change, error)
+	ReadVolumeFile(id string, live bool, path string, limit int64) ([]byte, bool, error)
+	ReconcileSnapshots(ctx context.Context, keep map[string]bool) error
+	HasSnapshot(ctx context.Context, snapID string) bool
+	GroupUsage(ctx context.Context, group string) (used, limit int64, err error)
 }
 
 // Store is what the manager needs of the metadata store.
@@ -38,6 +48,18 @@ type Store interface {
 	UpdateSandboxState(ctx context.Context, id string, from []store.SandboxState, to store.SandboxState, reason string) error
 	SetSandboxEndAt(ctx context.Context, id string, endAt time.Time) error
 	DeleteSandbox(ctx context.Context, id string) error
+	SetSandboxHead(ctx context.Context, id, head string) error
+	NextTurn(ctx context.Context, sandboxID string) (int, error)
+
+	CreateSnapshot(ctx context.Context, snap store.Snapshot) error
+	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
+	ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]store.Snapshot, error)
+	UpdateSnapshotState(ctx context.Context, id string, from []store.SnapshotState, to store.SnapshotState) error
+	SetSnapshotSizes(ctx context.Context, id string, exclusive, referenced int64) error
+	CountForksOf(ctx context.Context, snapshotID string) (int, error)
+
+	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
+	ListLineage(ctx context.Context, family string) ([]store.LineageEdge, error)
 }
 
 // Config is the part of the daemon's configuration the manager applies.
@@ -47,6 +69,13 @@ type Config struct {
 	DefaultLimits  runtime.Limits
 	MaxLimits      runtime.Limits
 	DefaultTimeout time.Duration
+	// MaxDiskBytes bounds a sandbox's disk quota (0 = no bound).
+	MaxDiskBytes int64
+	// DefaultDisk is the disk quota of a sandbox that asks for none.
+	DefaultDisk int64
+	// MaxTurns is how many turn snapshots a sandbox keeps; older unnamed
+	// turns without forks are pruned (0 = keep all).
+	MaxTurns int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -60,6 +89,8 @@ type CreateRequest struct {
 	Metadata map[string]string
 	Env      map[string]string
 	Limits   runtime.Limits
+	// DiskBytes caps the space the sandbox may write (0 = no cap).
+	DiskBytes int64
 }
 
 // Manager is the session service.
@@ -71,8 +102,17 @@ type Manager struct {
 
 	createMu sync.Mutex // makes count-then-insert atomic for the sandbox limit
 
+	mu       sync.Mutex
+	live     map[string]*liveSandbox
+	sbLocks  map[string]*sbLock // serialises snapshot, rollback and delete per sandbox
+	running  map[string]int     // commands in flight per sandbox
+	deletes  chan string        // snapshot volumes to delete in the background
+	deleteWG sync.WaitGroup
+}
+
+type sbLock struct {
 	mu   sync.Mutex
-	live map[string]*liveSandbox
+	refs int
 }
 
 // liveSandbox is a running sandbox this daemon is attached to. The team is
@@ -88,15 +128,25 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Manager{cfg: cfg, store: st, host: host, log: log, live: map[string]*liveSandbox{}}
+	return &Manager{cfg: cfg, store: st, host: host, log: log,
+		live:    map[string]*liveSandbox{},
+		sbLocks: map[string]*sbLock{},
+		running: map[string]int{},
+		deletes: make(chan string, 4096),
+	}
 }
 
-// Create makes and starts a sandbox and returns its record.
+// Create makes and starts a sandbox and returns its record. The template
+// may also name a ready snapshot of the team's: the new sandbox is then a
+// fork of it.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox, error) {
 	if err := m.validate(&req); err != nil {
 		return store.Sandbox{}, err
 	}
 	limits := m.limitsFor(req.Limits)
+	if req.DiskBytes == 0 {
+		req.DiskBytes = m.cfg.DefaultDisk
+	}
 	now := m.cfg.Now().UTC()
 	rec := store.Sandbox{
 		ID:          ids.New(20),
@@ -109,9 +159,22 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		MemoryBytes: limits.MemoryBytes,
 		CPUMillis:   limits.CPUMillis,
 		Pids:        limits.Pids,
+		QuotaBytes:  req.DiskBytes,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		StartedAt:   now,
+	}
+	rec.Family = rec.ID
+	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes}
+	if snap, err := m.snapshotAsSource(ctx, req.Team, req.Template); err != nil {
+		return store.Sandbox{}, err
+	} else if snap != nil {
+		rec.Template = snap.Template
+		rec.Family = snap.Family
+		rec.ForkedFrom = snap.ID
+		rec.ParentSandbox = snap.SandboxID
+		rec.Head = snap.ID
+		spec.Template, spec.Snapshot = snap.Template, snap.ID
 	}
 	timeout := m.cfg.DefaultTimeout
 	if req.Timeout != nil {
@@ -124,10 +187,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	if err := m.reserve(ctx, rec); err != nil {
 		return store.Sandbox{}, err
 	}
-	sb, err := m.host.Create(ctx, sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env})
+	sb, err := m.host.Create(ctx, spec)
 	if err != nil {
 		bg := context.WithoutCancel(ctx)
-		if errdefs.IsNotFound(err) || errdefs.IsInvalid(err) {
+		if errdefs.IsNotFound(err) || errdefs.IsInvalid(err) || errdefs.IsUnsupported(err) {
 			// The request was wrong: leave no trace of it.
 			if derr := m.store.DeleteSandbox(bg, rec.ID); derr != nil {
 				m.log.Warn("drop record of a rejected sandbox", "sandbox", rec.ID, "err", derr)
@@ -145,8 +208,33 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	m.mu.Lock()
 	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
 	m.mu.Unlock()
+	if rec.ForkedFrom != "" {
+		m.edge(context.WithoutCancel(ctx), rec.Family, EdgeForkedFrom, rec.ID, rec.ForkedFrom)
+	} else {
+		m.edge(context.WithoutCancel(ctx), rec.Family, EdgeCreatedFrom, rec.ID, rec.Template)
+	}
 	rec.State = StateRunning
 	return rec, nil
+}
+
+// snapshotAsSource resolves a create's templateID that names one of the
+// team's snapshots (E2B: a snapshot id is usable as a template). It returns
+// nil when the name is not a snapshot id of the team.
+func (m *Manager) snapshotAsSource(ctx context.Context, team, name string) (*store.Snapshot, error) {
+	if ids.Validate("snapshot id", name) != nil {
+		return nil, nil
+	}
+	snap, err := m.store.GetSnapshot(ctx, name)
+	if errdefs.IsNotFound(err) || (err == nil && snap.Team != team) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if snap.State != SnapReady {
+		return nil, fmt.Errorf("snapshot %s was deleted: %w", name, errdefs.ErrNotFound)
+	}
+	return &snap, nil
 }
 
 // reserve inserts the record in "creating" unless the sandbox limit is hit.
@@ -220,6 +308,8 @@ func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, 
 
 // Delete destroys a team's sandbox and forgets it.
 func (m *Manager) Delete(ctx context.Context, team, id string) error {
+	unlock := m.lockSandbox(id)
+	defer unlock()
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return err
@@ -271,6 +361,12 @@ func (m *Manager) validate(req *CreateRequest) error {
 	if err := validateEnv(req.Env); err != nil {
 		return err
 	}
+	if req.DiskBytes < 0 || (req.DiskBytes > 0 && req.DiskBytes < 16<<20) {
+		return fmt.Errorf("disk quota must be 0 (none) or at least 16 MiB: %w", errdefs.ErrInvalid)
+	}
+	if m.cfg.MaxDiskBytes > 0 && req.DiskBytes > m.cfg.MaxDiskBytes {
+		return fmt.Errorf("disk quota %d MiB is above this server's maximum of %d MiB: %w", req.DiskBytes>>20, m.cfg.MaxDiskBytes>>20, errdefs.ErrInvalid)
+	}
 	l, max := req.Limits, m.cfg.MaxLimits
 	switch {
 	case l.MemoryBytes < 0 || l.CPUMillis < 0 || l.Pids < 0:
@@ -289,6 +385,11 @@ func (m *Manager) validate(req *CreateRequest) error {
 		return fmt.Errorf("pids limit %d is above this server's maximum of %d: %w", l.Pids, max.Pids, errdefs.ErrInvalid)
 	}
 	return nil
+}
+
+// limitsOf reads a sandbox's limits from its record.
+func limitsOf(rec store.Sandbox) runtime.Limits {
+	return runtime.Limits{MemoryBytes: rec.MemoryBytes, CPUMillis: rec.CPUMillis, Pids: rec.Pids}
 }
 
 func (m *Manager) limitsFor(l runtime.Limits) runtime.Limits {
@@ -399,11 +500,38 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}(rec)
 	}
 	wg.Wait()
-	return m.host.Reconcile(ctx, keep)
+	rerr := m.host.Reconcile(ctx, keep)
+	return errors.Join(rerr, m.recoverSnapshots(ctx))
+}
+
+// recoverSnapshots makes snapshot records and volumes agree: a snapshot
+// being taken when the daemon died is dropped (tombstoned), a record whose
+// volume is gone becomes a tombstone, and a volume no live record names is
+// deleted.
+func (m *Manager) recoverSnapshots(ctx context.Context) error {
+	snaps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{States: []store.SnapshotState{SnapCreating, SnapReady}})
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, s := range snaps {
+		switch {
+		case s.State == SnapCreating:
+			m.log.Info("dropping a snapshot the daemon died taking", "snapshot", s.ID)
+			_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapCreating}, SnapDeleted)
+		case !m.host.HasSnapshot(ctx, s.ID):
+			m.log.Warn("snapshot volume missing; keeping a tombstone", "snapshot", s.ID)
+			_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapReady}, SnapDeleted)
+		default:
+			keep[s.ID] = true
+		}
+	}
+	return m.host.ReconcileSnapshots(ctx, keep)
 }
 
 // Run enforces run timeouts and notices dead sandboxes until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
+	go m.runDeletes(ctx)
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {

@@ -15,18 +15,21 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/store"
 )
 
 // fakeHost records what the manager asks of the machine. It is a unit-test
 // fake for the manager's decisions; the real host is exercised in test/e2e.
 type fakeHost struct {
-	mu        sync.Mutex
-	templates map[string]bool
-	alive     map[string]bool
-	destroyed []string
-	failNext  error
-	reconcile map[string]bool
+	mu         sync.Mutex
+	templates  map[string]bool
+	alive      map[string]bool
+	destroyed  []string
+	failNext   error
+	reconcile  map[string]bool
+	snaps      map[string]bool
+	rolledBack []string
 }
 
 func newFakeHost() *fakeHost {
@@ -43,6 +46,9 @@ func (h *fakeHost) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sand
 	}
 	if !h.templates[spec.Template] {
 		return nil, fmt.Errorf("template %q: %w", spec.Template, errdefs.ErrNotFound)
+	}
+	if spec.Snapshot != "" && !h.snaps[spec.Snapshot] {
+		return nil, fmt.Errorf("snapshot %q: %w", spec.Snapshot, errdefs.ErrNotFound)
 	}
 	h.alive[spec.ID] = true
 	return &sandbox.Sandbox{ID: spec.ID}, nil
@@ -76,6 +82,56 @@ func (h *fakeHost) Alive(ctx context.Context, id string) (bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.alive[id], nil
+}
+
+func (h *fakeHost) Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.alive[id] {
+		return sandbox.SnapshotResult{}, fmt.Errorf("no sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	if h.snaps == nil {
+		h.snaps = map[string]bool{}
+	}
+	h.snaps[snapID] = true
+	return sandbox.SnapshotResult{}, nil
+}
+
+func (h *fakeHost) DeleteSnapshot(ctx context.Context, snapID string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.snaps, snapID)
+	return nil
+}
+
+func (h *fakeHost) Rollback(ctx context.Context, spec sandbox.Spec, snapID string, _ *agentconn.Conn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.snaps[snapID] {
+		return fmt.Errorf("snapshot %s: %w", snapID, errdefs.ErrNotFound)
+	}
+	h.rolledBack = append(h.rolledBack, spec.ID+"->"+snapID)
+	return nil
+}
+
+func (h *fakeHost) Diff(ctx context.Context, from, to string, toLive bool) ([]storage.Change, error) {
+	return nil, nil
+}
+
+func (h *fakeHost) ReadVolumeFile(id string, live bool, path string, limit int64) ([]byte, bool, error) {
+	return nil, false, nil
+}
+
+func (h *fakeHost) GroupUsage(ctx context.Context, group string) (int64, int64, error) {
+	return -1, 0, errdefs.ErrUnsupported
+}
+
+func (h *fakeHost) ReconcileSnapshots(ctx context.Context, keep map[string]bool) error { return nil }
+
+func (h *fakeHost) HasSnapshot(ctx context.Context, snapID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.snaps[snapID]
 }
 
 func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {

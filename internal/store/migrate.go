@@ -61,6 +61,76 @@ var migrations = []string{
 	) STRICT`,
 	// 7
 	`CREATE INDEX api_keys_by_team ON api_keys (team, created_at, id)`,
+
+	// 8-14: lineage of sandboxes. Rows from before have no lineage: each is
+	// the root of a family of its own.
+	`ALTER TABLE sandboxes ADD COLUMN family TEXT NOT NULL DEFAULT ''`,
+	// 9
+	`UPDATE sandboxes SET family = id WHERE family = ''`,
+	// 10
+	`ALTER TABLE sandboxes ADD COLUMN forked_from TEXT NOT NULL DEFAULT ''`,
+	// 11
+	`ALTER TABLE sandboxes ADD COLUMN parent_sandbox TEXT NOT NULL DEFAULT ''`,
+	// 12
+	`ALTER TABLE sandboxes ADD COLUMN head TEXT NOT NULL DEFAULT ''`,
+	// 13
+	`ALTER TABLE sandboxes ADD COLUMN turn INTEGER NOT NULL DEFAULT 0`,
+	// 14
+	`ALTER TABLE sandboxes ADD COLUMN quota_bytes INTEGER NOT NULL DEFAULT 0`,
+	// 15: a family's sandboxes, in listing order.
+	`CREATE INDEX sandboxes_by_family ON sandboxes (family, created_at, id)`,
+	// 16: counting the forks that still use a snapshot before deleting it.
+	`CREATE INDEX sandboxes_by_forked_from ON sandboxes (forked_from)`,
+	// 17
+	`CREATE TABLE snapshots (
+		id               TEXT PRIMARY KEY,
+		team             TEXT NOT NULL,
+		sandbox_id       TEXT NOT NULL,
+		family           TEXT NOT NULL,
+		name             TEXT NOT NULL DEFAULT '',   -- '' = unnamed; turn snapshots are turn-N
+		kind             TEXT NOT NULL,
+		turn             INTEGER NOT NULL DEFAULT 0,
+		parent_id        TEXT NOT NULL DEFAULT '',   -- '' = the lineage's origin
+		template         TEXT NOT NULL,
+		state            TEXT NOT NULL,
+		labels           TEXT NOT NULL DEFAULT '{}', -- JSON object of strings
+		exclusive_bytes  INTEGER NOT NULL DEFAULT -1, -- -1 = unknown
+		referenced_bytes INTEGER NOT NULL DEFAULT -1,
+		created_at       INTEGER NOT NULL,            -- Unix ns
+		deleted_at       INTEGER NOT NULL DEFAULT 0
+	) STRICT`,
+	// 18: a user's name picks one live snapshot in a team. Turn snapshots
+	// are left out: every sandbox has a turn-1, so theirs are unique per
+	// sandbox instead (19). Deleted snapshots free their name.
+	`CREATE UNIQUE INDEX snapshots_name_unique ON snapshots (team, name)
+		WHERE name != '' AND kind != 'turn' AND state != 'deleted'`,
+	// 19
+	`CREATE UNIQUE INDEX snapshots_turn_unique ON snapshots (sandbox_id, turn)
+		WHERE kind = 'turn' AND state != 'deleted'`,
+	// 20: listing order, all teams; then a team's, a sandbox's, a family's.
+	`CREATE INDEX snapshots_by_created ON snapshots (created_at, id)`,
+	// 21
+	`CREATE INDEX snapshots_by_team ON snapshots (team, created_at, id)`,
+	// 22
+	`CREATE INDEX snapshots_by_sandbox ON snapshots (sandbox_id, created_at, id)`,
+	// 23
+	`CREATE INDEX snapshots_by_family ON snapshots (family, created_at, id)`,
+	// 24: lookups by name (the partial unique index above cannot serve them:
+	// SQLite does not prove name = ? implies its WHERE), ordered as listed so
+	// the planner does not prefer the team index to avoid a sort.
+	`CREATE INDEX snapshots_by_name ON snapshots (team, name, created_at, id)`,
+	// 25: AUTOINCREMENT so an edge's id is never reused and the order of ids
+	// is the order things happened.
+	`CREATE TABLE lineage_edges (
+		id      INTEGER PRIMARY KEY AUTOINCREMENT,
+		family  TEXT NOT NULL,
+		kind    TEXT NOT NULL,
+		from_id TEXT NOT NULL,
+		to_id   TEXT NOT NULL,
+		at      INTEGER NOT NULL -- Unix ns
+	) STRICT`,
+	// 26
+	`CREATE INDEX lineage_edges_by_family ON lineage_edges (family, id)`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -51,6 +51,15 @@ type Sandbox struct {
 	CreatedAt, UpdatedAt         time.Time
 	StartedAt                    time.Time // set on the first transition to running unless given
 	EndAt                        time.Time // when the run timeout fires (zero = never)
+
+	// Lineage. A fresh sandbox starts a family of its own; a fork joins the
+	// family of the sandbox it was forked from, so one query finds the tree.
+	Family        string // default: ID
+	ForkedFrom    string // the snapshot it was made from ("" = made from a template)
+	ParentSandbox string // the sandbox that snapshot was taken of ("" = none)
+	Head          string // the snapshot the live tree last descended from ("" = its origin)
+	Turn          int    // the last turn number taken (0 = none)
+	QuotaBytes    int64  // disk quota (0 = none)
 }
 
 // Cursor returns a paging cursor that points just after sb. Unlike sb's bare
@@ -64,6 +73,7 @@ func (sb Sandbox) Cursor() string {
 // all of them.
 type SandboxFilter struct {
 	Team     string            // "" = every team
+	Family   string            // "" = every family
 	States   []SandboxState    // any of these; empty = any state
 	Metadata map[string]string // every pair must match
 	Limit    int               // 0 = no limit
@@ -78,11 +88,15 @@ type SandboxFilter struct {
 const maxMapBytes = 64 << 10
 
 const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
-	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at`
+	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at,
+	family, forked_from, parent_sandbox, head, turn, quota_bytes`
 
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
-// is always now. A duplicate id is ErrAlreadyExists.
+// is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
 func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
+	if sb.Family == "" {
+		sb.Family = sb.ID
+	}
 	if err := validateSandbox(sb); err != nil {
 		return err
 	}
@@ -99,10 +113,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
 		sb.CreatedAt = now
 	}
 	_, err = s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.Template, sb.Runtime, string(sb.State), sb.Reason, md, env,
 		sb.MemoryBytes, sb.CPUMillis, sb.Pids,
-		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt))
+		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt),
+		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
 	}
@@ -128,7 +143,7 @@ func validateSandbox(sb Sandbox) error {
 	if sb.MemoryBytes < 0 || sb.CPUMillis < 0 || sb.Pids < 0 {
 		return fmt.Errorf("sandbox %s: memory, cpu and pids limits must not be negative: %w", sb.ID, errdefs.ErrInvalid)
 	}
-	return nil
+	return validateLineage(sb)
 }
 
 // encodeMap encodes m as a JSON object. Strings must be valid UTF-8: JSON
@@ -177,6 +192,13 @@ func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, 
 		where = append(where, `team = ?`)
 		args = append(args, f.Team)
 	}
+	if f.Family != "" {
+		if err := ids.Validate("family", f.Family); err != nil {
+			return nil, err
+		}
+		where = append(where, `family = ?`)
+		args = append(args, f.Family)
+	}
 	if len(f.States) > 0 {
 		where = append(where, `state IN (`+placeholders(len(f.States))+`)`)
 		for _, st := range f.States {
@@ -195,7 +217,7 @@ func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, 
 		args = append(args, k, f.Metadata[k])
 	}
 	if f.After != "" {
-		created, id, err := s.resolveCursor(ctx, f.After)
+		created, id, err := s.resolveCursor(ctx, "sandboxes", "sandbox", f.After)
 		if err != nil {
 			return nil, err
 		}
@@ -234,20 +256,21 @@ func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, 
 	return out, nil
 }
 
-// resolveCursor turns SandboxFilter.After into the (created_at, id) position
-// to start after.
-func (s *Store) resolveCursor(ctx context.Context, after string) (int64, string, error) {
+// resolveCursor turns a filter's After into the (created_at, id) position
+// to start after. kind names the rows ("sandbox"), table holds them (a
+// constant, never user input).
+func (s *Store) resolveCursor(ctx context.Context, table, kind, after string) (int64, string, error) {
 	if ns, id, ok := strings.Cut(after, "."); ok {
 		n, err := strconv.ParseInt(ns, 10, 64)
 		if err != nil || ids.Validate("cursor", id) != nil {
-			return 0, "", fmt.Errorf("page cursor %q is malformed; pass the id or Cursor() of the last sandbox listed: %w", after, errdefs.ErrInvalid)
+			return 0, "", fmt.Errorf("page cursor %q is malformed; pass the id or Cursor() of the last %s listed: %w", after, kind, errdefs.ErrInvalid)
 		}
 		return n, id, nil
 	}
 	var created int64
-	err := s.r.QueryRowContext(ctx, `SELECT created_at FROM sandboxes WHERE id = ?`, after).Scan(&created)
+	err := s.r.QueryRowContext(ctx, `SELECT created_at FROM `+table+` WHERE id = ?`, after).Scan(&created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, "", fmt.Errorf("page cursor: sandbox %s no longer exists; list again from the start or page with Sandbox.Cursor(): %w", after, errdefs.ErrInvalid)
+		return 0, "", fmt.Errorf("page cursor: %s %s no longer exists; list again from the start or page with Cursor(): %w", kind, after, errdefs.ErrInvalid)
 	}
 	if err != nil {
 		return 0, "", fmt.Errorf("page cursor %s: %w", after, dbErr(err))
@@ -341,7 +364,8 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 	var state, md, env string
 	var created, updated, started, end int64
 	err := sc.Scan(&sb.ID, &sb.Team, &sb.Template, &sb.Runtime, &state, &sb.Reason, &md, &env,
-		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end)
+		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end,
+		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes)
 	if err != nil {
 		return Sandbox{}, err
 	}

@@ -22,6 +22,7 @@ func TestSandboxCRUD(t *testing.T) {
 		Env:         map[string]string{"TOKEN": "secret", "EMPTY": ""},
 		MemoryBytes: 512 << 20, CPUMillis: 1500, Pids: 256,
 		CreatedAt: created, StartedAt: created.Add(time.Second), EndAt: created.Add(time.Hour),
+		Family: "fam1", ForkedFrom: "snap1", ParentSandbox: "sb0", Head: "snap1", Turn: 4, QuotaBytes: 1 << 30,
 	}
 	if err := s.CreateSandbox(ctx, want); err != nil {
 		t.Fatalf("CreateSandbox: %v", err)
@@ -101,6 +102,11 @@ func TestSandboxValidation(t *testing.T) {
 		"no runtime":    func(sb *Sandbox) { sb.Runtime = "" },
 		"bad state":     func(sb *Sandbox) { sb.State = "zombie" },
 		"negative mem":  func(sb *Sandbox) { sb.MemoryBytes = -1 },
+		"bad family":    func(sb *Sandbox) { sb.Family = "a-b" },
+		"bad forked":    func(sb *Sandbox) { sb.ForkedFrom = "../s" },
+		"bad head":      func(sb *Sandbox) { sb.Head = "H" },
+		"negative turn": func(sb *Sandbox) { sb.Turn = -1 },
+		"neg quota":     func(sb *Sandbox) { sb.QuotaBytes = -1 },
 		"bad utf8 key":  func(sb *Sandbox) { sb.Metadata = map[string]string{"\xff": "v"} },
 		"bad utf8 env":  func(sb *Sandbox) { sb.Env = map[string]string{"K": "\xc3"} },
 		"huge metadata": func(sb *Sandbox) { sb.Metadata = map[string]string{"k": strings.Repeat("x", maxMapBytes)} },

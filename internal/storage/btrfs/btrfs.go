@@ -77,7 +77,12 @@ func (s *Storage) Snapshot(ctx context.Context, parent, key storage.Key, opts st
 		return "", err
 	}
 	defer dir.Close()
-	if err := snapCreate(int(src.Fd()), int(dir.Fd()), key.Name, opts.ReadOnly); err != nil {
+	qgroup, undoGroup, err := s.snapshotGroup(opts.Group)
+	if err != nil {
+		return "", fmt.Errorf("snapshot %s as %s: %w", parent, key, err)
+	}
+	if err := snapCreateInGroup(int(src.Fd()), int(dir.Fd()), key.Name, opts.ReadOnly, qgroup); err != nil {
+		undoGroup()
 		return "", fmt.Errorf("snapshot %s as %s: %w", parent, key, errnoKind(err))
 	}
 	return s.Path(key), nil

@@ -42,6 +42,9 @@ func Run(t *testing.T, newStorage func(t *testing.T) storage.Storage) {
 		{"ConcurrentSnapshots", testConcurrentSnapshots},
 		{"ConcurrentSameKey", testConcurrentSameKey},
 		{"Path", testPath},
+		{"QuotaGroups", testQuotaGroups},
+		{"QuotaGroupErrors", testQuotaGroupErrors},
+		{"Diff", testDiff},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

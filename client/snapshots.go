@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// CreateSnapshot takes a named (or, without a name, unnamed) snapshot of a
+// sandbox's live tree.
+func (c *Client) CreateSnapshot(ctx context.Context, id string, in NewSnapshot) (Snapshot, error) {
+	var s Snapshot
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/snapshots"), in)
+	if err != nil {
+		return s, err
+	}
+	err = c.call(ctx, r, &s)
+	return s, err
+}
+
+// Turn ends an agent turn: it takes the sandbox's next turn snapshot
+// (kind "turn", named "turn-N").
+func (c *Client) Turn(ctx context.Context, id string) (Snapshot, error) {
+	var s Snapshot
+	err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/turns")}, &s)
+	return s, err
+}
+
+// SnapshotListOptions filter and page GET /snapshots.
+type SnapshotListOptions struct {
+	// SandboxID keeps the snapshots of one sandbox.
+	SandboxID string
+	// Name keeps the snapshots with this name.
+	Name string
+	// States keeps the snapshots in one of these states ("ready",
+	// "deleted"); none means the server's default (ready ones).
+	States []string
+	// Limit is the page size (0 = the server's default).
+	Limit int
+	// NextToken continues a listing from the cursor a previous page returned.
+	NextToken string
+}
+
+// ListSnapshots returns one page of snapshots and the cursor of the next
+// page ("" when this was the last).
+func (c *Client) ListSnapshots(ctx context.Context, opts SnapshotListOptions) ([]Snapshot, string, error) {
+	q := url.Values{}
+	if opts.SandboxID != "" {
+		q.Set("sandboxID", opts.SandboxID)
+	}
+	if opts.Name != "" {
+		q.Set("name", opts.Name)
+	}
+	for _, s := range opts.States {
+		q.Add("state", s)
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.NextToken != "" {
+		q.Set("nextToken", opts.NextToken)
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: "/snapshots", query: q})
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	var out []Snapshot
+	if err := decodeJSON(resp, &out); err != nil {
+		return nil, "", err
+	}
+	return out, resp.Header.Get("X-Next-Token"), nil
+}
+
+// GetSnapshot describes one snapshot.
+func (c *Client) GetSnapshot(ctx context.Context, id string) (Snapshot, error) {
+	var s Snapshot
+	err := c.call(ctx, request{method: http.MethodGet, path: snapshotPath(id, "")}, &s)
+	return s, err
+}
+
+// DeleteSnapshot removes a snapshot's tree; the lineage keeps it as a
+// tombstone (state "deleted").
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+	return c.call(ctx, request{method: http.MethodDelete, path: snapshotPath(id, "")}, nil)
+}
+
+// Rollback replaces a sandbox's live tree with a snapshot of it. In the
+// native runtime its processes are restarted (the answer says so).
+func (c *Client) Rollback(ctx context.Context, id string, in RollbackRequest) (RollbackResult, error) {
+	var res RollbackResult
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/rollback"), in)
+	if err != nil {
+		return res, err
+	}
+	err = c.call(ctx, r, &res)
+	return res, err
+}
+
+// Fork starts new sandboxes from a snapshot of id (or from its live state).
+// The answer has one element per requested fork, each a sandbox or an
+// error: a fork that failed does not fail the call.
+func (c *Client) Fork(ctx context.Context, id string, in ForkRequest) ([]ForkResult, error) {
+	var out []ForkResult
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/fork"), in)
+	if err != nil {
+		return nil, err
+	}
+	err = c.call(ctx, r, &out)
+	return out, err
+}
+
+// Diff compares snapshot from with snapshot to, or with the sandbox's live
+// tree when to is "live" or "". With content, small text files carry a
+// unified diff.
+func (c *Client) Diff(ctx context.Context, from, to string, content bool) (Diff, error) {
+	var d Diff
+	if to == "" {
+		to = "live"
+	}
+	q := url.Values{"to": {to}}
+	if content {
+		q.Set("content", "true")
+	}
+	err := c.call(ctx, request{method: http.MethodGet, path: snapshotPath(from, "/diff"), query: q}, &d)
+	return d, err
+}
+
+// Lineage returns the family tree a sandbox belongs to: its template, the
+// sandboxes and snapshots of the family, and how they are related.
+func (c *Client) Lineage(ctx context.Context, id string) (Lineage, error) {
+	var l Lineage
+	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/lineage")}, &l)
+	return l, err
+}
+
+// Promote makes a fork's tree its parent's. The answer describes the
+// parent; its PreviousSnapshotID keeps the state that was replaced.
+func (c *Client) Promote(ctx context.Context, id string) (RollbackResult, error) {
+	var res RollbackResult
+	err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/promote")}, &res)
+	return res, err
+}
+
+// snapshotPath returns /snapshots/{id}{suffix} with id escaped.
+func snapshotPath(id, suffix string) string {
+	return "/snapshots/" + url.PathEscape(id) + suffix
+}

@@ -1,0 +1,220 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/storage"
+)
+
+// SnapshotResult describes a snapshot just taken.
+type SnapshotResult struct {
+	Info storage.Info
+	// Frozen is how long the sandbox's processes were frozen.
+	Frozen time.Duration
+}
+
+func sandboxKey(id string) storage.Key  { return storage.Key{Kind: storage.KindSandbox, Name: id} }
+func snapshotKey(id string) storage.Key { return storage.Key{Kind: storage.KindSnapshot, Name: id} }
+
+// Snapshot takes a read-only snapshot of a sandbox's whole root filesystem.
+// Dirty data is written back first, so that the processes are frozen only
+// for the instant of the snapshot itself; the frozen state is consistent
+// (no process is mid-way through a multi-file write while the tree is
+// captured).
+func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (SnapshotResult, error) {
+	h.snapMu.Lock() // snapshots are serialised host-wide: btrfs does them one at a time anyway
+	defer h.snapMu.Unlock()
+	if err := h.syncVolume(sandboxKey(id)); err != nil {
+		h.Log.Debug("write back before snapshot", "sandbox", id, "err", err)
+	}
+	canFreeze := h.Runtime.Capabilities().Pause
+	start := time.Now()
+	if canFreeze {
+		if err := h.Runtime.Pause(ctx, id); err != nil {
+			return SnapshotResult{}, fmt.Errorf("freeze sandbox %s: %w", id, err)
+		}
+	}
+	_, serr := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group})
+	var rerr error
+	if canFreeze {
+		rerr = h.Runtime.Resume(context.WithoutCancel(ctx), id)
+	}
+	frozen := time.Since(start)
+	if serr != nil {
+		return SnapshotResult{}, fmt.Errorf("snapshot sandbox %s: %w", id, serr)
+	}
+	if rerr != nil {
+		// The snapshot is good; the sandbox staying frozen is the problem.
+		h.Log.Error("thaw sandbox after snapshot", "sandbox", id, "err", rerr)
+	}
+	info, err := h.Storage.Stat(ctx, snapshotKey(snapID))
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	return SnapshotResult{Info: info, Frozen: frozen}, nil
+}
+
+// syncVolume writes back a volume's dirty data (syncfs on the filesystem
+// holding it).
+func (h *Host) syncVolume(key storage.Key) error {
+	f, err := os.Open(h.Storage.Path(key))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
+}
+
+// DeleteSnapshot removes a snapshot's volume. A missing volume is not an
+// error.
+func (h *Host) DeleteSnapshot(ctx context.Context, snapID string) error {
+	err := h.Storage.Delete(context.WithoutCancel(ctx), snapshotKey(snapID))
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// SnapshotInfo describes a snapshot's volume (sizes included).
+func (h *Host) SnapshotInfo(ctx context.Context, snapID string) (storage.Info, error) {
+	return h.Storage.Stat(ctx, snapshotKey(snapID))
+}
+
+// Rollback replaces a sandbox's root filesystem with a writable copy of a
+// snapshot and restarts its processes (a bind-mounted subvolume cannot be
+// swapped under running processes). The sandbox keeps its id, its agent
+// socket and its limits. On error the sandbox is left stopped; the caller
+// marks it failed.
+func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *agentconn.Conn) error {
+	ctx = context.WithoutCancel(ctx)
+	if _, err := h.Storage.Stat(ctx, snapshotKey(snapID)); err != nil {
+		return fmt.Errorf("snapshot %s: %w", snapID, err)
+	}
+	if err := h.Runtime.Destroy(ctx, spec.ID); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("stop sandbox %s: %w", spec.ID, err)
+	}
+	// Build the new root beside the old one, then swap, so that a failed
+	// snapshot leaves the old tree in place.
+	scratch := storage.Key{Kind: storage.KindScratch, Name: "rollback-" + spec.ID}
+	if err := h.Storage.Delete(ctx, scratch); err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	if _, err := h.Storage.Snapshot(ctx, snapshotKey(snapID), scratch, storage.SnapshotOptions{Group: spec.Group}); err != nil {
+		return fmt.Errorf("copy snapshot %s: %w", snapID, err)
+	}
+	if err := h.Storage.Delete(ctx, sandboxKey(spec.ID)); err != nil && !errdefs.IsNotFound(err) {
+		_ = h.Storage.Delete(ctx, scratch)
+		return fmt.Errorf("remove old root of %s: %w", spec.ID, err)
+	}
+	if _, err := h.Storage.Snapshot(ctx, scratch, sandboxKey(spec.ID), storage.SnapshotOptions{Group: spec.Group}); err != nil {
+		return fmt.Errorf("install new root of %s: %w", spec.ID, err)
+	}
+	if err := h.Storage.Delete(ctx, scratch); err != nil {
+		h.Log.Warn("remove rollback scratch volume", "volume", scratch.String(), "err", err)
+	}
+	if _, err := h.start(ctx, spec, h.Storage.Path(sandboxKey(spec.ID))); err != nil {
+		return err
+	}
+	return h.waitReady(ctx, conn)
+}
+
+// Diff lists what differs between two volumes: snapshots, or a snapshot
+// and a sandbox's live tree (to = "live:<sandbox id>").
+func (h *Host) Diff(ctx context.Context, from string, to string, toLive bool) ([]storage.Change, error) {
+	d, ok := h.Storage.(storage.Differ)
+	if !ok {
+		return nil, fmt.Errorf("the %s storage cannot diff: %w", h.Storage.Name(), errdefs.ErrUnsupported)
+	}
+	toKey := snapshotKey(to)
+	if toLive {
+		toKey = sandboxKey(to)
+	}
+	changes, err := d.Diff(ctx, snapshotKey(from), toKey)
+	if err != nil {
+		return nil, err
+	}
+	return changes, nil
+}
+
+// ReadVolumeFile reads a small regular file from a snapshot (or a live
+// sandbox when live) for content diffs. It never follows a symlink out of the
+// volume (openat2 RESOLVE_IN_ROOT) and reads at most limit bytes; ok is false
+// when the path is not a regular file or is larger.
+func (h *Host) ReadVolumeFile(id string, live bool, path string, limit int64) (data []byte, ok bool, err error) {
+	key := snapshotKey(id)
+	if live {
+		key = sandboxKey(id)
+	}
+	root, err := os.Open(h.Storage.Path(key))
+	if err != nil {
+		return nil, false, err
+	}
+	defer root.Close()
+	fd, err := unix.Openat2(int(root.Fd()), path, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, false, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, false, nil
+	}
+	buf := make([]byte, st.Size())
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && n != len(buf) {
+		return nil, false, err
+	}
+	return buf[:n], true, nil
+}
+
+// ReconcileSnapshots deletes every snapshot volume keep does not name.
+func (h *Host) ReconcileSnapshots(ctx context.Context, keep map[string]bool) error {
+	vols, err := h.Storage.List(ctx, storage.KindSnapshot)
+	if err != nil {
+		return fmt.Errorf("list snapshot volumes: %w", err)
+	}
+	var errs []error
+	for _, v := range vols {
+		if keep[v.Key.Name] {
+			continue
+		}
+		h.Log.Info("removing snapshot volume no record names", "snapshot", v.Key.Name)
+		if err := h.Storage.Delete(ctx, v.Key); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// HasSnapshot reports whether a snapshot's volume exists.
+func (h *Host) HasSnapshot(ctx context.Context, snapID string) bool {
+	_, err := h.Storage.Stat(ctx, snapshotKey(snapID))
+	return err == nil
+}
+
+// GroupUsage reports the space charged to a quota group and its limit.
+func (h *Host) GroupUsage(ctx context.Context, group string) (used, limit int64, err error) {
+	q, ok := h.Storage.(storage.QuotaGroups)
+	if !ok {
+		return -1, 0, fmt.Errorf("the %s storage does not account space: %w", h.Storage.Name(), errdefs.ErrUnsupported)
+	}
+	return q.GroupUsage(ctx, group)
+}

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/storage"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+func snapshotOf(s store.Snapshot) client.Snapshot {
+	out := client.Snapshot{
+		SnapshotID:      s.ID,
+		Names:           []string{},
+		SandboxID:       s.SandboxID,
+		Family:          s.Family,
+		Name:            s.Name,
+		Kind:            string(s.Kind),
+		Turn:            s.Turn,
+		ParentID:        s.ParentID,
+		Template:        s.Template,
+		State:           string(s.State),
+		Labels:          s.Labels,
+		ExclusiveBytes:  s.ExclusiveBytes,
+		ReferencedBytes: s.ReferencedBytes,
+		CreatedAt:       s.CreatedAt,
+	}
+	if s.Name != "" {
+		out.Names = []string{s.Name}
+	}
+	if !s.DeletedAt.IsZero() {
+		t := s.DeletedAt
+		out.DeletedAt = &t
+	}
+	return out
+}
+
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
+	var body client.NewSnapshot
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	res, err := s.deps.Sessions.Snapshot(r.Context(), teamOf(r), r.PathValue("id"), session.SnapshotRequest{Name: body.Name, Labels: body.Labels})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := snapshotOf(res.Snapshot)
+	out.FrozenMs = float64(res.Frozen.Microseconds()) / 1000
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) {
+	res, err := s.deps.Sessions.Turn(r.Context(), teamOf(r), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := snapshotOf(res.Snapshot)
+	out.FrozenMs = float64(res.Frozen.Microseconds()) / 1000
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	f := store.SnapshotFilter{SandboxID: q.Get("sandboxID"), Name: q.Get("name"), After: q.Get("nextToken")}
+	for _, st := range q["state"] {
+		for _, one := range strings.Split(st, ",") {
+			switch store.SnapshotState(one) {
+			case session.SnapReady, session.SnapDeleted:
+				f.States = append(f.States, store.SnapshotState(one))
+			default:
+				writeError(w, r, fmt.Errorf("state %q: want ready or deleted: %w", one, errdefs.ErrInvalid))
+				return
+			}
+		}
+	}
+	writePage(w, r, limit, func(n int) ([]store.Snapshot, error) {
+		f.Limit = n
+		return s.deps.Sessions.ListSnapshots(r.Context(), teamOf(r), f)
+	}, snapshotOf)
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	snap, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snapshotOf(snap))
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	if err := s.deps.Sessions.DeleteSnapshot(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// deleteTemplateOrSnapshot serves E2B's DELETE /templates/{id}: the SDK
+// deletes snapshots through it. A team's snapshot id deletes the snapshot;
+// anything else is a template, which only an admin may delete.
+func (s *Server) deleteTemplateOrSnapshot(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), id); err == nil {
+		s.deleteSnapshot(w, r)
+		return
+	}
+	s.admin(s.deleteTemplate)(w, r)
+}
+
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+	var body client.RollbackRequest
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	rec, err := s.deps.Sessions.Rollback(r.Context(), teamOf(r), r.PathValue("id"), body.SnapshotID, body.Force)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: detailOf(rec), SnapshotID: body.SnapshotID, ProcessesRestarted: true})
+}
+
+func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
+	rec, from, prev, err := s.deps.Sessions.Promote(r.Context(), teamOf(r), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: detailOf(rec), SnapshotID: from, ProcessesRestarted: true, PreviousSnapshotID: prev})
+}
+
+func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
+	var body client.ForkRequest
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata}
+	if body.Timeout != nil {
+		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
+			writeError(w, r, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *body.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid))
+			return
+		}
+		d := time.Duration(*body.Timeout) * time.Second
+		req.Timeout = &d
+	}
+	_, results, err := s.deps.Sessions.Fork(r.Context(), teamOf(r), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]client.ForkResult, 0, len(results))
+	for _, res := range results {
+		if res.Err != nil {
+			status := statusOf(res.Err)
+			out = append(out, client.ForkResult{Error: &client.Error{Code: status, Message: messageOf(res.Err)}})
+			continue
+		}
+		sb := sandboxOf(res.Sandbox)
+		out = append(out, client.ForkResult{Sandbox: &sb})
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// Content diffs are made only for small files.
+const (
+	maxContentDiffFile  = 256 << 10
+	maxContentDiffTotal = 4 << 20
+)
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	to := r.URL.Query().Get("to")
+	res, err := s.deps.Sessions.Diff(r.Context(), teamOf(r), r.PathValue("id"), to)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := client.Diff{From: res.From, To: res.To, Changes: make([]client.DiffEntry, 0, len(res.Changes))}
+	content := r.URL.Query().Get("content") == "true"
+	budget := maxContentDiffTotal
+	for _, c := range res.Changes {
+		e := client.DiffEntry{Path: c.Path, Change: string(c.Kind), Type: c.Type, Size: c.Size, OldSize: c.OldSize, Mode: c.Mode, OldMode: c.OldMode}
+		switch c.Kind {
+		case storage.ChangeAdded:
+			out.Added++
+		case storage.ChangeModified:
+			out.Modified++
+		case storage.ChangeRemoved:
+			out.Removed++
+		}
+		if content && c.Type == "file" && budget > 0 {
+			e.Diff = s.contentDiff(res, c, &budget)
+		}
+		out.Changes = append(out.Changes, e)
+	}
+	out.TookMs = float64(time.Since(start).Microseconds()) / 1000
+	writeJSON(w, http.StatusOK, out)
+}

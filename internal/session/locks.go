@@ -1,0 +1,122 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// lockSandbox serialises the operations that change a sandbox's tree or
+// life (snapshot, rollback, delete) and returns the unlock.
+func (m *Manager) lockSandbox(id string) func() {
+	m.mu.Lock()
+	l := m.sbLocks[id]
+	if l == nil {
+		l = &sbLock{}
+		m.sbLocks[id] = l
+	}
+	l.refs++
+	m.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		m.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(m.sbLocks, id)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// BeginCommand records a command in flight in a sandbox (rollback refuses
+// while any runs); call the returned func when it ends (calling it again is
+// harmless).
+func (m *Manager) BeginCommand(id string) func() {
+	m.mu.Lock()
+	m.running[id]++
+	m.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			m.mu.Lock()
+			if m.running[id]--; m.running[id] <= 0 {
+				delete(m.running, id)
+			}
+			m.mu.Unlock()
+		})
+	}
+}
+
+func (m *Manager) inflight(id string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.running[id]
+}
+
+// deleteVolumeLater queues a snapshot volume for deletion. Deletes are
+// cheap to issue but btrfs cleans up in the background, and a burst of them
+// stalls later snapshots; the queue spaces them out.
+func (m *Manager) deleteVolumeLater(snapID string) {
+	select {
+	case m.deletes <- snapID:
+	default:
+		// The queue is full: delete now rather than leak.
+		if err := m.host.DeleteSnapshot(context.Background(), snapID); err != nil {
+			m.log.Warn("delete snapshot volume", "snapshot", snapID, "err", err)
+		}
+	}
+}
+
+// deleteInterval spaces background snapshot deletes.
+const deleteInterval = 20 * time.Millisecond
+
+// runDeletes deletes queued snapshot volumes until ctx ends.
+func (m *Manager) runDeletes(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-m.deletes:
+			if err := m.host.DeleteSnapshot(context.WithoutCancel(ctx), id); err != nil {
+				m.log.Warn("delete snapshot volume", "snapshot", id, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(deleteInterval):
+			}
+		}
+	}
+}
+
+// pruneTurns tombstones a sandbox's oldest turn snapshots beyond the
+// configured cap. Named snapshots, implicit ones and turns that have forks
+// are kept.
+func (m *Manager) pruneTurns(ctx context.Context, sandboxID string) {
+	if m.cfg.MaxTurns <= 0 {
+		return
+	}
+	turns, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: sandboxID,
+		Kinds: []store.SnapshotKind{KindTurn}, States: []store.SnapshotState{SnapReady}})
+	if err != nil {
+		m.log.Warn("list turns to prune", "sandbox", sandboxID, "err", err)
+		return
+	}
+	excess := len(turns) - m.cfg.MaxTurns
+	for _, t := range turns { // oldest first
+		if excess <= 0 {
+			return
+		}
+		if n, err := m.store.CountForksOf(ctx, t.ID); err != nil || n > 0 {
+			continue
+		}
+		if err := m.store.UpdateSnapshotState(ctx, t.ID, []store.SnapshotState{SnapReady}, SnapDeleted); err != nil {
+			continue
+		}
+		m.deleteVolumeLater(t.ID)
+		excess--
+	}
+}

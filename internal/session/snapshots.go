@@ -1,0 +1,480 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/storage"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// Snapshot kinds.
+const (
+	KindNamed    = store.SnapshotKind("named")
+	KindTurn     = store.SnapshotKind("turn")
+	KindImplicit = store.SnapshotKind("implicit")
+)
+
+// Snapshot states.
+const (
+	SnapCreating = store.SnapshotState("creating")
+	SnapReady    = store.SnapshotState("ready")
+	SnapDeleted  = store.SnapshotState("deleted")
+)
+
+// Lineage edge kinds.
+const (
+	EdgeSnapshotOf   = store.EdgeKind("snapshot-of")
+	EdgeForkedFrom   = store.EdgeKind("forked-from")
+	EdgeRolledBackTo = store.EdgeKind("rolled-back-to")
+	EdgePromotedFrom = store.EdgeKind("promoted-from")
+	EdgeCreatedFrom  = store.EdgeKind("created-from")
+)
+
+// SnapshotResult is a snapshot just taken.
+type SnapshotResult struct {
+	store.Snapshot
+	Frozen time.Duration
+}
+
+// SnapshotRequest asks for a snapshot of a sandbox.
+type SnapshotRequest struct {
+	Name   string
+	Labels map[string]string
+	Kind   store.SnapshotKind
+	turn   int
+}
+
+// Snapshot takes a snapshot of a team's running sandbox.
+func (m *Manager) Snapshot(ctx context.Context, team, id string, req SnapshotRequest) (SnapshotResult, error) {
+	if req.Kind == "" {
+		req.Kind = KindNamed
+	}
+	if req.Name != "" {
+		if err := ids.ValidateName("snapshot name", req.Name); err != nil {
+			return SnapshotResult{}, err
+		}
+	}
+	if err := validateMap("labels", req.Labels); err != nil {
+		return SnapshotResult{}, err
+	}
+	unlock := m.lockSandbox(id)
+	defer unlock()
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	return m.snapshotLocked(ctx, rec, req)
+}
+
+// Turn records the end of an agent turn as snapshot turn-N.
+func (m *Manager) Turn(ctx context.Context, team, id string) (SnapshotResult, error) {
+	unlock := m.lockSandbox(id)
+	defer unlock()
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	return m.turnLocked(ctx, rec)
+}
+
+func (m *Manager) turnLocked(ctx context.Context, rec store.Sandbox) (SnapshotResult, error) {
+	if rec.State != StateRunning {
+		return SnapshotResult{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can record a turn: %w", rec.ID, rec.State, errdefs.ErrConflict)
+	}
+	n, err := m.store.NextTurn(ctx, rec.ID)
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	res, err := m.snapshotLocked(ctx, rec, SnapshotRequest{Kind: KindTurn, Name: "turn-" + strconv.Itoa(n), turn: n})
+	if err != nil {
+		return SnapshotResult{}, err
+	}
+	m.pruneTurns(ctx, rec.ID)
+	return res, nil
+}
+
+func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req SnapshotRequest) (SnapshotResult, error) {
+	if rec.State != StateRunning {
+		return SnapshotResult{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be snapshotted: %w", rec.ID, rec.State, errdefs.ErrConflict)
+	}
+	snap := store.Snapshot{
+		ID:              ids.New(20),
+		Team:            rec.Team,
+		SandboxID:       rec.ID,
+		Family:          rec.Family,
+		Name:            req.Name,
+		Kind:            req.Kind,
+		Turn:            req.turn,
+		ParentID:        rec.Head,
+		Template:        rec.Template,
+		State:           SnapCreating,
+		Labels:          req.Labels,
+		ExclusiveBytes:  -1,
+		ReferencedBytes: -1,
+		CreatedAt:       m.cfg.Now().UTC(),
+	}
+	if snap.Kind == KindNamed && snap.Name == "" {
+		// An unnamed snapshot asked for by a user: nothing to keep unique.
+		snap.Kind = KindImplicit
+	}
+	if err := m.store.CreateSnapshot(ctx, snap); err != nil {
+		if errdefs.IsAlreadyExists(err) && req.Name != "" {
+			return SnapshotResult{}, fmt.Errorf("a snapshot named %q exists already; pick another name or delete it: %w", req.Name, errdefs.ErrAlreadyExists)
+		}
+		return SnapshotResult{}, err
+	}
+	res, err := m.host.Snapshot(ctx, rec.ID, snap.ID, rec.ID)
+	bg := context.WithoutCancel(ctx)
+	if err != nil {
+		if derr := m.host.DeleteSnapshot(bg, snap.ID); derr != nil {
+			m.log.Warn("remove failed snapshot", "snapshot", snap.ID, "err", derr)
+		}
+		if uerr := m.store.UpdateSnapshotState(bg, snap.ID, []store.SnapshotState{SnapCreating}, SnapDeleted); uerr != nil {
+			m.log.Warn("tombstone failed snapshot", "snapshot", snap.ID, "err", uerr)
+		}
+		return SnapshotResult{}, err
+	}
+	if err := m.store.UpdateSnapshotState(bg, snap.ID, []store.SnapshotState{SnapCreating}, SnapReady); err != nil {
+		return SnapshotResult{}, err
+	}
+	snap.State = SnapReady
+	snap.ExclusiveBytes, snap.ReferencedBytes = res.Info.ExclusiveBytes, res.Info.ReferencedBytes
+	if err := m.store.SetSnapshotSizes(bg, snap.ID, snap.ExclusiveBytes, snap.ReferencedBytes); err != nil {
+		m.log.Warn("record snapshot sizes", "snapshot", snap.ID, "err", err)
+	}
+	if err := m.store.SetSandboxHead(bg, rec.ID, snap.ID); err != nil {
+		m.log.Warn("record sandbox head", "sandbox", rec.ID, "err", err)
+	}
+	m.edge(bg, rec.Family, EdgeSnapshotOf, snap.ID, rec.ID)
+	return SnapshotResult{Snapshot: snap, Frozen: res.Frozen}, nil
+}
+
+func (m *Manager) edge(ctx context.Context, family string, kind store.EdgeKind, from, to string) {
+	if err := m.store.AddLineageEdge(ctx, store.LineageEdge{Family: family, Kind: kind, From: from, To: to, At: m.cfg.Now().UTC()}); err != nil {
+		m.log.Warn("record lineage", "family", family, "kind", kind, "err", err)
+	}
+}
+
+// GetSnapshot returns a team's snapshot (tombstones included).
+func (m *Manager) GetSnapshot(ctx context.Context, team, snapID string) (store.Snapshot, error) {
+	if err := ids.Validate("snapshot id", snapID); err != nil {
+		return store.Snapshot{}, err
+	}
+	snap, err := m.store.GetSnapshot(ctx, snapID)
+	if err != nil {
+		return store.Snapshot{}, err
+	}
+	if snap.Team != team {
+		return store.Snapshot{}, fmt.Errorf("snapshot %s: %w", snapID, errdefs.ErrNotFound)
+	}
+	return snap, nil
+}
+
+// readySnapshot returns a team's snapshot that can be used.
+func (m *Manager) readySnapshot(ctx context.Context, team, snapID string) (store.Snapshot, error) {
+	snap, err := m.GetSnapshot(ctx, team, snapID)
+	if err != nil {
+		return store.Snapshot{}, err
+	}
+	if snap.State != SnapReady {
+		return store.Snapshot{}, fmt.Errorf("snapshot %s is %s: %w", snapID, snap.State, errdefs.ErrNotFound)
+	}
+	return snap, nil
+}
+
+// ListSnapshots returns a team's snapshots.
+func (m *Manager) ListSnapshots(ctx context.Context, team string, f store.SnapshotFilter) ([]store.Snapshot, error) {
+	f.Team = team
+	if len(f.States) == 0 {
+		f.States = []store.SnapshotState{SnapReady}
+	}
+	return m.store.ListSnapshots(ctx, f)
+}
+
+// DeleteSnapshot deletes a team's snapshot. The lineage keeps a tombstone;
+// sandboxes made from it are unaffected (btrfs snapshots are independent).
+func (m *Manager) DeleteSnapshot(ctx context.Context, team, snapID string) error {
+	snap, err := m.readySnapshot(ctx, team, snapID)
+	if err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := m.store.UpdateSnapshotState(ctx, snap.ID, []store.SnapshotState{SnapReady}, SnapDeleted); err != nil {
+		return err
+	}
+	m.deleteVolumeLater(snap.ID)
+	return nil
+}
+
+// Rollback makes a sandbox's filesystem that of one of its family's
+// snapshots and restarts its processes. It refuses while a command runs
+// unless force.
+func (m *Manager) Rollback(ctx context.Context, team, id, snapID string, force bool) (store.Sandbox, error) {
+	unlock := m.lockSandbox(id)
+	defer unlock()
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	return m.rollbackLocked(ctx, rec, snapID, force)
+}
+
+func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID string, force bool) (store.Sandbox, error) {
+	if snapID == "" {
+		return store.Sandbox{}, fmt.Errorf("snapshotID is missing: %w", errdefs.ErrInvalid)
+	}
+	snap, err := m.readySnapshot(ctx, rec.Team, snapID)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	if snap.Family != rec.Family {
+		return store.Sandbox{}, fmt.Errorf("snapshot %s belongs to another sandbox family (%s, not %s); fork it instead: %w", snapID, snap.Family, rec.Family, errdefs.ErrInvalid)
+	}
+	if rec.State != StateRunning {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be rolled back: %w", rec.ID, rec.State, errdefs.ErrConflict)
+	}
+	if n := m.inflight(rec.ID); n > 0 && !force {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them or pass force to kill them: %w", rec.ID, n, errdefs.ErrConflict)
+	}
+	m.mu.Lock()
+	sb := m.live[rec.ID]
+	m.mu.Unlock()
+	if sb == nil {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s is not attached to this daemon: %w", rec.ID, errdefs.ErrUnavailable)
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := m.host.Rollback(ctx, specOf(rec), snapID, sb.Agent); err != nil {
+		m.mu.Lock()
+		delete(m.live, rec.ID)
+		m.mu.Unlock()
+		m.fail(ctx, rec.ID, "rollback failed: "+err.Error())
+		_ = m.host.Destroy(ctx, rec.ID, sb.Agent)
+		return store.Sandbox{}, fmt.Errorf("rollback of %s failed and the sandbox was stopped: %w", rec.ID, err)
+	}
+	if err := m.store.SetSandboxHead(ctx, rec.ID, snapID); err != nil {
+		m.log.Warn("record sandbox head", "sandbox", rec.ID, "err", err)
+	}
+	m.edge(ctx, rec.Family, EdgeRolledBackTo, rec.ID, snapID)
+	return m.store.GetSandbox(ctx, rec.ID)
+}
+
+// specOf rebuilds what the host needs to (re)start a sandbox from its
+// record.
+func specOf(rec store.Sandbox) sandbox.Spec {
+	return sandbox.Spec{
+		ID:         rec.ID,
+		Template:   rec.Template,
+		Limits:     limitsOf(rec),
+		Env:        rec.Env,
+		Group:      rec.ID,
+		QuotaBytes: rec.QuotaBytes,
+	}
+}
+
+// ForkRequest asks for new sandboxes from a snapshot or the live state.
+type ForkRequest struct {
+	SnapshotID string
+	Count      int
+	Metadata   map[string]string
+	Timeout    *time.Duration
+}
+
+// ForkResult is one fork: a sandbox or the error that stopped it.
+type ForkResult struct {
+	Sandbox store.Sandbox
+	Err     error
+}
+
+// maxForkParallelism bounds how many forks start at once.
+const maxForkParallelism = 4
+
+// Fork makes count new running sandboxes from a snapshot of a team's
+// sandbox (or from its live state, through an implicit snapshot).
+func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (string, []ForkResult, error) {
+	if req.Count == 0 {
+		req.Count = 1
+	}
+	if req.Count < 0 || req.Count > m.cfg.MaxSandboxes {
+		return "", nil, fmt.Errorf("count %d: want 1..%d (the server's sandbox limit): %w", req.Count, m.cfg.MaxSandboxes, errdefs.ErrInvalid)
+	}
+	if err := validateMap("metadata", req.Metadata); err != nil {
+		return "", nil, err
+	}
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return "", nil, err
+	}
+	snapID := req.SnapshotID
+	if snapID == "" {
+		unlock := m.lockSandbox(id)
+		res, err := m.snapshotLocked(ctx, rec, SnapshotRequest{Kind: KindImplicit})
+		unlock()
+		if err != nil {
+			return "", nil, fmt.Errorf("snapshot the live state to fork it: %w", err)
+		}
+		snapID = res.ID
+	} else {
+		snap, err := m.readySnapshot(ctx, team, snapID)
+		if err != nil {
+			return "", nil, err
+		}
+		if snap.Family != rec.Family {
+			return "", nil, fmt.Errorf("snapshot %s is not of sandbox %s's family: %w", snapID, id, errdefs.ErrInvalid)
+		}
+	}
+	results := make([]ForkResult, req.Count)
+	sem := make(chan struct{}, maxForkParallelism)
+	done := make(chan struct{})
+	for i := range results {
+		go func(i int) {
+			sem <- struct{}{}
+			defer func() { <-sem; done <- struct{}{} }()
+			sb, err := m.Create(ctx, CreateRequest{
+				Team:      team,
+				Template:  snapID,
+				Timeout:   req.Timeout,
+				Metadata:  req.Metadata,
+				Env:       rec.Env,
+				Limits:    limitsOf(rec),
+				DiskBytes: rec.QuotaBytes,
+			})
+			results[i] = ForkResult{Sandbox: sb, Err: err}
+		}(i)
+	}
+	for range results {
+		<-done
+	}
+	return snapID, results, nil
+}
+
+// Promote makes a fork's current tree its parent's new live state. The
+// parent keeps its history: its state before the promote is kept as a
+// snapshot, whose id is returned with the parent's record.
+func (m *Manager) Promote(ctx context.Context, team, forkID string) (store.Sandbox, string, string, error) {
+	fork, err := m.Get(ctx, team, forkID)
+	if err != nil {
+		return store.Sandbox{}, "", "", err
+	}
+	if fork.ParentSandbox == "" {
+		return store.Sandbox{}, "", "", fmt.Errorf("sandbox %s is not a fork: %w", forkID, errdefs.ErrInvalid)
+	}
+	parent, err := m.Get(ctx, team, fork.ParentSandbox)
+	if err != nil {
+		return store.Sandbox{}, "", "", fmt.Errorf("the fork's parent %s: %w", fork.ParentSandbox, err)
+	}
+	unlockFork := m.lockSandbox(fork.ID)
+	fromFork, err := m.snapshotLocked(ctx, fork, SnapshotRequest{Kind: KindImplicit, Labels: map[string]string{"warren.promote": "fork-state"}})
+	unlockFork()
+	if err != nil {
+		return store.Sandbox{}, "", "", fmt.Errorf("snapshot the fork: %w", err)
+	}
+	unlock := m.lockSandbox(parent.ID)
+	defer unlock()
+	parent, err = m.Get(ctx, team, parent.ID)
+	if err != nil {
+		return store.Sandbox{}, "", "", err
+	}
+	before, err := m.snapshotLocked(ctx, parent, SnapshotRequest{Kind: KindImplicit, Labels: map[string]string{"warren.promote": "previous-state"}})
+	if err != nil {
+		return store.Sandbox{}, "", "", fmt.Errorf("keep the parent's state: %w", err)
+	}
+	parent, err = m.Get(ctx, team, parent.ID)
+	if err != nil {
+		return store.Sandbox{}, "", "", err
+	}
+	out, err := m.rollbackLocked(ctx, parent, fromFork.ID, true)
+	if err != nil {
+		return store.Sandbox{}, "", "", err
+	}
+	m.edge(context.WithoutCancel(ctx), parent.Family, EdgePromotedFrom, parent.ID, fork.ID)
+	return out, fromFork.ID, before.ID, nil
+}
+
+// DiffResult is what differs between two points of a family's history.
+type DiffResult struct {
+	From, To string
+	Changes  []storage.Change
+}
+
+// Diff lists the changes from snapshot `from` to snapshot `to`, or to the
+// live tree of from's sandbox when to is "live".
+func (m *Manager) Diff(ctx context.Context, team, from, to string) (DiffResult, error) {
+	a, err := m.readySnapshot(ctx, team, from)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	if to == "" || to == "live" {
+		rec, err := m.Get(ctx, team, a.SandboxID)
+		if err != nil {
+			return DiffResult{}, fmt.Errorf("the live tree of sandbox %s: %w", a.SandboxID, err)
+		}
+		if rec.State != StateRunning && rec.State != StatePaused {
+			return DiffResult{}, fmt.Errorf("sandbox %s is %s and has no live tree: %w", rec.ID, rec.State, errdefs.ErrConflict)
+		}
+		changes, err := m.host.Diff(ctx, a.ID, rec.ID, true)
+		return DiffResult{From: a.ID, To: "live:" + rec.ID, Changes: changes}, err
+	}
+	b, err := m.readySnapshot(ctx, team, to)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	changes, err := m.host.Diff(ctx, a.ID, b.ID, false)
+	return DiffResult{From: a.ID, To: b.ID, Changes: changes}, err
+}
+
+// ReadForDiff reads a small file of a diff's side for a content diff.
+func (m *Manager) ReadForDiff(side string, path string, limit int64) ([]byte, bool, error) {
+	if id, ok := cutPrefix(side, "live:"); ok {
+		return m.host.ReadVolumeFile(id, true, path, limit)
+	}
+	return m.host.ReadVolumeFile(side, false, path, limit)
+}
+
+func cutPrefix(s, prefix string) (string, bool) {
+	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
+		return s[len(prefix):], true
+	}
+	return s, false
+}
+
+// Lineage is a family's history: its sandboxes, snapshots and the edges
+// between them.
+type Lineage struct {
+	Family    string
+	Template  string
+	Sandboxes []store.Sandbox
+	Snapshots []store.Snapshot
+	Edges     []store.LineageEdge
+}
+
+// Lineage returns the family history of a team's sandbox.
+func (m *Manager) Lineage(ctx context.Context, team, id string) (Lineage, error) {
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return Lineage{}, err
+	}
+	l := Lineage{Family: rec.Family, Template: rec.Template}
+	if l.Sandboxes, err = m.store.ListSandboxes(ctx, store.SandboxFilter{Team: team, Family: rec.Family}); err != nil {
+		return Lineage{}, err
+	}
+	if l.Snapshots, err = m.store.ListSnapshots(ctx, store.SnapshotFilter{Team: team, Family: rec.Family,
+		States: []store.SnapshotState{SnapReady, SnapDeleted}}); err != nil {
+		return Lineage{}, err
+	}
+	if l.Edges, err = m.store.ListLineage(ctx, rec.Family); err != nil {
+		return Lineage{}, err
+	}
+	return l, nil
+}
+
+// DiskUsage reports the bytes charged to a sandbox's quota group and its
+// limit, where the storage accounts space.
+func (m *Manager) DiskUsage(ctx context.Context, id string) (used, limit int64, err error) {
+	return m.host.GroupUsage(ctx, id)
+}

@@ -1,0 +1,132 @@
+package session
+
+import (
+	"context"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+func TestSnapshotsTurnsRollbackFork(t *testing.T) {
+	ctx := context.Background()
+	m, _, st := newManager(t, 20)
+	m.cfg.MaxTurns = 3
+	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := m.Snapshot(ctx, "a", sb.ID, SnapshotRequest{Name: "before"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Snapshot(ctx, "a", sb.ID, SnapshotRequest{Name: "before"}); !errdefs.IsAlreadyExists(err) {
+		t.Fatalf("duplicate name: %v", err)
+	}
+	if _, err := m.Snapshot(ctx, "b", sb.ID, SnapshotRequest{}); !errdefs.IsNotFound(err) {
+		t.Fatalf("another team's sandbox: %v", err)
+	}
+	var turns []string
+	for i := 1; i <= 5; i++ {
+		tr, err := m.Turn(ctx, "a", sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Turn != i || tr.Kind != KindTurn {
+			t.Fatalf("turn %d: %+v", i, tr.Snapshot)
+		}
+		turns = append(turns, tr.ID)
+	}
+	// Pruned to the newest 3 turns; the named snapshot stays.
+	ready, _ := m.ListSnapshots(ctx, "a", store.SnapshotFilter{SandboxID: sb.ID, Kinds: []store.SnapshotKind{KindTurn}})
+	if len(ready) != 3 || ready[0].Turn != 3 {
+		t.Fatalf("after pruning: %d turns, first %+v", len(ready), ready)
+	}
+	if s, _ := m.GetSnapshot(ctx, "a", named.ID); s.State != SnapReady {
+		t.Fatalf("named snapshot pruned: %+v", s)
+	}
+	rec, _ := st.GetSandbox(ctx, sb.ID)
+	if rec.Head != turns[4] || rec.Turn != 5 {
+		t.Fatalf("head %s turn %d", rec.Head, rec.Turn)
+	}
+
+	// Rollback: within the family only; refused while a command runs.
+	done := m.BeginCommand(sb.ID)
+	if _, err := m.Rollback(ctx, "a", sb.ID, named.ID, false); !errdefs.IsConflict(err) {
+		t.Fatalf("rollback during a command: %v", err)
+	}
+	done()
+	if _, err := m.Rollback(ctx, "a", sb.ID, named.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ = st.GetSandbox(ctx, sb.ID)
+	if rec.Head != named.ID {
+		t.Fatalf("head after rollback: %s", rec.Head)
+	}
+	other, _ := m.Create(ctx, CreateRequest{Team: "a"})
+	otherSnap, err := m.Snapshot(ctx, "a", other.ID, SnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Rollback(ctx, "a", sb.ID, otherSnap.ID, true); !errdefs.IsInvalid(err) {
+		t.Fatalf("rollback to another family's snapshot: %v", err)
+	}
+
+	// Fork 3 from a turn; create from a snapshot id; count checks.
+	snapID, forks, err := m.Fork(ctx, "a", sb.ID, ForkRequest{SnapshotID: turns[4], Count: 3})
+	if err != nil || snapID != turns[4] || len(forks) != 3 {
+		t.Fatalf("fork: %v %s %d", err, snapID, len(forks))
+	}
+	for _, f := range forks {
+		if f.Err != nil || f.Sandbox.Family != sb.Family || f.Sandbox.ForkedFrom != turns[4] || f.Sandbox.ParentSandbox != sb.ID {
+			t.Fatalf("fork result: %+v %v", f.Sandbox, f.Err)
+		}
+	}
+	if _, _, err := m.Fork(ctx, "a", sb.ID, ForkRequest{Count: -1}); !errdefs.IsInvalid(err) {
+		t.Fatalf("negative count: %v", err)
+	}
+	if _, _, err := m.Fork(ctx, "a", sb.ID, ForkRequest{Count: 1000}); !errdefs.IsInvalid(err) {
+		t.Fatalf("count above the limit: %v", err)
+	}
+	fromSnap, err := m.Create(ctx, CreateRequest{Team: "a", Template: named.ID})
+	if err != nil || fromSnap.ForkedFrom != named.ID {
+		t.Fatalf("create from snapshot: %+v %v", fromSnap, err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "b", Template: named.ID}); !errdefs.IsNotFound(err) {
+		t.Fatalf("another team creating from the snapshot: %v", err)
+	}
+	// A turn with forks is never pruned.
+	if n, _ := st.CountForksOf(ctx, turns[4]); n != 3 {
+		t.Fatalf("forks of turn 5: %d", n)
+	}
+
+	// Promote a fork: the parent's previous state is kept.
+	out, fromFork, prev, err := m.Promote(ctx, "a", forks[0].Sandbox.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.ID != sb.ID || out.Head != fromFork || prev == "" {
+		t.Fatalf("promote: %+v from %s prev %s", out, fromFork, prev)
+	}
+	if _, _, _, err := m.Promote(ctx, "a", sb.ID); !errdefs.IsInvalid(err) {
+		t.Fatalf("promote a non-fork: %v", err)
+	}
+
+	l, err := m.Lineage(ctx, "a", forks[1].Sandbox.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Family != sb.Family || len(l.Sandboxes) < 5 || len(l.Edges) == 0 {
+		t.Fatalf("lineage: family %s, %d sandboxes, %d edges", l.Family, len(l.Sandboxes), len(l.Edges))
+	}
+
+	if err := m.DeleteSnapshot(ctx, "a", named.ID); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := m.GetSnapshot(ctx, "a", named.ID); s.State != SnapDeleted {
+		t.Fatalf("tombstone: %+v", s)
+	}
+	if err := m.DeleteSnapshot(ctx, "a", named.ID); !errdefs.IsNotFound(err) {
+		t.Fatalf("delete twice: %v", err)
+	}
+}

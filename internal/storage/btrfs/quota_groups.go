@@ -1,0 +1,197 @@
+package btrfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/storage"
+)
+
+var _ storage.QuotaGroups = (*Storage)(nil)
+
+// How quota groups work on simple quotas (measured on 6.18):
+//
+// Simple quotas charge every extent to the subvolume that wrote it, for as
+// long as the extent exists, and to the level-1 qgroups that subvolume's
+// qgroup 0/id belongs to. A group is one qgroup 1/N; each volume snapshotted
+// into it (the sandbox's live volume, its snapshots, a rollback) joins it at
+// creation. So:
+//   - a snapshot adds only its root node (16 KiB): nothing is counted twice;
+//   - after a rollback (delete the live volume, snapshot an old snapshot
+//     into the group) the group holds what its snapshots still reference
+//     plus what the new volume writes: the dropped volume's own extents
+//     leave the count as the kernel reclaims them (in the background);
+//   - a fork (a snapshot into a new group) starts at 16 KiB: the data it
+//     shares stays charged to the group that wrote it.
+//
+// With simple quotas "referenced" and "exclusive" are the same number (the
+// kernel adds each delta to both), so max_rfer and max_excl behave the
+// same; the group is capped with max_excl, which names the intent ("bytes
+// this sandbox wrote itself") and is the one that would not charge a fork
+// for its parent's data should the accounting ever be classic qgroups.
+// A write past the cap fails with EDQUOT in the writer (write(2), or
+// open(2) with O_CREAT once the group is full); other groups are untouched.
+
+// SetGroupLimit implements storage.QuotaGroups.
+func (s *Storage) SetGroupLimit(ctx context.Context, group string, bytes int64) error {
+	if err := ids.ValidateName("quota group", group); err != nil {
+		return err
+	}
+	if bytes < 0 {
+		return fmt.Errorf("quota group %s: limit %d is negative (0 means no limit): %w", group, bytes, errdefs.ErrInvalid)
+	}
+	t, err := s.openGroupTable()
+	if err != nil {
+		return fmt.Errorf("set limit of quota group %s: %w", group, err)
+	}
+	defer t.close()
+	q, err := t.ensure(group)
+	if err != nil {
+		return err
+	}
+	if err := qgroupSetMaxExcl(t.fd(), q, uint64(bytes)); err != nil {
+		return fmt.Errorf("set limit of quota group %s (qgroup %s) to %d bytes: %w", group, qgroupString(q), bytes, errnoKind(err))
+	}
+	return nil
+}
+
+// GroupUsage implements storage.QuotaGroups. The numbers are the kernel's
+// in-memory counters: data still in the page cache is counted once it is
+// written out (at the latest at the next commit, 30 s by default).
+func (s *Storage) GroupUsage(ctx context.Context, group string) (used, limit int64, err error) {
+	if err := ids.ValidateName("quota group", group); err != nil {
+		return 0, 0, err
+	}
+	t, err := s.openGroupTable()
+	if err != nil {
+		return 0, 0, fmt.Errorf("usage of quota group %s: %w", group, err)
+	}
+	defer t.close()
+	q, ok := t.lookup(group)
+	if !ok {
+		return 0, 0, fmt.Errorf("quota group %s: %w", group, errdefs.ErrNotFound)
+	}
+	used, limit, err = t.usage(q)
+	if err != nil {
+		return 0, 0, fmt.Errorf("usage of quota group %s: %w", group, err)
+	}
+	return used, limit, nil
+}
+
+// DeleteGroup implements storage.QuotaGroups.
+//
+// Members whose subvolume is gone are detached first: a deleted volume's
+// qgroup outlives it while a fork or a snapshot in another group still
+// shares its extents, and the kernel refuses to destroy a qgroup that has
+// members. A member whose subvolume still exists is an ErrConflict.
+func (s *Storage) DeleteGroup(ctx context.Context, group string) error {
+	if err := ids.ValidateName("quota group", group); err != nil {
+		return err
+	}
+	t, err := s.openGroupTable()
+	if errors.Is(err, errNoSimpleQuotas) {
+		return nil // no quotas, so no group was ever made
+	}
+	if err != nil {
+		return fmt.Errorf("delete quota group %s: %w", group, err)
+	}
+	defer t.close()
+	n, ok := t.groups[group]
+	if !ok {
+		return nil
+	}
+	q := qgroupID(1, n)
+	if t.qgroupExists(n) {
+		if err := t.detachStaleMembers(group, q); err != nil {
+			return err
+		}
+		err := qgroupCreate(t.fd(), q, false)
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("delete quota group %s (qgroup %s): the kernel says it still has members: %w: %w", group, qgroupString(q), errdefs.ErrConflict, err)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("delete quota group %s (qgroup %s): %w", group, qgroupString(q), errnoKind(err))
+		}
+	}
+	delete(t.groups, group)
+	return t.save()
+}
+
+// detachStaleMembers removes from q the qgroups of deleted subvolumes, and
+// fails with ErrConflict if a live subvolume is still a member.
+func (t *groupTable) detachStaleMembers(group string, q uint64) error {
+	related, err := searchOffsets(t.fd(), quotaTreeObjectID, q, qgroupRelationKey)
+	if err != nil {
+		return fmt.Errorf("delete quota group %s: list its members: %w", group, errnoKind(err))
+	}
+	var stale []uint64
+	for _, m := range related {
+		if m>>48 != 0 {
+			continue // a parent or a higher-level member: warren makes none
+		}
+		backrefs, err := searchOffsets(t.fd(), rootTreeObjectID, m, rootBackrefKey)
+		if err != nil {
+			return fmt.Errorf("delete quota group %s: look up subvolume %d: %w", group, m, errnoKind(err))
+		}
+		if len(backrefs) > 0 {
+			return fmt.Errorf("delete quota group %s: subvolume %d is still in it; delete the group's volumes first: %w", group, m, errdefs.ErrConflict)
+		}
+		stale = append(stale, m)
+	}
+	for _, m := range stale {
+		if err := qgroupUnassign(t.fd(), m, q); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("delete quota group %s: detach qgroup 0/%d of a deleted volume: %w", group, m, errnoKind(err))
+		}
+	}
+	return nil
+}
+
+// snapshotGroup returns the qgroup a snapshot joins (0: none), creating the
+// group if missing, and a function that deletes the group again if this
+// call created it (for when the snapshot then fails). On a filesystem
+// without simple quotas the group is ignored, as on backends without
+// QuotaGroups; SetGroupLimit is what tells the caller that limits cannot be
+// had.
+func (s *Storage) snapshotGroup(group string) (qgroup uint64, undo func(), err error) {
+	undo = func() {}
+	if group == "" {
+		return 0, undo, nil
+	}
+	if err := ids.ValidateName("quota group", group); err != nil {
+		return 0, undo, err
+	}
+	t, err := s.openGroupTable()
+	if errors.Is(err, errNoSimpleQuotas) {
+		s.log.Debug("no simple quotas: volume not charged to a quota group", "group", group)
+		return 0, undo, nil
+	}
+	if err != nil {
+		return 0, undo, fmt.Errorf("quota group %s: %w", group, err)
+	}
+	defer t.close()
+	_, existed := t.groups[group]
+	if qgroup, err = t.ensure(group); err != nil {
+		return 0, undo, err
+	}
+	if existed {
+		// Likely a rollback, right after the live volume was deleted.
+		if err := reclaimDeleted(t.fd()); err != nil {
+			s.log.Warn("could not hurry the reclaim of deleted volumes; their space leaves the quota group within the commit interval", "err", err)
+		}
+	}
+	if !existed {
+		undo = func() {
+			if err := s.DeleteGroup(context.Background(), group); err != nil {
+				s.log.Warn("could not remove the quota group made for a failed snapshot", "group", group, "err", err)
+			}
+		}
+	}
+	return qgroup, undo, nil
+}
+
+func qgroupString(q uint64) string { return fmt.Sprintf("%d/%d", q>>48, q&(1<<48-1)) }

@@ -1,0 +1,223 @@
+package btrfs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// Quota groups are btrfs level-1 qgroups "1/N". The name → N table is kept
+// in <root>/quota-groups.json so it survives daemon restarts (it lives in
+// the pool, with the qgroups it names). N is not derived from the name:
+// names are long and N is 48 bits, and a hash could collide. Instead a new
+// group takes one more than the largest level-1 qgroup on the filesystem,
+// which also keeps two pools that share one filesystem (two data
+// directories on one btrfs) from taking the same qgroup.
+//
+// Every access holds an exclusive flock on the root directory, so two
+// goroutines, or two Storage values opened on one pool, never interleave a
+// read-modify-write of the table or allocate one N twice.
+const groupTableFile = "quota-groups.json"
+
+// groupTableVersion is bumped if the file's shape ever changes.
+const groupTableVersion = 1
+
+type groupTableJSON struct {
+	Version int               `json:"version"`
+	Groups  map[string]uint64 `json:"groups"` // name → N of qgroup 1/N
+}
+
+// groupTable is the table, loaded, with the lock held until close.
+type groupTable struct {
+	dir     *os.File // the root directory: flocked, and the fd for qgroup ioctls
+	path    string
+	qgroups string // /sys/fs/btrfs/<uuid>/qgroups
+	groups  map[string]uint64
+}
+
+// errNoSimpleQuotas says why a pool has no quota groups.
+var errNoSimpleQuotas = fmt.Errorf("btrfs simple quotas are not enabled on this filesystem (warren enables them only on a pool image it formats itself, on kernel 6.7 or later; use the default pool rather than a data directory on btrfs to get disk quotas): %w", errdefs.ErrUnsupported)
+
+// openGroupTable locks and loads the table. It fails with errNoSimpleQuotas
+// when the filesystem does not run simple quotas (classic qgroups are not
+// used: their accounting is slow and inconsistent across snapshots).
+func (s *Storage) openGroupTable() (*groupTable, error) {
+	dir, err := os.OpenFile(s.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s (was the pool set up by Open?): %w", s.root, errnoKind(err))
+	}
+	t := &groupTable{dir: dir, path: filepath.Join(s.root, groupTableFile)}
+	uuid, err := fsUUID(int(dir.Fd()))
+	if err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("read filesystem id of %s: %w", s.root, errnoKind(err))
+	}
+	t.qgroups = fmt.Sprintf("%s/%s/qgroups", sysfsBtrfs, uuid)
+	if mode, err := os.ReadFile(t.qgroups + "/mode"); err != nil || strings.TrimSpace(string(mode)) != "squota" {
+		dir.Close()
+		return nil, errNoSimpleQuotas
+	}
+	if err := unix.Flock(int(dir.Fd()), unix.LOCK_EX); err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("lock %s: %w", s.root, err)
+	}
+	if err := t.load(); err != nil {
+		t.close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// close releases the lock.
+func (t *groupTable) close() { t.dir.Close() }
+
+func (t *groupTable) fd() int { return int(t.dir.Fd()) }
+
+func (t *groupTable) load() error {
+	t.groups = map[string]uint64{}
+	b, err := os.ReadFile(t.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read quota group table: %w", err)
+	}
+	var f groupTableJSON
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("quota group table %s is damaged (%v): fix or remove it (groups are then forgotten, their limits stay on the qgroups): %w", t.path, err, errdefs.ErrConflict)
+	}
+	if f.Version != groupTableVersion {
+		return fmt.Errorf("quota group table %s has version %d, this warren reads %d: %w", t.path, f.Version, groupTableVersion, errdefs.ErrUnsupported)
+	}
+	for name, n := range f.Groups {
+		if n == 0 || n >= 1<<48 {
+			return fmt.Errorf("quota group table %s: group %q has id %d, outside 1..2^48: %w", t.path, name, n, errdefs.ErrConflict)
+		}
+		t.groups[name] = n
+	}
+	return nil
+}
+
+// save replaces the file atomically: a crash leaves the old or the new
+// table, never a torn one.
+func (t *groupTable) save() error {
+	b, err := json.MarshalIndent(groupTableJSON{Version: groupTableVersion, Groups: t.groups}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode quota group table: %w", err)
+	}
+	tmp := t.path + ".tmp" // one writer at a time: we hold the lock
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write quota group table: %w", errnoKind(err))
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, t.path)
+	}
+	if err == nil {
+		err = t.dir.Sync()
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write quota group table %s: %w", t.path, errnoKind(err))
+	}
+	return nil
+}
+
+// qgroupExists tells whether qgroup 1/n is in the kernel's in-memory set.
+func (t *groupTable) qgroupExists(n uint64) bool {
+	_, err := os.Stat(fmt.Sprintf("%s/1_%d", t.qgroups, n))
+	return err == nil
+}
+
+// lookup returns the qgroup of an existing group.
+func (t *groupTable) lookup(name string) (uint64, bool) {
+	n, ok := t.groups[name]
+	if !ok || !t.qgroupExists(n) {
+		return 0, false
+	}
+	return qgroupID(1, n), true
+}
+
+// ensure returns the qgroup of name, creating the group if it is missing.
+// A table entry whose qgroup is gone (removed by hand) is given its qgroup
+// back under the same id.
+func (t *groupTable) ensure(name string) (uint64, error) {
+	if n, ok := t.groups[name]; ok {
+		if t.qgroupExists(n) {
+			return qgroupID(1, n), nil
+		}
+		err := qgroupCreate(t.fd(), qgroupID(1, n), true)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return 0, fmt.Errorf("recreate qgroup 1/%d of quota group %s: %w", n, name, errnoKind(err))
+		}
+		return qgroupID(1, n), nil
+	}
+	n, err := t.nextID()
+	if err != nil {
+		return 0, err
+	}
+	for tries := 0; ; tries++ {
+		err = qgroupCreate(t.fd(), qgroupID(1, n), true)
+		if err == nil {
+			break
+		}
+		// Another pool on this filesystem took n between our look and
+		// the create.
+		if !errors.Is(err, unix.EEXIST) || tries == 100 {
+			return 0, fmt.Errorf("create qgroup 1/%d for quota group %s: %w", n, name, errnoKind(err))
+		}
+		n++
+	}
+	t.groups[name] = n
+	if err := t.save(); err != nil {
+		delete(t.groups, name)
+		if derr := qgroupCreate(t.fd(), qgroupID(1, n), false); derr != nil {
+			err = fmt.Errorf("%w (and qgroup 1/%d is left behind: %v)", err, n, derr)
+		}
+		return 0, err
+	}
+	return qgroupID(1, n), nil
+}
+
+// nextID is one more than the largest level-1 qgroup on the filesystem or
+// in the table.
+func (t *groupTable) nextID() (uint64, error) {
+	entries, err := os.ReadDir(t.qgroups)
+	if err != nil {
+		return 0, fmt.Errorf("list qgroups: %w", err)
+	}
+	var max uint64
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), "1_")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.ParseUint(rest, 10, 64); err == nil && n > max {
+			max = n
+		}
+	}
+	for _, n := range t.groups {
+		if n > max {
+			max = n
+		}
+	}
+	if max+1 >= 1<<48 {
+		return 0, fmt.Errorf("no free level-1 qgroup id: %w", errdefs.ErrResourceExhausted)
+	}
+	return max + 1, nil
+}

@@ -1,0 +1,355 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// manifest lists every file under the agent's working areas with its
+// checksum, inside the sandbox: a byte-for-byte fingerprint of the tree.
+const manifestCmd = `find /workspace /usr/local -xdev \( -type f -o -type l \) | sort | while read f; do ` +
+	`if [ -L "$f" ]; then echo "L $f $(readlink "$f")"; else echo "F $f $(md5sum < "$f" | cut -d' ' -f1) $(stat -c %a "$f")"; fi; done`
+
+// turnCmd is what turn n of the agent-like loop does: add, modify and
+// delete files, and "install" a tool under /usr/local.
+func turnCmd(n int) string {
+	return fmt.Sprintf(`set -e
+mkdir -p /workspace/src/m%[2]d
+echo "turn %[1]d" > /workspace/src/m%[2]d/f%[1]d.txt
+echo "log line %[1]d" >> /workspace/log.txt
+head -c %[3]d /dev/urandom > /workspace/blob.bin
+rm -f /workspace/src/m%[4]d/f%[5]d.txt
+printf '#!/bin/sh\necho tool %[1]d\n' > /usr/local/bin/tool%[6]d && chmod 755 /usr/local/bin/tool%[6]d
+ln -sf /usr/local/bin/tool%[6]d /workspace/current-tool`,
+		n, n%10, 1000+n*37%4000, (n+5)%10, n-3, n%7)
+}
+
+// TestSnapshotsAgentLoop runs 200 agent turns with a snapshot each, then
+// rolls back and forward, forks, diffs, promotes and hits a quota.
+func TestSnapshotsAgentLoop(t *testing.T) {
+	d := newDaemon(t, "--max-turns", "250")
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 10*time.Minute)
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(id, cmd string) string {
+		t.Helper()
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd, User: "root"})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("%.60s: exit %d: %s", cmd, res.ExitCode, res.Stderr)
+		}
+		return res.Stdout
+	}
+
+	turns := map[int]string{}
+	manifests := map[int]string{}
+	var snapTimes []time.Duration
+	for n := 1; n <= 200; n++ {
+		if n == 100 {
+			// Turn 100's changes are known exactly, for the diff check.
+			run(sb.SandboxID, "echo changed >> /workspace/log.txt; echo new > /workspace/hundred.txt; rm -rf /workspace/src/m9")
+		} else {
+			run(sb.SandboxID, turnCmd(n))
+		}
+		start := time.Now()
+		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}, Turn: true})
+		if err != nil || res.SnapshotID == "" {
+			t.Fatalf("turn %d: %v %+v", n, err, res)
+		}
+		snapTimes = append(snapTimes, time.Since(start))
+		turns[n] = res.SnapshotID
+		if n == 37 || n == 150 || n == 100 {
+			manifests[n] = run(sb.SandboxID, manifestCmd)
+			if !strings.Contains(manifests[n], "F /workspace/log.txt ") || !strings.Contains(manifests[n], "L /workspace/current-tool /usr/local/bin/tool") {
+				t.Fatalf("manifest of turn %d lacks files:\n%s", n, manifests[n])
+			}
+		}
+	}
+	sort.Slice(snapTimes, func(i, j int) bool { return snapTimes[i] < snapTimes[j] })
+	t.Logf("200 turns: exec+snapshot p50 %v, p99 %v", snapTimes[100], snapTimes[197])
+	if snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: sb.SandboxID, Limit: 1000}); err != nil || len(snaps) != 200 {
+		t.Fatalf("snapshots kept: %d %v", len(snaps), err)
+	}
+
+	// Diff 99 → 100 is exactly what turn 100 did (plus its directories).
+	diff, err := c.Diff(ctx, turns[99], turns[100], false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range diff.Changes {
+		if e.Type != "dir" || e.Change != "modified" {
+			got[e.Path] = e.Change
+		}
+	}
+	want := map[string]string{"/workspace/log.txt": "modified", "/workspace/hundred.txt": "added", "/workspace/src/m9": "removed"}
+	for p, k := range want {
+		if got[p] != k {
+			t.Errorf("diff 99→100: %s is %q, want %q (all: %v)", p, got[p], k, got)
+		}
+	}
+	for p, k := range got {
+		if want[p] == "" && !(k == "removed" && strings.HasPrefix(p, "/workspace/src/m9/")) {
+			t.Errorf("diff 99→100: unexpected %s %s", k, p)
+		}
+	}
+
+	// Roll back to turn 37: the tree is byte-for-byte what it was.
+	rb, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[37]})
+	if err != nil || !rb.ProcessesRestarted {
+		t.Fatalf("rollback: %+v %v", rb, err)
+	}
+	if m := run(sb.SandboxID, manifestCmd); m != manifests[37] {
+		t.Fatalf("after rollback to turn 37 the tree differs from its manifest:\n%s\nwant:\n%s", m, manifests[37])
+	}
+	// And forward again to 150: later snapshots stayed.
+	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[150]}); err != nil {
+		t.Fatal(err)
+	}
+	if m := run(sb.SandboxID, manifestCmd); m != manifests[150] {
+		t.Fatal("after rolling forward to turn 150 the tree differs from its manifest")
+	}
+
+	// Fork 10 from turn 100; each changes its copy; nobody sees another's.
+	forks, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: turns[100], Count: 10})
+	if err != nil || len(forks) != 10 {
+		t.Fatalf("fork: %v %v", forks, err)
+	}
+	var forkIDs []string
+	for i, f := range forks {
+		if f.Error != nil {
+			t.Fatalf("fork %d: %v", i, f.Error)
+		}
+		forkIDs = append(forkIDs, f.Sandbox.SandboxID)
+	}
+	for i, id := range forkIDs {
+		if m := run(id, manifestCmd); m != manifests[100] {
+			t.Fatalf("fork %d does not start from turn 100's tree", i)
+		}
+		run(id, fmt.Sprintf("echo fork %d > /workspace/mine.txt", i))
+	}
+	for i, id := range forkIDs {
+		if got := run(id, "cat /workspace/mine.txt"); got != fmt.Sprintf("fork %d\n", i) {
+			t.Fatalf("fork %d sees %q", i, got)
+		}
+	}
+	if out := run(sb.SandboxID, "ls /workspace/mine.txt 2>&1 || true"); !strings.Contains(out, "No such file") {
+		t.Fatalf("the parent sees a fork's file: %q", out)
+	}
+
+	// Promote fork 3: the parent gets its tree, and keeps its own history.
+	pr, err := c.Promote(ctx, forkIDs[3])
+	if err != nil || pr.PreviousSnapshotID == "" {
+		t.Fatalf("promote: %+v %v", pr, err)
+	}
+	if got := run(sb.SandboxID, "cat /workspace/mine.txt"); got != "fork 3\n" {
+		t.Fatalf("parent after promote: %q", got)
+	}
+	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: pr.PreviousSnapshotID}); err != nil {
+		t.Fatal(err)
+	}
+	if m := run(sb.SandboxID, manifestCmd); m != manifests[150] {
+		t.Fatal("the state before the promote was not kept")
+	}
+
+	lin, err := c.Lineage(ctx, forkIDs[5])
+	if err != nil || lin.Family != sb.SandboxID || len(lin.Edges) < 200 {
+		t.Fatalf("lineage: family %s, %d edges, %v", lin.Family, len(lin.Edges), err)
+	}
+	if out := d.mustCLI("lineage", sb.SandboxID); !strings.Contains(out, "turn-37") || !strings.Contains(out, forkIDs[9]) {
+		t.Fatalf("lineage tree lacks nodes:\n%.2000s", out)
+	}
+
+	// The quota: a write past it fails inside, the daemon stays healthy.
+	res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "dd if=/dev/zero of=/workspace/fill bs=1M count=400 2>&1; sync"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Stdout, "quota exceeded") && !strings.Contains(res.Stdout, "No space left") {
+		t.Fatalf("writing past the quota: %+v", res)
+	}
+	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.DiskUsedBytes <= 0 || det.DiskUsedBytes > 260<<20 {
+		t.Fatalf("disk use after the quota hit: %+v %v", det, err)
+	}
+	for _, id := range forkIDs[:2] {
+		run(id, "head -c 1000000 /dev/zero > /workspace/ok.bin") // other sandboxes unaffected
+	}
+	run(sb.SandboxID, "rm /workspace/fill && echo freed")
+
+	for _, id := range append(forkIDs, sb.SandboxID) {
+		if err := c.DeleteSandbox(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSnapshotBadInput checks the 4xx answers of the snapshot API.
+func TestSnapshotBadInput(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+	a, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapB, err := c.CreateSnapshot(ctx, b.SandboxID, client.NewSnapshot{Name: "b-state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := client.New("http://"+d.addr, k.Key)
+	check := func(what string, err error, code int) {
+		t.Helper()
+		if client.StatusCode(err) != code {
+			t.Errorf("%s: want %d, got %v", what, code, err)
+		} else if err.Error() == "" {
+			t.Errorf("%s: empty message", what)
+		}
+	}
+	_, err = c.Rollback(ctx, a.SandboxID, client.RollbackRequest{SnapshotID: "nosuchsnapshot"})
+	check("rollback to an unknown snapshot", err, 404)
+	_, err = c.Rollback(ctx, a.SandboxID, client.RollbackRequest{SnapshotID: snapB.SnapshotID})
+	check("rollback to another family's snapshot", err, 400)
+	_, err = c.Rollback(ctx, a.SandboxID, client.RollbackRequest{})
+	check("rollback without a snapshot", err, 400)
+	_, err = other.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{})
+	check("snapshot of another team's sandbox", err, 404)
+	_, err = other.GetSnapshot(ctx, snapB.SnapshotID)
+	check("another team's snapshot", err, 404)
+	_, err = other.CreateSandbox(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
+	check("create from another team's snapshot", err, 404)
+	_, err = c.Fork(ctx, a.SandboxID, client.ForkRequest{Count: -2})
+	check("fork count -2", err, 400)
+	_, err = c.Fork(ctx, a.SandboxID, client.ForkRequest{Count: 100000})
+	check("fork count above the limit", err, 400)
+	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "b-state"})
+	check("duplicate snapshot name", err, 409)
+	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "Bad/Name"})
+	check("bad snapshot name", err, 400)
+	_, err = c.Diff(ctx, "nosuchsnapshot", "live", false)
+	check("diff of an unknown snapshot", err, 404)
+	_, err = c.Promote(ctx, a.SandboxID)
+	check("promote a sandbox that is not a fork", err, 400)
+	// Creating from a snapshot works, and deleting it through E2B's route too.
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteTemplate(ctx, snapB.SnapshotID); err != nil {
+		t.Fatalf("DELETE /templates/{snapshotID}: %v", err)
+	}
+	_, err = c.GetSnapshot(ctx, snapB.SnapshotID)
+	if err != nil {
+		t.Fatalf("a deleted snapshot keeps a tombstone: %v", err)
+	}
+	_, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
+	check("create from a deleted snapshot", err, 404)
+	for _, id := range []string{a.SandboxID, b.SandboxID, sb.SandboxID} {
+		if err := c.DeleteSandbox(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestForkSurvivesDaemonKill kills the daemon in the middle of a fork of
+// 10 and checks that afterwards every sandbox and snapshot is whole and
+// recorded, or gone.
+func TestForkSurvivesDaemonKill(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo base > /workspace/f"}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		_, _ = c.Fork(fctx, sb.SandboxID, client.ForkRequest{Count: 10})
+	}()
+	time.Sleep(120 * time.Millisecond)
+	d.stop(syscall.SIGKILL)
+	wg.Wait()
+	d.start()
+	c = d.client()
+
+	list, _, err := c.ListSandboxes(ctx, client.ListOptions{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, s := range list {
+		switch s.State {
+		case "running":
+			running++
+			res, err := c.ExecWait(ctx, s.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/workspace/f"}})
+			if err != nil || res.Stdout != "base\n" {
+				t.Errorf("sandbox %s after the restart: %+v %v", s.SandboxID, res, err)
+			}
+		case "failed":
+			if left := leftovers(t, d.dataDir, s.SandboxID); len(left) > 0 {
+				t.Errorf("a fork that did not finish left parts:\n%s", strings.Join(left, "\n"))
+			}
+		default:
+			t.Errorf("sandbox %s is %s after the restart", s.SandboxID, s.State)
+		}
+	}
+	t.Logf("after the kill: %d of %d sandboxes running (1 is the parent)", running, len(list))
+	// Snapshot volumes and ready records agree.
+	snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]bool{}
+	for _, s := range snaps {
+		ready[s.SnapshotID] = true
+	}
+	vols, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "volumes", "snapshots"))
+	for _, v := range vols {
+		if !ready[v.Name()] {
+			t.Errorf("snapshot volume %s has no ready record", v.Name())
+		}
+		delete(ready, v.Name())
+	}
+	for id := range ready {
+		t.Errorf("snapshot %s is recorded ready but has no volume", id)
+	}
+	scratch, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "volumes", "scratch"))
+	if len(scratch) > 0 {
+		t.Errorf("scratch volumes left: %v", scratch)
+	}
+}
