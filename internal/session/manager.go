@@ -559,9 +559,13 @@ func (m *Manager) expire(ctx context.Context) {
 			continue
 		}
 		m.log.Info("sandbox timed out; killing it", "sandbox", rec.ID, "endAt", rec.EndAt)
-		if err := m.destroy(ctx, rec); err != nil {
-			m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
+		unlock := m.lockSandbox(rec.ID)
+		if cur, err := m.store.GetSandbox(ctx, rec.ID); err == nil && (cur.State == StateRunning || cur.State == StatePaused) {
+			if err := m.destroy(ctx, cur); err != nil {
+				m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
+			}
 		}
+		unlock()
 	}
 }
 
@@ -576,8 +580,16 @@ func (m *Manager) watch(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, id := range ids {
+		m.mu.Lock()
+		busy := m.sbLocks[id] != nil
+		m.mu.Unlock()
+		if busy {
+			continue // a rollback stops and restarts the processes on purpose
+		}
+		unlock := m.lockSandbox(id)
 		alive, err := m.host.Alive(ctx, id)
 		if err != nil || alive {
+			unlock()
 			continue
 		}
 		m.mu.Lock()
@@ -585,16 +597,19 @@ func (m *Manager) watch(ctx context.Context) {
 		delete(m.live, id)
 		m.mu.Unlock()
 		if !ok {
+			unlock()
 			continue // deleted meanwhile
 		}
 		if err := m.store.UpdateSandboxState(ctx, id, []store.SandboxState{StateRunning, StatePaused}, StateFailed,
 			"the sandbox's init process (its agent) exited"); err != nil {
+			unlock()
 			continue
 		}
 		m.log.Warn("sandbox died; marked failed", "sandbox", id)
 		if err := m.host.Destroy(ctx, id, sb.Agent); err != nil {
 			m.log.Warn("free a dead sandbox", "sandbox", id, "err", err)
 		}
+		unlock()
 	}
 }
 
