@@ -147,3 +147,16 @@ type QuotaGroups interface {
 	// not an error if the group does not exist.
 	DeleteGroup(ctx context.Context, group string) error
 }
+
+// Archiver is implemented by backends that can move a read-only volume out
+// of the pool into a compact incremental stream (relative to a parent volume
+// that stays in the pool) and bring it back. Keeping few volumes per lineage
+// keeps snapshots fast (btrfs snapshot cost grows with the snapshots kept).
+type Archiver interface {
+	// Archive writes key's content, as a delta against parent, to the file
+	// dst. key and parent must be read-only. The volume is not deleted.
+	Archive(ctx context.Context, key, parent Key, dst string) error
+	// Restore rebuilds key (read-only) from the stream at src; parent must
+	// exist and be the one the stream was made against.
+	Restore(ctx context.Context, src string, parent, key Key) error
+}
