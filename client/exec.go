@@ -53,6 +53,10 @@ func (c *Client) Exec(ctx context.Context, id string, req ExecRequest, stdout, s
 			}
 		case "exit":
 			return ev, nil
+		case "error":
+			// The server lost the command's stream after sending the
+			// status line (the sandbox went away).
+			return ExecEvent{}, fmt.Errorf("exec in sandbox %s: %s", id, ev.Error)
 		}
 		// "start" and event types added later are not needed here.
 	}
