@@ -173,8 +173,14 @@ type APIKey struct {
 
 // Health is the answer of GET /health.
 type Health struct {
+	// Status is "ok", "degraded" (the storage pool is at least 85 % full)
+	// or "unhealthy" (at least 95 %).
 	Status  string `json:"status"`
 	Version string `json:"version"`
 	Storage string `json:"storage"`
 	Runtime string `json:"runtime"`
+	// warren extensions
+	Pool          *PoolUsage `json:"pool,omitempty"`
+	Sandboxes     int        `json:"sandboxes"` // live (running or paused) sandboxes
+	UptimeSeconds int64      `json:"uptimeSeconds"`
 }

@@ -2,51 +2,101 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/warrenhq/warren/internal/bench"
 )
 
-// benchCmd runs the latency benchmark on a throwaway data directory and
-// prints the report as JSON.
+// benchCmd runs a benchmark suite on a throwaway data directory and prints
+// the report as JSON.
 func benchCmd() *cobra.Command {
 	var opts bench.Options
+	var snap bench.SnapshotOptions
+	var suite string
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure create→first output, exec round trips (vs a runc-exec-style baseline) and delete; print JSON",
+		Short: "Measure warren's latencies and print JSON (--suite core: create, exec, delete; snapshots: turns, diff, fork, rollback)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch suite {
+			case "core", "snapshots", "all":
+			default:
+				return fmt.Errorf("--suite %q: want core, snapshots or all", suite)
+			}
 			dir, _ := cmd.Flags().GetString("data-dir")
 			if !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren" {
 				tmp, err := os.MkdirTemp("", "warren-bench-")
 				if err != nil {
 					return err
 				}
-				defer os.RemoveAll(tmp)
+				defer func() {
+					if err := bench.RemoveDataDir(tmp); err != nil {
+						fmt.Fprintln(cmd.ErrOrStderr(), "warren bench:", err)
+					}
+				}()
 				dir = tmp
 			}
-			opts.DataDir = dir
 			if exe, err := os.Executable(); err == nil {
 				opts.WarrenBinary = exe
 			}
 			opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			rep, err := bench.Run(cmd.Context(), opts)
-			if err != nil {
-				return err
+			// Each suite gets its own daemon; with both, each its own data
+			// directory beside the other.
+			dataDir := func(name string) string {
+				if suite == "all" {
+					return filepath.Join(dir, name)
+				}
+				return dir
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(rep)
+			out := map[string]any{}
+			if suite == "core" || suite == "all" {
+				o := opts
+				o.DataDir = dataDir("core")
+				rep, err := bench.Run(cmd.Context(), o)
+				if err != nil {
+					return err
+				}
+				out["core"] = rep
+			}
+			if suite == "snapshots" || suite == "all" {
+				snap.Options = opts
+				snap.DataDir = dataDir("snapshots")
+				snap.Progress = cmd.ErrOrStderr()
+				rep, err := bench.RunSnapshots(cmd.Context(), snap)
+				if err != nil {
+					return err
+				}
+				out["snapshots"] = rep
+			}
+			return printBench(cmd, suite, out)
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&opts.Creates, "creates", 30, "sandboxes to create and delete")
-	f.IntVar(&opts.Execs, "execs", 300, "exec round trips per method")
+	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots or all")
+	f.IntVar(&opts.Creates, "creates", 30, "core: sandboxes to create and delete")
+	f.IntVar(&opts.Execs, "execs", 300, "core: exec round trips per method")
+	f.IntVar(&snap.Files, "files", 100_000, "snapshots: files in the workspace")
+	f.IntVar(&snap.WorkspaceMB, "workspace-mb", 1024, "snapshots: total size of the workspace in MB")
+	f.IntVar(&snap.Turns, "turns", 300, "snapshots: turns (25 files written, then a turn snapshot)")
+	f.IntVar(&snap.Concurrent, "concurrent", 32, "snapshots: forks taking a turn snapshot at once")
 	f.StringVar(&opts.Storage, "storage", "btrfs", "storage backend")
 	f.StringVar(&opts.Template, "template", "", "an existing template in --data-dir (default: build a busybox one)")
 	f.StringVar(&opts.AgentBinary, "agent", "", "warren-agent binary (default: beside warren)")
 	return cmd
+}
+
+// printBench prints one suite's report as it is (the core suite's output
+// keeps its shape), or both under their names.
+func printBench(cmd *cobra.Command, suite string, out map[string]any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if suite != "all" {
+		return enc.Encode(out[suite])
+	}
+	return enc.Encode(out)
 }

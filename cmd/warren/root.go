@@ -88,10 +88,12 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		promoteCmd(a),
 		diffCmd(a),
 		lineageCmd(a),
+		topCmd(a),
 		serveCmd(),
 		benchCmd(),
 		execNaiveCmd(),
 	)
+	root.AddCommand(processCmds(a)...)
 	return root
 }
 

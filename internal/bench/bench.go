@@ -13,8 +13,6 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
-	"github.com/warrenhq/warren/internal/daemon"
-	"github.com/warrenhq/warren/internal/template"
 
 	"connectrpc.com/connect"
 
@@ -88,69 +86,15 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if opts.Execs <= 0 {
 		opts.Execs = 300
 	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	cfg := config.Default()
-	cfg.DataDir = opts.DataDir
-	cfg.Listen = "127.0.0.1:0"
-	cfg.ImageSize = 4 << 30
-	cfg.MaxSandboxes = opts.Creates + 4
-	cfg.BuildBase = false
-	if opts.Storage != "" {
-		cfg.Storage = opts.Storage
-	}
-	if opts.AgentBinary != "" {
-		cfg.AgentBinary = opts.AgentBinary
-	}
-	if err := cfg.Validate(); err != nil {
-		return Report{}, err
-	}
-	d, err := daemon.Open(ctx, cfg, opts.Log)
+	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
+		cfg.ImageSize = 4 << 30
+		cfg.MaxSandboxes = opts.Creates + 4
+	})
 	if err != nil {
 		return Report{}, err
 	}
-	defer func() {
-		d.Close()
-		if u, ok := d.Storage.(interface{ Unmount() error }); ok {
-			if err := u.Unmount(); err != nil {
-				retErr = errors.Join(retErr, fmt.Errorf("unmount bench pool: %w", err))
-			}
-		}
-	}()
-	if err := d.EnsureAdminKey(ctx, io.Discard); err != nil {
-		return Report{}, err
-	}
-	tmpl := opts.Template
-	if tmpl == "" {
-		tmpl = "bench"
-		if _, err := d.Templates.Build(ctx, tmpl, template.Source{Busybox: true}, true, nil); err != nil {
-			return Report{}, fmt.Errorf("build bench template: %w", err)
-		}
-	}
-	key, err := os.ReadFile(cfg.AdminKeyPath())
-	if err != nil {
-		return Report{}, err
-	}
-
-	serveCtx, stop := context.WithCancel(ctx)
-	addrc := make(chan string, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := d.Serve(serveCtx, func(addr string) { addrc <- addr }); err != nil {
-			opts.Log.Error("serve", "err", err)
-		}
-	}()
-	defer func() { stop(); wg.Wait() }()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(10 * time.Second):
-		return Report{}, errors.New("bench daemon did not start serving")
-	}
-	c := client.New("http://"+addr, string(trimNL(key)))
+	defer func() { retErr = errors.Join(retErr, h.close()) }()
+	d, c, tmpl, cfg := h.d, h.c, h.tmpl, h.cfg
 
 	rep := Report{
 		Machine: machine(), Storage: d.Storage.Name(), Runtime: d.Runtime.Name(), Template: tmpl,

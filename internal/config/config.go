@@ -32,8 +32,15 @@ type Config struct {
 	// MaxLimits bound what a request may ask for.
 	MaxLimits runtime.Limits
 	// MaxTurns is how many turn snapshots a sandbox keeps (older unnamed
-	// turns without forks are pruned; 0 = keep all).
+	// turns without forks are pruned; 0 = keep all). -1 (the default)
+	// means 0 when archiving is on, else 100.
 	MaxTurns int
+	// ArchiveAfter is how many of a sandbox's newest turn snapshots stay in
+	// the btrfs pool; older ones become send streams restored on demand
+	// (0 = no archiving). AnchorEvery: turns 1, N+1, 2N+1, … stay in the
+	// pool as the streams' bases.
+	ArchiveAfter int
+	AnchorEvery  int
 	// DefaultDiskBytes is the disk quota of a sandbox that asks for none
 	// (0 = no quota).
 	DefaultDiskBytes int64
@@ -48,6 +55,9 @@ type Config struct {
 	CacheDir string
 	// BuildBase builds the `base` template at start when it is missing.
 	BuildBase bool
+	// MetricsPublic serves GET /metrics without an API key (without the
+	// per-sandbox series); by default it needs an admin key.
+	MetricsPublic bool
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
@@ -65,7 +75,9 @@ func Default() Config {
 		DefaultLimits:  runtime.DefaultLimits,
 		MaxLimits:      runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
 		DefaultTimeout: 300 * time.Second,
-		MaxTurns:       100,
+		MaxTurns:       -1,
+		ArchiveAfter:   32,
+		AnchorEvery:    100,
 		OutputLimit:    16 << 20,
 		CacheDir:       "/var/cache/warren",
 		BuildBase:      true,
@@ -117,8 +129,22 @@ func (c *Config) Validate() error {
 	if c.MaxSandboxes < 1 {
 		return fmt.Errorf("--max-sandboxes must be at least 1: %w", errdefs.ErrInvalid)
 	}
-	if c.MaxTurns < 0 || c.DefaultDiskBytes < 0 {
-		return fmt.Errorf("--max-turns and --default-disk-mb must not be negative: %w", errdefs.ErrInvalid)
+	if c.MaxTurns < -1 || c.DefaultDiskBytes < 0 || c.ArchiveAfter < 0 {
+		return fmt.Errorf("--max-turns, --archive-after and --default-disk-mb must not be negative: %w", errdefs.ErrInvalid)
+	}
+	if c.AnchorEvery < 2 {
+		return fmt.Errorf("--anchor-every must be at least 2 (every turn an anchor archives nothing): %w", errdefs.ErrInvalid)
+	}
+	if c.Storage != "btrfs" {
+		c.ArchiveAfter = 0 // only btrfs can archive (send/receive)
+	}
+	if c.MaxTurns == -1 {
+		// Archived turns cost no pool snapshots, so keep them all; without
+		// archiving, cap the history.
+		c.MaxTurns = 100
+		if c.ArchiveAfter > 0 {
+			c.MaxTurns = 0
+		}
 	}
 	if c.DefaultTimeout < 0 {
 		return fmt.Errorf("--default-timeout is negative: %w", errdefs.ErrInvalid)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/metrics"
+	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/runtime/native"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -45,6 +47,8 @@ type Daemon struct {
 	Runtime   runtime.Runtime
 	Sessions  *session.Manager
 	Host      *sandbox.Host
+	Procs     *procs.Manager
+	Metrics   *metrics.Metrics
 }
 
 // OpenStorage opens the data directory's pool and database: all that
@@ -104,11 +108,13 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		return nil, fmt.Errorf("open native runtime: %w", err)
 	}
 	d.Runtime = rt
+	d.Procs = procs.New(procs.Options{Dir: filepath.Join(cfg.DataDir, "procs"), Log: log})
 	d.Host = &sandbox.Host{
 		Storage:     d.Storage,
 		Runtime:     rt,
 		RunDir:      cfg.RunDir(),
 		AgentBinary: cfg.AgentBinary,
+		Procs:       d.Procs,
 		Log:         log,
 	}
 	if cfg.AgentLogs {
@@ -121,6 +127,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		MaxLimits:      cfg.MaxLimits,
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTurns:       cfg.MaxTurns,
+		ArchiveAfter:   cfg.ArchiveAfter,
+		AnchorEvery:    cfg.AnchorEvery,
 		DefaultDisk:    cfg.DefaultDiskBytes,
 	}, d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
@@ -157,10 +165,12 @@ func (d *Daemon) EnsureAdminKey(ctx context.Context, out io.Writer) error {
 // Serve serves the API until ctx is cancelled. Sandboxes keep running after
 // it returns.
 func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
+	d.Metrics = d.newMetrics()
 	api := server.New(server.Deps{
 		Sessions:    d.Sessions,
 		Keys:        d.Store,
 		Templates:   d.Templates,
+		Procs:       d.Procs,
 		Log:         d.log,
 		OutputLimit: d.cfg.OutputLimit,
 		Health: client.Health{
@@ -169,6 +179,8 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 			Storage: d.Storage.Name(),
 			Runtime: d.Runtime.Name(),
 		},
+		Metrics:       d.Metrics,
+		MetricsPublic: d.cfg.MetricsPublic,
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -178,6 +190,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go d.Sessions.Run(runCtx)
+	go d.Metrics.Run(runCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	d.log.Info("warren is serving", "addr", ln.Addr().String(), "data", d.cfg.DataDir, "storage", d.Storage.Name())
@@ -201,6 +214,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 // mount stay, for the next daemon to reattach to.
 func (d *Daemon) Close() error {
 	var errs []error
+	d.Procs.Close() // before the agent connections close under it
 	if d.Sessions != nil {
 		d.Sessions.Close()
 	}

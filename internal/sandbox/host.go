@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/storage"
 )
@@ -38,7 +39,10 @@ type Host struct {
 	// host file through /proc/1/fd/2, so it is off unless asked for.
 	LogDir      string
 	AgentBinary string
-	Log         *slog.Logger
+	// Procs collects the output of each sandbox's background processes
+	// (nil: not collected).
+	Procs *procs.Manager
+	Log   *slog.Logger
 	// ReadyTimeout bounds how long a new or recovered sandbox's agent has
 	// to connect.
 	ReadyTimeout time.Duration
@@ -138,6 +142,7 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 	if err := h.waitReady(ctx, conn); err != nil {
 		return nil, err
 	}
+	h.Procs.Attach(spec.ID, conn)
 	h.Log.Debug("sandbox created", "sandbox", spec.ID,
 		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
 	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
@@ -205,12 +210,14 @@ func (h *Host) Recover(ctx context.Context, id string) (*Sandbox, error) {
 	}
 	if st.State == runtime.StatePaused {
 		// A frozen agent cannot dial; it reconnects once thawed.
+		h.Procs.Attach(id, conn)
 		return &Sandbox{ID: id, Agent: conn, Status: st}, nil
 	}
 	if err := h.waitReady(ctx, conn); err != nil {
 		conn.Close()
 		return nil, err
 	}
+	h.Procs.Attach(id, conn)
 	return &Sandbox{ID: id, Agent: conn, Status: st}, nil
 }
 
@@ -233,6 +240,9 @@ func (h *Host) Alive(ctx context.Context, id string) (bool, error) {
 func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
+	if err := h.Procs.Remove(id); err != nil {
+		errs = append(errs, err)
+	}
 	if conn != nil {
 		if err := conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close agent: %w", err))
@@ -294,6 +304,9 @@ func (h *Host) Reconcile(ctx context.Context, keep map[string]bool) error {
 		if err := h.Destroy(ctx, id, nil); err != nil {
 			errs = append(errs, fmt.Errorf("orphan %s: %w", id, err))
 		}
+	}
+	if err := h.Procs.Reconcile(keep); err != nil {
+		errs = append(errs, err)
 	}
 	scratch, err := h.Storage.List(ctx, storage.KindScratch)
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/metrics"
+	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -49,10 +51,16 @@ type Deps struct {
 	Sessions  *session.Manager
 	Keys      Keys
 	Templates Templates
-	Log       *slog.Logger
-	Health    client.Health
+	// Procs holds the output of sandboxes' background processes.
+	Procs  *procs.Manager
+	Log    *slog.Logger
+	Health client.Health
 	// OutputLimit is an exec's output cap when the request names none.
 	OutputLimit uint64
+	// Metrics feeds /health, /metrics and /sandboxes/{id}/metrics (nil:
+	// static health, no metrics). MetricsPublic serves /metrics without a key.
+	Metrics       *metrics.Metrics
+	MetricsPublic bool
 }
 
 // Server routes requests to handlers.
@@ -72,6 +80,8 @@ func New(deps Deps) *Server {
 func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /health", s.health)
+	m.HandleFunc("GET /metrics", s.prometheus)
+	m.Handle("GET /sandboxes/{id}/metrics", s.auth(s.sandboxMetrics))
 
 	m.Handle("POST /sandboxes", s.auth(s.createSandbox))
 	m.Handle("POST /v2/sandboxes", s.auth(s.createSandbox))
@@ -81,6 +91,12 @@ func (s *Server) routes() {
 	m.Handle("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
 
 	m.Handle("POST /sandboxes/{id}/exec", s.auth(s.exec))
+	m.Handle("POST /sandboxes/{id}/processes", s.auth(s.startProcess))
+	m.Handle("GET /sandboxes/{id}/processes", s.auth(s.listProcesses))
+	m.Handle("GET /sandboxes/{id}/processes/{ref}/output", s.auth(s.processOutput))
+	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin", s.auth(s.processStdin))
+	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin/close", s.auth(s.processCloseStdin))
+	m.Handle("POST /sandboxes/{id}/processes/{ref}/signal", s.auth(s.processSignal))
 	m.Handle("GET /sandboxes/{id}/files", s.auth(s.readFile))
 	m.Handle("PUT /sandboxes/{id}/files", s.auth(s.writeFile))
 	m.Handle("DELETE /sandboxes/{id}/files", s.auth(s.removeFile))
@@ -122,13 +138,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rw, r, errors.New("internal error"))
 			}
 		}
+		s.observe(r, rw.status, time.Since(start))
 		s.deps.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "dur", time.Since(start))
 	}()
 	s.mux.ServeHTTP(rw, r)
-}
-
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.deps.Health)
 }
 
 type teamKey struct{}

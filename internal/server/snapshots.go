@@ -78,10 +78,10 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			switch store.SnapshotState(one) {
-			case session.SnapReady, session.SnapDeleted:
+			case session.SnapReady, session.SnapArchived, session.SnapDeleted:
 				f.States = append(f.States, store.SnapshotState(one))
 			default:
-				writeError(w, r, fmt.Errorf("state %q: want ready or deleted: %w", one, errdefs.ErrInvalid))
+				writeError(w, r, fmt.Errorf("state %q: want ready, archived or deleted: %w", one, errdefs.ErrInvalid))
 				return
 			}
 		}

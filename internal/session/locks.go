@@ -92,15 +92,15 @@ func (m *Manager) runDeletes(ctx context.Context) {
 	}
 }
 
-// pruneTurns tombstones a sandbox's oldest turn snapshots beyond the
-// configured cap. Named snapshots, implicit ones and turns that have forks
-// are kept.
+// pruneTurns tombstones a sandbox's oldest turn snapshots (in the pool or
+// archived) beyond the configured cap. Named snapshots, implicit ones,
+// turns that have forks and anchors of archived turns are kept.
 func (m *Manager) pruneTurns(ctx context.Context, sandboxID string) {
 	if m.cfg.MaxTurns <= 0 {
 		return
 	}
 	turns, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: sandboxID,
-		Kinds: []store.SnapshotKind{KindTurn}, States: []store.SnapshotState{SnapReady}})
+		Kinds: []store.SnapshotKind{KindTurn}, States: usableStates})
 	if err != nil {
 		m.log.Warn("list turns to prune", "sandbox", sandboxID, "err", err)
 		return
@@ -113,10 +113,9 @@ func (m *Manager) pruneTurns(ctx context.Context, sandboxID string) {
 		if n, err := m.store.CountForksOf(ctx, t.ID); err != nil || n > 0 {
 			continue
 		}
-		if err := m.store.UpdateSnapshotState(ctx, t.ID, []store.SnapshotState{SnapReady}, SnapDeleted); err != nil {
+		if err := m.dropSnapshot(ctx, t.ID); err != nil {
 			continue
 		}
-		m.deleteVolumeLater(t.ID)
 		excess--
 	}
 }

@@ -37,6 +37,13 @@ type Host interface {
 	ReconcileSnapshots(ctx context.Context, keep map[string]bool) error
 	HasSnapshot(ctx context.Context, snapID string) bool
 	GroupUsage(ctx context.Context, group string) (used, limit int64, err error)
+
+	CanArchive() bool
+	ArchiveSnapshot(ctx context.Context, snapID, parentID string) (string, error)
+	RestoreSnapshot(ctx context.Context, snapID, parentID, path string) error
+	HasArchive(path string) bool
+	RemoveArchive(path string) error
+	ReconcileArchives(keep map[string]bool) error
 }
 
 // Store is what the manager needs of the metadata store.
@@ -57,6 +64,8 @@ type Store interface {
 	UpdateSnapshotState(ctx context.Context, id string, from []store.SnapshotState, to store.SnapshotState) error
 	SetSnapshotSizes(ctx context.Context, id string, exclusive, referenced int64) error
 	CountForksOf(ctx context.Context, snapshotID string) (int, error)
+	SetSnapshotArchive(ctx context.Context, id, parent, path string) error
+	CountArchivedOn(ctx context.Context, parentID string) (int, error)
 
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
 	ListLineage(ctx context.Context, family string) ([]store.LineageEdge, error)
@@ -76,6 +85,12 @@ type Config struct {
 	// MaxTurns is how many turn snapshots a sandbox keeps; older unnamed
 	// turns without forks are pruned (0 = keep all).
 	MaxTurns int
+	// ArchiveAfter is how many of a sandbox's newest turn snapshots stay in
+	// the storage pool; older ones are archived to streams and restored on
+	// demand (0 = no archiving). AnchorEvery spaces the turns that stay as
+	// the streams' bases (default DefaultAnchorEvery). See archive.go.
+	ArchiveAfter int
+	AnchorEvery  int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -107,7 +122,13 @@ type Manager struct {
 	sbLocks  map[string]*sbLock // serialises snapshot, rollback and delete per sandbox
 	running  map[string]int     // commands in flight per sandbox
 	deletes  chan string        // snapshot volumes to delete in the background
-	deleteWG sync.WaitGroup
+
+	background     sync.WaitGroup // Run and the goroutines it starts
+	stopBackground context.CancelFunc
+
+	snapLocks      map[string]*snapLock // a snapshot's volume in use (shared) or moving (exclusive)
+	archiveQ       chan string          // sandboxes whose turns the archiver should look at
+	archivePending map[string]bool      // sandboxes queued in archiveQ
 }
 
 type sbLock struct {
@@ -128,11 +149,17 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.AnchorEvery <= 0 {
+		cfg.AnchorEvery = DefaultAnchorEvery
+	}
 	return &Manager{cfg: cfg, store: st, host: host, log: log,
-		live:    map[string]*liveSandbox{},
-		sbLocks: map[string]*sbLock{},
-		running: map[string]int{},
-		deletes: make(chan string, 4096),
+		live:           map[string]*liveSandbox{},
+		sbLocks:        map[string]*sbLock{},
+		running:        map[string]int{},
+		deletes:        make(chan string, 4096),
+		snapLocks:      map[string]*snapLock{},
+		archiveQ:       make(chan string, 1024),
+		archivePending: map[string]bool{},
 	}
 }
 
@@ -184,6 +211,15 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		rec.EndAt = now.Add(timeout)
 	}
 
+	if spec.Snapshot != "" {
+		// The snapshot's volume must be in the pool (restored if archived)
+		// for as long as the copy takes.
+		release, err := m.useSnapshots(ctx, store.Snapshot{ID: spec.Snapshot})
+		if err != nil {
+			return store.Sandbox{}, err
+		}
+		defer release()
+	}
 	if err := m.reserve(ctx, rec); err != nil {
 		return store.Sandbox{}, err
 	}
@@ -231,7 +267,7 @@ func (m *Manager) snapshotAsSource(ctx context.Context, team, name string) (*sto
 	if err != nil {
 		return nil, err
 	}
-	if snap.State != SnapReady {
+	if snap.State != SnapReady && snap.State != SnapArchived {
 		return nil, fmt.Errorf("snapshot %s was deleted: %w", name, errdefs.ErrNotFound)
 	}
 	return &snap, nil
@@ -504,34 +540,43 @@ func (m *Manager) Recover(ctx context.Context) error {
 	return errors.Join(rerr, m.recoverSnapshots(ctx))
 }
 
-// recoverSnapshots makes snapshot records and volumes agree: a snapshot
-// being taken when the daemon died is dropped (tombstoned), a record whose
-// volume is gone becomes a tombstone, and a volume no live record names is
-// deleted.
+// recoverSnapshots makes snapshot records, volumes and archive streams
+// agree: a snapshot being taken when the daemon died is dropped
+// (tombstoned), a record whose volume and stream are gone becomes a
+// tombstone (see recoverArchive for the archive cases), and a volume or
+// stream no live record names is deleted.
 func (m *Manager) recoverSnapshots(ctx context.Context) error {
-	snaps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{States: []store.SnapshotState{SnapCreating, SnapReady}})
+	snaps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{States: []store.SnapshotState{SnapCreating, SnapReady, SnapArchived}})
 	if err != nil {
 		return fmt.Errorf("list snapshots: %w", err)
 	}
-	keep := map[string]bool{}
+	keep, keepStreams := map[string]bool{}, map[string]bool{}
 	for _, s := range snaps {
-		switch {
-		case s.State == SnapCreating:
+		if s.State == SnapCreating {
 			m.log.Info("dropping a snapshot the daemon died taking", "snapshot", s.ID)
 			_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapCreating}, SnapDeleted)
-		case !m.host.HasSnapshot(ctx, s.ID):
-			m.log.Warn("snapshot volume missing; keeping a tombstone", "snapshot", s.ID)
-			_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapReady}, SnapDeleted)
-		default:
-			keep[s.ID] = true
+			continue
+		}
+		vol, stream := m.recoverArchive(ctx, s)
+		keep[s.ID] = vol
+		if stream {
+			keepStreams[s.ArchivePath] = true
 		}
 	}
-	return m.host.ReconcileSnapshots(ctx, keep)
+	return errors.Join(m.host.ReconcileSnapshots(ctx, keep), m.host.ReconcileArchives(keepStreams))
 }
 
-// Run enforces run timeouts and notices dead sandboxes until ctx ends.
+// Run enforces run timeouts and notices dead sandboxes until ctx ends or
+// Close is called; it also runs the background deleter and archiver.
 func (m *Manager) Run(ctx context.Context) {
-	go m.runDeletes(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	m.mu.Lock()
+	m.stopBackground = cancel
+	m.mu.Unlock()
+	m.background.Add(3)
+	defer m.background.Done()
+	go func() { defer m.background.Done(); m.runDeletes(ctx) }()
+	go func() { defer m.background.Done(); m.runArchiver(ctx) }()
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -616,6 +661,14 @@ func (m *Manager) watch(ctx context.Context) {
 // Close detaches from every sandbox without stopping any: they keep
 // running and a later daemon reattaches.
 func (m *Manager) Close() {
+	// Background work must end before the store it writes to is closed.
+	m.mu.Lock()
+	stop := m.stopBackground
+	m.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	m.background.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, sb := range m.live {

@@ -30,6 +30,9 @@ type fakeHost struct {
 	reconcile  map[string]bool
 	snaps      map[string]bool
 	rolledBack []string
+	streams    map[string]string // archive stream path -> parent snapshot
+	archived   []string
+	restored   []string
 }
 
 func newFakeHost() *fakeHost {

@@ -96,6 +96,7 @@ func (m *Manager) turnLocked(ctx context.Context, rec store.Sandbox) (SnapshotRe
 		return SnapshotResult{}, err
 	}
 	m.pruneTurns(ctx, rec.ID)
+	m.archiveLater(rec.ID)
 	return res, nil
 }
 
@@ -176,40 +177,26 @@ func (m *Manager) GetSnapshot(ctx context.Context, team, snapID string) (store.S
 	return snap, nil
 }
 
-// readySnapshot returns a team's snapshot that can be used.
-func (m *Manager) readySnapshot(ctx context.Context, team, snapID string) (store.Snapshot, error) {
-	snap, err := m.GetSnapshot(ctx, team, snapID)
-	if err != nil {
-		return store.Snapshot{}, err
-	}
-	if snap.State != SnapReady {
-		return store.Snapshot{}, fmt.Errorf("snapshot %s is %s: %w", snapID, snap.State, errdefs.ErrNotFound)
-	}
-	return snap, nil
-}
-
-// ListSnapshots returns a team's snapshots.
+// ListSnapshots returns a team's snapshots; by default the usable ones
+// (ready and archived: an archived snapshot is restored when used).
 func (m *Manager) ListSnapshots(ctx context.Context, team string, f store.SnapshotFilter) ([]store.Snapshot, error) {
 	f.Team = team
 	if len(f.States) == 0 {
-		f.States = []store.SnapshotState{SnapReady}
+		f.States = usableStates
 	}
 	return m.store.ListSnapshots(ctx, f)
 }
 
-// DeleteSnapshot deletes a team's snapshot. The lineage keeps a tombstone;
-// sandboxes made from it are unaffected (btrfs snapshots are independent).
+// DeleteSnapshot deletes a team's snapshot (its volume, or its stream if
+// archived). The lineage keeps a tombstone; sandboxes made from it are
+// unaffected (btrfs snapshots are independent). An anchor of archived
+// snapshots is refused (ErrConflict).
 func (m *Manager) DeleteSnapshot(ctx context.Context, team, snapID string) error {
-	snap, err := m.readySnapshot(ctx, team, snapID)
+	snap, err := m.usableSnapshot(ctx, team, snapID)
 	if err != nil {
 		return err
 	}
-	ctx = context.WithoutCancel(ctx)
-	if err := m.store.UpdateSnapshotState(ctx, snap.ID, []store.SnapshotState{SnapReady}, SnapDeleted); err != nil {
-		return err
-	}
-	m.deleteVolumeLater(snap.ID)
-	return nil
+	return m.dropSnapshot(ctx, snap.ID)
 }
 
 // Rollback makes a sandbox's filesystem that of one of its family's
@@ -229,7 +216,7 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	if snapID == "" {
 		return store.Sandbox{}, fmt.Errorf("snapshotID is missing: %w", errdefs.ErrInvalid)
 	}
-	snap, err := m.readySnapshot(ctx, rec.Team, snapID)
+	snap, err := m.usableSnapshot(ctx, rec.Team, snapID)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -249,7 +236,13 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 		return store.Sandbox{}, fmt.Errorf("sandbox %s is not attached to this daemon: %w", rec.ID, errdefs.ErrUnavailable)
 	}
 	ctx = context.WithoutCancel(ctx)
-	if err := m.host.Rollback(ctx, specOf(rec), snapID, sb.Agent); err != nil {
+	release, err := m.useSnapshots(ctx, snap)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	err = m.host.Rollback(ctx, specOf(rec), snapID, sb.Agent)
+	release()
+	if err != nil {
 		m.mu.Lock()
 		delete(m.live, rec.ID)
 		m.mu.Unlock()
@@ -320,7 +313,7 @@ func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (s
 		}
 		snapID = res.ID
 	} else {
-		snap, err := m.readySnapshot(ctx, team, snapID)
+		snap, err := m.usableSnapshot(ctx, team, snapID)
 		if err != nil {
 			return "", nil, err
 		}
@@ -405,7 +398,7 @@ type DiffResult struct {
 // Diff lists the changes from snapshot `from` to snapshot `to`, or to the
 // live tree of from's sandbox when to is "live".
 func (m *Manager) Diff(ctx context.Context, team, from, to string) (DiffResult, error) {
-	a, err := m.readySnapshot(ctx, team, from)
+	a, err := m.usableSnapshot(ctx, team, from)
 	if err != nil {
 		return DiffResult{}, err
 	}
@@ -417,13 +410,23 @@ func (m *Manager) Diff(ctx context.Context, team, from, to string) (DiffResult, 
 		if rec.State != StateRunning && rec.State != StatePaused {
 			return DiffResult{}, fmt.Errorf("sandbox %s is %s and has no live tree: %w", rec.ID, rec.State, errdefs.ErrConflict)
 		}
+		release, err := m.useSnapshots(ctx, a)
+		if err != nil {
+			return DiffResult{}, err
+		}
+		defer release()
 		changes, err := m.host.Diff(ctx, a.ID, rec.ID, true)
 		return DiffResult{From: a.ID, To: "live:" + rec.ID, Changes: changes}, err
 	}
-	b, err := m.readySnapshot(ctx, team, to)
+	b, err := m.usableSnapshot(ctx, team, to)
 	if err != nil {
 		return DiffResult{}, err
 	}
+	release, err := m.useSnapshots(ctx, a, b)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	defer release()
 	changes, err := m.host.Diff(ctx, a.ID, b.ID, false)
 	return DiffResult{From: a.ID, To: b.ID, Changes: changes}, err
 }
@@ -433,6 +436,12 @@ func (m *Manager) ReadForDiff(side string, path string, limit int64) ([]byte, bo
 	if id, ok := cutPrefix(side, "live:"); ok {
 		return m.host.ReadVolumeFile(id, true, path, limit)
 	}
+	// The side was just diffed; keep it in the pool while it is read.
+	release, err := m.useSnapshot(context.Background(), side)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
 	return m.host.ReadVolumeFile(side, false, path, limit)
 }
 
@@ -464,7 +473,7 @@ func (m *Manager) Lineage(ctx context.Context, team, id string) (Lineage, error)
 		return Lineage{}, err
 	}
 	if l.Snapshots, err = m.store.ListSnapshots(ctx, store.SnapshotFilter{Team: team, Family: rec.Family,
-		States: []store.SnapshotState{SnapReady, SnapDeleted}}); err != nil {
+		States: []store.SnapshotState{SnapReady, SnapArchived, SnapDeleted}}); err != nil {
 		return Lineage{}, err
 	}
 	if l.Edges, err = m.store.ListLineage(ctx, rec.Family); err != nil {

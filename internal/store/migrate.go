@@ -131,6 +131,14 @@ var migrations = []string{
 	) STRICT`,
 	// 26
 	`CREATE INDEX lineage_edges_by_family ON lineage_edges (family, id)`,
+
+	// 27-29: archived snapshots (state 'archived'): the stream file that
+	// rebuilds one, and the snapshot the stream is a delta against.
+	`ALTER TABLE snapshots ADD COLUMN archive_parent TEXT NOT NULL DEFAULT ''`,
+	// 28
+	`ALTER TABLE snapshots ADD COLUMN archive_path TEXT NOT NULL DEFAULT ''`,
+	// 29: an anchor is not deleted while archived snapshots need it.
+	`CREATE INDEX snapshots_by_archive_parent ON snapshots (archive_parent, state)`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -24,12 +24,16 @@ const (
 	SnapshotCreating SnapshotState = "creating"
 	SnapshotReady    SnapshotState = "ready"
 	SnapshotDeleted  SnapshotState = "deleted"
+	// SnapshotArchived: the volume left the pool for a stream file
+	// (ArchivePath) that rebuilds it against another snapshot's volume
+	// (ArchiveParent). It is still usable: it is restored on demand.
+	SnapshotArchived SnapshotState = "archived"
 )
 
 // Valid reports whether st is one of the known states.
 func (st SnapshotState) Valid() bool {
 	switch st {
-	case SnapshotCreating, SnapshotReady, SnapshotDeleted:
+	case SnapshotCreating, SnapshotReady, SnapshotDeleted, SnapshotArchived:
 		return true
 	}
 	return false
@@ -71,6 +75,11 @@ type Snapshot struct {
 	ExclusiveBytes              int64 // bytes only this snapshot holds; -1 = unknown
 	ReferencedBytes             int64 // bytes it refers to, shared or not; -1 = unknown
 	CreatedAt, DeletedAt        time.Time
+	// ArchiveParent and ArchivePath are set once the snapshot has been
+	// archived: the stream file and the snapshot it is a delta against. A
+	// ready snapshot may keep them (the stream stays valid while both
+	// volumes are unchanged, so archiving it again costs nothing).
+	ArchiveParent, ArchivePath string
 }
 
 // Cursor returns a paging cursor that points just after sn (see
@@ -98,7 +107,7 @@ var turnName = regexp.MustCompile(`^turn-[0-9]+$`)
 func TurnName(n int) string { return "turn-" + strconv.Itoa(n) }
 
 const snapshotCols = `id, team, sandbox_id, family, name, kind, turn, parent_id, template, state,
-	labels, exclusive_bytes, referenced_bytes, created_at, deleted_at`
+	labels, exclusive_bytes, referenced_bytes, created_at, deleted_at, archive_parent, archive_path`
 
 // CreateSnapshot records a new snapshot. CreatedAt defaults to now; a turn
 // snapshot's Name defaults to turn-N. Sizes are stored as given: 0 is a
@@ -119,10 +128,10 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn Snapshot) error {
 		sn.CreatedAt = time.Now()
 	}
 	_, err = s.w.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.ID, sn.Team, sn.SandboxID, sn.Family, sn.Name, string(sn.Kind), sn.Turn, sn.ParentID,
 		sn.Template, string(sn.State), labels, sn.ExclusiveBytes, sn.ReferencedBytes,
-		toNanos(sn.CreatedAt), toNanos(sn.DeletedAt))
+		toNanos(sn.CreatedAt), toNanos(sn.DeletedAt), sn.ArchiveParent, sn.ArchivePath)
 	if errdefs.IsAlreadyExists(dbErr(err)) {
 		// Say which of the three unique keys it was: the id can be retried
 		// with a new one, a name cannot.
@@ -353,6 +362,33 @@ func (s *Store) SetSnapshotSizes(ctx context.Context, id string, exclusive, refe
 	return oneRow(res, err, "set sizes of snapshot", id)
 }
 
+// SetSnapshotArchive records where a snapshot's archive stream is and the
+// snapshot it is a delta against ("", "" forgets them).
+func (s *Store) SetSnapshotArchive(ctx context.Context, id, parent, path string) error {
+	if parent != "" {
+		if err := ids.Validate("archive parent snapshot id", parent); err != nil {
+			return fmt.Errorf("snapshot %s: %w", id, err)
+		}
+	}
+	if (parent == "") != (path == "") {
+		return fmt.Errorf("snapshot %s: an archive needs both a parent and a path, or neither: %w", id, errdefs.ErrInvalid)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE snapshots SET archive_parent = ?, archive_path = ? WHERE id = ?`, parent, path, id)
+	return oneRow(res, err, "set archive of snapshot", id)
+}
+
+// CountArchivedOn counts the archived snapshots whose stream is a delta
+// against parentID: they cannot be restored without it.
+func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM snapshots WHERE archive_parent = ? AND state = ?`,
+		parentID, string(SnapshotArchived)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count snapshots archived against %s: %w", parentID, dbErr(err))
+	}
+	return n, nil
+}
+
 // CountSnapshots counts a sandbox's snapshots in any of states (all of them
 // when none are given).
 func (s *Store) CountSnapshots(ctx context.Context, sandboxID string, states ...SnapshotState) (int, error) {
@@ -376,7 +412,8 @@ func scanSnapshot(sc scanner) (Snapshot, error) {
 	var kind, state, labels string
 	var created, deleted int64
 	err := sc.Scan(&sn.ID, &sn.Team, &sn.SandboxID, &sn.Family, &sn.Name, &kind, &sn.Turn, &sn.ParentID,
-		&sn.Template, &state, &labels, &sn.ExclusiveBytes, &sn.ReferencedBytes, &created, &deleted)
+		&sn.Template, &state, &labels, &sn.ExclusiveBytes, &sn.ReferencedBytes, &created, &deleted,
+		&sn.ArchiveParent, &sn.ArchivePath)
 	if err != nil {
 		return Snapshot{}, err
 	}

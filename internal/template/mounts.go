@@ -1,13 +1,10 @@
 package template
 
 import (
-	"bufio"
 	"fmt"
-	"os"
+	"github.com/warrenhq/warren/internal/mountinfo"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,25 +12,8 @@ import (
 // unmountUnder detaches every mount at or below dir (deepest first).
 func unmountUnder(dir string) error {
 	dir = filepath.Clean(dir)
-	f, err := os.Open("/proc/self/mountinfo")
+	mps, err := mountinfo.Under(dir)
 	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var mps []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountPath(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mps = append(mps, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
 		return err
 	}
 	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
@@ -46,23 +26,4 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return nil
-}
-
-// unescapeMountPath undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

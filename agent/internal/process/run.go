@@ -51,10 +51,10 @@ func (s *Service) start(sp *spec) (r *running, err error) {
 		}
 		return rd, wr, err
 	}
-	// Without stdin the command reads /dev/null: no pipe and no writer
+	// Without stdin (and not kept open for later input) the command reads /dev/null: no pipe and no writer
 	// goroutine on the hot path.
 	var inR, inW *os.File
-	if len(sp.stdin) > 0 {
+	if len(sp.stdin) > 0 || sp.keepStdin {
 		if inR, inW, err = pipe(); err != nil {
 			return nil, fmt.Errorf("make stdin pipe: %w", err)
 		}
@@ -89,7 +89,7 @@ func (s *Service) start(sp *spec) (r *running, err error) {
 	outW.Close()
 	errW.Close()
 	r = &running{pid: pid, status: status, stdin: inW, stdout: outR, stderr: errR, sp: sp}
-	if inW != nil {
+	if inW != nil && !sp.keepStdin {
 		go r.feedStdin()
 	}
 	return r, nil

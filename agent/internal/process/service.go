@@ -5,6 +5,7 @@ package process
 import (
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -30,8 +31,10 @@ type Config struct {
 
 // Service implements agentv1connect.ProcessServiceHandler.
 type Service struct {
-	cfg    Config
-	reaper *reaper.Reaper
+	cfg     Config
+	reaper  *reaper.Reaper
+	reg     *registry  // background processes
+	startMu sync.Mutex // serialises Start (tag uniqueness)
 }
 
 var _ agentv1connect.ProcessServiceHandler = (*Service)(nil)
@@ -41,7 +44,7 @@ func New(cfg Config, r *reaper.Reaper) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, reaper: r}
+	return &Service{cfg: cfg, reaper: r, reg: newRegistry()}
 }
 
 // Handle mounts the service on mux.

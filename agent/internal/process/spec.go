@@ -25,7 +25,11 @@ type spec struct {
 	cred    *syscall.Credential // nil: keep the agent's own ids
 	stdin   []byte
 	timeout time.Duration
-	limit   uint64
+	user    string // the account's name, for listings
+	// keepStdin keeps a stdin pipe open after stdin is written (background
+	// processes take more input later).
+	keepStdin bool
+	limit     uint64
 }
 
 // startError is a command that is well-formed but cannot be started (a
@@ -68,6 +72,7 @@ func (s *Service) buildSpec(req *agentv1.ExecRequest) (*spec, error) {
 		timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond,
 		limit:   req.GetOutputLimitBytes(),
 		cred:    credential(u),
+		user:    u.Name,
 	}
 	if sp.limit == 0 {
 		sp.limit = DefaultOutputLimit

@@ -151,5 +151,10 @@ func procStartTime(pid int) (string, bool) {
 	if len(f) < 20 {
 		return "", false
 	}
+	// A zombie (killed, not yet reaped by its parent) or a dead task is
+	// not alive.
+	if f[0] == "Z" || f[0] == "X" {
+		return f[19], false
+	}
 	return f[19], true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warrenhq/warren/internal/mountinfo"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -41,7 +42,7 @@ func btrfsMounts() map[string]bool {
 		return out
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if e, ok := parseMountinfoLine(line); ok && e.FSType == "btrfs" {
+		if e, ok := mountinfo.ParseLine(line); ok && e.FSType == "btrfs" {
 			out[e.MountPoint] = true
 		}
 	}
@@ -106,7 +107,7 @@ func TestReopenAfterUnmount(t *testing.T) {
 	if err := s.Unmount(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := mountAt(s.poolDir); ok {
+	if _, ok, _ := mountinfo.At(s.poolDir); ok {
 		t.Fatal("pool still mounted after Unmount")
 	}
 	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
@@ -241,20 +242,6 @@ func TestIsBtrfs(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a\040b`:   "/a b",
-		`/tab\011`:  "/tab\t",
-		`/back\134`: `/back\`,
-		`/plain`:    "/plain",
-		`/short\04`: `/short\04`,
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // BenchmarkSnapshot measures a read-only snapshot of a small tree. Run with
 // a fixed count, e.g. -bench Snapshot -benchtime 200x: each snapshot kept
 // makes the next a little slower.
@@ -381,7 +368,7 @@ func countMounts(t *testing.T, path string) int {
 	}
 	n := 0
 	for _, line := range strings.Split(string(data), "\n") {
-		if e, ok := parseMountinfoLine(line); ok && e.MountPoint == path {
+		if e, ok := mountinfo.ParseLine(line); ok && e.MountPoint == path {
 			n++
 		}
 	}
@@ -401,7 +388,7 @@ func kernelAtLeast(t *testing.T, major, minor int) bool {
 
 func TestLoopDeviceFlags(t *testing.T) {
 	s := newPool(t, t.TempDir())
-	m, ok, err := mountAt(s.poolDir)
+	m, ok, err := mountinfo.At(s.poolDir)
 	if err != nil || !ok {
 		t.Fatalf("pool not mounted: %v", err)
 	}

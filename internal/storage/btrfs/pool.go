@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warrenhq/warren/internal/mountinfo"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -117,7 +118,7 @@ func (s *Storage) Unmount() error {
 	if s.poolDir == "" {
 		return nil
 	}
-	m, ok, err := mountAt(s.poolDir)
+	m, ok, err := mountinfo.At(s.poolDir)
 	if err != nil || !ok {
 		return err
 	}
@@ -140,7 +141,7 @@ func (s *Storage) mountPool(ctx context.Context, size int64) (mountedNow bool, e
 	if err := os.MkdirAll(s.poolDir, 0o711); err != nil {
 		return false, fmt.Errorf("create pool mount point: %w", err)
 	}
-	m, ok, err := mountAt(s.poolDir)
+	m, ok, err := mountinfo.At(s.poolDir)
 	if err != nil {
 		return false, err
 	}

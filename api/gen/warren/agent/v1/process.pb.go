@@ -74,6 +74,55 @@ func (Stream) EnumDescriptor() ([]byte, []int) {
 	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{0}
 }
 
+type ProcessState int32
+
+const (
+	ProcessState_PROCESS_STATE_UNSPECIFIED ProcessState = 0
+	ProcessState_PROCESS_STATE_RUNNING     ProcessState = 1
+	ProcessState_PROCESS_STATE_EXITED      ProcessState = 2
+)
+
+// Enum value maps for ProcessState.
+var (
+	ProcessState_name = map[int32]string{
+		0: "PROCESS_STATE_UNSPECIFIED",
+		1: "PROCESS_STATE_RUNNING",
+		2: "PROCESS_STATE_EXITED",
+	}
+	ProcessState_value = map[string]int32{
+		"PROCESS_STATE_UNSPECIFIED": 0,
+		"PROCESS_STATE_RUNNING":     1,
+		"PROCESS_STATE_EXITED":      2,
+	}
+)
+
+func (x ProcessState) Enum() *ProcessState {
+	p := new(ProcessState)
+	*p = x
+	return p
+}
+
+func (x ProcessState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProcessState) Descriptor() protoreflect.EnumDescriptor {
+	return file_warren_agent_v1_process_proto_enumTypes[1].Descriptor()
+}
+
+func (ProcessState) Type() protoreflect.EnumType {
+	return &file_warren_agent_v1_process_proto_enumTypes[1]
+}
+
+func (x ProcessState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProcessState.Descriptor instead.
+func (ProcessState) EnumDescriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{1}
+}
+
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// argv runs a program directly (argv[0] is looked up in PATH). Exactly one
@@ -540,6 +589,1196 @@ func (x *PingResponse) GetVersion() string {
 	return ""
 }
 
+// ProcessRef names a background process: by pid when pid is set, else by tag.
+type ProcessRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Tag           string                 `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessRef) Reset() {
+	*x = ProcessRef{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessRef) ProtoMessage() {}
+
+func (x *ProcessRef) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
+func (*ProcessRef) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ProcessRef) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ProcessRef) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+type StartRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// exec says what to run; its stdin (if any) is written first and the pipe
+	// stays open for SendInput. output_limit_bytes is ignored: the output
+	// ring bounds what is kept.
+	Exec *ExecRequest `protobuf:"bytes,1,opt,name=exec,proto3" json:"exec,omitempty"`
+	// tag names the process; unique among running processes (else
+	// AlreadyExists). At most 128 bytes of [A-Za-z0-9._-].
+	Tag           string `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartRequest) Reset() {
+	*x = StartRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartRequest) ProtoMessage() {}
+
+func (x *StartRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
+func (*StartRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *StartRequest) GetExec() *ExecRequest {
+	if x != nil {
+		return x.Exec
+	}
+	return nil
+}
+
+func (x *StartRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+type StartResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Process       *ProcessInfo           `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartResponse) Reset() {
+	*x = StartResponse{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartResponse) ProtoMessage() {}
+
+func (x *StartResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
+func (*StartResponse) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StartResponse) GetProcess() *ProcessInfo {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+type ProcessInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pid   int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	// seq numbers processes in the order this agent started them; with
+	// `instance` it tells a reused pid from the process that had it before.
+	Seq             uint64       `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tag             string       `protobuf:"bytes,3,opt,name=tag,proto3" json:"tag,omitempty"`
+	Argv            []string     `protobuf:"bytes,4,rep,name=argv,proto3" json:"argv,omitempty"`
+	Cwd             string       `protobuf:"bytes,5,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	User            string       `protobuf:"bytes,6,opt,name=user,proto3" json:"user,omitempty"`
+	State           ProcessState `protobuf:"varint,7,opt,name=state,proto3,enum=warren.agent.v1.ProcessState" json:"state,omitempty"`
+	Exited          *Exited      `protobuf:"bytes,8,opt,name=exited,proto3" json:"exited,omitempty"` // set once exited
+	StartedAtUnixMs int64        `protobuf:"varint,9,opt,name=started_at_unix_ms,json=startedAtUnixMs,proto3" json:"started_at_unix_ms,omitempty"`
+	EndedAtUnixMs   int64        `protobuf:"varint,10,opt,name=ended_at_unix_ms,json=endedAtUnixMs,proto3" json:"ended_at_unix_ms,omitempty"`
+	StdoutEnd       uint64       `protobuf:"varint,11,opt,name=stdout_end,json=stdoutEnd,proto3" json:"stdout_end,omitempty"` // bytes written to stdout so far
+	StderrEnd       uint64       `protobuf:"varint,12,opt,name=stderr_end,json=stderrEnd,proto3" json:"stderr_end,omitempty"`
+	StdinOpen       bool         `protobuf:"varint,13,opt,name=stdin_open,json=stdinOpen,proto3" json:"stdin_open,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ProcessInfo) Reset() {
+	*x = ProcessInfo{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessInfo) ProtoMessage() {}
+
+func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessInfo.ProtoReflect.Descriptor instead.
+func (*ProcessInfo) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProcessInfo) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ProcessInfo) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProcessInfo) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *ProcessInfo) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *ProcessInfo) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *ProcessInfo) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ProcessInfo) GetState() ProcessState {
+	if x != nil {
+		return x.State
+	}
+	return ProcessState_PROCESS_STATE_UNSPECIFIED
+}
+
+func (x *ProcessInfo) GetExited() *Exited {
+	if x != nil {
+		return x.Exited
+	}
+	return nil
+}
+
+func (x *ProcessInfo) GetStartedAtUnixMs() int64 {
+	if x != nil {
+		return x.StartedAtUnixMs
+	}
+	return 0
+}
+
+func (x *ProcessInfo) GetEndedAtUnixMs() int64 {
+	if x != nil {
+		return x.EndedAtUnixMs
+	}
+	return 0
+}
+
+func (x *ProcessInfo) GetStdoutEnd() uint64 {
+	if x != nil {
+		return x.StdoutEnd
+	}
+	return 0
+}
+
+func (x *ProcessInfo) GetStderrEnd() uint64 {
+	if x != nil {
+		return x.StderrEnd
+	}
+	return 0
+}
+
+func (x *ProcessInfo) GetStdinOpen() bool {
+	if x != nil {
+		return x.StdinOpen
+	}
+	return false
+}
+
+type ListRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRequest) Reset() {
+	*x = ListRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRequest) ProtoMessage() {}
+
+func (x *ListRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
+func (*ListRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{11}
+}
+
+type ListResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// instance changes whenever the agent restarts (a rollback restarts it).
+	Instance      string         `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	Processes     []*ProcessInfo `protobuf:"bytes,2,rep,name=processes,proto3" json:"processes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListResponse) Reset() {
+	*x = ListResponse{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListResponse) ProtoMessage() {}
+
+func (x *ListResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
+func (*ListResponse) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListResponse) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *ListResponse) GetProcesses() []*ProcessInfo {
+	if x != nil {
+		return x.Processes
+	}
+	return nil
+}
+
+type ConnectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Process       *ProcessRef            `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	StdoutOffset  uint64                 `protobuf:"varint,2,opt,name=stdout_offset,json=stdoutOffset,proto3" json:"stdout_offset,omitempty"`
+	StderrOffset  uint64                 `protobuf:"varint,3,opt,name=stderr_offset,json=stderrOffset,proto3" json:"stderr_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConnectRequest) Reset() {
+	*x = ConnectRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConnectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConnectRequest) ProtoMessage() {}
+
+func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
+func (*ConnectRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ConnectRequest) GetProcess() *ProcessRef {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+func (x *ConnectRequest) GetStdoutOffset() uint64 {
+	if x != nil {
+		return x.StdoutOffset
+	}
+	return 0
+}
+
+func (x *ConnectRequest) GetStderrOffset() uint64 {
+	if x != nil {
+		return x.StderrOffset
+	}
+	return 0
+}
+
+// ProcessEvent is one event of Connect and WatchOutput.
+type ProcessEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*ProcessEvent_Hello
+	//	*ProcessEvent_Started
+	//	*ProcessEvent_Output
+	//	*ProcessEvent_Exited
+	//	*ProcessEvent_Synced
+	Event         isProcessEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessEvent) Reset() {
+	*x = ProcessEvent{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessEvent) ProtoMessage() {}
+
+func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessEvent.ProtoReflect.Descriptor instead.
+func (*ProcessEvent) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ProcessEvent) GetEvent() isProcessEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetHello() *Hello {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Hello); ok {
+			return x.Hello
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetStarted() *ProcessInfo {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetOutput() *ProcessOutput {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetExited() *ProcessExited {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Exited); ok {
+			return x.Exited
+		}
+	}
+	return nil
+}
+
+func (x *ProcessEvent) GetSynced() *Synced {
+	if x != nil {
+		if x, ok := x.Event.(*ProcessEvent_Synced); ok {
+			return x.Synced
+		}
+	}
+	return nil
+}
+
+type isProcessEvent_Event interface {
+	isProcessEvent_Event()
+}
+
+type ProcessEvent_Hello struct {
+	Hello *Hello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"` // WatchOutput: first event
+}
+
+type ProcessEvent_Started struct {
+	Started *ProcessInfo `protobuf:"bytes,2,opt,name=started,proto3,oneof"` // a process the stream had not announced
+}
+
+type ProcessEvent_Output struct {
+	Output *ProcessOutput `protobuf:"bytes,3,opt,name=output,proto3,oneof"`
+}
+
+type ProcessEvent_Exited struct {
+	Exited *ProcessExited `protobuf:"bytes,4,opt,name=exited,proto3,oneof"` // after all of the process's output
+}
+
+type ProcessEvent_Synced struct {
+	Synced *Synced `protobuf:"bytes,5,opt,name=synced,proto3,oneof"` // WatchOutput: caught up with the agent's state
+}
+
+func (*ProcessEvent_Hello) isProcessEvent_Event() {}
+
+func (*ProcessEvent_Started) isProcessEvent_Event() {}
+
+func (*ProcessEvent_Output) isProcessEvent_Event() {}
+
+func (*ProcessEvent_Exited) isProcessEvent_Event() {}
+
+func (*ProcessEvent_Synced) isProcessEvent_Event() {}
+
+type Hello struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Instance      string                 `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Hello) Reset() {
+	*x = Hello{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hello) ProtoMessage() {}
+
+func (x *Hello) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hello.ProtoReflect.Descriptor instead.
+func (*Hello) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Hello) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+type Synced struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Synced) Reset() {
+	*x = Synced{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Synced) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Synced) ProtoMessage() {}
+
+func (x *Synced) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Synced.ProtoReflect.Descriptor instead.
+func (*Synced) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{16}
+}
+
+type ProcessOutput struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Pid    int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Seq    uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Stream Stream                 `protobuf:"varint,3,opt,name=stream,proto3,enum=warren.agent.v1.Stream" json:"stream,omitempty"`
+	// offset is the absolute position of data[0] in the stream. It jumps
+	// forward when older output was dropped from the agent's ring.
+	Offset        uint64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessOutput) Reset() {
+	*x = ProcessOutput{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessOutput) ProtoMessage() {}
+
+func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessOutput.ProtoReflect.Descriptor instead.
+func (*ProcessOutput) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ProcessOutput) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ProcessOutput) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProcessOutput) GetStream() Stream {
+	if x != nil {
+		return x.Stream
+	}
+	return Stream_STREAM_UNSPECIFIED
+}
+
+func (x *ProcessOutput) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ProcessOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ProcessExited struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Exited        *Exited                `protobuf:"bytes,3,opt,name=exited,proto3" json:"exited,omitempty"`
+	EndedAtUnixMs int64                  `protobuf:"varint,4,opt,name=ended_at_unix_ms,json=endedAtUnixMs,proto3" json:"ended_at_unix_ms,omitempty"`
+	StdoutEnd     uint64                 `protobuf:"varint,5,opt,name=stdout_end,json=stdoutEnd,proto3" json:"stdout_end,omitempty"`
+	StderrEnd     uint64                 `protobuf:"varint,6,opt,name=stderr_end,json=stderrEnd,proto3" json:"stderr_end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProcessExited) Reset() {
+	*x = ProcessExited{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcessExited) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcessExited) ProtoMessage() {}
+
+func (x *ProcessExited) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcessExited.ProtoReflect.Descriptor instead.
+func (*ProcessExited) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ProcessExited) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetExited() *Exited {
+	if x != nil {
+		return x.Exited
+	}
+	return nil
+}
+
+func (x *ProcessExited) GetEndedAtUnixMs() int64 {
+	if x != nil {
+		return x.EndedAtUnixMs
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetStdoutEnd() uint64 {
+	if x != nil {
+		return x.StdoutEnd
+	}
+	return 0
+}
+
+func (x *ProcessExited) GetStderrEnd() uint64 {
+	if x != nil {
+		return x.StderrEnd
+	}
+	return 0
+}
+
+type SendInputRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Process       *ProcessRef            `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendInputRequest) Reset() {
+	*x = SendInputRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendInputRequest) ProtoMessage() {}
+
+func (x *SendInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendInputRequest.ProtoReflect.Descriptor instead.
+func (*SendInputRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SendInputRequest) GetProcess() *ProcessRef {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+func (x *SendInputRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type SendInputResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendInputResponse) Reset() {
+	*x = SendInputResponse{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendInputResponse) ProtoMessage() {}
+
+func (x *SendInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendInputResponse.ProtoReflect.Descriptor instead.
+func (*SendInputResponse) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{20}
+}
+
+type CloseStdinRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Process       *ProcessRef            `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseStdinRequest) Reset() {
+	*x = CloseStdinRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseStdinRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseStdinRequest) ProtoMessage() {}
+
+func (x *CloseStdinRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseStdinRequest.ProtoReflect.Descriptor instead.
+func (*CloseStdinRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CloseStdinRequest) GetProcess() *ProcessRef {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+type CloseStdinResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CloseStdinResponse) Reset() {
+	*x = CloseStdinResponse{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CloseStdinResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CloseStdinResponse) ProtoMessage() {}
+
+func (x *CloseStdinResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CloseStdinResponse.ProtoReflect.Descriptor instead.
+func (*CloseStdinResponse) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{22}
+}
+
+type SendSignalRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Process *ProcessRef            `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	// signal is a name: "SIGTERM" or "TERM".
+	Signal        string `protobuf:"bytes,2,opt,name=signal,proto3" json:"signal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendSignalRequest) Reset() {
+	*x = SendSignalRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendSignalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendSignalRequest) ProtoMessage() {}
+
+func (x *SendSignalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendSignalRequest.ProtoReflect.Descriptor instead.
+func (*SendSignalRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SendSignalRequest) GetProcess() *ProcessRef {
+	if x != nil {
+		return x.Process
+	}
+	return nil
+}
+
+func (x *SendSignalRequest) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+type SendSignalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SendSignalResponse) Reset() {
+	*x = SendSignalResponse{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SendSignalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SendSignalResponse) ProtoMessage() {}
+
+func (x *SendSignalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SendSignalResponse.ProtoReflect.Descriptor instead.
+func (*SendSignalResponse) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{24}
+}
+
+type StreamOffsets struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Stdout        uint64                 `protobuf:"varint,2,opt,name=stdout,proto3" json:"stdout,omitempty"`
+	Stderr        uint64                 `protobuf:"varint,3,opt,name=stderr,proto3" json:"stderr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamOffsets) Reset() {
+	*x = StreamOffsets{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamOffsets) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamOffsets) ProtoMessage() {}
+
+func (x *StreamOffsets) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamOffsets.ProtoReflect.Descriptor instead.
+func (*StreamOffsets) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StreamOffsets) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *StreamOffsets) GetStdout() uint64 {
+	if x != nil {
+		return x.Stdout
+	}
+	return 0
+}
+
+func (x *StreamOffsets) GetStderr() uint64 {
+	if x != nil {
+		return x.Stderr
+	}
+	return 0
+}
+
+type WatchOutputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// instance is the agent instance the offsets belong to; when it is not
+	// the agent's current one they are ignored and everything is sent.
+	Instance string `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"`
+	// from maps pid to the offsets the daemon already holds.
+	From          map[int32]*StreamOffsets `protobuf:"bytes,2,rep,name=from,proto3" json:"from,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOutputRequest) Reset() {
+	*x = WatchOutputRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOutputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOutputRequest) ProtoMessage() {}
+
+func (x *WatchOutputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOutputRequest.ProtoReflect.Descriptor instead.
+func (*WatchOutputRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *WatchOutputRequest) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *WatchOutputRequest) GetFrom() map[int32]*StreamOffsets {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
 var File_warren_agent_v1_process_proto protoreflect.FileDescriptor
 
 const file_warren_agent_v1_process_proto_rawDesc = "" +
@@ -576,14 +1815,108 @@ const file_warren_agent_v1_process_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\"\r\n" +
 	"\vPingRequest\"(\n" +
 	"\fPingResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion*F\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"0\n" +
+	"\n" +
+	"ProcessRef\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\tR\x03tag\"R\n" +
+	"\fStartRequest\x120\n" +
+	"\x04exec\x18\x01 \x01(\v2\x1c.warren.agent.v1.ExecRequestR\x04exec\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\tR\x03tag\"G\n" +
+	"\rStartResponse\x126\n" +
+	"\aprocess\x18\x01 \x01(\v2\x1c.warren.agent.v1.ProcessInfoR\aprocess\"\x96\x03\n" +
+	"\vProcessInfo\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
+	"\x03tag\x18\x03 \x01(\tR\x03tag\x12\x12\n" +
+	"\x04argv\x18\x04 \x03(\tR\x04argv\x12\x10\n" +
+	"\x03cwd\x18\x05 \x01(\tR\x03cwd\x12\x12\n" +
+	"\x04user\x18\x06 \x01(\tR\x04user\x123\n" +
+	"\x05state\x18\a \x01(\x0e2\x1d.warren.agent.v1.ProcessStateR\x05state\x12/\n" +
+	"\x06exited\x18\b \x01(\v2\x17.warren.agent.v1.ExitedR\x06exited\x12+\n" +
+	"\x12started_at_unix_ms\x18\t \x01(\x03R\x0fstartedAtUnixMs\x12'\n" +
+	"\x10ended_at_unix_ms\x18\n" +
+	" \x01(\x03R\rendedAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"stdout_end\x18\v \x01(\x04R\tstdoutEnd\x12\x1d\n" +
+	"\n" +
+	"stderr_end\x18\f \x01(\x04R\tstderrEnd\x12\x1d\n" +
+	"\n" +
+	"stdin_open\x18\r \x01(\bR\tstdinOpen\"\r\n" +
+	"\vListRequest\"f\n" +
+	"\fListResponse\x12\x1a\n" +
+	"\binstance\x18\x01 \x01(\tR\binstance\x12:\n" +
+	"\tprocesses\x18\x02 \x03(\v2\x1c.warren.agent.v1.ProcessInfoR\tprocesses\"\x91\x01\n" +
+	"\x0eConnectRequest\x125\n" +
+	"\aprocess\x18\x01 \x01(\v2\x1b.warren.agent.v1.ProcessRefR\aprocess\x12#\n" +
+	"\rstdout_offset\x18\x02 \x01(\x04R\fstdoutOffset\x12#\n" +
+	"\rstderr_offset\x18\x03 \x01(\x04R\fstderrOffset\"\xa8\x02\n" +
+	"\fProcessEvent\x12.\n" +
+	"\x05hello\x18\x01 \x01(\v2\x16.warren.agent.v1.HelloH\x00R\x05hello\x128\n" +
+	"\astarted\x18\x02 \x01(\v2\x1c.warren.agent.v1.ProcessInfoH\x00R\astarted\x128\n" +
+	"\x06output\x18\x03 \x01(\v2\x1e.warren.agent.v1.ProcessOutputH\x00R\x06output\x128\n" +
+	"\x06exited\x18\x04 \x01(\v2\x1e.warren.agent.v1.ProcessExitedH\x00R\x06exited\x121\n" +
+	"\x06synced\x18\x05 \x01(\v2\x17.warren.agent.v1.SyncedH\x00R\x06syncedB\a\n" +
+	"\x05event\"#\n" +
+	"\x05Hello\x12\x1a\n" +
+	"\binstance\x18\x01 \x01(\tR\binstance\"\b\n" +
+	"\x06Synced\"\x90\x01\n" +
+	"\rProcessOutput\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12/\n" +
+	"\x06stream\x18\x03 \x01(\x0e2\x17.warren.agent.v1.StreamR\x06stream\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\"\xcb\x01\n" +
+	"\rProcessExited\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12/\n" +
+	"\x06exited\x18\x03 \x01(\v2\x17.warren.agent.v1.ExitedR\x06exited\x12'\n" +
+	"\x10ended_at_unix_ms\x18\x04 \x01(\x03R\rendedAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"stdout_end\x18\x05 \x01(\x04R\tstdoutEnd\x12\x1d\n" +
+	"\n" +
+	"stderr_end\x18\x06 \x01(\x04R\tstderrEnd\"]\n" +
+	"\x10SendInputRequest\x125\n" +
+	"\aprocess\x18\x01 \x01(\v2\x1b.warren.agent.v1.ProcessRefR\aprocess\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x13\n" +
+	"\x11SendInputResponse\"J\n" +
+	"\x11CloseStdinRequest\x125\n" +
+	"\aprocess\x18\x01 \x01(\v2\x1b.warren.agent.v1.ProcessRefR\aprocess\"\x14\n" +
+	"\x12CloseStdinResponse\"b\n" +
+	"\x11SendSignalRequest\x125\n" +
+	"\aprocess\x18\x01 \x01(\v2\x1b.warren.agent.v1.ProcessRefR\aprocess\x12\x16\n" +
+	"\x06signal\x18\x02 \x01(\tR\x06signal\"\x14\n" +
+	"\x12SendSignalResponse\"Q\n" +
+	"\rStreamOffsets\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06stdout\x18\x02 \x01(\x04R\x06stdout\x12\x16\n" +
+	"\x06stderr\x18\x03 \x01(\x04R\x06stderr\"\xcc\x01\n" +
+	"\x12WatchOutputRequest\x12\x1a\n" +
+	"\binstance\x18\x01 \x01(\tR\binstance\x12A\n" +
+	"\x04from\x18\x02 \x03(\v2-.warren.agent.v1.WatchOutputRequest.FromEntryR\x04from\x1aW\n" +
+	"\tFromEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x124\n" +
+	"\x05value\x18\x02 \x01(\v2\x1e.warren.agent.v1.StreamOffsetsR\x05value:\x028\x01*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x022\x99\x01\n" +
+	"\rSTREAM_STDERR\x10\x02*b\n" +
+	"\fProcessState\x12\x1d\n" +
+	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
+	"\x14PROCESS_STATE_EXITED\x10\x022\xca\x05\n" +
 	"\x0eProcessService\x12B\n" +
 	"\x04Exec\x12\x1c.warren.agent.v1.ExecRequest\x1a\x1a.warren.agent.v1.ExecEvent0\x01\x12C\n" +
-	"\x04Ping\x12\x1c.warren.agent.v1.PingRequest\x1a\x1d.warren.agent.v1.PingResponseB<Z:github.com/warrenhq/warren/api/gen/warren/agent/v1;agentv1b\x06proto3"
+	"\x04Ping\x12\x1c.warren.agent.v1.PingRequest\x1a\x1d.warren.agent.v1.PingResponse\x12F\n" +
+	"\x05Start\x12\x1d.warren.agent.v1.StartRequest\x1a\x1e.warren.agent.v1.StartResponse\x12C\n" +
+	"\x04List\x12\x1c.warren.agent.v1.ListRequest\x1a\x1d.warren.agent.v1.ListResponse\x12K\n" +
+	"\aConnect\x12\x1f.warren.agent.v1.ConnectRequest\x1a\x1d.warren.agent.v1.ProcessEvent0\x01\x12R\n" +
+	"\tSendInput\x12!.warren.agent.v1.SendInputRequest\x1a\".warren.agent.v1.SendInputResponse\x12U\n" +
+	"\n" +
+	"CloseStdin\x12\".warren.agent.v1.CloseStdinRequest\x1a#.warren.agent.v1.CloseStdinResponse\x12U\n" +
+	"\n" +
+	"SendSignal\x12\".warren.agent.v1.SendSignalRequest\x1a#.warren.agent.v1.SendSignalResponse\x12S\n" +
+	"\vWatchOutput\x12#.warren.agent.v1.WatchOutputRequest\x1a\x1d.warren.agent.v1.ProcessEvent0\x01B<Z:github.com/warrenhq/warren/api/gen/warren/agent/v1;agentv1b\x06proto3"
 
 var (
 	file_warren_agent_v1_process_proto_rawDescOnce sync.Once
@@ -597,34 +1930,88 @@ func file_warren_agent_v1_process_proto_rawDescGZIP() []byte {
 	return file_warren_agent_v1_process_proto_rawDescData
 }
 
-var file_warren_agent_v1_process_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_warren_agent_v1_process_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_warren_agent_v1_process_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_warren_agent_v1_process_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_warren_agent_v1_process_proto_goTypes = []any{
-	(Stream)(0),          // 0: warren.agent.v1.Stream
-	(*ExecRequest)(nil),  // 1: warren.agent.v1.ExecRequest
-	(*ExecEvent)(nil),    // 2: warren.agent.v1.ExecEvent
-	(*Started)(nil),      // 3: warren.agent.v1.Started
-	(*Output)(nil),       // 4: warren.agent.v1.Output
-	(*Exited)(nil),       // 5: warren.agent.v1.Exited
-	(*PingRequest)(nil),  // 6: warren.agent.v1.PingRequest
-	(*PingResponse)(nil), // 7: warren.agent.v1.PingResponse
-	nil,                  // 8: warren.agent.v1.ExecRequest.EnvEntry
+	(Stream)(0),                // 0: warren.agent.v1.Stream
+	(ProcessState)(0),          // 1: warren.agent.v1.ProcessState
+	(*ExecRequest)(nil),        // 2: warren.agent.v1.ExecRequest
+	(*ExecEvent)(nil),          // 3: warren.agent.v1.ExecEvent
+	(*Started)(nil),            // 4: warren.agent.v1.Started
+	(*Output)(nil),             // 5: warren.agent.v1.Output
+	(*Exited)(nil),             // 6: warren.agent.v1.Exited
+	(*PingRequest)(nil),        // 7: warren.agent.v1.PingRequest
+	(*PingResponse)(nil),       // 8: warren.agent.v1.PingResponse
+	(*ProcessRef)(nil),         // 9: warren.agent.v1.ProcessRef
+	(*StartRequest)(nil),       // 10: warren.agent.v1.StartRequest
+	(*StartResponse)(nil),      // 11: warren.agent.v1.StartResponse
+	(*ProcessInfo)(nil),        // 12: warren.agent.v1.ProcessInfo
+	(*ListRequest)(nil),        // 13: warren.agent.v1.ListRequest
+	(*ListResponse)(nil),       // 14: warren.agent.v1.ListResponse
+	(*ConnectRequest)(nil),     // 15: warren.agent.v1.ConnectRequest
+	(*ProcessEvent)(nil),       // 16: warren.agent.v1.ProcessEvent
+	(*Hello)(nil),              // 17: warren.agent.v1.Hello
+	(*Synced)(nil),             // 18: warren.agent.v1.Synced
+	(*ProcessOutput)(nil),      // 19: warren.agent.v1.ProcessOutput
+	(*ProcessExited)(nil),      // 20: warren.agent.v1.ProcessExited
+	(*SendInputRequest)(nil),   // 21: warren.agent.v1.SendInputRequest
+	(*SendInputResponse)(nil),  // 22: warren.agent.v1.SendInputResponse
+	(*CloseStdinRequest)(nil),  // 23: warren.agent.v1.CloseStdinRequest
+	(*CloseStdinResponse)(nil), // 24: warren.agent.v1.CloseStdinResponse
+	(*SendSignalRequest)(nil),  // 25: warren.agent.v1.SendSignalRequest
+	(*SendSignalResponse)(nil), // 26: warren.agent.v1.SendSignalResponse
+	(*StreamOffsets)(nil),      // 27: warren.agent.v1.StreamOffsets
+	(*WatchOutputRequest)(nil), // 28: warren.agent.v1.WatchOutputRequest
+	nil,                        // 29: warren.agent.v1.ExecRequest.EnvEntry
+	nil,                        // 30: warren.agent.v1.WatchOutputRequest.FromEntry
 }
 var file_warren_agent_v1_process_proto_depIdxs = []int32{
-	8, // 0: warren.agent.v1.ExecRequest.env:type_name -> warren.agent.v1.ExecRequest.EnvEntry
-	3, // 1: warren.agent.v1.ExecEvent.started:type_name -> warren.agent.v1.Started
-	4, // 2: warren.agent.v1.ExecEvent.output:type_name -> warren.agent.v1.Output
-	5, // 3: warren.agent.v1.ExecEvent.exited:type_name -> warren.agent.v1.Exited
-	0, // 4: warren.agent.v1.Output.stream:type_name -> warren.agent.v1.Stream
-	1, // 5: warren.agent.v1.ProcessService.Exec:input_type -> warren.agent.v1.ExecRequest
-	6, // 6: warren.agent.v1.ProcessService.Ping:input_type -> warren.agent.v1.PingRequest
-	2, // 7: warren.agent.v1.ProcessService.Exec:output_type -> warren.agent.v1.ExecEvent
-	7, // 8: warren.agent.v1.ProcessService.Ping:output_type -> warren.agent.v1.PingResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	29, // 0: warren.agent.v1.ExecRequest.env:type_name -> warren.agent.v1.ExecRequest.EnvEntry
+	4,  // 1: warren.agent.v1.ExecEvent.started:type_name -> warren.agent.v1.Started
+	5,  // 2: warren.agent.v1.ExecEvent.output:type_name -> warren.agent.v1.Output
+	6,  // 3: warren.agent.v1.ExecEvent.exited:type_name -> warren.agent.v1.Exited
+	0,  // 4: warren.agent.v1.Output.stream:type_name -> warren.agent.v1.Stream
+	2,  // 5: warren.agent.v1.StartRequest.exec:type_name -> warren.agent.v1.ExecRequest
+	12, // 6: warren.agent.v1.StartResponse.process:type_name -> warren.agent.v1.ProcessInfo
+	1,  // 7: warren.agent.v1.ProcessInfo.state:type_name -> warren.agent.v1.ProcessState
+	6,  // 8: warren.agent.v1.ProcessInfo.exited:type_name -> warren.agent.v1.Exited
+	12, // 9: warren.agent.v1.ListResponse.processes:type_name -> warren.agent.v1.ProcessInfo
+	9,  // 10: warren.agent.v1.ConnectRequest.process:type_name -> warren.agent.v1.ProcessRef
+	17, // 11: warren.agent.v1.ProcessEvent.hello:type_name -> warren.agent.v1.Hello
+	12, // 12: warren.agent.v1.ProcessEvent.started:type_name -> warren.agent.v1.ProcessInfo
+	19, // 13: warren.agent.v1.ProcessEvent.output:type_name -> warren.agent.v1.ProcessOutput
+	20, // 14: warren.agent.v1.ProcessEvent.exited:type_name -> warren.agent.v1.ProcessExited
+	18, // 15: warren.agent.v1.ProcessEvent.synced:type_name -> warren.agent.v1.Synced
+	0,  // 16: warren.agent.v1.ProcessOutput.stream:type_name -> warren.agent.v1.Stream
+	6,  // 17: warren.agent.v1.ProcessExited.exited:type_name -> warren.agent.v1.Exited
+	9,  // 18: warren.agent.v1.SendInputRequest.process:type_name -> warren.agent.v1.ProcessRef
+	9,  // 19: warren.agent.v1.CloseStdinRequest.process:type_name -> warren.agent.v1.ProcessRef
+	9,  // 20: warren.agent.v1.SendSignalRequest.process:type_name -> warren.agent.v1.ProcessRef
+	30, // 21: warren.agent.v1.WatchOutputRequest.from:type_name -> warren.agent.v1.WatchOutputRequest.FromEntry
+	27, // 22: warren.agent.v1.WatchOutputRequest.FromEntry.value:type_name -> warren.agent.v1.StreamOffsets
+	2,  // 23: warren.agent.v1.ProcessService.Exec:input_type -> warren.agent.v1.ExecRequest
+	7,  // 24: warren.agent.v1.ProcessService.Ping:input_type -> warren.agent.v1.PingRequest
+	10, // 25: warren.agent.v1.ProcessService.Start:input_type -> warren.agent.v1.StartRequest
+	13, // 26: warren.agent.v1.ProcessService.List:input_type -> warren.agent.v1.ListRequest
+	15, // 27: warren.agent.v1.ProcessService.Connect:input_type -> warren.agent.v1.ConnectRequest
+	21, // 28: warren.agent.v1.ProcessService.SendInput:input_type -> warren.agent.v1.SendInputRequest
+	23, // 29: warren.agent.v1.ProcessService.CloseStdin:input_type -> warren.agent.v1.CloseStdinRequest
+	25, // 30: warren.agent.v1.ProcessService.SendSignal:input_type -> warren.agent.v1.SendSignalRequest
+	28, // 31: warren.agent.v1.ProcessService.WatchOutput:input_type -> warren.agent.v1.WatchOutputRequest
+	3,  // 32: warren.agent.v1.ProcessService.Exec:output_type -> warren.agent.v1.ExecEvent
+	8,  // 33: warren.agent.v1.ProcessService.Ping:output_type -> warren.agent.v1.PingResponse
+	11, // 34: warren.agent.v1.ProcessService.Start:output_type -> warren.agent.v1.StartResponse
+	14, // 35: warren.agent.v1.ProcessService.List:output_type -> warren.agent.v1.ListResponse
+	16, // 36: warren.agent.v1.ProcessService.Connect:output_type -> warren.agent.v1.ProcessEvent
+	22, // 37: warren.agent.v1.ProcessService.SendInput:output_type -> warren.agent.v1.SendInputResponse
+	24, // 38: warren.agent.v1.ProcessService.CloseStdin:output_type -> warren.agent.v1.CloseStdinResponse
+	26, // 39: warren.agent.v1.ProcessService.SendSignal:output_type -> warren.agent.v1.SendSignalResponse
+	16, // 40: warren.agent.v1.ProcessService.WatchOutput:output_type -> warren.agent.v1.ProcessEvent
+	32, // [32:41] is the sub-list for method output_type
+	23, // [23:32] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_warren_agent_v1_process_proto_init() }
@@ -637,13 +2024,20 @@ func file_warren_agent_v1_process_proto_init() {
 		(*ExecEvent_Output)(nil),
 		(*ExecEvent_Exited)(nil),
 	}
+	file_warren_agent_v1_process_proto_msgTypes[14].OneofWrappers = []any{
+		(*ProcessEvent_Hello)(nil),
+		(*ProcessEvent_Started)(nil),
+		(*ProcessEvent_Output)(nil),
+		(*ProcessEvent_Exited)(nil),
+		(*ProcessEvent_Synced)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_warren_agent_v1_process_proto_rawDesc), len(file_warren_agent_v1_process_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   8,
+			NumEnums:      2,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

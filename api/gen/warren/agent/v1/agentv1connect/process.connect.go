@@ -40,6 +40,24 @@ const (
 	ProcessServiceExecProcedure = "/warren.agent.v1.ProcessService/Exec"
 	// ProcessServicePingProcedure is the fully-qualified name of the ProcessService's Ping RPC.
 	ProcessServicePingProcedure = "/warren.agent.v1.ProcessService/Ping"
+	// ProcessServiceStartProcedure is the fully-qualified name of the ProcessService's Start RPC.
+	ProcessServiceStartProcedure = "/warren.agent.v1.ProcessService/Start"
+	// ProcessServiceListProcedure is the fully-qualified name of the ProcessService's List RPC.
+	ProcessServiceListProcedure = "/warren.agent.v1.ProcessService/List"
+	// ProcessServiceConnectProcedure is the fully-qualified name of the ProcessService's Connect RPC.
+	ProcessServiceConnectProcedure = "/warren.agent.v1.ProcessService/Connect"
+	// ProcessServiceSendInputProcedure is the fully-qualified name of the ProcessService's SendInput
+	// RPC.
+	ProcessServiceSendInputProcedure = "/warren.agent.v1.ProcessService/SendInput"
+	// ProcessServiceCloseStdinProcedure is the fully-qualified name of the ProcessService's CloseStdin
+	// RPC.
+	ProcessServiceCloseStdinProcedure = "/warren.agent.v1.ProcessService/CloseStdin"
+	// ProcessServiceSendSignalProcedure is the fully-qualified name of the ProcessService's SendSignal
+	// RPC.
+	ProcessServiceSendSignalProcedure = "/warren.agent.v1.ProcessService/SendSignal"
+	// ProcessServiceWatchOutputProcedure is the fully-qualified name of the ProcessService's
+	// WatchOutput RPC.
+	ProcessServiceWatchOutputProcedure = "/warren.agent.v1.ProcessService/WatchOutput"
 )
 
 // ProcessServiceClient is a client for the warren.agent.v1.ProcessService service.
@@ -50,6 +68,29 @@ type ProcessServiceClient interface {
 	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.ServerStreamForClient[v1.ExecEvent], error)
 	// Ping answers at once; the daemon uses it to see that the agent is up.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// Start starts a background process and answers at once with its pid. The
+	// process keeps running with no client; its output is kept in a bounded
+	// ring in the agent and streamed by Connect and WatchOutput.
+	Start(context.Context, *connect.Request[v1.StartRequest]) (*connect.Response[v1.StartResponse], error)
+	// List describes the running processes and those that exited in the last
+	// ten minutes.
+	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Connect replays a process's output from the given offsets (or from the
+	// oldest byte still kept), then streams it live, then its exit.
+	Connect(context.Context, *connect.Request[v1.ConnectRequest]) (*connect.ServerStreamForClient[v1.ProcessEvent], error)
+	// SendInput writes to a background process's standard input.
+	SendInput(context.Context, *connect.Request[v1.SendInputRequest]) (*connect.Response[v1.SendInputResponse], error)
+	// CloseStdin closes a background process's standard input (EOF).
+	CloseStdin(context.Context, *connect.Request[v1.CloseStdinRequest]) (*connect.Response[v1.CloseStdinResponse], error)
+	// SendSignal signals a process's process group. Only SIGTERM, SIGKILL,
+	// SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP and SIGCONT are
+	// allowed (else InvalidArgument).
+	SendSignal(context.Context, *connect.Request[v1.SendSignalRequest]) (*connect.Response[v1.SendSignalResponse], error)
+	// WatchOutput is the daemon's one stream of every background process's
+	// starts, output and exits, resumed from the offsets it persisted. It
+	// sends `hello` first, then catches up on every known process, then
+	// `synced`, then live events.
+	WatchOutput(context.Context, *connect.Request[v1.WatchOutputRequest]) (*connect.ServerStreamForClient[v1.ProcessEvent], error)
 }
 
 // NewProcessServiceClient constructs a client for the warren.agent.v1.ProcessService service. By
@@ -75,13 +116,62 @@ func NewProcessServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(processServiceMethods.ByName("Ping")),
 			connect.WithClientOptions(opts...),
 		),
+		start: connect.NewClient[v1.StartRequest, v1.StartResponse](
+			httpClient,
+			baseURL+ProcessServiceStartProcedure,
+			connect.WithSchema(processServiceMethods.ByName("Start")),
+			connect.WithClientOptions(opts...),
+		),
+		list: connect.NewClient[v1.ListRequest, v1.ListResponse](
+			httpClient,
+			baseURL+ProcessServiceListProcedure,
+			connect.WithSchema(processServiceMethods.ByName("List")),
+			connect.WithClientOptions(opts...),
+		),
+		connect: connect.NewClient[v1.ConnectRequest, v1.ProcessEvent](
+			httpClient,
+			baseURL+ProcessServiceConnectProcedure,
+			connect.WithSchema(processServiceMethods.ByName("Connect")),
+			connect.WithClientOptions(opts...),
+		),
+		sendInput: connect.NewClient[v1.SendInputRequest, v1.SendInputResponse](
+			httpClient,
+			baseURL+ProcessServiceSendInputProcedure,
+			connect.WithSchema(processServiceMethods.ByName("SendInput")),
+			connect.WithClientOptions(opts...),
+		),
+		closeStdin: connect.NewClient[v1.CloseStdinRequest, v1.CloseStdinResponse](
+			httpClient,
+			baseURL+ProcessServiceCloseStdinProcedure,
+			connect.WithSchema(processServiceMethods.ByName("CloseStdin")),
+			connect.WithClientOptions(opts...),
+		),
+		sendSignal: connect.NewClient[v1.SendSignalRequest, v1.SendSignalResponse](
+			httpClient,
+			baseURL+ProcessServiceSendSignalProcedure,
+			connect.WithSchema(processServiceMethods.ByName("SendSignal")),
+			connect.WithClientOptions(opts...),
+		),
+		watchOutput: connect.NewClient[v1.WatchOutputRequest, v1.ProcessEvent](
+			httpClient,
+			baseURL+ProcessServiceWatchOutputProcedure,
+			connect.WithSchema(processServiceMethods.ByName("WatchOutput")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // processServiceClient implements ProcessServiceClient.
 type processServiceClient struct {
-	exec *connect.Client[v1.ExecRequest, v1.ExecEvent]
-	ping *connect.Client[v1.PingRequest, v1.PingResponse]
+	exec        *connect.Client[v1.ExecRequest, v1.ExecEvent]
+	ping        *connect.Client[v1.PingRequest, v1.PingResponse]
+	start       *connect.Client[v1.StartRequest, v1.StartResponse]
+	list        *connect.Client[v1.ListRequest, v1.ListResponse]
+	connect     *connect.Client[v1.ConnectRequest, v1.ProcessEvent]
+	sendInput   *connect.Client[v1.SendInputRequest, v1.SendInputResponse]
+	closeStdin  *connect.Client[v1.CloseStdinRequest, v1.CloseStdinResponse]
+	sendSignal  *connect.Client[v1.SendSignalRequest, v1.SendSignalResponse]
+	watchOutput *connect.Client[v1.WatchOutputRequest, v1.ProcessEvent]
 }
 
 // Exec calls warren.agent.v1.ProcessService.Exec.
@@ -94,6 +184,41 @@ func (c *processServiceClient) Ping(ctx context.Context, req *connect.Request[v1
 	return c.ping.CallUnary(ctx, req)
 }
 
+// Start calls warren.agent.v1.ProcessService.Start.
+func (c *processServiceClient) Start(ctx context.Context, req *connect.Request[v1.StartRequest]) (*connect.Response[v1.StartResponse], error) {
+	return c.start.CallUnary(ctx, req)
+}
+
+// List calls warren.agent.v1.ProcessService.List.
+func (c *processServiceClient) List(ctx context.Context, req *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
+	return c.list.CallUnary(ctx, req)
+}
+
+// Connect calls warren.agent.v1.ProcessService.Connect.
+func (c *processServiceClient) Connect(ctx context.Context, req *connect.Request[v1.ConnectRequest]) (*connect.ServerStreamForClient[v1.ProcessEvent], error) {
+	return c.connect.CallServerStream(ctx, req)
+}
+
+// SendInput calls warren.agent.v1.ProcessService.SendInput.
+func (c *processServiceClient) SendInput(ctx context.Context, req *connect.Request[v1.SendInputRequest]) (*connect.Response[v1.SendInputResponse], error) {
+	return c.sendInput.CallUnary(ctx, req)
+}
+
+// CloseStdin calls warren.agent.v1.ProcessService.CloseStdin.
+func (c *processServiceClient) CloseStdin(ctx context.Context, req *connect.Request[v1.CloseStdinRequest]) (*connect.Response[v1.CloseStdinResponse], error) {
+	return c.closeStdin.CallUnary(ctx, req)
+}
+
+// SendSignal calls warren.agent.v1.ProcessService.SendSignal.
+func (c *processServiceClient) SendSignal(ctx context.Context, req *connect.Request[v1.SendSignalRequest]) (*connect.Response[v1.SendSignalResponse], error) {
+	return c.sendSignal.CallUnary(ctx, req)
+}
+
+// WatchOutput calls warren.agent.v1.ProcessService.WatchOutput.
+func (c *processServiceClient) WatchOutput(ctx context.Context, req *connect.Request[v1.WatchOutputRequest]) (*connect.ServerStreamForClient[v1.ProcessEvent], error) {
+	return c.watchOutput.CallServerStream(ctx, req)
+}
+
 // ProcessServiceHandler is an implementation of the warren.agent.v1.ProcessService service.
 type ProcessServiceHandler interface {
 	// Exec runs one command to completion, streaming its output. The first
@@ -102,6 +227,29 @@ type ProcessServiceHandler interface {
 	Exec(context.Context, *connect.Request[v1.ExecRequest], *connect.ServerStream[v1.ExecEvent]) error
 	// Ping answers at once; the daemon uses it to see that the agent is up.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// Start starts a background process and answers at once with its pid. The
+	// process keeps running with no client; its output is kept in a bounded
+	// ring in the agent and streamed by Connect and WatchOutput.
+	Start(context.Context, *connect.Request[v1.StartRequest]) (*connect.Response[v1.StartResponse], error)
+	// List describes the running processes and those that exited in the last
+	// ten minutes.
+	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
+	// Connect replays a process's output from the given offsets (or from the
+	// oldest byte still kept), then streams it live, then its exit.
+	Connect(context.Context, *connect.Request[v1.ConnectRequest], *connect.ServerStream[v1.ProcessEvent]) error
+	// SendInput writes to a background process's standard input.
+	SendInput(context.Context, *connect.Request[v1.SendInputRequest]) (*connect.Response[v1.SendInputResponse], error)
+	// CloseStdin closes a background process's standard input (EOF).
+	CloseStdin(context.Context, *connect.Request[v1.CloseStdinRequest]) (*connect.Response[v1.CloseStdinResponse], error)
+	// SendSignal signals a process's process group. Only SIGTERM, SIGKILL,
+	// SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP and SIGCONT are
+	// allowed (else InvalidArgument).
+	SendSignal(context.Context, *connect.Request[v1.SendSignalRequest]) (*connect.Response[v1.SendSignalResponse], error)
+	// WatchOutput is the daemon's one stream of every background process's
+	// starts, output and exits, resumed from the offsets it persisted. It
+	// sends `hello` first, then catches up on every known process, then
+	// `synced`, then live events.
+	WatchOutput(context.Context, *connect.Request[v1.WatchOutputRequest], *connect.ServerStream[v1.ProcessEvent]) error
 }
 
 // NewProcessServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -123,12 +271,68 @@ func NewProcessServiceHandler(svc ProcessServiceHandler, opts ...connect.Handler
 		connect.WithSchema(processServiceMethods.ByName("Ping")),
 		connect.WithHandlerOptions(opts...),
 	)
+	processServiceStartHandler := connect.NewUnaryHandler(
+		ProcessServiceStartProcedure,
+		svc.Start,
+		connect.WithSchema(processServiceMethods.ByName("Start")),
+		connect.WithHandlerOptions(opts...),
+	)
+	processServiceListHandler := connect.NewUnaryHandler(
+		ProcessServiceListProcedure,
+		svc.List,
+		connect.WithSchema(processServiceMethods.ByName("List")),
+		connect.WithHandlerOptions(opts...),
+	)
+	processServiceConnectHandler := connect.NewServerStreamHandler(
+		ProcessServiceConnectProcedure,
+		svc.Connect,
+		connect.WithSchema(processServiceMethods.ByName("Connect")),
+		connect.WithHandlerOptions(opts...),
+	)
+	processServiceSendInputHandler := connect.NewUnaryHandler(
+		ProcessServiceSendInputProcedure,
+		svc.SendInput,
+		connect.WithSchema(processServiceMethods.ByName("SendInput")),
+		connect.WithHandlerOptions(opts...),
+	)
+	processServiceCloseStdinHandler := connect.NewUnaryHandler(
+		ProcessServiceCloseStdinProcedure,
+		svc.CloseStdin,
+		connect.WithSchema(processServiceMethods.ByName("CloseStdin")),
+		connect.WithHandlerOptions(opts...),
+	)
+	processServiceSendSignalHandler := connect.NewUnaryHandler(
+		ProcessServiceSendSignalProcedure,
+		svc.SendSignal,
+		connect.WithSchema(processServiceMethods.ByName("SendSignal")),
+		connect.WithHandlerOptions(opts...),
+	)
+	processServiceWatchOutputHandler := connect.NewServerStreamHandler(
+		ProcessServiceWatchOutputProcedure,
+		svc.WatchOutput,
+		connect.WithSchema(processServiceMethods.ByName("WatchOutput")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/warren.agent.v1.ProcessService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ProcessServiceExecProcedure:
 			processServiceExecHandler.ServeHTTP(w, r)
 		case ProcessServicePingProcedure:
 			processServicePingHandler.ServeHTTP(w, r)
+		case ProcessServiceStartProcedure:
+			processServiceStartHandler.ServeHTTP(w, r)
+		case ProcessServiceListProcedure:
+			processServiceListHandler.ServeHTTP(w, r)
+		case ProcessServiceConnectProcedure:
+			processServiceConnectHandler.ServeHTTP(w, r)
+		case ProcessServiceSendInputProcedure:
+			processServiceSendInputHandler.ServeHTTP(w, r)
+		case ProcessServiceCloseStdinProcedure:
+			processServiceCloseStdinHandler.ServeHTTP(w, r)
+		case ProcessServiceSendSignalProcedure:
+			processServiceSendSignalHandler.ServeHTTP(w, r)
+		case ProcessServiceWatchOutputProcedure:
+			processServiceWatchOutputHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -144,4 +348,32 @@ func (UnimplementedProcessServiceHandler) Exec(context.Context, *connect.Request
 
 func (UnimplementedProcessServiceHandler) Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.Ping is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) Start(context.Context, *connect.Request[v1.StartRequest]) (*connect.Response[v1.StartResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.Start is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.List is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) Connect(context.Context, *connect.Request[v1.ConnectRequest], *connect.ServerStream[v1.ProcessEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.Connect is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) SendInput(context.Context, *connect.Request[v1.SendInputRequest]) (*connect.Response[v1.SendInputResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.SendInput is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) CloseStdin(context.Context, *connect.Request[v1.CloseStdinRequest]) (*connect.Response[v1.CloseStdinResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.CloseStdin is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) SendSignal(context.Context, *connect.Request[v1.SendSignalRequest]) (*connect.Response[v1.SendSignalResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.SendSignal is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) WatchOutput(context.Context, *connect.Request[v1.WatchOutputRequest], *connect.ServerStream[v1.ProcessEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.WatchOutput is not implemented"))
 }

@@ -1,0 +1,121 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+func processPath(id, ref, suffix string) string {
+	return sandboxPath(id, "/processes/"+url.PathEscape(ref)+suffix)
+}
+
+// StartProcess starts a background process in a sandbox and returns at once.
+func (c *Client) StartProcess(ctx context.Context, id string, req StartProcessRequest) (ProcessInfo, error) {
+	var p ProcessInfo
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/processes"), req)
+	if err != nil {
+		return p, err
+	}
+	err = c.call(ctx, r, &p)
+	return p, err
+}
+
+// ListProcesses lists a sandbox's background processes: the running ones
+// and those that exited in the last ten minutes.
+func (c *Client) ListProcesses(ctx context.Context, id string) ([]ProcessInfo, error) {
+	var out []ProcessInfo
+	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/processes")}, &out)
+	return out, err
+}
+
+// ProcessOutput replays a process's output (ref is its pid or tag) and,
+// with opts.Follow, streams it live; fn sees every event. It returns the
+// "exit" event, or nil when the stream ended without one (not following
+// a running process).
+func (c *Client) ProcessOutput(ctx context.Context, id, ref string, opts OutputOptions, fn func(ProcessEvent) error) (*ProcessEvent, error) {
+	q := url.Values{"from": {strconv.FormatUint(opts.From, 10)}}
+	if opts.StdoutFrom > 0 {
+		q.Set("stdoutFrom", strconv.FormatUint(opts.StdoutFrom, 10))
+	}
+	if opts.StderrFrom > 0 {
+		q.Set("stderrFrom", strconv.FormatUint(opts.StderrFrom, 10))
+	}
+	if opts.Follow {
+		q.Set("follow", "true")
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, ref, "/output"), query: q})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), maxEventLine)
+	for sc.Scan() {
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		var ev ProcessEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("output of process %s: bad event from the server: %w", ref, err)
+		}
+		if ev.Type == "error" {
+			return nil, fmt.Errorf("output of process %s: %s", ref, ev.Error)
+		}
+		if fn != nil {
+			if err := fn(ev); err != nil {
+				return nil, err
+			}
+		}
+		if ev.Type == "exit" {
+			return &ev, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("output of process %s: stream broke: %w", ref, err)
+	}
+	return nil, nil
+}
+
+// AttachProcess copies a process's output to stdout and stderr (either may
+// be nil), replaying from opts and following it if asked.
+func (c *Client) AttachProcess(ctx context.Context, id, ref string, opts OutputOptions, stdout, stderr io.Writer) (*ProcessEvent, error) {
+	return c.ProcessOutput(ctx, id, ref, opts, func(ev ProcessEvent) error {
+		switch ev.Type {
+		case "stdout":
+			return writeAll(stdout, ev.Data)
+		case "stderr":
+			return writeAll(stderr, ev.Data)
+		}
+		return nil
+	})
+}
+
+// SendInput writes data to a process's stdin.
+func (c *Client) SendInput(ctx context.Context, id, ref string, data []byte) error {
+	r := request{method: http.MethodPost, path: processPath(id, ref, "/stdin"), body: bytes.NewReader(data), contentType: "application/octet-stream"}
+	return c.call(ctx, r, nil)
+}
+
+// CloseStdin closes a process's stdin: it reads EOF.
+func (c *Client) CloseStdin(ctx context.Context, id, ref string) error {
+	return c.call(ctx, request{method: http.MethodPost, path: processPath(id, ref, "/stdin/close")}, nil)
+}
+
+// SignalProcess sends a signal to a process's process group.
+func (c *Client) SignalProcess(ctx context.Context, id, ref, signal string) error {
+	r, err := jsonBody(http.MethodPost, processPath(id, ref, "/signal"), SignalRequest{Signal: signal})
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, r, nil)
+}

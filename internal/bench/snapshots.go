@@ -1,0 +1,516 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/storage"
+	"github.com/warrenhq/warren/internal/template"
+)
+
+// SnapshotOptions tune the snapshot suite. The embedded Options give the
+// data directory, storage, agent, template and logger (Creates and Execs are
+// not used).
+type SnapshotOptions struct {
+	Options
+	// Files and WorkspaceMB shape the workspace written into the sandbox.
+	Files       int
+	WorkspaceMB int
+	// Turns is how many turns (write 25 files, take a turn snapshot) run.
+	Turns int
+	// Concurrent is how many forks take a turn snapshot at once.
+	Concurrent int
+	// Progress, when set, receives a line as each phase starts.
+	Progress io.Writer
+}
+
+// Per-turn writes: turnFiles files of turnFileBytes (≈1 MB a turn).
+const (
+	turnFiles     = 25
+	turnFileBytes = 40960
+)
+
+// SnapshotReport is what the snapshot suite prints.
+type SnapshotReport struct {
+	Machine  string `json:"machine"`
+	Storage  string `json:"storage"`
+	Runtime  string `json:"runtime"`
+	Template string `json:"template"`
+
+	Workspace WorkspaceReport `json:"workspace"`
+
+	// Turns: each turn writes 25 files (1 MB) through one exec, then POST
+	// /sandboxes/{id}/turns is timed.
+	Turns     int   `json:"turns"`
+	TurnAll   Stats `json:"turn"`
+	TurnFirst Stats `json:"turn_first"` // turns 1…k (k = min(100, turns/2))
+	TurnLast  Stats `json:"turn_last"`  // the last k turns
+	// TurnFlatness is turn_last p50 / turn_first p50: how much a turn slows
+	// down as snapshots pile up.
+	TurnFlatness float64 `json:"turn_flatness_p50_ratio"`
+	// TurnFrozen is how long the sandbox was frozen for each turn (the
+	// answer's frozenMs).
+	TurnFrozen Stats `json:"turn_frozen"`
+	// TurnWriteExec is the exec that wrote each turn's files (context).
+	TurnWriteExec Stats `json:"turn_write_exec"`
+
+	// Diff: GET /snapshots/{turn k-1}/diff?to={turn k}, as the client sees
+	// it, and the server's own tookMs.
+	Diff       Stats `json:"diff_one_turn"`
+	DiffServer Stats `json:"diff_one_turn_server"`
+	// DiffChanges is how many paths one such diff lists (25 files plus
+	// the directories whose entries changed).
+	DiffChanges int `json:"diff_changes"`
+	// DiffWalk is the baseline: a full comparison of the two snapshot
+	// trees (treediff.Walk, SameInodes).
+	DiffWalk        Stats   `json:"diff_baseline_full_walk"`
+	DiffWalkChanges int     `json:"diff_baseline_full_walk_changes"`
+	SpeedupDiff     float64 `json:"speedup_diff_vs_full_walk_p50"`
+
+	// Fork: POST /sandboxes/{id}/fork of one turn snapshot (count 1),
+	// until the answer (the fork is running).
+	Fork       Stats `json:"fork"`
+	ForkDelete Stats `json:"fork_delete"`
+	// ForkCopy is the baseline: `cp -a` of the sandbox's tree into the
+	// same pool, then syncfs (GNU cp reflinks file data on btrfs).
+	ForkCopy    Stats   `json:"fork_baseline_cp_a"`
+	SpeedupFork float64 `json:"speedup_fork_vs_cp_a_p50"`
+
+	// Rollback: POST /sandboxes/{id}/rollback to an older turn; then an
+	// exec of `true` proves the sandbox usable (timed apart).
+	Rollback          Stats `json:"rollback"`
+	ExecAfterRollback Stats `json:"exec_true_after_rollback"`
+
+	// Concurrent: Concurrent forks of one turn (one call, timed), each
+	// writes one file, then each takes a turn, all at once.
+	Concurrent       int     `json:"concurrent"`
+	ConcurrentForkMs float64 `json:"concurrent_fork_call_ms"`
+	ConcurrentTurn   Stats   `json:"concurrent_turn"`
+
+	// PhaseSeconds is the wall time of each phase.
+	PhaseSeconds map[string]float64 `json:"phase_seconds"`
+	TotalSeconds float64            `json:"total_seconds"`
+
+	Targets SnapshotTargets `json:"targets"`
+	// Checks sets each number held to a target beside it.
+	Checks []Check `json:"checks"`
+}
+
+// WorkspaceReport describes the workspace written from the host.
+type WorkspaceReport struct {
+	Files   int     `json:"files"`
+	Dirs    int     `json:"dirs"`
+	Bytes   int64   `json:"bytes"`
+	WriteMs float64 `json:"write_ms"`
+	SyncMs  float64 `json:"sync_ms"`
+}
+
+// SnapshotTargets restates the goals of the snapshot suite.
+type SnapshotTargets struct {
+	TurnP50Ms           float64 `json:"turn_p50_ms"`
+	TurnFlatness        float64 `json:"turn_flatness_p50_ratio"`
+	FrozenP50Ms         float64 `json:"turn_frozen_p50_ms"`
+	DiffP50Ms           float64 `json:"diff_one_turn_p50_ms"`
+	ForkP50Ms           float64 `json:"fork_p50_ms"`
+	RollbackP50Ms       float64 `json:"rollback_p50_ms"`
+	ConcurrentTurnP99Ms float64 `json:"concurrent_turn_p99_ms"`
+}
+
+// Check is one measured number next to its target (met when value ≤ target).
+type Check struct {
+	Name   string  `json:"name"`
+	Value  float64 `json:"value"`
+	Target float64 `json:"target"`
+	Met    bool    `json:"met"`
+}
+
+var snapshotTargets = SnapshotTargets{
+	TurnP50Ms: 15, TurnFlatness: 1.5, FrozenP50Ms: 5, DiffP50Ms: 20,
+	ForkP50Ms: 40, RollbackP50Ms: 50, ConcurrentTurnP99Ms: 250,
+}
+
+// snapSuite is one run of the snapshot suite.
+type snapSuite struct {
+	h     *harness
+	opts  SnapshotOptions
+	l     layout
+	id    string            // the sandbox holding the workspace
+	turns []client.Snapshot // its turn snapshots, in order
+	rep   SnapshotReport
+}
+
+// RunSnapshots measures turn snapshots, diffs, forks, rollbacks and
+// concurrent snapshots on a large workspace and returns the report.
+func RunSnapshots(ctx context.Context, opts SnapshotOptions) (_ SnapshotReport, retErr error) {
+	if opts.Files <= 0 {
+		opts.Files = 100_000
+	}
+	if opts.WorkspaceMB <= 0 {
+		opts.WorkspaceMB = 1024
+	}
+	if opts.Turns <= 0 {
+		opts.Turns = 300
+	}
+	if opts.Turns < 2 {
+		return SnapshotReport{}, fmt.Errorf("--turns %d: want at least 2 (diffs compare consecutive turns)", opts.Turns)
+	}
+	if opts.Concurrent <= 0 {
+		opts.Concurrent = 32
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	total := int64(opts.WorkspaceMB) << 20
+	if total < int64(opts.Files) {
+		return SnapshotReport{}, fmt.Errorf("--workspace-mb %d is too small for %d files", opts.WorkspaceMB, opts.Files)
+	}
+	began := time.Now()
+	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
+		// A sparse image: room for the workspace, its copies in the cp
+		// baseline, and every turn.
+		cfg.ImageSize = max(16<<30, 4*total)
+		cfg.MaxSandboxes = opts.Concurrent + 4
+		cfg.MaxTurns = 0 // keep every turn: nothing is pruned under the measurement
+		cfg.DefaultDiskBytes = 0
+	})
+	if err != nil {
+		return SnapshotReport{}, err
+	}
+	defer func() { retErr = errors.Join(retErr, h.close()) }()
+
+	s := &snapSuite{h: h, opts: opts, l: newLayout(opts.Files, total)}
+	s.rep = SnapshotReport{
+		Machine: machine(), Storage: h.d.Storage.Name(), Runtime: h.d.Runtime.Name(), Template: h.tmpl,
+		Turns: opts.Turns, Concurrent: opts.Concurrent, Targets: snapshotTargets,
+		PhaseSeconds: map[string]float64{},
+	}
+	for _, p := range []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"workspace", s.workspace},
+		{"turns", s.runTurns},
+		{"diff", s.runDiff},
+		{"fork", s.runFork},
+		{"rollback", s.runRollback},
+		{"concurrent", s.runConcurrent},
+		// Last: deleting 100k-file copies keeps btrfs's cleaner busy, which
+		// would disturb whatever came after.
+		{"fork_baseline_cp", s.runCopyBaseline},
+	} {
+		fmt.Fprintf(opts.Progress, "snapshot bench: %s (%.0fs in)\n", p.name, time.Since(began).Seconds())
+		start := time.Now()
+		if err := p.run(ctx); err != nil {
+			return s.rep, fmt.Errorf("%s: %w", p.name, err)
+		}
+		s.rep.PhaseSeconds[p.name] = round2(time.Since(start).Seconds())
+	}
+	if err := h.c.DeleteSandbox(ctx, s.id); err != nil {
+		return s.rep, fmt.Errorf("delete workspace sandbox: %w", err)
+	}
+	s.rep.TotalSeconds = round2(time.Since(began).Seconds())
+	s.rep.Checks = s.rep.checks()
+	return s.rep, nil
+}
+
+// workspace creates the sandbox and writes the workspace into its live
+// volume from the host.
+func (s *snapSuite) workspace(ctx context.Context) error {
+	never := int64(0)
+	sb, err := s.h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: s.h.tmpl, Timeout: &never})
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	s.id = sb.SandboxID
+	vol := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSandbox, Name: s.id})
+	root := filepath.Join(vol, template.Workspace)
+	write, sync, err := writeWorkspace(ctx, root, s.l, template.UserUID, template.UserGID)
+	if err != nil {
+		return err
+	}
+	s.rep.Workspace = WorkspaceReport{
+		Files: s.l.files, Dirs: s.l.dirs, Bytes: s.l.total,
+		WriteMs: ms(write), SyncMs: ms(sync),
+	}
+	return nil
+}
+
+// runTurns runs the turns and times each turn snapshot.
+func (s *snapSuite) runTurns(ctx context.Context) error {
+	c := s.h.c
+	var turn, frozen, execs []time.Duration
+	for t := 1; t <= s.opts.Turns; t++ {
+		start := time.Now()
+		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t)})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return fmt.Errorf("turn %d: write files: %w", t, err)
+		}
+		execs = append(execs, time.Since(start))
+
+		start = time.Now()
+		snap, err := c.Turn(ctx, s.id)
+		if err != nil {
+			return fmt.Errorf("turn %d: %w", t, err)
+		}
+		turn = append(turn, time.Since(start))
+		frozen = append(frozen, time.Duration(snap.FrozenMs*float64(time.Millisecond)))
+		s.turns = append(s.turns, snap)
+	}
+	k := min(100, len(turn)/2)
+	s.rep.TurnAll = Summarise(turn)
+	s.rep.TurnFirst = Summarise(turn[:k])
+	s.rep.TurnLast = Summarise(turn[len(turn)-k:])
+	if s.rep.TurnFirst.P50 > 0 {
+		s.rep.TurnFlatness = round2(s.rep.TurnLast.P50 / s.rep.TurnFirst.P50)
+	}
+	s.rep.TurnFrozen = Summarise(frozen)
+	s.rep.TurnWriteExec = Summarise(execs)
+	return nil
+}
+
+// turnCommand is turn t's shell command: turnFiles files of turnFileBytes,
+// alternately a new file and an overwrite of a workspace file, spread
+// over the workspace's directories.
+func turnCommand(l layout, t int) string {
+	cmd := "set -e"
+	for j := 0; j < turnFiles; j++ {
+		n := (t-1)*turnFiles + j
+		var p string
+		if j%2 == 0 {
+			p = fmt.Sprintf("%s/turn%d-%02d", l.dir(n*7), t, j)
+		} else {
+			p = l.file(n * 7919 % l.files)
+		}
+		cmd += fmt.Sprintf("; head -c %d /dev/urandom > %s/%s", turnFileBytes, template.Workspace, p)
+	}
+	return cmd
+}
+
+// runDiff times one-turn diffs, and the full tree walk as the baseline.
+func (s *snapSuite) runDiff(ctx context.Context) error {
+	c := s.h.c
+	n := len(s.turns)
+	pairs := min(30, n-1)
+	diff := func(k int) (client.Diff, error) {
+		return c.Diff(ctx, s.turns[k-1].SnapshotID, s.turns[k].SnapshotID, false)
+	}
+	if _, err := diff(n - 1); err != nil { // warm-up
+		return err
+	}
+	var took, server []time.Duration
+	for i := 0; i < pairs; i++ {
+		k := 1 + i*(n-1)/pairs
+		start := time.Now()
+		d, err := diff(k)
+		if err != nil {
+			return fmt.Errorf("turn %d → %d: %w", k, k+1, err)
+		}
+		took = append(took, time.Since(start))
+		server = append(server, time.Duration(d.TookMs*float64(time.Millisecond)))
+		s.rep.DiffChanges = len(d.Changes)
+	}
+	s.rep.Diff = Summarise(took)
+	s.rep.DiffServer = Summarise(server)
+
+	// The baseline compares the last pair measured, tree against tree.
+	k := 1 + (pairs-1)*(n-1)/pairs
+	from := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k-1].SnapshotID})
+	to := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k].SnapshotID})
+	var walk []time.Duration
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		changes, err := walkTrees(ctx, from, to)
+		if err != nil {
+			return fmt.Errorf("full walk: %w", err)
+		}
+		walk = append(walk, time.Since(start))
+		s.rep.DiffWalkChanges = len(changes)
+	}
+	s.rep.DiffWalk = Summarise(walk)
+	s.rep.SpeedupDiff = ratio(s.rep.DiffWalk, s.rep.Diff)
+	return nil
+}
+
+// runFork times forks of turn snapshots, deleting each fork after.
+func (s *snapSuite) runFork(ctx context.Context) error {
+	c := s.h.c
+	n := len(s.turns)
+	const forks = 15
+	never := int64(0)
+	var took, deleted []time.Duration
+	for i := -1; i < forks; i++ { // i = -1 is an untimed warm-up
+		snap := s.turns[(n-1)-max(i, 0)*(n-1)/forks]
+		start := time.Now()
+		res, err := c.Fork(ctx, s.id, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: 1, Timeout: &never})
+		if err != nil {
+			return err
+		}
+		elapsed := time.Since(start)
+		if len(res) != 1 || res[0].Sandbox == nil {
+			return fmt.Errorf("fork of %s failed: %v", snap.Name, forkError(res))
+		}
+		start = time.Now()
+		if err := c.DeleteSandbox(ctx, res[0].Sandbox.SandboxID); err != nil {
+			return fmt.Errorf("delete fork: %w", err)
+		}
+		if i >= 0 {
+			took = append(took, elapsed)
+			deleted = append(deleted, time.Since(start))
+		}
+	}
+	s.rep.Fork = Summarise(took)
+	s.rep.ForkDelete = Summarise(deleted)
+	return nil
+}
+
+func forkError(res []client.ForkResult) error {
+	for _, r := range res {
+		if r.Error != nil {
+			return r.Error
+		}
+	}
+	return fmt.Errorf("%d results", len(res))
+}
+
+// runRollback times rollbacks to older turns, alternating between two
+// regions of the history, each followed by a (separately timed) exec.
+func (s *snapSuite) runRollback(ctx context.Context) error {
+	c := s.h.c
+	n := len(s.turns)
+	const rollbacks = 15
+	var took, execs []time.Duration
+	for i := -1; i < rollbacks; i++ { // i = -1 is an untimed warm-up
+		snap := s.turns[rollbackTarget(n, max(i, 0))]
+		start := time.Now()
+		if _, err := c.Rollback(ctx, s.id, client.RollbackRequest{SnapshotID: snap.SnapshotID}); err != nil {
+			return fmt.Errorf("rollback to %s: %w", snap.Name, err)
+		}
+		elapsed := time.Since(start)
+		start = time.Now()
+		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Cmd: []string{"true"}})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Error)
+		}
+		if err != nil {
+			return fmt.Errorf("exec after rollback to %s: %w", snap.Name, err)
+		}
+		if i >= 0 {
+			took = append(took, elapsed)
+			execs = append(execs, time.Since(start))
+		}
+	}
+	s.rep.Rollback = Summarise(took)
+	s.rep.ExecAfterRollback = Summarise(execs)
+	return nil
+}
+
+// rollbackTarget is the index of the turn the i-th rollback goes to:
+// alternately about half-way and a quarter of the way through n turns,
+// stepping back by one each time.
+func rollbackTarget(n, i int) int {
+	base := n / 2
+	if i%2 == 1 {
+		base = n / 4
+	}
+	return max(base-i/2, 0)
+}
+
+// runConcurrent forks Concurrent sandboxes at once, has each write a file,
+// then times a turn in each, all issued at once.
+func (s *snapSuite) runConcurrent(ctx context.Context) error {
+	c := s.h.c
+	never := int64(0)
+	snap := s.turns[len(s.turns)-1]
+	start := time.Now()
+	res, err := c.Fork(ctx, s.id, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: s.opts.Concurrent, Timeout: &never})
+	if err != nil {
+		return fmt.Errorf("fork %d: %w", s.opts.Concurrent, err)
+	}
+	s.rep.ConcurrentForkMs = ms(time.Since(start))
+	var forks []string
+	var errs []error
+	for _, r := range res {
+		if r.Sandbox != nil {
+			forks = append(forks, r.Sandbox.SandboxID)
+		} else if r.Error != nil {
+			errs = append(errs, r.Error)
+		}
+	}
+	defer func() {
+		for _, id := range forks {
+			if err := c.DeleteSandbox(context.WithoutCancel(ctx), id); err != nil {
+				s.h.log.Warn("delete fork", "sandbox", id, "err", err)
+			}
+		}
+	}()
+	if len(errs) > 0 || len(forks) != s.opts.Concurrent {
+		return fmt.Errorf("%d of %d forks started: %w", len(forks), s.opts.Concurrent, errors.Join(errs...))
+	}
+	err = parallel(forks, nil, func(i int, id string) error {
+		cmd := fmt.Sprintf("head -c %d /dev/urandom > %s/concurrent-%d", turnFileBytes, template.Workspace, i)
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("write a file in each fork: %w", err)
+	}
+	took := make([]time.Duration, len(forks))
+	err = parallel(forks, took, func(i int, id string) error {
+		_, err := c.Turn(ctx, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("concurrent turns: %w", err)
+	}
+	s.rep.ConcurrentTurn = Summarise(took)
+	return nil
+}
+
+// runCopyBaseline times `cp -a` of the sandbox's tree into a scratch volume
+// of the same pool, plus the syncfs that makes it durable (a snapshot is
+// durable when it returns).
+func (s *snapSuite) runCopyBaseline(ctx context.Context) error {
+	src := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSandbox, Name: s.id})
+	var took []time.Duration
+	for i := 0; i < 2; i++ {
+		d, err := copyTree(ctx, s.h.d.Storage, src, fmt.Sprintf("bench-cp-%d", i))
+		if err != nil {
+			return err
+		}
+		took = append(took, d)
+	}
+	s.rep.ForkCopy = Summarise(took)
+	s.rep.SpeedupFork = ratio(s.rep.ForkCopy, s.rep.Fork)
+	return nil
+}
+
+func (r SnapshotReport) checks() []Check {
+	t := r.Targets
+	out := []Check{
+		{Name: "turn_p50_ms", Value: r.TurnAll.P50, Target: t.TurnP50Ms},
+		{Name: "turn_flatness_p50_ratio", Value: r.TurnFlatness, Target: t.TurnFlatness},
+		{Name: "turn_frozen_p50_ms", Value: r.TurnFrozen.P50, Target: t.FrozenP50Ms},
+		{Name: "diff_one_turn_p50_ms", Value: r.Diff.P50, Target: t.DiffP50Ms},
+		{Name: "fork_p50_ms", Value: r.Fork.P50, Target: t.ForkP50Ms},
+		{Name: "rollback_p50_ms", Value: r.Rollback.P50, Target: t.RollbackP50Ms},
+		{Name: "concurrent_turn_p99_ms", Value: r.ConcurrentTurn.P99, Target: t.ConcurrentTurnP99Ms},
+	}
+	for i := range out {
+		out[i].Met = out[i].Value <= out[i].Target
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLayoutSizesAddUp(t *testing.T) {
+	for _, tc := range []struct {
+		files int
+		total int64
+	}{
+		{1, 10}, {2, 1000}, {7, 1 << 20}, {999, 5 << 20}, {5000, 50 << 20}, {100000, 1 << 30},
+	} {
+		l := newLayout(tc.files, tc.total)
+		var sum int64
+		base := tc.total / int64(tc.files)
+		minSize, maxSize := tc.total, int64(0)
+		for i := 0; i < tc.files; i++ {
+			s := l.size(i)
+			if s <= 0 {
+				t.Fatalf("%d files: file %d has size %d", tc.files, i, s)
+			}
+			sum += s
+			minSize, maxSize = min(minSize, s), max(maxSize, s)
+		}
+		if sum != tc.total {
+			t.Errorf("%d files: sizes add up to %d, want %d", tc.files, sum, tc.total)
+		}
+		if tc.files >= 1000 && (minSize > base/2 || maxSize < base*3/2) {
+			t.Errorf("%d files: sizes %d..%d barely vary around %d", tc.files, minSize, maxSize, base)
+		}
+	}
+}
+
+func TestLayoutSpreadsFilesOverDirs(t *testing.T) {
+	l := newLayout(5000, 50<<20)
+	if l.dirs != 1000 {
+		t.Fatalf("dirs = %d, want 1000", l.dirs)
+	}
+	perDir := map[string]int{}
+	for i := 0; i < l.files; i++ {
+		d, _, _ := strings.Cut(l.file(i), "/")
+		perDir[d]++
+	}
+	if len(perDir) != 1000 || perDir["d0000"] != 5 || perDir["d0999"] != 5 {
+		t.Errorf("files per dir: %d dirs, d0000 %d, d0999 %d", len(perDir), perDir["d0000"], perDir["d0999"])
+	}
+	if small := newLayout(10, 100); small.dirs != 10 {
+		t.Errorf("10 files in %d dirs, want 10", small.dirs)
+	}
+}

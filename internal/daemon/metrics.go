@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/warrenhq/warren/internal/metrics"
+	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/storage"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// metricStates are the states the warren_sandboxes gauge reports
+// (destroyed sandboxes are history, not load).
+var metricStates = []store.SandboxState{session.StateCreating, session.StateRunning, session.StatePaused, session.StateStopped, session.StateFailed}
+
+// newMetrics wires the metrics sampler to the runtime (which sandboxes
+// exist, their cgroup counters), the storage (disk per sandbox, pool fill
+// level) and the store (sandboxes by state).
+func (d *Daemon) newMetrics() *metrics.Metrics {
+	poolPath := filepath.Dir(d.Storage.Path(storage.Key{Kind: storage.KindSandbox, Name: "x"}))
+	cfg := metrics.SamplerConfig{IDs: d.Runtime.List, Log: d.log}
+	if sr, ok := d.Runtime.(runtime.StatsReader); ok {
+		cfg.Stats = sr
+	}
+	if q, ok := d.Storage.(storage.QuotaGroups); ok {
+		cfg.Disk = func(ctx context.Context, id string) (int64, int64, error) {
+			used, limit, err := q.GroupUsage(ctx, id)
+			if err == nil && limit == 0 {
+				// No cap: the sandbox may fill the pool.
+				if p, perr := metrics.StatPool(poolPath); perr == nil {
+					limit = p.TotalBytes
+				}
+			}
+			return used, limit, err
+		}
+	}
+	return metrics.New(metrics.Options{
+		Sampler:  cfg,
+		PoolPath: poolPath,
+		Version:  Version,
+		States: func(ctx context.Context) (map[string]int, error) {
+			out := make(map[string]int, len(metricStates))
+			for _, st := range metricStates {
+				n, err := d.Store.CountSandboxes(ctx, st)
+				if err != nil {
+					return nil, err
+				}
+				out[string(st)] = n
+			}
+			return out, nil
+		},
+	})
+}

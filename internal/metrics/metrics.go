@@ -1,0 +1,146 @@
+package metrics
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// Options configure Metrics.
+type Options struct {
+	Sampler SamplerConfig
+	// States counts the sandboxes in each lifecycle state (for the
+	// warren_sandboxes gauge); nil leaves the gauge out.
+	States func(ctx context.Context) (map[string]int, error)
+	// PoolPath is a path on the storage pool's filesystem ("" = unknown).
+	PoolPath string
+	Version  string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Metrics is everything the API's /health, /metrics and
+// /sandboxes/{id}/metrics read.
+type Metrics struct {
+	opts    Options
+	Sampler *Sampler
+	started time.Time
+
+	requests *histograms // route, code
+	ops      *histograms // op
+}
+
+// New returns Metrics; call Run to start sampling.
+func New(opts Options) *Metrics {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Metrics{
+		opts:     opts,
+		Sampler:  NewSampler(opts.Sampler),
+		started:  opts.Now(),
+		requests: newHistograms("route", "code"),
+		ops:      newHistograms("op"),
+	}
+}
+
+// Run samples the sandboxes until ctx is done.
+func (m *Metrics) Run(ctx context.Context) { m.Sampler.Run(ctx) }
+
+// Uptime is how long ago the metrics (the daemon) started.
+func (m *Metrics) Uptime() time.Duration { return m.opts.Now().Sub(m.started) }
+
+// Pool reads the storage pool's fill level.
+func (m *Metrics) Pool() (Pool, error) {
+	if m.opts.PoolPath == "" {
+		return Pool{}, fmt.Errorf("no pool path configured")
+	}
+	return StatPool(m.opts.PoolPath)
+}
+
+// operations maps the route patterns whose latency is worth its own
+// histogram to an operation name. Exec's time is the command's run time:
+// its output streams until the command exits.
+var operations = map[string]string{
+	"POST /sandboxes":                "create",
+	"POST /v2/sandboxes":             "create",
+	"DELETE /sandboxes/{id}":         "delete",
+	"POST /sandboxes/{id}/exec":      "exec",
+	"POST /sandboxes/{id}/snapshots": "snapshot",
+	"POST /sandboxes/{id}/turns":     "turn",
+	"POST /sandboxes/{id}/rollback":  "rollback",
+	"POST /sandboxes/{id}/fork":      "fork",
+}
+
+// ObserveRequest records one API request. pattern is the ServeMux pattern
+// that matched (r.Pattern), which keeps the label set bounded: ids never
+// become labels.
+func (m *Metrics) ObserveRequest(pattern string, status int, d time.Duration) {
+	if pattern == "" || pattern == "/" {
+		pattern = "unmatched"
+	}
+	m.requests.observe(d, pattern, strconv.Itoa(status))
+	if op, ok := operations[pattern]; ok && status < 300 {
+		m.ops.observe(d, op)
+	}
+}
+
+// WritePrometheus writes every metric in Prometheus's text format.
+// withSandboxes adds per-sandbox series, labelled with sandbox ids.
+func (m *Metrics) WritePrometheus(ctx context.Context, w io.Writer, withSandboxes bool) error {
+	bw := bufio.NewWriter(w)
+	writeGauges(bw, "warren_build_info", "Warren's version (always 1).", []gauge{{labels: []string{label("version", m.opts.Version)}, value: 1}})
+	writeGauges(bw, "warren_uptime_seconds", "Seconds since the daemon started.", []gauge{{value: m.Uptime().Seconds()}})
+	if m.opts.States != nil {
+		counts, err := m.opts.States(ctx)
+		if err != nil {
+			return fmt.Errorf("count sandboxes by state: %w", err)
+		}
+		states := make([]string, 0, len(counts))
+		for s := range counts {
+			states = append(states, s)
+		}
+		sort.Strings(states)
+		var gs []gauge
+		for _, s := range states {
+			gs = append(gs, gauge{labels: []string{label("state", s)}, value: float64(counts[s])})
+		}
+		writeGauges(bw, "warren_sandboxes", "Sandboxes by lifecycle state.", gs)
+	}
+	writeGauges(bw, "warren_sandboxes_sampled", "Sandboxes whose resource counters the last sampling pass read.", []gauge{{value: float64(m.Sampler.Live())}})
+	if p, err := m.Pool(); err == nil {
+		writeGauges(bw, "warren_pool_used_bytes", "Bytes used on the storage pool's filesystem.", []gauge{{value: float64(p.UsedBytes)}})
+		writeGauges(bw, "warren_pool_size_bytes", "Size of the storage pool's filesystem.", []gauge{{value: float64(p.TotalBytes)}})
+	}
+	m.requests.write(bw, "warren_http_request_duration_seconds", "API request latency by route pattern and status code.")
+	m.ops.write(bw, "warren_operation_duration_seconds", "Latency of successful sandbox operations (create, exec, snapshot, turn, rollback, fork, delete).")
+	if withSandboxes {
+		m.writeSandboxes(bw)
+	}
+	return bw.Flush()
+}
+
+func (m *Metrics) writeSandboxes(w io.Writer) {
+	latest := m.Sampler.Latest()
+	ids := make([]string, 0, len(latest))
+	for id := range latest {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	series := func(v func(Sample) float64) []gauge {
+		gs := make([]gauge, 0, len(ids))
+		for _, id := range ids {
+			gs = append(gs, gauge{labels: []string{label("sandbox", id)}, value: v(latest[id])})
+		}
+		return gs
+	}
+	writeGauges(w, "warren_sandbox_cpu_used_percent", "CPU used over the last interval, in percent of the sandbox's CPU quota.", series(func(s Sample) float64 { return s.CPUUsedPct }))
+	writeGauges(w, "warren_sandbox_memory_used_bytes", "Memory used by the sandbox, without reclaimable page cache.", series(func(s Sample) float64 { return float64(s.MemUsed) }))
+	writeGauges(w, "warren_sandbox_memory_limit_bytes", "The sandbox's memory limit (0 = none).", series(func(s Sample) float64 { return float64(s.MemTotal) }))
+	writeGauges(w, "warren_sandbox_pids", "Tasks in the sandbox.", series(func(s Sample) float64 { return float64(s.Pids) }))
+	writeGauges(w, "warren_sandbox_disk_used_bytes", "Bytes charged to the sandbox's quota group (-1 = unknown).", series(func(s Sample) float64 { return float64(s.DiskUsed) }))
+}

@@ -1,0 +1,235 @@
+package native
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
+)
+
+var _ runtime.StatsReader = (*Runtime)(nil)
+
+// Stats reads id's cgroup counters. It reads the few files it needs rather
+// than calling libcontainer's GetStats, which parses every controller's
+// files (blkio, hugetlb, per-CPU usage) and is run once a second per sandbox
+// by the metrics sampler.
+//
+// The cgroup directories come from the sandbox's saved state, not from our
+// own cgroup, so a sandbox started by an earlier daemon in another cgroup
+// is read correctly.
+func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
+	c, err := r.load(id)
+	if err != nil {
+		return runtime.Stats{}, err
+	}
+	st, err := c.State()
+	if err != nil {
+		return runtime.Stats{}, fmt.Errorf("sandbox %s: read state: %w", id, err)
+	}
+	// A hybrid host (v1 controllers plus an empty v2 hierarchy) lists both;
+	// the v1 memory controller says where the counters are.
+	var s runtime.Stats
+	if _, v1 := st.CgroupPaths["memory"]; v1 {
+		s, err = statsV1(st.CgroupPaths)
+	} else if dir, ok := st.CgroupPaths[""]; ok {
+		s, err = statsV2(dir)
+	} else {
+		err = fmt.Errorf("no memory cgroup in the sandbox's state")
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return runtime.Stats{}, fmt.Errorf("sandbox %s has no cgroup (stopped?): %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return runtime.Stats{}, fmt.Errorf("sandbox %s: read cgroup stats: %w", id, err)
+	}
+	s.At = time.Now()
+	return s, nil
+}
+
+// statsV1 reads the per-controller hierarchies of cgroup v1.
+func statsV1(paths map[string]string) (runtime.Stats, error) {
+	var s runtime.Stats
+	var err error
+	dir := func(ctrl string) (string, error) {
+		p, ok := paths[ctrl]
+		if !ok {
+			return "", fmt.Errorf("the %s controller is not in the sandbox's cgroup paths", ctrl)
+		}
+		return p, nil
+	}
+	acct, err := dir("cpuacct")
+	if err != nil {
+		return s, err
+	}
+	if s.CPUUsageNanos, err = readUint(filepath.Join(acct, "cpuacct.usage")); err != nil {
+		return s, err
+	}
+	if cpu, err := dir("cpu"); err == nil {
+		quota, qerr := readInt(filepath.Join(cpu, "cpu.cfs_quota_us"))
+		period, perr := readInt(filepath.Join(cpu, "cpu.cfs_period_us"))
+		if qerr == nil && perr == nil {
+			s.CPULimitMillis = quotaMillis(quota, period)
+		}
+	}
+	mem, err := dir("memory")
+	if err != nil {
+		return s, err
+	}
+	usage, err := readInt(filepath.Join(mem, "memory.usage_in_bytes"))
+	if err != nil {
+		return s, err
+	}
+	inactive, err := statField(filepath.Join(mem, "memory.stat"), "total_inactive_file")
+	if err != nil {
+		return s, err
+	}
+	s.MemoryBytes = max(usage-inactive, 0)
+	limit, err := readInt(filepath.Join(mem, "memory.limit_in_bytes"))
+	if err != nil {
+		return s, err
+	}
+	s.MemoryLimit = v1Limit(limit)
+	pids, err := dir("pids")
+	if err != nil {
+		return s, err
+	}
+	if s.Pids, err = readInt(filepath.Join(pids, "pids.current")); err != nil {
+		return s, err
+	}
+	s.PidsLimit, err = readMax(filepath.Join(pids, "pids.max"))
+	return s, err
+}
+
+// statsV2 reads one unified cgroup directory.
+func statsV2(dir string) (runtime.Stats, error) {
+	var s runtime.Stats
+	usec, err := statField(filepath.Join(dir, "cpu.stat"), "usage_usec")
+	if err != nil {
+		return s, err
+	}
+	s.CPUUsageNanos = uint64(usec) * 1000
+	if b, err := os.ReadFile(filepath.Join(dir, "cpu.max")); err == nil {
+		// "max 100000" or "<quota> <period>"
+		f := strings.Fields(string(b))
+		if len(f) == 2 && f[0] != "max" {
+			q, qerr := strconv.ParseInt(f[0], 10, 64)
+			p, perr := strconv.ParseInt(f[1], 10, 64)
+			if qerr == nil && perr == nil {
+				s.CPULimitMillis = quotaMillis(q, p)
+			}
+		}
+	}
+	usage, err := readInt(filepath.Join(dir, "memory.current"))
+	if err != nil {
+		return s, err
+	}
+	inactive, err := statField(filepath.Join(dir, "memory.stat"), "inactive_file")
+	if err != nil {
+		return s, err
+	}
+	s.MemoryBytes = max(usage-inactive, 0)
+	if s.MemoryLimit, err = readMax(filepath.Join(dir, "memory.max")); err != nil {
+		return s, err
+	}
+	if s.Pids, err = readInt(filepath.Join(dir, "pids.current")); err != nil {
+		return s, err
+	}
+	s.PidsLimit, err = readMax(filepath.Join(dir, "pids.max"))
+	return s, err
+}
+
+// quotaMillis turns a CFS quota and period (µs) into thousandths of a CPU;
+// a negative quota is "no quota" (0).
+func quotaMillis(quota, period int64) int64 {
+	if quota <= 0 || period <= 0 {
+		return 0
+	}
+	return quota * 1000 / period
+}
+
+// v1Limit maps cgroup v1's "unlimited" (a page-rounded MaxInt64) to 0.
+func v1Limit(n int64) int64 {
+	if n >= math.MaxInt64/2 {
+		return 0
+	}
+	return n
+}
+
+func readString(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func readUint(path string) (uint64, error) {
+	s, err := readString(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return n, nil
+}
+
+func readInt(path string) (int64, error) {
+	s, err := readString(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// readMax reads a limit file that holds a number or "max" (0).
+func readMax(path string) (int64, error) {
+	s, err := readString(path)
+	if err != nil {
+		return 0, err
+	}
+	if s == "max" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// statField returns the value of key in a "key value" per line file
+// (memory.stat, cpu.stat); a missing key reads as 0.
+func statField(path, key string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse %s in %s: %w", key, path, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, sc.Err()
+}

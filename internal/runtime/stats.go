@@ -1,0 +1,31 @@
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Stats is one reading of a sandbox's resource counters.
+type Stats struct {
+	// CPUUsageNanos is the CPU time all of the sandbox's processes have
+	// used since it started (a counter: rates come from two readings).
+	CPUUsageNanos uint64
+	// CPULimitMillis is the sandbox's CPU quota in thousandths of a CPU
+	// (0 = no quota).
+	CPULimitMillis int64
+	// MemoryBytes is the memory in use, without the page cache the kernel
+	// can drop (what would count against the limit under pressure).
+	MemoryBytes int64
+	MemoryLimit int64 // 0 = no limit
+	Pids        int64
+	PidsLimit   int64 // 0 = no limit
+	At          time.Time
+}
+
+// StatsReader is implemented by runtimes that can read a sandbox's
+// resource counters. It is optional: find it with a type assertion.
+type StatsReader interface {
+	// Stats reads id's counters. A sandbox that does not exist, or whose
+	// resources are gone (stopped), is ErrNotFound.
+	Stats(ctx context.Context, id string) (Stats, error)
+}

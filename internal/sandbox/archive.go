@@ -1,0 +1,138 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/storage"
+)
+
+// archiveStorage is a storage that can archive volumes, and says where its
+// streams belong.
+type archiveStorage interface {
+	storage.Archiver
+	ArchiveDir() string
+}
+
+func (h *Host) archiver() (archiveStorage, error) {
+	a, ok := h.Storage.(archiveStorage)
+	if !ok {
+		return nil, fmt.Errorf("the %s storage cannot archive snapshots: %w", h.Storage.Name(), errdefs.ErrUnsupported)
+	}
+	return a, nil
+}
+
+// CanArchive reports whether snapshots can be archived as streams.
+func (h *Host) CanArchive() bool {
+	_, err := h.archiver()
+	return err == nil
+}
+
+// streamPath is where a snapshot's archive stream lives.
+func streamPath(a archiveStorage, snapID string) string {
+	return filepath.Join(a.ArchiveDir(), snapID+".stream")
+}
+
+// inArchive checks that path names a file directly in the archive
+// directory: stream paths come from the database, and nothing else may be
+// read or removed through them.
+func inArchive(a archiveStorage, path string) error {
+	dir := filepath.Clean(a.ArchiveDir())
+	if filepath.Dir(filepath.Clean(path)) != dir || !strings.HasSuffix(path, ".stream") {
+		return fmt.Errorf("archive stream %q is not in %s: %w", path, dir, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// ArchiveSnapshot writes a snapshot as a stream relative to parentID (which
+// stays in the pool) and returns the stream's path. The snapshot's volume is
+// not deleted.
+func (h *Host) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (string, error) {
+	a, err := h.archiver()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(a.ArchiveDir(), 0o700); err != nil {
+		return "", fmt.Errorf("make archive dir: %w", err)
+	}
+	path := streamPath(a, snapID)
+	if err := a.Archive(ctx, snapshotKey(snapID), snapshotKey(parentID), path); err != nil {
+		return "", fmt.Errorf("archive snapshot %s: %w", snapID, err)
+	}
+	return path, nil
+}
+
+// RestoreSnapshot brings an archived snapshot's volume back from its
+// stream; parentID must still be in the pool.
+func (h *Host) RestoreSnapshot(ctx context.Context, snapID, parentID, path string) error {
+	a, err := h.archiver()
+	if err != nil {
+		return err
+	}
+	if err := inArchive(a, path); err != nil {
+		return err
+	}
+	if err := a.Restore(ctx, path, snapshotKey(parentID), snapshotKey(snapID)); err != nil {
+		return fmt.Errorf("restore snapshot %s: %w", snapID, err)
+	}
+	return nil
+}
+
+// HasArchive reports whether a stream file exists.
+func (h *Host) HasArchive(path string) bool {
+	a, err := h.archiver()
+	if err != nil || inArchive(a, path) != nil {
+		return false
+	}
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// RemoveArchive deletes a stream file; a missing one is not an error.
+func (h *Host) RemoveArchive(path string) error {
+	a, err := h.archiver()
+	if err != nil {
+		return err
+	}
+	if err := inArchive(a, path); err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// ReconcileArchives removes every file in the archive directory that keep
+// does not name (streams of deleted snapshots, half-written ones).
+func (h *Host) ReconcileArchives(keep map[string]bool) error {
+	a, err := h.archiver()
+	if err != nil {
+		return nil
+	}
+	entries, err := os.ReadDir(a.ArchiveDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		p := filepath.Join(a.ArchiveDir(), e.Name())
+		if keep[p] {
+			continue
+		}
+		h.Log.Info("removing archive stream no record names", "path", p)
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

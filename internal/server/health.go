@@ -1,0 +1,25 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/metrics"
+)
+
+// health answers GET /health without authentication: the daemon's static
+// facts, the storage pool's fill level (which sets the status) and how many
+// sandboxes run. It names no sandbox. It answers 200 whatever the status,
+// so that a probe can tell a full pool from a dead daemon.
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	h := s.deps.Health
+	if m := s.deps.Metrics; m != nil {
+		h.UptimeSeconds = int64(m.Uptime().Seconds())
+		h.Sandboxes = m.Sampler.Live()
+		if p, err := m.Pool(); err == nil {
+			h.Pool = &client.PoolUsage{UsedBytes: p.UsedBytes, TotalBytes: p.TotalBytes, UsedPct: p.UsedPct}
+			h.Status = metrics.PoolStatus(p.UsedPct)
+		}
+	}
+	writeJSON(w, http.StatusOK, h)
+}

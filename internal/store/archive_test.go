@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+func TestSnapshotArchiveFields(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	anchor := testSnapshot("anchor1", "sb1")
+	turn := testSnapshot("turn5", "sb1")
+	turn.Kind, turn.Turn = SnapshotTurn, 5
+	for _, sn := range []Snapshot{anchor, turn} {
+		if err := s.CreateSnapshot(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SetSnapshotArchive(ctx, "turn5", "anchor1", "/pool/archive/turn5.stream"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSnapshotArchive(ctx, "turn5", "anchor1", ""); !errdefs.IsInvalid(err) {
+		t.Errorf("parent without path: %v, want ErrInvalid", err)
+	}
+	if err := s.SetSnapshotArchive(ctx, "nope", "", ""); !errdefs.IsNotFound(err) {
+		t.Errorf("missing snapshot: %v, want ErrNotFound", err)
+	}
+	// ready -> archived -> ready, compare-and-set.
+	if err := s.UpdateSnapshotState(ctx, "turn5", []SnapshotState{SnapshotReady}, SnapshotArchived); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CountArchivedOn(ctx, "anchor1"); err != nil || n != 1 {
+		t.Errorf("CountArchivedOn = %d, %v; want 1", n, err)
+	}
+	got, err := s.GetSnapshot(ctx, "turn5")
+	if err != nil || got.State != SnapshotArchived || got.ArchiveParent != "anchor1" || got.ArchivePath != "/pool/archive/turn5.stream" {
+		t.Errorf("archived snapshot = %+v, %v", got, err)
+	}
+	ready, err := s.ListSnapshots(ctx, SnapshotFilter{SandboxID: "sb1", States: []SnapshotState{SnapshotReady}})
+	if err != nil || len(ready) != 1 || ready[0].ID != "anchor1" {
+		t.Errorf("ready snapshots = %+v, %v; want only anchor1", ready, err)
+	}
+	both, err := s.ListSnapshots(ctx, SnapshotFilter{SandboxID: "sb1", States: []SnapshotState{SnapshotReady, SnapshotArchived}})
+	if err != nil || len(both) != 2 {
+		t.Errorf("ready+archived snapshots = %d, %v; want 2", len(both), err)
+	}
+	// The turn's name stays taken while archived.
+	dup := testSnapshot("turn5b", "sb1")
+	dup.Kind, dup.Turn = SnapshotTurn, 5
+	if err := s.CreateSnapshot(ctx, dup); !errdefs.IsAlreadyExists(err) {
+		t.Errorf("second turn-5 while archived: %v, want ErrAlreadyExists", err)
+	}
+	if err := s.UpdateSnapshotState(ctx, "turn5", []SnapshotState{SnapshotReady}, SnapshotDeleted); !errdefs.IsConflict(err) {
+		t.Errorf("ready->deleted of an archived snapshot: %v, want ErrConflict", err)
+	}
+	if err := s.UpdateSnapshotState(ctx, "turn5", []SnapshotState{SnapshotArchived}, SnapshotReady); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.CountArchivedOn(ctx, "anchor1"); n != 0 {
+		t.Errorf("CountArchivedOn after restore = %d, want 0", n)
+	}
+}
