@@ -117,11 +117,11 @@ type Manager struct {
 
 	createMu sync.Mutex // makes count-then-insert atomic for the sandbox limit
 
-	mu       sync.Mutex
-	live     map[string]*liveSandbox
-	sbLocks  map[string]*sbLock // serialises snapshot, rollback and delete per sandbox
-	running  map[string]int     // commands in flight per sandbox
-	deletes  chan string        // snapshot volumes to delete in the background
+	mu      sync.Mutex
+	live    map[string]*liveSandbox
+	sbLocks map[string]*sbLock // serialises snapshot, rollback and delete per sandbox
+	running map[string]int     // commands in flight per sandbox
+	deletes chan string        // snapshot volumes to delete in the background
 
 	background     sync.WaitGroup // Run and the goroutines it starts
 	stopBackground context.CancelFunc
