@@ -19,6 +19,8 @@ type SnapshotResult struct {
 	Info storage.Info
 	// Frozen is how long the sandbox's processes were frozen.
 	Frozen time.Duration
+	// Synced is how long writing back dirty data before the freeze took.
+	Synced time.Duration
 }
 
 func sandboxKey(id string) storage.Key  { return storage.Key{Kind: storage.KindSandbox, Name: id} }
@@ -32,9 +34,11 @@ func snapshotKey(id string) storage.Key { return storage.Key{Kind: storage.KindS
 func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (SnapshotResult, error) {
 	h.snapMu.Lock() // snapshots are serialised host-wide: btrfs does them one at a time anyway
 	defer h.snapMu.Unlock()
+	syncStart := time.Now()
 	if err := h.syncVolume(sandboxKey(id)); err != nil {
 		h.Log.Debug("write back before snapshot", "sandbox", id, "err", err)
 	}
+	synced := time.Since(syncStart)
 	canFreeze := h.Runtime.Capabilities().Pause
 	start := time.Now()
 	if canFreeze {
@@ -59,7 +63,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 	if err != nil {
 		return SnapshotResult{}, err
 	}
-	return SnapshotResult{Info: info, Frozen: frozen}, nil
+	return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, nil
 }
 
 // syncVolume writes back a volume's dirty data (syncfs on the filesystem

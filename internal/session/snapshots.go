@@ -124,13 +124,16 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		// An unnamed snapshot asked for by a user: nothing to keep unique.
 		snap.Kind = KindImplicit
 	}
+	began := time.Now()
 	if err := m.store.CreateSnapshot(ctx, snap); err != nil {
 		if errdefs.IsAlreadyExists(err) && req.Name != "" {
 			return SnapshotResult{}, fmt.Errorf("a snapshot named %q exists already; pick another name or delete it: %w", req.Name, errdefs.ErrAlreadyExists)
 		}
 		return SnapshotResult{}, err
 	}
+	recorded := time.Now()
 	res, err := m.host.Snapshot(ctx, rec.ID, snap.ID, rec.ID)
+	taken := time.Now()
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
 		if derr := m.host.DeleteSnapshot(bg, snap.ID); derr != nil {
@@ -153,6 +156,9 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		m.log.Warn("record sandbox head", "sandbox", rec.ID, "err", err)
 	}
 	m.edge(bg, rec.Family, EdgeSnapshotOf, snap.ID, rec.ID)
+	m.log.Debug("snapshot taken", "sandbox", rec.ID, "snapshot", snap.ID, "kind", snap.Kind,
+		"record", recorded.Sub(began), "sync", res.Synced, "frozen", res.Frozen,
+		"host", taken.Sub(recorded), "finish", time.Since(taken))
 	return SnapshotResult{Snapshot: snap, Frozen: res.Frozen}, nil
 }
 
