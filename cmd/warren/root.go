@@ -92,6 +92,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		serveCmd(),
 		benchCmd(),
 		execNaiveCmd(),
+		teardownCmd(),
 	)
 	root.AddCommand(processCmds(a)...)
 	return root

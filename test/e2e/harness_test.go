@@ -72,12 +72,19 @@ func newDaemon(t *testing.T, extra ...string) *daemon {
 	d := &daemon{t: t, bin: binDir(t), dataDir: dataDir, addr: freePort(t), args: extra}
 	t.Cleanup(func() {
 		d.stop(syscall.SIGTERM)
-		pool := filepath.Join(dataDir, "pool")
-		for i := 0; i < 50; i++ {
-			if err := unix.Unmount(pool, 0); err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
-				break
+		// Sandboxes outlive the daemon by design: stop every one the test
+		// left (processes, cgroups) and unmount the pool, so that no loop
+		// device stays attached through a sandbox's mount namespace.
+		out, err := exec.Command(filepath.Join(d.bin, "warren"), "teardown", "--yes", "--data-dir", dataDir).CombinedOutput()
+		if err != nil {
+			t.Errorf("teardown of %s: %v\n%s", dataDir, err, out)
+			pool := filepath.Join(dataDir, "pool")
+			for i := 0; i < 50; i++ {
+				if err := unix.Unmount(pool, 0); err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
 		if t.Failed() && d.log != nil {
 			t.Logf("daemon log:\n%s", d.log.String())

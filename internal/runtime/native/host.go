@@ -115,3 +115,16 @@ func (r *Runtime) removeLeftovers(id string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// RemoveParentCgroups removes the (empty) parent cgroup directories every
+// sandbox's cgroups are made in. It is best effort: a parent that still
+// holds a sandbox is busy and stays.
+func (r *Runtime) RemoveParentCgroups() {
+	dirs, err := r.cgroupDirs("x")
+	if err != nil {
+		return
+	}
+	for _, d := range dirs {
+		_ = unix.Rmdir(filepath.Dir(d))
+	}
+}
