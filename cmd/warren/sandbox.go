@@ -16,7 +16,8 @@ func sandboxCmd(a *app) *cobra.Command {
 		Aliases: []string{"sandboxes", "sb"},
 		Short:   "Create, list, inspect and remove sandboxes",
 	}
-	cmd.AddCommand(sandboxCreateCmd(a), sandboxListCmd(a), sandboxGetCmd(a), sandboxRemoveCmd(a))
+	cmd.AddCommand(sandboxCreateCmd(a), sandboxListCmd(a), sandboxGetCmd(a), sandboxRemoveCmd(a),
+		sandboxPauseCmd(a), sandboxResumeCmd(a), sandboxTimeoutCmd(a))
 	return cmd
 }
 

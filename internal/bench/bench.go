@@ -62,7 +62,11 @@ type Report struct {
 	SpeedupAPIVsRuncExec   float64 `json:"speedup_api_vs_runc_exec_p50"`
 	SpeedupAgentVsSetns    float64 `json:"speedup_agent_vs_setns_p50"`
 	Delete                 Stats   `json:"delete"`
-	Targets                Targets `json:"targets"`
+	// Pause and Resume: POST /sandboxes/{id}/pause and /resume (resume
+	// includes seeing the agent answer again).
+	Pause   Stats   `json:"pause"`
+	Resume  Stats   `json:"resume"`
+	Targets Targets `json:"targets"`
 }
 
 // Targets restates the goals the numbers are held against.
@@ -196,6 +200,20 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		rep.SpeedupAgentVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAgent)
 		rep.SpeedupAPIVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAPI)
 	}
+	var pauses, resumes []time.Duration
+	for i := 0; i < 30; i++ {
+		start := time.Now()
+		if err := c.PauseSandbox(ctx, keep); err != nil {
+			return rep, fmt.Errorf("pause: %w", err)
+		}
+		pauses = append(pauses, time.Since(start))
+		start = time.Now()
+		if _, err := c.ResumeSandbox(ctx, keep); err != nil {
+			return rep, fmt.Errorf("resume: %w", err)
+		}
+		resumes = append(resumes, time.Since(start))
+	}
+	rep.Pause, rep.Resume = Summarise(pauses), Summarise(resumes)
 	if err := c.DeleteSandbox(ctx, keep); err != nil {
 		return rep, fmt.Errorf("delete: %w", err)
 	}

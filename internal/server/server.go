@@ -90,6 +90,11 @@ func (s *Server) routes() {
 	m.Handle("GET /sandboxes/{id}", s.auth(s.getSandbox))
 	m.Handle("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
 
+	m.Handle("POST /sandboxes/{id}/pause", s.auth(s.pauseSandbox))
+	m.Handle("POST /sandboxes/{id}/resume", s.auth(s.resumeSandbox))
+	m.Handle("POST /sandboxes/{id}/connect", s.auth(s.resumeSandbox))
+	m.Handle("POST /v2/sandboxes/{id}/connect", s.auth(s.resumeSandbox))
+	m.Handle("POST /sandboxes/{id}/timeout", s.auth(s.setTimeout))
 	m.Handle("POST /sandboxes/{id}/exec", s.auth(s.exec))
 	m.Handle("POST /sandboxes/{id}/processes", s.auth(s.startProcess))
 	m.Handle("GET /sandboxes/{id}/processes", s.auth(s.listProcesses))

@@ -28,6 +28,8 @@ type Host interface {
 	Destroy(ctx context.Context, id string, conn *agentconn.Conn) error
 	Reconcile(ctx context.Context, keep map[string]bool) error
 	Alive(ctx context.Context, id string) (bool, error)
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string, conn *agentconn.Conn) error
 
 	Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
 	DeleteSnapshot(ctx context.Context, snapID string) error
@@ -141,7 +143,9 @@ type sbLock struct {
 // database read.
 type liveSandbox struct {
 	*sandbox.Sandbox
-	team string
+	team     string
+	paused   bool
+	pausedAt time.Time
 }
 
 // New returns a manager; call Recover before serving requests.
@@ -320,7 +324,7 @@ func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) 
 // Agent returns the agent connection of a team's running sandbox.
 func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
 	m.mu.Lock()
-	if sb := m.live[id]; sb != nil && sb.team == team {
+	if sb := m.live[id]; sb != nil && sb.team == team && !sb.paused {
 		m.mu.Unlock()
 		return sb.Agent, nil
 	}
@@ -329,6 +333,9 @@ func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, 
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return nil, err
+	}
+	if rec.State == StatePaused {
+		return nil, fmt.Errorf("sandbox %s is paused; resume it first (POST /sandboxes/%s/resume): %w", id, id, errdefs.ErrConflict)
 	}
 	if rec.State != StateRunning {
 		return nil, fmt.Errorf("sandbox %s is %s, not running: %w", id, rec.State, errdefs.ErrConflict)
@@ -530,9 +537,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 			keep[rec.ID] = true
 			keepMu.Unlock()
 			m.mu.Lock()
-			m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
+			m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, paused: rec.State == StatePaused}
 			m.mu.Unlock()
-			m.log.Info("reattached sandbox", "sandbox", rec.ID)
+			m.log.Info("reattached sandbox", "sandbox", rec.ID, "state", rec.State)
 		}(rec)
 	}
 	wg.Wait()
@@ -591,7 +598,8 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 func (m *Manager) expire(ctx context.Context) {
-	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{StateRunning, StatePaused}})
+	// A paused sandbox's run timeout does not tick (Resume extends it).
+	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{StateRunning}})
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			m.log.Warn("list sandboxes for timeouts", "err", err)
@@ -605,7 +613,7 @@ func (m *Manager) expire(ctx context.Context) {
 		}
 		m.log.Info("sandbox timed out; killing it", "sandbox", rec.ID, "endAt", rec.EndAt)
 		unlock := m.lockSandbox(rec.ID)
-		if cur, err := m.store.GetSandbox(ctx, rec.ID); err == nil && (cur.State == StateRunning || cur.State == StatePaused) {
+		if cur, err := m.store.GetSandbox(ctx, rec.ID); err == nil && cur.State == StateRunning && !cur.EndAt.After(now) {
 			if err := m.destroy(ctx, cur); err != nil {
 				m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
 			}

@@ -137,6 +137,17 @@ func (h *fakeHost) HasSnapshot(ctx context.Context, snapID string) bool {
 	return h.snaps[snapID]
 }
 
+func (h *fakeHost) Pause(ctx context.Context, id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.alive[id] {
+		return errdefs.ErrNotFound
+	}
+	return nil
+}
+
+func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) error { return nil }
+
 func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"))

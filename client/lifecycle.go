@@ -1,0 +1,35 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// PauseSandbox freezes a sandbox (409 if it is paused already).
+func (c *Client) PauseSandbox(ctx context.Context, id string) error {
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/pause"), struct{}{})
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, r, nil)
+}
+
+// ResumeSandbox thaws a paused sandbox; a running one is left as it is.
+func (c *Client) ResumeSandbox(ctx context.Context, id string) (Sandbox, error) {
+	var s Sandbox
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/resume"), struct{}{})
+	if err != nil {
+		return s, err
+	}
+	err = c.call(ctx, r, &s)
+	return s, err
+}
+
+// SetTimeout makes a sandbox time out seconds from now (0 = never).
+func (c *Client) SetTimeout(ctx context.Context, id string, seconds int64) error {
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/timeout"), map[string]int64{"timeout": seconds})
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, r, nil)
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// timeoutBody is the body of /timeout and /connect: {timeout: seconds}.
+type timeoutBody struct {
+	Timeout *int64 `json:"timeout,omitempty"`
+}
+
+func (b timeoutBody) duration() (*time.Duration, error) {
+	if b.Timeout == nil {
+		return nil, nil
+	}
+	if *b.Timeout < 0 || time.Duration(*b.Timeout)*time.Second > maxTimeout {
+		return nil, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *b.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid)
+	}
+	d := time.Duration(*b.Timeout) * time.Second
+	return &d, nil
+}
+
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+	// E2B sends {memory?}: the native runtime always keeps memory.
+	var body struct {
+		Memory *bool `json:"memory,omitempty"`
+	}
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := s.deps.Sessions.Pause(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// resumeSandbox serves POST /sandboxes/{id}/resume and the /connect routes:
+// 201 with the sandbox if it was paused and is now resumed, 200 if it was
+// running. A timeout in the body resets the run timeout from now.
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	var body timeoutBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	d, err := body.duration()
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id := r.PathValue("id")
+	resumed, err := s.deps.Sessions.Resume(r.Context(), teamOf(r), id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if d != nil {
+		if err := s.deps.Sessions.SetTimeout(r.Context(), teamOf(r), id, *d); err != nil {
+			writeError(w, r, err)
+			return
+		}
+	}
+	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), id)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if resumed {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, sandboxOf(rec))
+}
+
+func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
+	var body timeoutBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if body.Timeout == nil {
+		writeError(w, r, fmt.Errorf("timeout (seconds) is missing: %w", errdefs.ErrInvalid))
+		return
+	}
+	d, err := body.duration()
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if err := s.deps.Sessions.SetTimeout(r.Context(), teamOf(r), r.PathValue("id"), *d); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

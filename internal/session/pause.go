@@ -1,0 +1,114 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// Pause freezes a team's running sandbox: its processes stop where they are,
+// their memory is kept, and its run timeout stops ticking. Pausing a paused
+// sandbox is ErrConflict (E2B answers 409).
+func (m *Manager) Pause(ctx context.Context, team, id string) error {
+	unlock := m.lockSandbox(id)
+	defer unlock()
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return err
+	}
+	if rec.State == StatePaused {
+		return fmt.Errorf("sandbox %s is already paused: %w", id, errdefs.ErrConflict)
+	}
+	if err := checkTransition(id, rec.State, StatePaused); err != nil {
+		return err
+	}
+	if n := m.inflight(id); n > 0 {
+		return fmt.Errorf("sandbox %s has %d command(s) streaming; wait for them to finish before pausing: %w", id, n, errdefs.ErrConflict)
+	}
+	m.mu.Lock()
+	sb := m.live[id]
+	m.mu.Unlock()
+	if sb == nil {
+		return fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
+	}
+	if err := m.host.Pause(ctx, id); err != nil {
+		return fmt.Errorf("pause sandbox %s: %w", id, err)
+	}
+	if err := m.store.UpdateSandboxState(context.WithoutCancel(ctx), id, []store.SandboxState{StateRunning}, StatePaused, ""); err != nil {
+		_ = m.host.Resume(context.WithoutCancel(ctx), id, sb.Agent)
+		return err
+	}
+	m.mu.Lock()
+	sb.paused = true
+	sb.pausedAt = m.cfg.Now()
+	m.mu.Unlock()
+	return nil
+}
+
+// Resume thaws a team's paused sandbox and waits for its agent. It reports
+// whether the sandbox was paused (false: it was running already, nothing
+// done). The time spent paused is added to the run timeout.
+func (m *Manager) Resume(ctx context.Context, team, id string) (bool, error) {
+	unlock := m.lockSandbox(id)
+	defer unlock()
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return false, err
+	}
+	if rec.State == StateRunning {
+		return false, nil
+	}
+	if err := checkTransition(id, rec.State, StateRunning); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	sb := m.live[id]
+	m.mu.Unlock()
+	if sb == nil {
+		return false, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
+	}
+	bg := context.WithoutCancel(ctx)
+	if err := m.host.Resume(bg, id, sb.Agent); err != nil {
+		return false, fmt.Errorf("resume sandbox %s: %w", id, err)
+	}
+	if err := m.store.UpdateSandboxState(bg, id, []store.SandboxState{StatePaused}, StateRunning, ""); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	pausedFor := m.cfg.Now().Sub(sb.pausedAt)
+	if sb.pausedAt.IsZero() {
+		// Paused by an earlier daemon: count from the record's last change.
+		pausedFor = m.cfg.Now().Sub(rec.UpdatedAt)
+	}
+	sb.paused, sb.pausedAt = false, time.Time{}
+	m.mu.Unlock()
+	if !rec.EndAt.IsZero() && pausedFor > 0 {
+		if err := m.store.SetSandboxEndAt(bg, id, rec.EndAt.Add(pausedFor)); err != nil {
+			m.log.Warn("extend run timeout after pause", "sandbox", id, "err", err)
+		}
+	}
+	return true, nil
+}
+
+// SetTimeout makes a team's sandbox time out d from now (0 = never), as
+// E2B's POST /sandboxes/{id}/timeout does.
+func (m *Manager) SetTimeout(ctx context.Context, team, id string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("timeout must not be negative: %w", errdefs.ErrInvalid)
+	}
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return err
+	}
+	if rec.State != StateRunning && rec.State != StatePaused {
+		return fmt.Errorf("sandbox %s is %s: %w", id, rec.State, errdefs.ErrConflict)
+	}
+	var end time.Time
+	if d > 0 {
+		end = m.cfg.Now().UTC().Add(d)
+	}
+	return m.store.SetSandboxEndAt(ctx, id, end)
+}
