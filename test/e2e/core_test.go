@@ -22,9 +22,16 @@ func TestCore(t *testing.T) {
 	d.start()
 	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
 
-	id := strings.TrimSpace(d.mustCLI("sandbox", "create", "--template", "bb"))
+	id := strings.TrimSpace(d.mustCLI("sandbox", "create", "--template", "bb", "--env", "GREETING=from-create", "--env", "OTHER=kept"))
 	if id == "" {
 		t.Fatal("sandbox create printed no id")
+	}
+	// envVars given at create reach every command; a command's own env wins.
+	if out := d.mustCLI("exec", id, "--", "sh", "-c", "echo $GREETING $OTHER $HOME"); out != "from-create kept /home/user\n" {
+		t.Fatalf("sandbox env: %q", out)
+	}
+	if out := d.mustCLI("exec", "--env", "GREETING=from-exec", id, "--", "sh", "-c", "echo $GREETING $OTHER"); out != "from-exec kept\n" {
+		t.Fatalf("exec env over sandbox env: %q", out)
 	}
 
 	if out := d.mustCLI("exec", id, "--", "echo", "hello"); out != "hello\n" {

@@ -115,16 +115,38 @@ func credential(u users.User) *syscall.Credential {
 	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 }
 
+// sandboxEnv is the environment every command starts from: as PID 1 the
+// agent is given the sandbox's envVars (set at create) in its own
+// environment. Outside a sandbox (tests) it inherits nothing.
+var sandboxEnv = func() map[string]string {
+	env := map[string]string{}
+	if os.Getpid() != 1 {
+		return env
+	}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	return env
+}()
+
+// perUser are the variables that follow the user a command runs as, never
+// the sandbox's environment.
+var perUser = map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PWD": true}
+
 func buildEnv(u users.User, overrides map[string]string) []string {
 	env := map[string]string{
-		"PATH":    DefaultPath,
-		"HOME":    u.Home,
-		"USER":    u.Name,
-		"LOGNAME": u.Name,
-		"SHELL":   u.Shell,
-		"TERM":    "xterm",
-		"LANG":    "C.UTF-8",
+		"PATH": DefaultPath,
+		"TERM": "xterm",
+		"LANG": "C.UTF-8",
 	}
+	for k, v := range sandboxEnv {
+		if !perUser[k] {
+			env[k] = v
+		}
+	}
+	env["HOME"], env["USER"], env["LOGNAME"], env["SHELL"] = u.Home, u.Name, u.Name, u.Shell
 	for k, v := range overrides {
 		env[k] = v
 	}
