@@ -93,6 +93,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		benchCmd(),
 		execNaiveCmd(),
 		teardownCmd(),
+		poolsCmd(a),
 	)
 	root.AddCommand(processCmds(a)...)
 	return root

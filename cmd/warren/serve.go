@@ -83,6 +83,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.AgentBinary, "agent", cfg.AgentBinary, "path of the static warren-agent binary (default: beside warren; env WARREN_AGENT)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where slow build artefacts are cached (env WARREN_CACHE_DIR)")
 	f.BoolVar(&cfg.BuildBase, "build-base", cfg.BuildBase, "build the `base` template by debootstrap at start when it is missing")
+	f.StringArrayVar(&cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX]: keep MIN ready sandboxes of TEMPLATE for fast creates (repeatable)")
 	f.BoolVar(&debug, "debug", false, "log every request")
 	f.BoolVar(&cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	return cmd

@@ -31,6 +31,8 @@ type Config struct {
 	DefaultLimits runtime.Limits
 	// MaxLimits bound what a request may ask for.
 	MaxLimits runtime.Limits
+	// Pools are warm pools: TEMPLATE=MIN[:MAX] ready sandboxes per template.
+	Pools []string
 	// MaxTurns is how many turn snapshots a sandbox keeps (older unnamed
 	// turns without forks are pruned; 0 = keep all). -1 (the default)
 	// means 0 when archiving is on, else 100.
@@ -148,6 +150,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultTimeout < 0 {
 		return fmt.Errorf("--default-timeout is negative: %w", errdefs.ErrInvalid)
+	}
+	if _, err := c.ParsePools(); err != nil {
+		return err
 	}
 	if c.AgentBinary == "" {
 		exe, err := os.Executable()

@@ -127,6 +127,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		MaxLimits:      cfg.MaxLimits,
 		DefaultTimeout: cfg.DefaultTimeout,
 		MaxTurns:       cfg.MaxTurns,
+		Pools:          sessionPools(cfg),
 		ArchiveAfter:   cfg.ArchiveAfter,
 		AnchorEvery:    cfg.AnchorEvery,
 		DefaultDisk:    cfg.DefaultDiskBytes,
@@ -225,4 +226,15 @@ func (d *Daemon) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// sessionPools turns the --pool flags (validated by Config.Validate) into
+// the session's pool configuration.
+func sessionPools(cfg config.Config) []session.PoolConfig {
+	pools, _ := cfg.ParsePools()
+	out := make([]session.PoolConfig, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, session.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max})
+	}
+	return out
 }

@@ -4,9 +4,12 @@
 package sandbox
 
 import (
+	"connectrpc.com/connect"
+
 	"context"
 	"errors"
 	"fmt"
+	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -319,4 +322,18 @@ func (h *Host) Reconcile(ctx context.Context, keep map[string]bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Warm runs one trivial command in a new sandbox so that the agent's first
+// real command does not pay for faulting in its exec path (used for pooled
+// sandboxes, which wait for a claim).
+func (h *Host) Warm(ctx context.Context, sb *Sandbox) error {
+	stream, err := sb.Agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Argv: []string{"true"}, User: "root"}))
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	for stream.Receive() {
+	}
+	return stream.Err()
 }

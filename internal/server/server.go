@@ -121,6 +121,7 @@ func (s *Server) routes() {
 	m.Handle("DELETE /snapshots/{id}", s.auth(s.deleteSnapshot))
 	m.Handle("GET /snapshots/{id}/diff", s.auth(s.diff))
 
+	m.Handle("GET /pools", s.auth(s.listPools))
 	m.Handle("GET /templates", s.auth(s.listTemplates))
 	m.Handle("DELETE /templates/{id}", s.auth(s.deleteTemplateOrSnapshot))
 

@@ -29,6 +29,7 @@ type Host interface {
 	Reconcile(ctx context.Context, keep map[string]bool) error
 	Alive(ctx context.Context, id string) (bool, error)
 	Pause(ctx context.Context, id string) error
+	Warm(ctx context.Context, sb *sandbox.Sandbox) error
 	Resume(ctx context.Context, id string, conn *agentconn.Conn) error
 
 	Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
@@ -84,6 +85,8 @@ type Config struct {
 	MaxDiskBytes int64
 	// DefaultDisk is the disk quota of a sandbox that asks for none.
 	DefaultDisk int64
+	// Pools keep ready sandboxes of some templates for fast creates.
+	Pools []PoolConfig
 	// MaxTurns is how many turn snapshots a sandbox keeps; older unnamed
 	// turns without forks are pruned (0 = keep all).
 	MaxTurns int
@@ -125,6 +128,9 @@ type Manager struct {
 	running map[string]int     // commands in flight per sandbox
 	deletes chan string        // snapshot volumes to delete in the background
 
+	pools  map[string]*pool
+	refill chan struct{}
+
 	background     sync.WaitGroup // Run and the goroutines it starts
 	stopBackground context.CancelFunc
 
@@ -164,6 +170,8 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 		snapLocks:      map[string]*snapLock{},
 		archiveQ:       make(chan string, 1024),
 		archivePending: map[string]bool{},
+		pools:          newPools(cfg.Pools),
+		refill:         make(chan struct{}, 1),
 	}
 }
 
@@ -215,6 +223,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		rec.EndAt = now.Add(timeout)
 	}
 
+	if spec.Snapshot == "" {
+		if sb := m.claim(req); sb != nil {
+			return m.claimed(ctx, sb, rec, now)
+		}
+	}
 	if spec.Snapshot != "" {
 		// The snapshot's volume must be in the pool (restored if archived)
 		// for as long as the copy takes.
@@ -580,8 +593,9 @@ func (m *Manager) Run(ctx context.Context) {
 	m.mu.Lock()
 	m.stopBackground = cancel
 	m.mu.Unlock()
-	m.background.Add(3)
+	m.background.Add(4)
 	defer m.background.Done()
+	go func() { defer m.background.Done(); m.runPools(ctx) }()
 	go func() { defer m.background.Done(); m.runDeletes(ctx) }()
 	go func() { defer m.background.Done(); m.runArchiver(ctx) }()
 	t := time.NewTicker(time.Second)
@@ -677,6 +691,19 @@ func (m *Manager) Close() {
 		stop()
 	}
 	m.background.Wait()
+	// Pooled sandboxes belong to nobody: stop them rather than leave them
+	// for the next daemon to find and remove.
+	for _, p := range m.pools {
+		p.mu.Lock()
+		ready := p.ready
+		p.ready = nil
+		p.mu.Unlock()
+		for _, sb := range ready {
+			if err := m.host.Destroy(context.Background(), sb.ID, sb.Agent); err != nil {
+				m.log.Warn("stop a pooled sandbox", "sandbox", sb.ID, "err", err)
+			}
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, sb := range m.live {

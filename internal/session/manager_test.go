@@ -146,6 +146,8 @@ func (h *fakeHost) Pause(ctx context.Context, id string) error {
 	return nil
 }
 
+func (h *fakeHost) Warm(ctx context.Context, sb *sandbox.Sandbox) error { return nil }
+
 func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) error { return nil }
 
 func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {

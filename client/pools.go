@@ -1,0 +1,28 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// Pool describes one warm pool (GET /pools).
+type Pool struct {
+	TemplateID string `json:"templateID"`
+	Min        int    `json:"min"`
+	Max        int    `json:"max"`
+	Ready      int    `json:"ready"`
+	// Hits are creates served from the pool; Misses creates of the
+	// template that were not (pool empty, or the create asked for env
+	// vars, limits or a quota a pooled sandbox cannot take).
+	Hits        int64   `json:"hits"`
+	Misses      int64   `json:"misses"`
+	ClaimP50Ms  float64 `json:"claimP50Ms"`
+	LastFailure string  `json:"lastFailure,omitempty"`
+}
+
+// ListPools describes the warm pools.
+func (c *Client) ListPools(ctx context.Context) ([]Pool, error) {
+	var out []Pool
+	err := c.call(ctx, request{method: http.MethodGet, path: "/pools"}, &out)
+	return out, err
+}

@@ -1,0 +1,25 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/warrenhq/warren/client"
+)
+
+func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+	stats := s.deps.Sessions.PoolStats()
+	out := make([]client.Pool, 0, len(stats))
+	for _, p := range stats {
+		out = append(out, client.Pool{
+			TemplateID:  p.Template,
+			Min:         p.Min,
+			Max:         p.Max,
+			Ready:       p.Ready,
+			Hits:        p.Hits,
+			Misses:      p.Misses,
+			ClaimP50Ms:  float64(p.ClaimP50.Microseconds()) / 1000,
+			LastFailure: p.LastFailure,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
