@@ -67,8 +67,10 @@ type SandboxDetail struct {
 	ForkedFrom    string `json:"forkedFrom,omitempty"`
 	Head          string `json:"head,omitempty"`
 	Turn          int    `json:"turn,omitempty"`
-	Runtime       string `json:"runtime"`
-	Reason        string `json:"reason,omitempty"`
+	// Events are the sandbox's latest lifecycle events (at most 10).
+	Events  []SandboxEvent `json:"events,omitempty"`
+	Runtime string         `json:"runtime"`
+	Reason  string         `json:"reason,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.

@@ -48,3 +48,30 @@ func sandboxTimeoutCmd(a *app) *cobra.Command {
 		},
 	}
 }
+
+func sandboxEventsCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "events ID",
+		Short: "Show a sandbox's lifecycle history: each transition, when, and why",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			evs, err := a.client().SandboxEvents(cmd.Context(), argv[0], 0)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, evs)
+			}
+			tw := newTable(a.out)
+			row(tw, "TIME", "EVENT", "STATE", "CAUSE", "DETAIL")
+			for _, e := range evs {
+				state := e.To
+				if e.From != "" && e.From != e.To {
+					state = e.From + " → " + e.To
+				}
+				row(tw, fmtTime(e.At), e.Kind, orDash(state), e.Cause, orDash(e.Detail))
+			}
+			return tw.Flush()
+		},
+	}
+}

@@ -14,6 +14,10 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
+// recentEvents is how many of a sandbox's latest events GET /sandboxes/{id}
+// shows (all of them: GET /sandboxes/{id}/events).
+const recentEvents = 10
+
 // maxTimeout bounds a sandbox's run timeout (E2B allows up to 24 h on paid
 // plans; a self-hosted server has no reason to be stricter).
 const maxTimeout = 24 * time.Hour
@@ -99,6 +103,14 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := detailOf(rec)
+	if evs, err := s.deps.Sessions.Events(r.Context(), rec.Team, rec.ID, 0, 0); err == nil {
+		if len(evs) > recentEvents {
+			evs = evs[len(evs)-recentEvents:]
+		}
+		for _, e := range evs {
+			d.Events = append(d.Events, eventOfRecord(e))
+		}
+	}
 	if used, limit, err := s.deps.Sessions.DiskUsage(r.Context(), rec.ID); err == nil {
 		d.DiskUsedBytes = used
 		if limit > 0 {

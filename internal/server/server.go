@@ -90,6 +90,7 @@ func (s *Server) routes() {
 	m.Handle("GET /sandboxes/{id}", s.auth(s.getSandbox))
 	m.Handle("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
 
+	m.Handle("GET /sandboxes/{id}/events", s.auth(s.sandboxEvents))
 	m.Handle("POST /sandboxes/{id}/pause", s.auth(s.pauseSandbox))
 	m.Handle("POST /sandboxes/{id}/resume", s.auth(s.resumeSandbox))
 	m.Handle("POST /sandboxes/{id}/connect", s.auth(s.resumeSandbox))

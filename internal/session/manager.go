@@ -71,6 +71,8 @@ type Store interface {
 	CountArchivedOn(ctx context.Context, parentID string) (int, error)
 
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
+	AddEvent(ctx context.Context, e store.Event) error
+	ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]store.Event, error)
 	ListLineage(ctx context.Context, family string) ([]store.LineageEdge, error)
 }
 
@@ -261,6 +263,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	m.mu.Lock()
 	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
 	m.mu.Unlock()
+	created := "from template " + rec.Template
+	if rec.ForkedFrom != "" {
+		created = "forked from snapshot " + rec.ForkedFrom
+	}
+	m.event(ctx, rec, "created", "", StateRunning, CauseAPI, created)
 	if rec.ForkedFrom != "" {
 		m.edge(context.WithoutCancel(ctx), rec.Family, EdgeForkedFrom, rec.ID, rec.ForkedFrom)
 	} else {
@@ -305,8 +312,13 @@ func (m *Manager) reserve(ctx context.Context, rec store.Sandbox) error {
 }
 
 func (m *Manager) fail(ctx context.Context, id, reason string) {
+	rec, _ := m.store.GetSandbox(ctx, id)
 	if err := m.store.UpdateSandboxState(ctx, id, sourcesOf(StateFailed), StateFailed, reason); err != nil {
 		m.log.Warn("mark sandbox failed", "sandbox", id, "err", err)
+		return
+	}
+	if rec.ID != "" {
+		m.event(ctx, rec, "failed", rec.State, StateFailed, CauseError, reason)
 	}
 }
 
@@ -370,10 +382,10 @@ func (m *Manager) Delete(ctx context.Context, team, id string) error {
 	if err != nil {
 		return err
 	}
-	return m.destroy(ctx, rec)
+	return m.destroy(ctx, rec, CauseAPI)
 }
 
-func (m *Manager) destroy(ctx context.Context, rec store.Sandbox) error {
+func (m *Manager) destroy(ctx context.Context, rec store.Sandbox, cause string) error {
 	ctx = context.WithoutCancel(ctx)
 	if err := checkTransition(rec.ID, rec.State, StateDestroyed); err != nil {
 		return err
@@ -381,6 +393,7 @@ func (m *Manager) destroy(ctx context.Context, rec store.Sandbox) error {
 	if err := m.store.UpdateSandboxState(ctx, rec.ID, sourcesOf(StateDestroyed), StateDestroyed, ""); err != nil {
 		return err
 	}
+	m.event(ctx, rec, "destroyed", rec.State, StateDestroyed, cause, "")
 	m.mu.Lock()
 	sb := m.live[rec.ID]
 	delete(m.live, rec.ID)
@@ -553,6 +566,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, paused: rec.State == StatePaused}
 			m.mu.Unlock()
 			m.log.Info("reattached sandbox", "sandbox", rec.ID, "state", rec.State)
+			m.event(ctx, rec, "reattached", rec.State, rec.State, CauseRestart, "the daemon restarted")
 		}(rec)
 	}
 	wg.Wait()
@@ -628,7 +642,8 @@ func (m *Manager) expire(ctx context.Context) {
 		m.log.Info("sandbox timed out; killing it", "sandbox", rec.ID, "endAt", rec.EndAt)
 		unlock := m.lockSandbox(rec.ID)
 		if cur, err := m.store.GetSandbox(ctx, rec.ID); err == nil && cur.State == StateRunning && !cur.EndAt.After(now) {
-			if err := m.destroy(ctx, cur); err != nil {
+			m.event(ctx, cur, "timed-out", cur.State, cur.State, CauseTimeout, "run timeout reached at "+cur.EndAt.Format(time.RFC3339))
+			if err := m.destroy(ctx, cur, CauseTimeout); err != nil {
 				m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
 			}
 		}
@@ -673,6 +688,7 @@ func (m *Manager) watch(ctx context.Context) {
 			continue
 		}
 		m.log.Warn("sandbox died; marked failed", "sandbox", id)
+		m.event(ctx, store.Sandbox{ID: id, Team: sb.team}, "failed", StateRunning, StateFailed, CauseError, "the sandbox's init process (its agent) exited")
 		if err := m.host.Destroy(ctx, id, sb.Agent); err != nil {
 			m.log.Warn("free a dead sandbox", "sandbox", id, "err", err)
 		}

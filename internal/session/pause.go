@@ -45,6 +45,7 @@ func (m *Manager) Pause(ctx context.Context, team, id string) error {
 	sb.paused = true
 	sb.pausedAt = m.cfg.Now()
 	m.mu.Unlock()
+	m.event(ctx, rec, "paused", StateRunning, StatePaused, CauseAPI, "")
 	return nil
 }
 
@@ -85,6 +86,7 @@ func (m *Manager) Resume(ctx context.Context, team, id string) (bool, error) {
 	}
 	sb.paused, sb.pausedAt = false, time.Time{}
 	m.mu.Unlock()
+	m.event(ctx, rec, "resumed", StatePaused, StateRunning, CauseAPI, "paused for "+pausedFor.Round(time.Millisecond).String())
 	if !rec.EndAt.IsZero() && pausedFor > 0 {
 		if err := m.store.SetSandboxEndAt(bg, id, rec.EndAt.Add(pausedFor)); err != nil {
 			m.log.Warn("extend run timeout after pause", "sandbox", id, "err", err)

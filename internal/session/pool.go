@@ -110,6 +110,7 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, rec store.Sa
 	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
 	m.mu.Unlock()
 	m.edge(context.WithoutCancel(ctx), rec.Family, EdgeCreatedFrom, rec.ID, rec.Template)
+	m.event(ctx, rec, "created", "", StateRunning, CausePool, "claimed from the warm pool of "+rec.Template)
 	m.pools[rec.Template].recordClaim(time.Since(start))
 	m.wakeRefill()
 	return rec, nil

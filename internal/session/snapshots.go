@@ -260,6 +260,7 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 		m.log.Warn("record sandbox head", "sandbox", rec.ID, "err", err)
 	}
 	m.edge(ctx, rec.Family, EdgeRolledBackTo, rec.ID, snapID)
+	m.event(ctx, rec, "rolled-back", rec.State, rec.State, CauseAPI, "to snapshot "+snapID+"; processes restarted")
 	return m.store.GetSandbox(ctx, rec.ID)
 }
 

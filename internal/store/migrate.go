@@ -139,6 +139,22 @@ var migrations = []string{
 	`ALTER TABLE snapshots ADD COLUMN archive_path TEXT NOT NULL DEFAULT ''`,
 	// 29: an anchor is not deleted while archived snapshots need it.
 	`CREATE INDEX snapshots_by_archive_parent ON snapshots (archive_parent, state)`,
+
+	// 30-31: a sandbox's lifecycle history: every transition with its time
+	// and cause.
+	`CREATE TABLE sandbox_events (
+		id         INTEGER PRIMARY KEY AUTOINCREMENT,
+		sandbox_id TEXT NOT NULL,
+		team       TEXT NOT NULL,
+		at         INTEGER NOT NULL, -- Unix ns
+		kind       TEXT NOT NULL,
+		from_state TEXT NOT NULL,
+		to_state   TEXT NOT NULL,
+		cause      TEXT NOT NULL,
+		detail     TEXT NOT NULL
+	) STRICT`,
+	// 31
+	`CREATE INDEX sandbox_events_by_sandbox ON sandbox_events (sandbox_id, id)`,
 }
 
 // SchemaVersion is the schema version this build writes.

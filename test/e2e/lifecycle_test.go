@@ -81,6 +81,24 @@ func TestPauseResume(t *testing.T) {
 	if before.EndAt == nil || after.EndAt == nil || !after.EndAt.After(before.EndAt.Add(time.Second)) {
 		t.Errorf("the run timeout ticked while paused: end %v before, %v after", before.EndAt, after.EndAt)
 	}
+	// The history says what happened, when and why.
+	evs, err := c.SandboxEvents(ctx, sb.SandboxID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind+"/"+e.Cause)
+	}
+	if got := strings.Join(kinds, " "); got != "created/api paused/api reattached/restart resumed/api" {
+		t.Errorf("events: %s", got)
+	}
+	if out := d.mustCLI("sandbox", "events", sb.SandboxID); !strings.Contains(out, "paused") || !strings.Contains(out, "running → paused") {
+		t.Errorf("warren sandbox events:\n%s", out)
+	}
+	if det, _ := c.GetSandbox(ctx, sb.SandboxID); len(det.Events) != 4 {
+		t.Errorf("GET /sandboxes/{id} events: %+v", det.Events)
+	}
 	// Resuming a running sandbox changes nothing; /timeout moves the end.
 	if _, err := c.ResumeSandbox(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)

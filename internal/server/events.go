@@ -1,0 +1,45 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+func eventOfRecord(e store.Event) client.SandboxEvent {
+	return client.SandboxEvent{ID: e.ID, At: e.At, Kind: e.Kind, From: string(e.From), To: string(e.To), Cause: e.Cause, Detail: e.Detail}
+}
+
+// sandboxEvents serves GET /sandboxes/{id}/events?after=&limit=: the
+// sandbox's lifecycle history, oldest first; `after` resumes from an id.
+func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var after int64
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, r, fmt.Errorf("after %q: want an event id: %w", v, errdefs.ErrInvalid))
+			return
+		}
+		after = n
+	}
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	evs, err := s.deps.Sessions.Events(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]client.SandboxEvent, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, eventOfRecord(e))
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,37 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+func TestEvents(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	for i, k := range []string{"created", "paused", "resumed"} {
+		e := Event{SandboxID: "sb1", Team: "a", Kind: k, From: "running", To: "paused", Cause: "api", Detail: strings.Repeat("x", 3000*i)}
+		if err := s.AddEvent(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddEvent(ctx, Event{SandboxID: "other", Kind: "created", Cause: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.ListEvents(ctx, "sb1", 0, 0)
+	if err != nil || len(evs) != 3 || evs[0].Kind != "created" || evs[2].Kind != "resumed" || len(evs[2].Detail) != maxEventDetail {
+		t.Fatalf("%+v %v", evs, err)
+	}
+	more, _ := s.ListEvents(ctx, "sb1", evs[0].ID, 1)
+	if len(more) != 1 || more[0].Kind != "paused" {
+		t.Fatalf("after: %+v", more)
+	}
+	if err := s.AddEvent(ctx, Event{SandboxID: "BAD/ID", Kind: "x", Cause: "api"}); !errdefs.IsInvalid(err) {
+		t.Fatalf("bad id: %v", err)
+	}
+	if err := s.AddEvent(ctx, Event{SandboxID: "sb1"}); !errdefs.IsInvalid(err) {
+		t.Fatalf("no kind: %v", err)
+	}
+}
