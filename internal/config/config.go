@@ -31,6 +31,12 @@ type Config struct {
 	DefaultLimits runtime.Limits
 	// MaxLimits bound what a request may ask for.
 	MaxLimits runtime.Limits
+	// IdleTimeout pauses (IdleAction "pause") or kills ("kill") a sandbox
+	// with no API call, no command running and no process output for that
+	// long; 0 = never. PausedRetention kills a sandbox paused that long.
+	IdleTimeout     time.Duration
+	IdleAction      string
+	PausedRetention time.Duration
 	// Pools are warm pools: TEMPLATE=MIN[:MAX] ready sandboxes per template.
 	Pools []string
 	// MaxTurns is how many turn snapshots a sandbox keeps (older unnamed
@@ -150,6 +156,15 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultTimeout < 0 {
 		return fmt.Errorf("--default-timeout is negative: %w", errdefs.ErrInvalid)
+	}
+	if c.IdleAction == "" {
+		c.IdleAction = "pause"
+	}
+	if c.IdleAction != "pause" && c.IdleAction != "kill" {
+		return fmt.Errorf("--idle-action %q: want pause or kill: %w", c.IdleAction, errdefs.ErrInvalid)
+	}
+	if c.IdleTimeout < 0 || c.PausedRetention < 0 {
+		return fmt.Errorf("--idle-timeout and --paused-retention must not be negative: %w", errdefs.ErrInvalid)
 	}
 	if _, err := c.ParsePools(); err != nil {
 		return err

@@ -108,7 +108,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		return nil, fmt.Errorf("open native runtime: %w", err)
 	}
 	d.Runtime = rt
-	d.Procs = procs.New(procs.Options{Dir: filepath.Join(cfg.DataDir, "procs"), Log: log})
+	d.Procs = procs.New(procs.Options{Dir: filepath.Join(cfg.DataDir, "procs"), Log: log, OnOutput: func(id string) {
+		if d.Sessions != nil {
+			d.Sessions.Touch(id)
+		}
+	}})
 	d.Host = &sandbox.Host{
 		Storage:     d.Storage,
 		Runtime:     rt,
@@ -121,16 +125,19 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		d.Host.LogDir = cfg.LogDir()
 	}
 	d.Sessions = session.New(session.Config{
-		RuntimeName:    rt.Name(),
-		MaxSandboxes:   cfg.MaxSandboxes,
-		DefaultLimits:  cfg.DefaultLimits,
-		MaxLimits:      cfg.MaxLimits,
-		DefaultTimeout: cfg.DefaultTimeout,
-		MaxTurns:       cfg.MaxTurns,
-		Pools:          sessionPools(cfg),
-		ArchiveAfter:   cfg.ArchiveAfter,
-		AnchorEvery:    cfg.AnchorEvery,
-		DefaultDisk:    cfg.DefaultDiskBytes,
+		RuntimeName:     rt.Name(),
+		MaxSandboxes:    cfg.MaxSandboxes,
+		DefaultLimits:   cfg.DefaultLimits,
+		MaxLimits:       cfg.MaxLimits,
+		DefaultTimeout:  cfg.DefaultTimeout,
+		MaxTurns:        cfg.MaxTurns,
+		Pools:           sessionPools(cfg),
+		IdleTimeout:     cfg.IdleTimeout,
+		IdleAction:      cfg.IdleAction,
+		PausedRetention: cfg.PausedRetention,
+		ArchiveAfter:    cfg.ArchiveAfter,
+		AnchorEvery:     cfg.AnchorEvery,
+		DefaultDisk:     cfg.DefaultDiskBytes,
 	}, d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)

@@ -164,6 +164,9 @@ func (c *Collector) apply(ev *agentv1.ProcessEvent) {
 	case *agentv1.ProcessEvent_Started:
 		c.startedLocked(e.Started)
 	case *agentv1.ProcessEvent_Output:
+		if c.opts.OnOutput != nil {
+			c.opts.OnOutput(c.id)
+		}
 		o := e.Output
 		p := c.procs[o.GetPid()]
 		if p == nil || p.rec.Seq != o.GetSeq() {

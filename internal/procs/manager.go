@@ -47,6 +47,10 @@ type Options struct {
 	MaxProcesses int
 	ExitedTTL    time.Duration
 	Log          *slog.Logger
+	// OnOutput, if set, is called (from the collector's goroutine) when a
+	// sandbox's processes print something: the session counts it as
+	// activity against the idle timeout.
+	OnOutput func(sandboxID string)
 }
 
 // Manager runs one collector per attached sandbox. A nil *Manager does

@@ -87,6 +87,12 @@ type Config struct {
 	MaxDiskBytes int64
 	// DefaultDisk is the disk quota of a sandbox that asks for none.
 	DefaultDisk int64
+	// IdleTimeout pauses (or kills, per IdleAction) a running sandbox with
+	// no API call and no command running for that long (0 = never).
+	IdleTimeout time.Duration
+	IdleAction  string
+	// PausedRetention kills a sandbox paused for that long (0 = never).
+	PausedRetention time.Duration
 	// Pools keep ready sandboxes of some templates for fast creates.
 	Pools []PoolConfig
 	// MaxTurns is how many turn snapshots a sandbox keeps; older unnamed
@@ -151,9 +157,10 @@ type sbLock struct {
 // database read.
 type liveSandbox struct {
 	*sandbox.Sandbox
-	team     string
-	paused   bool
-	pausedAt time.Time
+	team       string
+	paused     bool
+	pausedAt   time.Time
+	lastActive time.Time
 }
 
 // New returns a manager; call Recover before serving requests.
@@ -261,7 +268,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		return store.Sandbox{}, err
 	}
 	m.mu.Lock()
-	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
+	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now()}
 	m.mu.Unlock()
 	created := "from template " + rec.Template
 	if rec.ForkedFrom != "" {
@@ -350,6 +357,7 @@ func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) 
 func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
 	m.mu.Lock()
 	if sb := m.live[id]; sb != nil && sb.team == team && !sb.paused {
+		sb.lastActive = m.cfg.Now()
 		m.mu.Unlock()
 		return sb.Agent, nil
 	}
@@ -563,7 +571,11 @@ func (m *Manager) Recover(ctx context.Context) error {
 			keep[rec.ID] = true
 			keepMu.Unlock()
 			m.mu.Lock()
-			m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, paused: rec.State == StatePaused}
+			ls := &liveSandbox{Sandbox: sb, team: rec.Team, paused: rec.State == StatePaused, lastActive: m.cfg.Now()}
+			if ls.paused {
+				ls.pausedAt = rec.UpdatedAt
+			}
+			m.live[rec.ID] = ls
 			m.mu.Unlock()
 			m.log.Info("reattached sandbox", "sandbox", rec.ID, "state", rec.State)
 			m.event(ctx, rec, "reattached", rec.State, rec.State, CauseRestart, "the daemon restarted")
@@ -621,6 +633,7 @@ func (m *Manager) Run(ctx context.Context) {
 		case <-t.C:
 			m.expire(ctx)
 			m.watch(ctx)
+			m.idle(ctx)
 		}
 	}
 }

@@ -13,6 +13,10 @@ import (
 // their memory is kept, and its run timeout stops ticking. Pausing a paused
 // sandbox is ErrConflict (E2B answers 409).
 func (m *Manager) Pause(ctx context.Context, team, id string) error {
+	return m.pause(ctx, team, id, CauseAPI)
+}
+
+func (m *Manager) pause(ctx context.Context, team, id, cause string) error {
 	unlock := m.lockSandbox(id)
 	defer unlock()
 	rec, err := m.Get(ctx, team, id)
@@ -45,7 +49,7 @@ func (m *Manager) Pause(ctx context.Context, team, id string) error {
 	sb.paused = true
 	sb.pausedAt = m.cfg.Now()
 	m.mu.Unlock()
-	m.event(ctx, rec, "paused", StateRunning, StatePaused, CauseAPI, "")
+	m.event(ctx, rec, "paused", StateRunning, StatePaused, cause, "")
 	return nil
 }
 
@@ -85,6 +89,7 @@ func (m *Manager) Resume(ctx context.Context, team, id string) (bool, error) {
 		pausedFor = m.cfg.Now().Sub(rec.UpdatedAt)
 	}
 	sb.paused, sb.pausedAt = false, time.Time{}
+	sb.lastActive = m.cfg.Now()
 	m.mu.Unlock()
 	m.event(ctx, rec, "resumed", StatePaused, StateRunning, CauseAPI, "paused for "+pausedFor.Round(time.Millisecond).String())
 	if !rec.EndAt.IsZero() && pausedFor > 0 {

@@ -107,7 +107,7 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, rec store.Sa
 		return store.Sandbox{}, err
 	}
 	m.mu.Lock()
-	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team}
+	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now()}
 	m.mu.Unlock()
 	m.edge(context.WithoutCancel(ctx), rec.Family, EdgeCreatedFrom, rec.ID, rec.Template)
 	m.event(ctx, rec, "created", "", StateRunning, CausePool, "claimed from the warm pool of "+rec.Template)
