@@ -44,6 +44,6 @@ PATH="$bindir:$PATH" protoc \
 	--plugin=protoc-gen-connect-go="$bindir/protoc-gen-connect-go" \
 	--go_out="$out" --go_opt=paths=source_relative \
 	--connect-go_out="$out" --connect-go_opt=paths=source_relative \
-	warren/agent/v1/process.proto warren/agent/v1/files.proto
+	warren/agent/v1/process.proto warren/agent/v1/files.proto warren/agent/v1/tunnel.proto
 
 echo "gen-proto: generated $(find "$out/warren" -name '*.go' | wc -l) files under api/gen"

@@ -94,6 +94,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		execNaiveCmd(),
 		teardownCmd(),
 		poolsCmd(a),
+		portForwardCmd(a),
 	)
 	root.AddCommand(processCmds(a)...)
 	return root

@@ -68,6 +68,7 @@ type Server struct {
 	deps  Deps
 	mux   *http.ServeMux
 	authz *authCache
+	ports portProxy
 }
 
 // New builds the API's handler.
@@ -110,6 +111,7 @@ func (s *Server) routes() {
 	m.Handle("GET /sandboxes/{id}/files/list", s.auth(s.listDir))
 	m.Handle("POST /sandboxes/{id}/files/mkdir", s.auth(s.makeDir))
 	m.Handle("POST /sandboxes/{id}/files/move", s.auth(s.moveFile))
+	m.Handle("GET /sandboxes/{id}/ports/{port}/connect", s.auth(s.connectPort))
 
 	m.Handle("POST /sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
 	m.Handle("POST /sandboxes/{id}/turns", s.auth(s.createTurn))
@@ -148,6 +150,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.observe(r, rw.status, time.Since(start))
 		s.deps.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "dur", time.Since(start))
 	}()
+	// Traffic for a server inside a sandbox (E2B's routing) goes through a tunnel.
+	if t, ok := portTargetOf(r); ok {
+		s.auth(s.proxyPort(t)).ServeHTTP(rw, r)
+		return
+	}
 	s.mux.ServeHTTP(rw, r)
 }
 

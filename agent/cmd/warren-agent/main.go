@@ -22,6 +22,7 @@ import (
 	"github.com/warrenhq/warren/agent/internal/link"
 	"github.com/warrenhq/warren/agent/internal/process"
 	"github.com/warrenhq/warren/agent/internal/reaper"
+	"github.com/warrenhq/warren/agent/internal/tunnel"
 	"github.com/warrenhq/warren/agent/internal/users"
 )
 
@@ -79,6 +80,7 @@ func run(socket, workspace string, log *slog.Logger) {
 	}
 	process.New(process.Config{Workspace: workspace, Users: db, Version: Version, Log: log}, r).Handle(mux, opts...)
 	files.New(files.Config{Workspace: workspace, Users: db}).Handle(mux, opts...)
+	tunnel.New().Handle(mux, opts...)
 
 	go handleSignals(cancel, r, log)
 	log.Info("agent starting", "version", Version, "pid1", initproc.IsPID1(), "socket", socket)

@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// upgradeScript answers one HTTP request with 101 and then echoes, the
+// smallest server that exercises an Upgrade through the proxy.
+const upgradeScript = `#!/bin/sh
+cr=$(printf '\r')
+while read -r l; do [ "$l" = "$cr" ] && break; done
+printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n'
+exec cat
+`
+
+// TestPorts reaches servers inside a sandbox (which has no network) through
+// the daemon: E2B's header and Host routing, a WebSocket-style upgrade, the
+// error statuses, and `warren port-forward`.
+func TestPorts(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	ctx := ctxT(t, 3*time.Minute)
+	c := d.client()
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sb.SandboxID
+	body := "hello from inside " + id + "\n"
+	if _, err := c.MakeDir(ctx, id, "/www"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteFile(ctx, id, "/www/index.html", strings.NewReader(body), 0o644, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteFile(ctx, id, "/www/up.sh", strings.NewReader(upgradeScript), 0o755, ""); err != nil {
+		t.Fatal(err)
+	}
+	for tag, argv := range map[string][]string{
+		"httpd": {"httpd", "-f", "-p", "8000", "-h", "/www"},
+		"nc":    {"nc", "-ll", "-p", "8003", "-e", "/www/up.sh"},
+	} {
+		if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: tag, ExecRequest: client.ExecRequest{Cmd: argv}}); err != nil {
+			t.Fatalf("start %s: %v", tag, err)
+		}
+	}
+
+	base := "http://" + d.addr
+	get := func(key string, hdr map[string]string, host string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/index.html", nil)
+		req.Header.Set("X-API-Key", key)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		if host != "" {
+			req.Host = host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	byHeader := map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8000"}
+	// httpd starts in the background: wait for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, got := get(d.key, byHeader, "")
+		if code == 200 {
+			if got != body {
+				t.Fatalf("body through headers: %q, want %q", got, body)
+			}
+			break
+		}
+		if code != 502 || time.Now().After(deadline) {
+			t.Fatalf("GET through headers: %d %s", code, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, got := get(d.key, nil, fmt.Sprintf("8000-%s.localhost", id)); code != 200 || got != body {
+		t.Fatalf("GET through Host: %d %q", code, got)
+	}
+	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8001"}, ""); code != 502 || !strings.Contains(got, "8001") {
+		t.Fatalf("nothing on 8001: want 502 naming the port, got %d %s", code, got)
+	}
+	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "8000"}, ""); code != 404 {
+		t.Fatalf("unknown sandbox: want 404, got %d %s", code, got)
+	}
+	if code, _ := get("", byHeader, ""); code != 401 {
+		t.Fatalf("no key: want 401, got %d", code)
+	}
+	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, got := get(k.Key, byHeader, ""); code != 404 || !strings.HasPrefix(got, "{") {
+		t.Fatalf("another team's key: want a 404 JSON error, got %d %s", code, got)
+	}
+
+	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, d, id) })
+	t.Run("port-forward", func(t *testing.T) { testPortForward(t, d, id, body) })
+	t.Run("latency", func(t *testing.T) { measureProxyLatency(t, d, id) })
+}
+
+// testUpgrade sends an Upgrade request through Host routing and talks over
+// the upgraded connection.
+func testUpgrade(t *testing.T, d *daemon, id string) {
+	conn, err := net.DialTimeout("tcp", d.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: 8003-%s.localhost\r\nX-API-Key: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", id, d.key)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("want 101, got %s %s", resp.Status, b)
+	}
+	for _, msg := range []string{"ping\n", "pong pong\n"} {
+		if _, err := io.WriteString(conn, msg); err != nil {
+			t.Fatal(err)
+		}
+		got, err := br.ReadString('\n')
+		if err != nil || got != msg {
+			t.Fatalf("echo over the upgraded connection: %q, %v; want %q", got, err, msg)
+		}
+	}
+}
+
+// testPortForward runs `warren port-forward` and fetches the page with a
+// plain TCP client.
+func testPortForward(t *testing.T, d *daemon, id, body string) {
+	cmd := exec.Command(filepath.Join(d.bin, "warren"), "port-forward", id, "8000", "0")
+	cmd.Env = append(os.Environ(), "WARREN_URL=http://"+d.addr, "WARREN_API_KEY="+d.key, "WARREN_DATA_DIR="+d.dataDir)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("port-forward printed %q, %v; stderr: %s", line, err, stderr.String())
+	}
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != "Forwarding" {
+		t.Fatalf("port-forward printed %q", line)
+	}
+	for i := range 3 { // several connections through one forwarder
+		conn, err := net.DialTimeout("tcp", f[1], 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		_, _ = io.WriteString(conn, "GET /index.html HTTP/1.0\r\n\r\n")
+		got, err := io.ReadAll(conn)
+		conn.Close()
+		if err != nil || !strings.HasPrefix(string(got), "HTTP/1.") || !strings.HasSuffix(string(got), body) {
+			t.Fatalf("connection %d through port-forward: %q, %v; stderr: %s", i, got, err, stderr.String())
+		}
+	}
+}
+
+// measureProxyLatency compares a GET through the daemon's port proxy with a
+// GET straight to the same busybox httpd on the host's loopback (the
+// baseline: same server, no proxy). Timings are logged, never checked.
+func measureProxyLatency(t *testing.T, d *daemon, id string) {
+	const n = 200
+	timeGets := func(url string, hdr map[string]string) time.Duration {
+		var ds []time.Duration
+		for range n {
+			req, _ := http.NewRequest("GET", url, nil)
+			for k, v := range hdr {
+				req.Header.Set(k, v)
+			}
+			start := time.Now()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET %s (request %d): %s %s", url, len(ds), resp.Status, b)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		slices.Sort(ds)
+		return ds[n/2]
+	}
+	proxied := timeGets("http://"+d.addr+"/index.html", map[string]string{"X-API-Key": d.key, "E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8000"})
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Logf("proxied GET p50 %v (no host busybox for a baseline)", proxied)
+		return
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "index.html"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	httpd := exec.Command(bb, "httpd", "-f", "-p", addr, "-h", dir)
+	if err := httpd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = httpd.Process.Kill(); _ = httpd.Wait() })
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i > 100 {
+			t.Fatalf("host httpd did not start: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	direct := timeGets("http://"+addr+"/index.html", nil)
+	t.Logf("GET p50 over %d requests: proxied %v, direct %v, added %v", n, proxied, direct, proxied-direct)
+}
