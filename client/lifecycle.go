@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"time"
 )
 
 // PauseSandbox freezes a sandbox (409 if it is paused already).
@@ -32,4 +33,17 @@ func (c *Client) SetTimeout(ctx context.Context, id string, seconds int64) error
 		return err
 	}
 	return c.call(ctx, r, nil)
+}
+
+// StopSandbox ends a sandbox's processes and keeps its filesystem; the
+// processes get SIGTERM and grace to exit first (kill skips that).
+func (c *Client) StopSandbox(ctx context.Context, id string, grace time.Duration, kill bool) (SandboxDetail, error) {
+	var out SandboxDetail
+	g := grace.Seconds()
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/stop"), map[string]any{"grace": g, "kill": kill})
+	if err != nil {
+		return out, err
+	}
+	err = c.call(ctx, r, &out)
+	return out, err
 }

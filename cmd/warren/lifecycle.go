@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -74,4 +75,24 @@ func sandboxEventsCmd(a *app) *cobra.Command {
 			return tw.Flush()
 		},
 	}
+}
+
+func sandboxStopCmd(a *app) *cobra.Command {
+	var grace time.Duration
+	var kill bool
+	cmd := &cobra.Command{
+		Use:   "stop ID...",
+		Short: "Stop sandboxes' processes (SIGTERM, then SIGKILL after --grace) and keep their filesystems",
+		Args:  args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			c := a.client()
+			return eachID(a, ids, "sandbox", func(id string) error {
+				_, err := c.StopSandbox(cmd.Context(), id, grace, kill)
+				return err
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long processes get after SIGTERM")
+	cmd.Flags().BoolVar(&kill, "kill", false, "kill at once (no SIGTERM)")
+	return cmd
 }

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
 )
 
 // timeoutBody is the body of /timeout and /connect: {timeout: seconds}.
@@ -98,4 +100,43 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// stopBody is the body of POST /sandboxes/{id}/stop.
+type stopBody struct {
+	// Grace is how long (seconds) the processes get after SIGTERM before
+	// SIGKILL; default 10. Kill skips SIGTERM.
+	Grace *float64 `json:"grace,omitempty"`
+	Kill  bool     `json:"kill,omitempty"`
+}
+
+// defaultGrace is a graceful stop's grace period when none is given.
+const defaultGrace = 10 * time.Second
+
+func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
+	var body stopBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	grace := defaultGrace
+	if body.Grace != nil {
+		if *body.Grace < 0 || *body.Grace > session.MaxGrace.Seconds() {
+			writeError(w, r, fmt.Errorf("grace %v s is outside 0..%v s: %w", *body.Grace, session.MaxGrace.Seconds(), errdefs.ErrInvalid))
+			return
+		}
+		grace = time.Duration(*body.Grace * float64(time.Second))
+	}
+	if body.Kill {
+		grace = 0
+	}
+	rec, graceful, err := s.deps.Sessions.Stop(r.Context(), teamOf(r), r.PathValue("id"), grace)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		client.SandboxDetail
+		Graceful bool `json:"graceful"`
+	}{detailOf(rec), graceful})
 }

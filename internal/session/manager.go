@@ -29,6 +29,7 @@ type Host interface {
 	Reconcile(ctx context.Context, keep map[string]bool) error
 	Alive(ctx context.Context, id string) (bool, error)
 	Pause(ctx context.Context, id string) error
+	Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (bool, error)
 	Warm(ctx context.Context, sb *sandbox.Sandbox) error
 	Resume(ctx context.Context, id string, conn *agentconn.Conn) error
 
@@ -537,6 +538,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
 	keep := map[string]bool{}
+	// A stopped sandbox has no processes but keeps its filesystem.
+	stopped, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{StateStopped}})
+	if err != nil {
+		return fmt.Errorf("list stopped sandboxes: %w", err)
+	}
+	for _, rec := range stopped {
+		keep[rec.ID] = true
+	}
 	var live []store.Sandbox
 	for _, rec := range recs {
 		switch rec.State {

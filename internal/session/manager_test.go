@@ -148,6 +148,13 @@ func (h *fakeHost) Pause(ctx context.Context, id string) error {
 
 func (h *fakeHost) Warm(ctx context.Context, sb *sandbox.Sandbox) error { return nil }
 
+func (h *fakeHost) Stop(ctx context.Context, id string, grace time.Duration, _ *agentconn.Conn) (bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.alive, id)
+	return true, nil
+}
+
 func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) error { return nil }
 
 func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {

@@ -228,3 +228,5 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func readFileHost(path string) ([]byte, error) { return os.ReadFile(path) }

@@ -1,0 +1,48 @@
+package sandbox
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
+)
+
+// initSignaller is implemented by runtimes that can signal a sandbox's
+// PID 1.
+type initSignaller interface {
+	SignalInit(ctx context.Context, id string, sig syscall.Signal) error
+}
+
+// Stop ends a sandbox's processes and keeps its filesystem. With grace > 0
+// the processes get SIGTERM first (through PID 1, the agent, which passes it
+// on) and grace to exit before everything is killed. It returns whether the
+// processes exited by themselves.
+func (h *Host) Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (graceful bool, err error) {
+	ctx = context.WithoutCancel(ctx)
+	if s, ok := h.Runtime.(initSignaller); ok && grace > 0 {
+		if err := h.Runtime.Resume(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+			h.Log.Debug("thaw before stop", "sandbox", id, "err", err)
+		}
+		if err := s.SignalInit(ctx, id, syscall.SIGTERM); err == nil {
+			deadline := time.Now().Add(grace)
+			for time.Now().Before(deadline) {
+				st, err := h.Runtime.Status(ctx, id)
+				if err != nil || st.State == runtime.StateStopped {
+					graceful = true
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	if conn != nil {
+		conn.Close()
+	}
+	if err := h.Runtime.Destroy(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+		return graceful, err
+	}
+	return graceful, nil
+}

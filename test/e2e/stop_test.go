@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// TestStop: a graceful stop lets a process that handles SIGTERM exit, and
+// escalates to SIGKILL for one that ignores it; a stopped sandbox keeps its
+// filesystem across a daemon restart until it is deleted.
+func TestStop(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+
+	polite, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartProcess(ctx, polite.SandboxID, client.StartProcessRequest{
+		ExecRequest: client.ExecRequest{Command: "trap 'exit 0' TERM; while :; do sleep 0.1; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	det, err := c.StopSandbox(ctx, polite.SandboxID, 5*time.Second, false)
+	if err != nil || det.State != "stopped" {
+		t.Fatalf("graceful stop: %+v %v", det, err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("a process that handles SIGTERM took %v to stop", took)
+	}
+
+	stubborn, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ExecWait(ctx, stubborn.SandboxID, client.ExecRequest{Command: "echo kept > /workspace/f"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartProcess(ctx, stubborn.SandboxID, client.StartProcessRequest{
+		ExecRequest: client.ExecRequest{Command: "trap '' TERM; while :; do sleep 0.1; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	if _, err := c.StopSandbox(ctx, stubborn.SandboxID, 1500*time.Millisecond, false); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("a process that ignores SIGTERM was not given its grace: %v", took)
+	}
+	evs, _ := c.SandboxEvents(ctx, stubborn.SandboxID, 0)
+	if last := evs[len(evs)-1]; last.Kind != "stopped" || !strings.Contains(last.Detail, "killed after") {
+		t.Errorf("stop event: %+v", last)
+	}
+	if _, err := c.ExecWait(ctx, stubborn.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); client.StatusCode(err) != 409 {
+		t.Fatalf("exec in a stopped sandbox: %v", err)
+	}
+	if _, err := c.StopSandbox(ctx, stubborn.SandboxID, 0, true); client.StatusCode(err) != 409 {
+		t.Fatalf("stop twice: %v", err)
+	}
+
+	// A restart keeps the stopped sandbox's filesystem.
+	d.stop(syscall.SIGKILL)
+	d.start()
+	c = d.client()
+	if det, err := c.GetSandbox(ctx, stubborn.SandboxID); err != nil || det.State != "stopped" {
+		t.Fatalf("after restart: %+v %v", det, err)
+	}
+	vol := d.dataDir + "/pool/volumes/sandboxes/" + stubborn.SandboxID + "/workspace/f"
+	if _, err := readFileHost(vol); err != nil {
+		t.Fatalf("the stopped sandbox's files are gone after a restart: %v", err)
+	}
+	for _, id := range []string{polite.SandboxID, stubborn.SandboxID} {
+		if err := c.DeleteSandbox(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if left := leftovers(t, d.dataDir, id); len(left) > 0 {
+			t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
+		}
+	}
+}
