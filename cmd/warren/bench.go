@@ -18,15 +18,16 @@ func benchCmd() *cobra.Command {
 	var opts bench.Options
 	var snap bench.SnapshotOptions
 	var suite string
+	var densityN int
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure warren's latencies and print JSON (--suite core: create, exec, delete; snapshots: turns, diff, fork, rollback)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch suite {
-			case "core", "snapshots", "all":
+			case "core", "snapshots", "density", "all":
 			default:
-				return fmt.Errorf("--suite %q: want core, snapshots or all", suite)
+				return fmt.Errorf("--suite %q: want core, snapshots, density or all", suite)
 			}
 			dir, _ := cmd.Flags().GetString("data-dir")
 			if !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren" {
@@ -73,11 +74,21 @@ func benchCmd() *cobra.Command {
 				}
 				out["snapshots"] = rep
 			}
+			if suite == "density" || suite == "all" {
+				o := opts
+				o.DataDir = dataDir("density")
+				rep, err := bench.RunDensity(cmd.Context(), o, densityN)
+				if err != nil {
+					return err
+				}
+				out["density"] = rep
+			}
 			return printBench(cmd, suite, out)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots or all")
+	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox) or all")
+	f.IntVar(&densityN, "sandboxes", 200, "density suite: idle sandboxes to start")
 	f.IntVar(&opts.Creates, "creates", 30, "core: sandboxes to create and delete")
 	f.IntVar(&opts.Execs, "execs", 300, "core: exec round trips per method")
 	f.IntVar(&snap.Files, "files", 100_000, "snapshots: files in the workspace")

@@ -113,6 +113,9 @@ func (h *harness) close() error {
 	h.stop()
 	h.wg.Wait()
 	h.d.Close()
+	if r, ok := h.d.Runtime.(interface{ RemoveParentCgroups() }); ok {
+		r.RemoveParentCgroups()
+	}
 	if u, ok := h.d.Storage.(interface{ Unmount() error }); ok {
 		if err := unmountRetrying(u); err != nil {
 			errs = append(errs, fmt.Errorf("unmount bench pool: %w", err))
