@@ -33,8 +33,18 @@ type NewSandbox struct {
 	Timeout    *int64            `json:"timeout,omitempty"` // seconds; default 300; 0 = never
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	EnvVars    map[string]string `json:"envVars,omitempty"`
+	// AutoPause pauses the sandbox when its run timeout fires instead of
+	// killing it; AutoResume resumes a paused sandbox on any call that
+	// needs it (E2B's fields).
+	AutoPause  bool        `json:"autoPause,omitempty"`
+	AutoResume *AutoResume `json:"autoResume,omitempty"`
 	// warren extensions
 	Limits *Limits `json:"limits,omitempty"`
+}
+
+// AutoResume is E2B's autoResume setting.
+type AutoResume struct {
+	Enabled bool `json:"enabled"`
 }
 
 // Sandbox is the answer to a create.
@@ -58,6 +68,8 @@ type SandboxDetail struct {
 	MemoryMB   int64             `json:"memoryMB"`
 	DiskSizeMB int64             `json:"diskSizeMB"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
+	AutoPause  bool              `json:"autoPause,omitempty"`
+	AutoResume bool              `json:"autoResume,omitempty"`
 	// warren extensions
 	Pids int64 `json:"pids"`
 	// DiskUsedBytes is the space charged to the sandbox (its writes and

@@ -27,6 +27,8 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		timeout   int64
 		memoryMB  int64
 		diskMB    int64
+		autoPause bool
+		autoRes   bool
 		cpus      float64
 		pids      int64
 		meta, env []string
@@ -58,6 +60,10 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 			if memoryMB != 0 || cpus != 0 || pids != 0 || diskMB != 0 {
 				in.Limits = &client.Limits{MemoryMB: memoryMB, CPUCount: cpus, Pids: pids, DiskMB: diskMB}
 			}
+			in.AutoPause = autoPause
+			if autoRes {
+				in.AutoResume = &client.AutoResume{Enabled: true}
+			}
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
 			if err != nil {
 				return err
@@ -76,6 +82,8 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.Float64Var(&cpus, "cpus", 0, "CPU limit, may be fractional (default: the server's)")
 	f.Int64Var(&pids, "pids", 0, "process limit (default: the server's)")
 	f.Int64Var(&diskMB, "disk-mb", 0, "disk quota in MiB: what the sandbox may write, snapshots included (default: the server's; btrfs only)")
+	f.BoolVar(&autoPause, "auto-pause", false, "pause at the run timeout instead of being killed")
+	f.BoolVar(&autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
 	return cmd

@@ -33,6 +33,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Template: body.TemplateID,
 		Metadata: body.Metadata,
 		Env:      body.EnvVars,
+
+		AutoPause:  body.AutoPause,
+		AutoResume: body.AutoResume != nil && body.AutoResume.Enabled,
 	}
 	if body.Timeout != nil {
 		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
@@ -81,6 +84,9 @@ func detailOf(rec store.Sandbox) client.SandboxDetail {
 		Pids:      rec.Pids,
 		Runtime:   rec.Runtime,
 		Reason:    rec.Reason,
+
+		AutoPause:  rec.AutoPause,
+		AutoResume: rec.AutoResume,
 
 		DiskSizeMB:    rec.QuotaBytes >> 20,
 		DiskUsedBytes: -1,

@@ -13,6 +13,9 @@ const (
 	CauseError   = "error"
 	CauseRestart = "restart"
 	CausePool    = "pool"
+	// CauseAutoResume: a call needed a paused sandbox created with
+	// autoResume.
+	CauseAutoResume = "auto-resume"
 )
 
 // event records one step of a sandbox's life. It is best effort: a failed

@@ -120,6 +120,9 @@ type CreateRequest struct {
 	Limits   runtime.Limits
 	// DiskBytes caps the space the sandbox may write (0 = no cap).
 	DiskBytes int64
+	// AutoPause pauses the sandbox at its run timeout instead of killing
+	// it; AutoResume resumes it on any call that needs it.
+	AutoPause, AutoResume bool
 }
 
 // Manager is the session service.
@@ -209,6 +212,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		CPUMillis:   limits.CPUMillis,
 		Pids:        limits.Pids,
 		QuotaBytes:  req.DiskBytes,
+		AutoPause:   req.AutoPause,
+		AutoResume:  req.AutoResume,
 		CreatedAt:   now,
 		UpdatedAt:   now,
 		StartedAt:   now,
@@ -367,6 +372,12 @@ func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, 
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return nil, err
+	}
+	if rec.State == StatePaused && rec.AutoResume {
+		if _, err := m.resume(ctx, team, id, CauseAutoResume); err != nil {
+			return nil, err
+		}
+		return m.Agent(ctx, team, id)
 	}
 	if rec.State == StatePaused {
 		return nil, fmt.Errorf("sandbox %s is paused; resume it first (POST /sandboxes/%s/resume): %w", id, id, errdefs.ErrConflict)
@@ -664,6 +675,15 @@ func (m *Manager) expire(ctx context.Context) {
 		m.log.Info("sandbox timed out; killing it", "sandbox", rec.ID, "endAt", rec.EndAt)
 		unlock := m.lockSandbox(rec.ID)
 		if cur, err := m.store.GetSandbox(ctx, rec.ID); err == nil && cur.State == StateRunning && !cur.EndAt.After(now) {
+			if cur.AutoPause {
+				unlock()
+				if err := m.pause(ctx, cur.Team, cur.ID, CauseTimeout); err != nil {
+					m.log.Warn("pause timed-out sandbox", "sandbox", rec.ID, "err", err)
+					continue
+				}
+				m.event(ctx, cur, "timed-out", cur.State, StatePaused, CauseTimeout, "run timeout reached at "+cur.EndAt.Format(time.RFC3339)+"; paused (autoPause)")
+				continue
+			}
 			m.event(ctx, cur, "timed-out", cur.State, cur.State, CauseTimeout, "run timeout reached at "+cur.EndAt.Format(time.RFC3339))
 			if err := m.destroy(ctx, cur, CauseTimeout); err != nil {
 				m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)

@@ -57,6 +57,10 @@ func (m *Manager) pause(ctx context.Context, team, id, cause string) error {
 // whether the sandbox was paused (false: it was running already, nothing
 // done). The time spent paused is added to the run timeout.
 func (m *Manager) Resume(ctx context.Context, team, id string) (bool, error) {
+	return m.resume(ctx, team, id, CauseAPI)
+}
+
+func (m *Manager) resume(ctx context.Context, team, id, cause string) (bool, error) {
 	unlock := m.lockSandbox(id)
 	defer unlock()
 	rec, err := m.Get(ctx, team, id)
@@ -91,9 +95,15 @@ func (m *Manager) Resume(ctx context.Context, team, id string) (bool, error) {
 	sb.paused, sb.pausedAt = false, time.Time{}
 	sb.lastActive = m.cfg.Now()
 	m.mu.Unlock()
-	m.event(ctx, rec, "resumed", StatePaused, StateRunning, CauseAPI, "paused for "+pausedFor.Round(time.Millisecond).String())
+	m.event(ctx, rec, "resumed", StatePaused, StateRunning, cause, "paused for "+pausedFor.Round(time.Millisecond).String())
 	if !rec.EndAt.IsZero() && pausedFor > 0 {
-		if err := m.store.SetSandboxEndAt(bg, id, rec.EndAt.Add(pausedFor)); err != nil {
+		end := rec.EndAt.Add(pausedFor)
+		if now := m.cfg.Now(); !end.After(now) && m.cfg.DefaultTimeout > 0 {
+			// Paused by its own run timeout (autoPause): a resume starts a
+			// fresh run timeout rather than pausing it again at once.
+			end = now.Add(m.cfg.DefaultTimeout)
+		}
+		if err := m.store.SetSandboxEndAt(bg, id, end); err != nil {
 			m.log.Warn("extend run timeout after pause", "sandbox", id, "err", err)
 		}
 	}

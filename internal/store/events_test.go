@@ -35,3 +35,17 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("no kind: %v", err)
 	}
 }
+
+func TestAutoPauseResumeRoundTrip(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	sb := testSandbox("auto1")
+	sb.AutoPause, sb.AutoResume = true, true
+	if err := s.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetSandbox(ctx, "auto1")
+	if err != nil || !got.AutoPause || !got.AutoResume {
+		t.Fatalf("%+v %v", got, err)
+	}
+}

@@ -155,6 +155,12 @@ var migrations = []string{
 	) STRICT`,
 	// 31
 	`CREATE INDEX sandbox_events_by_sandbox ON sandbox_events (sandbox_id, id)`,
+
+	// 32-33: E2B's autoPause (pause, not kill, at the run timeout) and
+	// autoResume (a call that needs a paused sandbox resumes it).
+	`ALTER TABLE sandboxes ADD COLUMN auto_pause INTEGER NOT NULL DEFAULT 0`,
+	// 33
+	`ALTER TABLE sandboxes ADD COLUMN auto_resume INTEGER NOT NULL DEFAULT 0`,
 }
 
 // SchemaVersion is the schema version this build writes.
