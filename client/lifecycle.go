@@ -47,3 +47,15 @@ func (c *Client) StopSandbox(ctx context.Context, id string, grace time.Duration
 	err = c.call(ctx, r, &out)
 	return out, err
 }
+
+// DrainSandbox refuses new calls to a sandbox, waits up to wait for its
+// running commands, then stops it (SIGTERM, SIGKILL after grace).
+func (c *Client) DrainSandbox(ctx context.Context, id string, wait, grace time.Duration) (SandboxDetail, error) {
+	var out SandboxDetail
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/stop"), map[string]any{"drain": true, "drainWait": wait.Seconds(), "grace": grace.Seconds()})
+	if err != nil {
+		return out, err
+	}
+	err = c.call(ctx, r, &out)
+	return out, err
+}

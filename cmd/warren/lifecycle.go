@@ -78,8 +78,8 @@ func sandboxEventsCmd(a *app) *cobra.Command {
 }
 
 func sandboxStopCmd(a *app) *cobra.Command {
-	var grace time.Duration
-	var kill bool
+	var grace, drainWait time.Duration
+	var kill, drain bool
 	cmd := &cobra.Command{
 		Use:   "stop ID...",
 		Short: "Stop sandboxes' processes (SIGTERM, then SIGKILL after --grace) and keep their filesystems",
@@ -87,12 +87,19 @@ func sandboxStopCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
 			return eachID(a, ids, "sandbox", func(id string) error {
-				_, err := c.StopSandbox(cmd.Context(), id, grace, kill)
+				var err error
+				if drain {
+					_, err = c.DrainSandbox(cmd.Context(), id, drainWait, grace)
+				} else {
+					_, err = c.StopSandbox(cmd.Context(), id, grace, kill)
+				}
 				return err
 			})
 		},
 	}
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long processes get after SIGTERM")
 	cmd.Flags().BoolVar(&kill, "kill", false, "kill at once (no SIGTERM)")
+	cmd.Flags().BoolVar(&drain, "drain", false, "refuse new calls and wait for running commands first")
+	cmd.Flags().DurationVar(&drainWait, "drain-wait", time.Minute, "with --drain: how long to wait for running commands")
 	return cmd
 }

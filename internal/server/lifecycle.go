@@ -8,6 +8,7 @@ import (
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/store"
 )
 
 // timeoutBody is the body of /timeout and /connect: {timeout: seconds}.
@@ -108,10 +109,18 @@ type stopBody struct {
 	// SIGKILL; default 10. Kill skips SIGTERM.
 	Grace *float64 `json:"grace,omitempty"`
 	Kill  bool     `json:"kill,omitempty"`
+	// Drain refuses new calls and waits up to DrainWait seconds (default
+	// 60) for running commands before stopping.
+	Drain     bool     `json:"drain,omitempty"`
+	DrainWait *float64 `json:"drainWait,omitempty"`
 }
 
-// defaultGrace is a graceful stop's grace period when none is given.
-const defaultGrace = 10 * time.Second
+// defaultGrace is a graceful stop's grace period when none is given;
+// defaultDrainWait how long a drain waits for running commands.
+const (
+	defaultGrace     = 10 * time.Second
+	defaultDrainWait = 60 * time.Second
+)
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	var body stopBody
@@ -130,7 +139,22 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	if body.Kill {
 		grace = 0
 	}
-	rec, graceful, err := s.deps.Sessions.Stop(r.Context(), teamOf(r), r.PathValue("id"), grace)
+	var rec store.Sandbox
+	var graceful bool
+	var err error
+	if body.Drain {
+		wait := defaultDrainWait
+		if body.DrainWait != nil {
+			if *body.DrainWait < 0 || *body.DrainWait > session.MaxDrainWait.Seconds() {
+				writeError(w, r, fmt.Errorf("drainWait %v s is outside 0..%v s: %w", *body.DrainWait, session.MaxDrainWait.Seconds(), errdefs.ErrInvalid))
+				return
+			}
+			wait = time.Duration(*body.DrainWait * float64(time.Second))
+		}
+		rec, graceful, err = s.deps.Sessions.Drain(r.Context(), teamOf(r), r.PathValue("id"), wait, grace)
+	} else {
+		rec, graceful, err = s.deps.Sessions.Stop(r.Context(), teamOf(r), r.PathValue("id"), grace)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -165,6 +165,7 @@ type liveSandbox struct {
 	paused     bool
 	pausedAt   time.Time
 	lastActive time.Time
+	draining   bool // refuses new calls while its commands finish
 }
 
 // New returns a manager; call Recover before serving requests.
@@ -362,7 +363,7 @@ func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) 
 // Agent returns the agent connection of a team's running sandbox.
 func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
 	m.mu.Lock()
-	if sb := m.live[id]; sb != nil && sb.team == team && !sb.paused {
+	if sb := m.live[id]; sb != nil && sb.team == team && !sb.paused && !sb.draining {
 		sb.lastActive = m.cfg.Now()
 		m.mu.Unlock()
 		return sb.Agent, nil
@@ -390,6 +391,9 @@ func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, 
 	m.mu.Unlock()
 	if sb == nil {
 		return nil, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
+	}
+	if sb.draining {
+		return nil, fmt.Errorf("sandbox %s is draining: it takes no new calls and stops when its commands finish: %w", id, errdefs.ErrConflict)
 	}
 	return sb.Agent, nil
 }

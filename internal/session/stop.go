@@ -57,3 +57,36 @@ func (m *Manager) Stop(ctx context.Context, team, id string, grace time.Duration
 	out, err := m.store.GetSandbox(bg, id)
 	return out, graceful, err
 }
+
+// MaxDrainWait bounds how long a drain waits for running commands.
+const MaxDrainWait = time.Hour
+
+// Drain refuses new calls to a team's running sandbox, waits (at most wait)
+// for the commands already running to finish, then stops it like Stop.
+func (m *Manager) Drain(ctx context.Context, team, id string, wait, grace time.Duration) (store.Sandbox, bool, error) {
+	if wait < 0 || wait > MaxDrainWait {
+		return store.Sandbox{}, false, fmt.Errorf("drain wait must be 0..%s: %w", MaxDrainWait, errdefs.ErrInvalid)
+	}
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return store.Sandbox{}, false, err
+	}
+	if rec.State != StateRunning {
+		return store.Sandbox{}, false, fmt.Errorf("sandbox %s is %s; only a running sandbox can be drained: %w", id, rec.State, errdefs.ErrConflict)
+	}
+	m.mu.Lock()
+	if sb := m.live[id]; sb != nil {
+		sb.draining = true
+	}
+	m.mu.Unlock()
+	m.event(ctx, rec, "draining", rec.State, rec.State, CauseAPI, fmt.Sprintf("waiting up to %s for %d command(s)", wait, m.inflight(id)))
+	deadline := time.Now().Add(wait)
+	for m.inflight(id) > 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return store.Sandbox{}, false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return m.Stop(ctx, team, id, grace)
+}

@@ -47,6 +47,8 @@ func TestStop(t *testing.T) {
 		ExecRequest: client.ExecRequest{Command: "trap '' TERM; while :; do sleep 0.1; done"}}); err != nil {
 		t.Fatal(err)
 	}
+	// Let the shell install its trap before the stop's SIGTERM arrives.
+	time.Sleep(500 * time.Millisecond)
 	start = time.Now()
 	if _, err := c.StopSandbox(ctx, stubborn.SandboxID, 1500*time.Millisecond, false); err != nil {
 		t.Fatal(err)
@@ -63,6 +65,40 @@ func TestStop(t *testing.T) {
 	}
 	if _, err := c.StopSandbox(ctx, stubborn.SandboxID, 0, true); client.StatusCode(err) != 409 {
 		t.Fatalf("stop twice: %v", err)
+	}
+
+	// Drain: new calls are refused while a running command finishes, then
+	// the sandbox stops.
+	drained, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan client.ExecResult, 1)
+	go func() {
+		res, _ := c.ExecWait(ctx, drained.SandboxID, client.ExecRequest{Command: "sleep 1.5; echo finished"})
+		done <- res
+	}()
+	time.Sleep(300 * time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := c.DrainSandbox(ctx, drained.SandboxID, 10*time.Second, time.Second)
+		stopped <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if _, err := c.ExecWait(ctx, drained.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "draining") {
+		t.Fatalf("a new exec while draining: %v", err)
+	}
+	if res := <-done; res.Stdout != "finished\n" {
+		t.Fatalf("the running command was cut by the drain: %+v", res)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if det, _ := c.GetSandbox(ctx, drained.SandboxID); det.State != "stopped" {
+		t.Fatalf("after drain: %s", det.State)
+	}
+	if err := c.DeleteSandbox(ctx, drained.SandboxID); err != nil {
+		t.Fatal(err)
 	}
 
 	// A restart keeps the stopped sandbox's filesystem.
