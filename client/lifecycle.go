@@ -59,3 +59,15 @@ func (c *Client) DrainSandbox(ctx context.Context, id string, wait, grace time.D
 	err = c.call(ctx, r, &out)
 	return out, err
 }
+
+// UpdateLimits changes a running sandbox's limits in place (zero fields
+// keep theirs; DiskMB cannot change).
+func (c *Client) UpdateLimits(ctx context.Context, id string, l Limits) (SandboxDetail, error) {
+	var out SandboxDetail
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/limits"), l)
+	if err != nil {
+		return out, err
+	}
+	err = c.call(ctx, r, &out)
+	return out, err
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/warrenhq/warren/client"
 )
 
 func sandboxPauseCmd(a *app) *cobra.Command {
@@ -101,5 +103,32 @@ func sandboxStopCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&kill, "kill", false, "kill at once (no SIGTERM)")
 	cmd.Flags().BoolVar(&drain, "drain", false, "refuse new calls and wait for running commands first")
 	cmd.Flags().DurationVar(&drainWait, "drain-wait", time.Minute, "with --drain: how long to wait for running commands")
+	return cmd
+}
+
+func sandboxLimitsCmd(a *app) *cobra.Command {
+	var l client.Limits
+	cmd := &cobra.Command{
+		Use:   "limits ID [--memory-mb N] [--cpus F] [--pids N]",
+		Short: "Change a running sandbox's limits in place",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if l.MemoryMB < 0 || l.CPUCount < 0 || l.Pids < 0 {
+				return usageError{fmt.Errorf("limits must not be negative")}
+			}
+			det, err := a.client().UpdateLimits(cmd.Context(), argv[0], l)
+			if err != nil {
+				return err
+			}
+			if a.json {
+				return printJSON(a.out, det)
+			}
+			fmt.Fprintf(a.out, "%s: memory %s, cpus %s, pids %d\n", det.SandboxID, fmtBytes(det.MemoryMB<<20), fmtFloat(det.CPUCount), det.Pids)
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&l.MemoryMB, "memory-mb", 0, "memory limit in MiB (0 = unchanged)")
+	cmd.Flags().Float64Var(&l.CPUCount, "cpus", 0, "CPU limit (0 = unchanged)")
+	cmd.Flags().Int64Var(&l.Pids, "pids", 0, "process limit (0 = unchanged)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -45,4 +46,19 @@ func (h *Host) Stop(ctx context.Context, id string, grace time.Duration, conn *a
 		return graceful, err
 	}
 	return graceful, nil
+}
+
+// limitUpdater is implemented by runtimes that can change a running
+// sandbox's limits in place.
+type limitUpdater interface {
+	UpdateLimits(ctx context.Context, id string, l runtime.Limits) error
+}
+
+// UpdateLimits changes a running sandbox's limits.
+func (h *Host) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error {
+	u, ok := h.Runtime.(limitUpdater)
+	if !ok {
+		return fmt.Errorf("the %s runtime cannot change limits of a running sandbox: %w", h.Runtime.Name(), errdefs.ErrUnsupported)
+	}
+	return u.UpdateLimits(ctx, id, l)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -163,4 +164,29 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 		client.SandboxDetail
 		Graceful bool `json:"graceful"`
 	}{detailOf(rec), graceful})
+}
+
+// updateLimits serves POST /sandboxes/{id}/limits {memoryMB, cpuCount,
+// pids}: the limits change in place; zero fields keep theirs.
+func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
+	var body client.Limits
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if body.MemoryMB < 0 || body.CPUCount < 0 || body.Pids < 0 || body.MemoryMB > 1<<30 {
+		writeError(w, r, fmt.Errorf("limits must be 0 (unchanged) or positive: %w", errdefs.ErrInvalid))
+		return
+	}
+	if body.DiskMB != 0 {
+		writeError(w, r, fmt.Errorf("diskMB can only be set at create: %w", errdefs.ErrInvalid))
+		return
+	}
+	rec, err := s.deps.Sessions.UpdateLimits(r.Context(), teamOf(r), r.PathValue("id"),
+		runtime.Limits{MemoryBytes: body.MemoryMB << 20, CPUMillis: int64(body.CPUCount * 1000), Pids: body.Pids})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, detailOf(rec))
 }

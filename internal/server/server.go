@@ -94,6 +94,7 @@ func (s *Server) routes() {
 	m.Handle("GET /sandboxes/{id}/events", s.auth(s.sandboxEvents))
 	m.Handle("POST /sandboxes/{id}/pause", s.auth(s.pauseSandbox))
 	m.Handle("POST /sandboxes/{id}/stop", s.auth(s.stopSandbox))
+	m.Handle("POST /sandboxes/{id}/limits", s.auth(s.updateLimits))
 	m.Handle("POST /sandboxes/{id}/resume", s.auth(s.resumeSandbox))
 	m.Handle("POST /sandboxes/{id}/connect", s.auth(s.resumeSandbox))
 	m.Handle("POST /v2/sandboxes/{id}/connect", s.auth(s.resumeSandbox))

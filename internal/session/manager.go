@@ -29,6 +29,7 @@ type Host interface {
 	Reconcile(ctx context.Context, keep map[string]bool) error
 	Alive(ctx context.Context, id string) (bool, error)
 	Pause(ctx context.Context, id string) error
+	UpdateLimits(ctx context.Context, id string, l runtime.Limits) error
 	Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (bool, error)
 	Warm(ctx context.Context, sb *sandbox.Sandbox) error
 	Resume(ctx context.Context, id string, conn *agentconn.Conn) error
@@ -60,6 +61,7 @@ type Store interface {
 	SetSandboxEndAt(ctx context.Context, id string, endAt time.Time) error
 	DeleteSandbox(ctx context.Context, id string) error
 	SetSandboxHead(ctx context.Context, id, head string) error
+	SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error
 	NextTurn(ctx context.Context, sandboxID string) (int, error)
 
 	CreateSnapshot(ctx context.Context, snap store.Snapshot) error

@@ -155,6 +155,8 @@ func (h *fakeHost) Stop(ctx context.Context, id string, grace time.Duration, _ *
 	return true, nil
 }
 
+func (h *fakeHost) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error { return nil }
+
 func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) error { return nil }
 
 func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -89,4 +90,36 @@ func (m *Manager) Drain(ctx context.Context, team, id string, wait, grace time.D
 		}
 	}
 	return m.Stop(ctx, team, id, grace)
+}
+
+// UpdateLimits changes a team's running (or paused) sandbox's memory, CPU
+// and pids limits in place; zero fields keep theirs. The same bounds as at
+// create apply.
+func (m *Manager) UpdateLimits(ctx context.Context, team, id string, l runtime.Limits) (store.Sandbox, error) {
+	check := CreateRequest{Team: team, Limits: l}
+	if err := m.validate(&check); err != nil {
+		return store.Sandbox{}, err
+	}
+	if l == (runtime.Limits{}) {
+		return store.Sandbox{}, fmt.Errorf("give at least one of memoryMB, cpuCount, pids: %w", errdefs.ErrInvalid)
+	}
+	unlock := m.lockSandbox(id)
+	defer unlock()
+	rec, err := m.Get(ctx, team, id)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	if rec.State != StateRunning && rec.State != StatePaused {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", id, rec.State, errdefs.ErrConflict)
+	}
+	if err := m.host.UpdateLimits(ctx, id, l); err != nil {
+		return store.Sandbox{}, err
+	}
+	bg := context.WithoutCancel(ctx)
+	if err := m.store.SetSandboxLimits(bg, id, l.MemoryBytes, l.CPUMillis, l.Pids); err != nil {
+		return store.Sandbox{}, err
+	}
+	m.event(ctx, rec, "limits-updated", rec.State, rec.State, CauseAPI,
+		fmt.Sprintf("memory %d MiB, cpu %d millis, pids %d (0 = unchanged)", l.MemoryBytes>>20, l.CPUMillis, l.Pids))
+	return m.store.GetSandbox(bg, id)
 }

@@ -49,3 +49,22 @@ func TestAutoPauseResumeRoundTrip(t *testing.T) {
 		t.Fatalf("%+v %v", got, err)
 	}
 }
+
+func TestSetSandboxLimits(t *testing.T) {
+	s, _ := openTest(t)
+	ctx := context.Background()
+	sb := testSandbox("lim1")
+	if err := s.CreateSandbox(ctx, sb); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSandboxLimits(ctx, "lim1", 1<<30, 0, 77); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.GetSandbox(ctx, "lim1")
+	if got.MemoryBytes != 1<<30 || got.CPUMillis != sb.CPUMillis || got.Pids != 77 {
+		t.Fatalf("%+v", got)
+	}
+	if err := s.SetSandboxLimits(ctx, "nosuch", 1, 1, 1); !errdefs.IsNotFound(err) {
+		t.Fatalf("unknown: %v", err)
+	}
+}
