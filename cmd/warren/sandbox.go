@@ -105,7 +105,12 @@ func sandboxListCmd(a *app) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			all, err := listAllSandboxes(cmd, a.client(), client.ListOptions{Metadata: md, States: states, Limit: limit})
+			c := a.client()
+			opts := client.ListOptions{Metadata: md, States: states, Limit: limit}
+			all, err := allPages("sandboxes", func(token string) ([]client.ListedSandbox, string, error) {
+				opts.NextToken = token
+				return c.ListSandboxes(cmd.Context(), opts)
+			})
 			if err != nil {
 				return err
 			}
@@ -125,29 +130,6 @@ func sandboxListCmd(a *app) *cobra.Command {
 	f.StringArrayVar(&meta, "meta", nil, "only sandboxes with this metadata KEY=VALUE (repeatable)")
 	f.IntVar(&limit, "page-size", 0, "sandboxes fetched per request (default: the server's)")
 	return cmd
-}
-
-// listAllSandboxes follows X-Next-Token until the last page.
-func listAllSandboxes(cmd *cobra.Command, c *client.Client, opts client.ListOptions) ([]client.ListedSandbox, error) {
-	all := []client.ListedSandbox{}
-	seen := map[string]bool{}
-	for {
-		page, next, err := c.ListSandboxes(cmd.Context(), opts)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		if next == "" {
-			return all, nil
-		}
-		// A server that hands back a token it already gave would loop us
-		// forever; stop and say so.
-		if seen[next] {
-			return nil, fmt.Errorf("list sandboxes: the server repeated page token %q", next)
-		}
-		seen[next] = true
-		opts.NextToken = next
-	}
 }
 
 func sandboxGetCmd(a *app) *cobra.Command {

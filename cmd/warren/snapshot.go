@@ -69,7 +69,11 @@ func snapshotListCmd(a *app) *cobra.Command {
 			if all {
 				opts.States = append(opts.States, "deleted")
 			}
-			snaps, err := listAllSnapshots(cmd, a.client(), opts)
+			c := a.client()
+			snaps, err := allPages("snapshots", func(token string) ([]client.Snapshot, string, error) {
+				opts.NextToken = token
+				return c.ListSnapshots(cmd.Context(), opts)
+			})
 			if err != nil {
 				return err
 			}
@@ -99,29 +103,6 @@ func snapshotListCmd(a *app) *cobra.Command {
 	f.BoolVar(&all, "all", false, "include deleted snapshots (kept as tombstones in the lineage)")
 	f.IntVar(&opts.Limit, "page-size", 0, "snapshots fetched per request (default: the server's)")
 	return cmd
-}
-
-// listAllSnapshots follows X-Next-Token until the last page.
-func listAllSnapshots(cmd *cobra.Command, c *client.Client, opts client.SnapshotListOptions) ([]client.Snapshot, error) {
-	all := []client.Snapshot{}
-	seen := map[string]bool{}
-	for {
-		page, next, err := c.ListSnapshots(cmd.Context(), opts)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, page...)
-		if next == "" {
-			return all, nil
-		}
-		// A server that hands back a token it already gave would loop us
-		// forever; stop and say so.
-		if seen[next] {
-			return nil, fmt.Errorf("list snapshots: the server repeated page token %q", next)
-		}
-		seen[next] = true
-		opts.NextToken = next
-	}
 }
 
 func snapshotGetCmd(a *app) *cobra.Command {

@@ -66,7 +66,11 @@ limit, disk charged and quota. The server samples once a second.`,
 
 // topSnapshot lists the caller's running sandboxes with their newest sample.
 func topSnapshot(cmd *cobra.Command, c *client.Client) ([]topRow, error) {
-	sbs, err := listAllSandboxes(cmd, c, client.ListOptions{States: []string{"running"}})
+	opts := client.ListOptions{States: []string{"running"}}
+	sbs, err := allPages("sandboxes", func(token string) ([]client.ListedSandbox, string, error) {
+		opts.NextToken = token
+		return c.ListSandboxes(cmd.Context(), opts)
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -62,3 +62,24 @@ func (h *Host) UpdateLimits(ctx context.Context, id string, l runtime.Limits) er
 	}
 	return u.UpdateLimits(ctx, id, l)
 }
+
+// Pause freezes a sandbox's processes.
+func (h *Host) Pause(ctx context.Context, id string) error {
+	if !h.Runtime.Capabilities().Pause {
+		return fmt.Errorf("the %s runtime cannot pause: %w", h.Runtime.Name(), errdefs.ErrUnsupported)
+	}
+	return h.Runtime.Pause(ctx, id)
+}
+
+// Resume thaws a sandbox's processes and waits until its agent answers
+// again (a frozen agent's connection may have been dropped meanwhile; it
+// re-dials by itself).
+func (h *Host) Resume(ctx context.Context, id string, conn *agentconn.Conn) error {
+	if err := h.Runtime.Resume(ctx, id); err != nil {
+		return err
+	}
+	if conn == nil {
+		return nil
+	}
+	return h.waitReady(ctx, conn)
+}

@@ -40,6 +40,14 @@ func snapshotOf(s store.Snapshot) client.Snapshot {
 	return out
 }
 
+// writeTaken answers a snapshot just taken: 201 with how long the sandbox
+// was frozen.
+func writeTaken(w http.ResponseWriter, res session.SnapshotResult) {
+	out := snapshotOf(res.Snapshot)
+	out.FrozenMs = float64(res.Frozen.Microseconds()) / 1000
+	writeJSON(w, http.StatusCreated, out)
+}
+
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	var body client.NewSnapshot
 	if err := decodeJSON(w, r, &body); err != nil {
@@ -51,9 +59,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := snapshotOf(res.Snapshot)
-	out.FrozenMs = float64(res.Frozen.Microseconds()) / 1000
-	writeJSON(w, http.StatusCreated, out)
+	writeTaken(w, res)
 }
 
 func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) {
@@ -62,9 +68,7 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	out := snapshotOf(res.Snapshot)
-	out.FrozenMs = float64(res.Frozen.Microseconds()) / 1000
-	writeJSON(w, http.StatusCreated, out)
+	writeTaken(w, res)
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -207,19 +208,11 @@ func (m *Manager) PoolStats() []PoolStats {
 			Hits: p.hits, Misses: p.misses, LastFailure: p.lastErr}
 		if len(p.claims) > 0 {
 			sorted := append([]time.Duration(nil), p.claims...)
-			sortDurations(sorted)
+			slices.Sort(sorted)
 			st.ClaimP50 = sorted[len(sorted)/2]
 		}
 		p.mu.Unlock()
 		out = append(out, st)
 	}
 	return out
-}
-
-func sortDurations(d []time.Duration) {
-	for i := 1; i < len(d); i++ {
-		for j := i; j > 0 && d[j] < d[j-1]; j-- {
-			d[j], d[j-1] = d[j-1], d[j]
-		}
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -440,7 +441,7 @@ func (m *Manager) Diff(ctx context.Context, team, from, to string) (DiffResult, 
 
 // ReadForDiff reads a small file of a diff's side for a content diff.
 func (m *Manager) ReadForDiff(side string, path string, limit int64) ([]byte, bool, error) {
-	if id, ok := cutPrefix(side, "live:"); ok {
+	if id, ok := strings.CutPrefix(side, "live:"); ok {
 		return m.host.ReadVolumeFile(id, true, path, limit)
 	}
 	// The side was just diffed; keep it in the pool while it is read.
@@ -450,13 +451,6 @@ func (m *Manager) ReadForDiff(side string, path string, limit int64) ([]byte, bo
 	}
 	defer release()
 	return m.host.ReadVolumeFile(side, false, path, limit)
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
-		return s[len(prefix):], true
-	}
-	return s, false
 }
 
 // Lineage is a family's history: its sandboxes, snapshots and the edges

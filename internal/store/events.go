@@ -84,26 +84,3 @@ func (s *Store) ListEvents(ctx context.Context, sandboxID string, after int64, l
 	}
 	return out, rows.Err()
 }
-
-// SetSandboxLimits records a sandbox's new limits (zero fields keep theirs).
-func (s *Store) SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error {
-	if err := ids.Validate("sandbox id", id); err != nil {
-		return err
-	}
-	if memoryBytes < 0 || cpuMillis < 0 || pids < 0 {
-		return fmt.Errorf("limits must not be negative: %w", errdefs.ErrInvalid)
-	}
-	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET
-		memory_bytes = CASE WHEN ? > 0 THEN ? ELSE memory_bytes END,
-		cpu_millis   = CASE WHEN ? > 0 THEN ? ELSE cpu_millis END,
-		pids         = CASE WHEN ? > 0 THEN ? ELSE pids END,
-		updated_at   = ?
-		WHERE id = ?`, memoryBytes, memoryBytes, cpuMillis, cpuMillis, pids, pids, toNanos(time.Now()), id)
-	if err != nil {
-		return fmt.Errorf("update limits of %s: %w", id, dbErr(err))
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	return nil
-}

@@ -221,44 +221,8 @@ func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, 
 			WHERE m.key = ? AND m.type = 'text' AND m.value = ?)`)
 		args = append(args, k, f.Metadata[k])
 	}
-	if f.After != "" {
-		created, id, err := s.resolveCursor(ctx, "sandboxes", "sandbox", f.After)
-		if err != nil {
-			return nil, err
-		}
-		where = append(where, `(created_at, id) > (?, ?)`)
-		args = append(args, created, id)
-	}
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list limit %d is negative: %w", f.Limit, errdefs.ErrInvalid)
-	}
-
-	q := `SELECT ` + sandboxCols + ` FROM sandboxes`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY created_at, id`
-	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
-	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", dbErr(err))
-	}
-	defer rows.Close()
-	var out []Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sandboxes: %w", dbErr(err))
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", dbErr(err))
-	}
-	return out, nil
+	return runList(ctx, s, listQuery{table: "sandboxes", kind: "sandbox", cols: sandboxCols,
+		where: where, args: args, after: f.After, limit: f.Limit}, scanSandbox)
 }
 
 // resolveCursor turns a filter's After into the (created_at, id) position
@@ -388,4 +352,27 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// SetSandboxLimits records a sandbox's new limits (zero fields keep theirs).
+func (s *Store) SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error {
+	if err := ids.Validate("sandbox id", id); err != nil {
+		return err
+	}
+	if memoryBytes < 0 || cpuMillis < 0 || pids < 0 {
+		return fmt.Errorf("limits must not be negative: %w", errdefs.ErrInvalid)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET
+		memory_bytes = CASE WHEN ? > 0 THEN ? ELSE memory_bytes END,
+		cpu_millis   = CASE WHEN ? > 0 THEN ? ELSE cpu_millis END,
+		pids         = CASE WHEN ? > 0 THEN ? ELSE pids END,
+		updated_at   = ?
+		WHERE id = ?`, memoryBytes, memoryBytes, cpuMillis, cpuMillis, pids, pids, toNanos(time.Now()), id)
+	if err != nil {
+		return fmt.Errorf("update limits of %s: %w", id, dbErr(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
 }

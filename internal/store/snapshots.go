@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -278,43 +277,8 @@ func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot
 			args = append(args, string(k))
 		}
 	}
-	if f.After != "" {
-		created, id, err := s.resolveCursor(ctx, "snapshots", "snapshot", f.After)
-		if err != nil {
-			return nil, err
-		}
-		where = append(where, `(created_at, id) > (?, ?)`)
-		args = append(args, created, id)
-	}
-	if f.Limit < 0 {
-		return nil, fmt.Errorf("list limit %d is negative: %w", f.Limit, errdefs.ErrInvalid)
-	}
-	q := `SELECT ` + snapshotCols + ` FROM snapshots`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY created_at, id`
-	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
-	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", dbErr(err))
-	}
-	defer rows.Close()
-	var out []Snapshot
-	for rows.Next() {
-		sn, err := scanSnapshot(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list snapshots: %w", dbErr(err))
-		}
-		out = append(out, sn)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", dbErr(err))
-	}
-	return out, nil
+	return runList(ctx, s, listQuery{table: "snapshots", kind: "snapshot", cols: snapshotCols,
+		where: where, args: args, after: f.After, limit: f.Limit}, scanSnapshot)
 }
 
 // UpdateSnapshotState moves a snapshot to state to if its current state is

@@ -228,5 +228,3 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-func readFileHost(path string) ([]byte, error) { return os.ReadFile(path) }

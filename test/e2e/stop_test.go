@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,7 +110,7 @@ func TestStop(t *testing.T) {
 		t.Fatalf("after restart: %+v %v", det, err)
 	}
 	vol := d.dataDir + "/pool/volumes/sandboxes/" + stubborn.SandboxID + "/workspace/f"
-	if _, err := readFileHost(vol); err != nil {
+	if _, err := os.ReadFile(vol); err != nil {
 		t.Fatalf("the stopped sandbox's files are gone after a restart: %v", err)
 	}
 	for _, id := range []string{polite.SandboxID, stubborn.SandboxID} {

@@ -39,25 +39,9 @@ func (u subvolUUID) String() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
-// searchKeyV2 is struct btrfs_ioctl_search_key (104 bytes).
-type searchKeyV2 struct {
-	TreeID      uint64
-	MinObjectID uint64
-	MaxObjectID uint64
-	MinOffset   uint64
-	MaxOffset   uint64
-	MinTransid  uint64
-	MaxTransid  uint64
-	MinType     uint32
-	MaxType     uint32
-	NrItems     uint32
-	_           uint32
-	_           [4]uint64
-}
-
 // searchArgsV2 is struct btrfs_ioctl_search_args_v2 followed by its buffer.
 type searchArgsV2 struct {
-	Key     searchKeyV2
+	Key     searchKey
 	BufSize uint64
 	Buf     [searchBufSize]byte
 }
@@ -100,8 +84,6 @@ type inoPathArgs struct {
 }
 
 var (
-	_ [104 - unsafe.Sizeof(searchKeyV2{})]struct{}
-	_ [unsafe.Sizeof(searchKeyV2{}) - 104]struct{}
 	_ [504 - unsafe.Sizeof(subvolInfoArgs{})]struct{}
 	_ [unsafe.Sizeof(subvolInfoArgs{}) - 504]struct{}
 	_ [56 - unsafe.Sizeof(inoPathArgs{})]struct{}
