@@ -34,7 +34,7 @@ install_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROT
 install_plugin protoc-gen-connect-go connectrpc.com/connect/cmd/protoc-gen-connect-go "$PROTOC_GEN_CONNECT_GO_VERSION"
 
 out="$root/api/gen"
-rm -rf "$out/warren"
+rm -rf "$out/warren" "$out/process" "$out/filesystem"
 mkdir -p "$out"
 
 cd "$root/api/proto"
@@ -44,6 +44,7 @@ PATH="$bindir:$PATH" protoc \
 	--plugin=protoc-gen-connect-go="$bindir/protoc-gen-connect-go" \
 	--go_out="$out" --go_opt=paths=source_relative \
 	--connect-go_out="$out" --connect-go_opt=paths=source_relative \
-	warren/agent/v1/process.proto warren/agent/v1/files.proto warren/agent/v1/tunnel.proto
+	warren/agent/v1/process.proto warren/agent/v1/files.proto warren/agent/v1/tunnel.proto \
+	process/process.proto filesystem/filesystem.proto
 
-echo "gen-proto: generated $(find "$out/warren" -name '*.go' | wc -l) files under api/gen"
+echo "gen-proto: generated $(find "$out" -name '*.go' | wc -l) files under api/gen"
