@@ -38,8 +38,19 @@ type NewSandbox struct {
 	// needs it (E2B's fields).
 	AutoPause  bool        `json:"autoPause,omitempty"`
 	AutoResume *AutoResume `json:"autoResume,omitempty"`
+	// Secure is accepted for older SDKs; every warren sandbox is secure
+	// (its envd API takes only its access token).
+	Secure *bool `json:"secure,omitempty"`
+	// Network: only allowPublicTraffic is honoured here (false: the
+	// sandbox's ports need its traffic token or the team's API key).
+	Network *Network `json:"network,omitempty"`
 	// warren extensions
 	Limits *Limits `json:"limits,omitempty"`
+}
+
+// Network is E2B's network settings of a sandbox.
+type Network struct {
+	AllowPublicTraffic *bool `json:"allowPublicTraffic,omitempty"`
 }
 
 // AutoResume is E2B's autoResume setting.
@@ -54,8 +65,11 @@ type Sandbox struct {
 	ClientID        string `json:"clientID"`
 	EnvdVersion     string `json:"envdVersion"`
 	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
-	Domain          string `json:"domain,omitempty"`
-	Alias           string `json:"alias,omitempty"`
+	// TrafficAccessToken opens the ports of a sandbox created with
+	// network.allowPublicTraffic=false (header e2b-traffic-access-token).
+	TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
+	Domain             string `json:"domain,omitempty"`
+	Alias              string `json:"alias,omitempty"`
 }
 
 // SandboxDetail is the answer to GET /sandboxes/{id}.

@@ -214,6 +214,11 @@ func (c *Conn) Process() agentv1connect.ProcessServiceClient { return c.process 
 // Files is the agent's file service over whichever connection is current.
 func (c *Conn) Files() agentv1connect.FilesServiceClient { return c.files }
 
+// Transport sends HTTP requests to the agent's own server (E2B's envd API
+// that the agent serves) over whichever connection is current. Requests
+// need an absolute URL; its host is ignored.
+func (c *Conn) Transport() http.RoundTripper { return roundTripper{c} }
+
 // Close stops listening, closes the agent connection and removes the socket
 // file. The agent's processes keep running; the agent re-dials whoever
 // listens on the path next.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -20,6 +21,13 @@ type Config struct {
 	DataDir string
 	// Listen is the API's address.
 	Listen string
+	// Domain is the sandbox domain of E2B's host routing: a request whose
+	// Host is <port>-<sandbox id>.<Domain> goes to that port in the
+	// sandbox. It is returned in create answers, where the SDKs' getHost
+	// uses it. Browsers resolve *.localhost to loopback.
+	Domain string
+	// MaxUploadBytes bounds one file upload through the sandbox plane.
+	MaxUploadBytes int64
 	// Storage is "btrfs" (default) or "dir".
 	Storage string
 	// ImageSize is the size of the loop-backed btrfs image made when DataDir
@@ -77,6 +85,8 @@ func Default() Config {
 	c := Config{
 		DataDir:        "/var/lib/warren",
 		Listen:         "127.0.0.1:3000",
+		Domain:         "localhost",
+		MaxUploadBytes: 1 << 30,
 		Storage:        "btrfs",
 		ImageSize:      20 << 30,
 		MaxSandboxes:   100,
@@ -95,6 +105,9 @@ func Default() Config {
 	}
 	if v := os.Getenv("WARREN_LISTEN"); v != "" {
 		c.Listen = v
+	}
+	if v := os.Getenv("WARREN_DOMAIN"); v != "" {
+		c.Domain = v
 	}
 	if v := os.Getenv("WARREN_STORAGE"); v != "" {
 		c.Storage = v
@@ -125,6 +138,12 @@ func (c *Config) Validate() error {
 	c.DataDir = abs
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q is not host:port: %w", c.Listen, errdefs.ErrInvalid)
+	}
+	if c.Domain == "" || strings.ContainsAny(c.Domain, "/: ") || strings.HasPrefix(c.Domain, ".") {
+		return fmt.Errorf("--domain %q is not a DNS name: %w", c.Domain, errdefs.ErrInvalid)
+	}
+	if c.MaxUploadBytes <= 0 {
+		return fmt.Errorf("--max-upload-mb must be positive: %w", errdefs.ErrInvalid)
 	}
 	switch c.Storage {
 	case "btrfs", "dir":
@@ -185,6 +204,7 @@ func (c *Config) Validate() error {
 // Paths inside the data directory.
 func (c *Config) DBPath() string          { return filepath.Join(c.DataDir, "warren.db") }
 func (c *Config) AdminKeyPath() string    { return filepath.Join(c.DataDir, "admin.key") }
+func (c *Config) AccessKeyPath() string   { return filepath.Join(c.DataDir, "access-token.key") }
 func (c *Config) RunDir() string          { return filepath.Join(c.DataDir, "run") }
 func (c *Config) RuntimeStateDir() string { return filepath.Join(c.DataDir, "runtime", "native") }
 func (c *Config) LogDir() string          { return filepath.Join(c.DataDir, "logs") }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
@@ -174,13 +175,20 @@ func (d *Daemon) EnsureAdminKey(ctx context.Context, out io.Writer) error {
 // it returns.
 func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	d.Metrics = d.newMetrics()
+	tokens, err := accesstoken.Load(d.cfg.AccessKeyPath())
+	if err != nil {
+		return err
+	}
 	api := server.New(server.Deps{
-		Sessions:    d.Sessions,
-		Keys:        d.Store,
-		Templates:   d.Templates,
-		Procs:       d.Procs,
-		Log:         d.log,
-		OutputLimit: d.cfg.OutputLimit,
+		Tokens:         tokens,
+		Domain:         d.cfg.Domain,
+		MaxUploadBytes: d.cfg.MaxUploadBytes,
+		Sessions:       d.Sessions,
+		Keys:           d.Store,
+		Templates:      d.Templates,
+		Procs:          d.Procs,
+		Log:            d.log,
+		OutputLimit:    d.cfg.OutputLimit,
 		Health: client.Health{
 			Status:  "ok",
 			Version: Version,

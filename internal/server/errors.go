@@ -49,6 +49,8 @@ func statusOf(err error) int {
 			return http.StatusBadRequest
 		case connect.CodePermissionDenied:
 			return http.StatusForbidden
+		case connect.CodeUnauthenticated:
+			return http.StatusUnauthorized
 		case connect.CodeResourceExhausted:
 			return http.StatusTooManyRequests
 		case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeCanceled:

@@ -79,7 +79,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	if resumed {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, sandboxOf(rec))
+	writeJSON(w, status, s.sandboxOf(rec))
 }
 
 func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +163,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		client.SandboxDetail
 		Graceful bool `json:"graceful"`
-	}{detailOf(rec), graceful})
+	}{s.detailOf(rec), graceful})
 }
 
 // updateLimits serves POST /sandboxes/{id}/limits {memoryMB, cpuCount,
@@ -188,5 +188,5 @@ func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, detailOf(rec))
+	writeJSON(w, http.StatusOK, s.detailOf(rec))
 }

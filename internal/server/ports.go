@@ -17,6 +17,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/store"
 )
 
 // envdPort is E2B's envd port: requests for it are the sandbox-plane API,
@@ -30,36 +31,6 @@ const tcpUpgrade = "warren-tcp"
 type portTarget struct {
 	id   string
 	port int
-}
-
-// portTargetOf reads E2B's sandbox routing from a request: the
-// E2b-Sandbox-Id and E2b-Sandbox-Port headers, or a Host of the form
-// <port>-<id>.<domain>. ok is false for requests meant for the API itself.
-func portTargetOf(r *http.Request) (portTarget, bool) {
-	if id, p := r.Header.Get("E2b-Sandbox-Id"), r.Header.Get("E2b-Sandbox-Port"); id != "" && p != "" {
-		port, err := strconv.Atoi(p)
-		if err != nil || port == envdPort {
-			return portTarget{}, false
-		}
-		return portTarget{id: id, port: port}, true
-	}
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	label, rest, ok := strings.Cut(host, ".")
-	if !ok || rest == "" {
-		return portTarget{}, false
-	}
-	p, id, ok := strings.Cut(label, "-")
-	if !ok || id == "" || p == "" || strings.Trim(p, "0123456789") != "" {
-		return portTarget{}, false
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port == envdPort {
-		return portTarget{}, false
-	}
-	return portTarget{id: id, port: port}, true
 }
 
 // validPort checks a port number from a request.
@@ -116,6 +87,8 @@ func (s *Server) portProxy() *httputil.ReverseProxy {
 				}
 				pr.Out.Header.Del("E2b-Sandbox-Id")
 				pr.Out.Header.Del("E2b-Sandbox-Port")
+				pr.Out.Header.Del("X-Access-Token")
+				pr.Out.Header.Del("E2b-Traffic-Access-Token")
 			},
 			Transport:     tr,
 			FlushInterval: -1, // server-sent events and streamed bodies pass at once
@@ -127,19 +100,21 @@ func (s *Server) portProxy() *httputil.ReverseProxy {
 
 type portTargetKey struct{}
 
-// proxyPort serves a request routed to a port inside a sandbox.
-func (s *Server) proxyPort(t portTarget) http.HandlerFunc {
+// proxyPort serves a request routed to a port inside a sandbox; the caller
+// has checked that it may reach the port.
+func (s *Server) proxyPort(rec store.Sandbox, port int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := validPort(t.port); err != nil {
-			writeError(w, r, err)
-			return
-		}
-		agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), t.id)
+		agent, err := s.deps.Sessions.Agent(r.Context(), rec.Team, rec.ID)
 		if err != nil {
+			if errdefs.IsNotFound(err) {
+				s.sandboxGone(w, r, rec.ID, err)
+				return
+			}
 			writeError(w, r, err)
 			return
 		}
-		ctx := context.WithValue(r.Context(), tunnelKey{}, tunnelTarget{agent: agent, port: t.port})
+		t := portTarget{id: rec.ID, port: port}
+		ctx := context.WithValue(r.Context(), tunnelKey{}, tunnelTarget{agent: agent, port: port})
 		ctx = context.WithValue(ctx, portTargetKey{}, t)
 		s.portProxy().ServeHTTP(w, r.WithContext(ctx))
 	}

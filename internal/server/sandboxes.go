@@ -36,6 +36,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		AutoPause:  body.AutoPause,
 		AutoResume: body.AutoResume != nil && body.AutoResume.Enabled,
+
+		PrivatePorts: body.Network != nil && body.Network.AllowPublicTraffic != nil && !*body.Network.AllowPublicTraffic,
 	}
 	if body.Timeout != nil {
 		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
@@ -62,20 +64,30 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, sandboxOf(rec))
+	writeJSON(w, http.StatusCreated, s.sandboxOf(rec))
 }
 
-func sandboxOf(rec store.Sandbox) client.Sandbox {
-	return client.Sandbox{
-		TemplateID: rec.Template,
-		SandboxID:  rec.ID,
-		ClientID:   "warren",
+func (s *Server) sandboxOf(rec store.Sandbox) client.Sandbox {
+	sb := client.Sandbox{
+		TemplateID:  rec.Template,
+		SandboxID:   rec.ID,
+		ClientID:    "warren",
+		EnvdVersion: EnvdVersion,
+		Domain:      s.deps.Domain,
 	}
+	if s.deps.Tokens != nil {
+		// Every sandbox is "secure": its envd API takes only its own token.
+		sb.EnvdAccessToken = s.deps.Tokens.EnvdToken(rec.ID)
+		if rec.PrivatePorts {
+			sb.TrafficAccessToken = s.deps.Tokens.TrafficToken(rec.ID)
+		}
+	}
+	return sb
 }
 
-func detailOf(rec store.Sandbox) client.SandboxDetail {
+func (s *Server) detailOf(rec store.Sandbox) client.SandboxDetail {
 	d := client.SandboxDetail{
-		Sandbox:   sandboxOf(rec),
+		Sandbox:   s.sandboxOf(rec),
 		StartedAt: rec.StartedAt,
 		State:     string(rec.State),
 		CPUCount:  float64(rec.CPUMillis) / 1000,
@@ -108,7 +120,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	d := detailOf(rec)
+	d := s.detailOf(rec)
 	if evs, err := s.deps.Sessions.Events(r.Context(), rec.Team, rec.ID, 0, 0); err == nil {
 		if len(evs) > recentEvents {
 			evs = evs[len(evs)-recentEvents:]
@@ -169,5 +181,5 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	writePage(w, r, limit, func(n int) ([]store.Sandbox, error) {
 		f.Limit = n
 		return s.deps.Sessions.List(r.Context(), teamOf(r), f)
-	}, detailOf)
+	}, s.detailOf)
 }

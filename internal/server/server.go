@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
@@ -61,6 +62,12 @@ type Deps struct {
 	// static health, no metrics). MetricsPublic serves /metrics without a key.
 	Metrics       *metrics.Metrics
 	MetricsPublic bool
+	// Tokens issues and checks the sandbox plane's access tokens and
+	// signed file URLs. Domain is the sandbox domain of host routing.
+	// MaxUploadBytes bounds one upload through the sandbox plane.
+	Tokens         *accesstoken.Issuer
+	Domain         string
+	MaxUploadBytes int64
 }
 
 // Server routes requests to handlers.
@@ -69,6 +76,7 @@ type Server struct {
 	mux   *http.ServeMux
 	authz *authCache
 	ports portProxy
+	envd  envdProxy
 }
 
 // New builds the API's handler.
@@ -144,6 +152,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
 		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				// A proxied stream broke mid-answer (e.g. its sandbox was
+				// killed): the connection must be cut, not answered.
+				s.observe(r, rw.status, time.Since(start))
+				panic(p)
+			}
 			s.deps.Log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
 			if !rw.wrote {
 				writeError(rw, r, errors.New("internal error"))
@@ -152,9 +166,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.observe(r, rw.status, time.Since(start))
 		s.deps.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "dur", time.Since(start))
 	}()
-	// Traffic for a server inside a sandbox (E2B's routing) goes through a tunnel.
-	if t, ok := portTargetOf(r); ok {
-		s.auth(s.proxyPort(t)).ServeHTTP(rw, r)
+	// E2B's sandbox plane: envd (served by the agent) and servers inside
+	// sandboxes, routed by headers or Host.
+	if t, ok := sandboxTargetOf(r); ok {
+		s.servePlane(rw, r, t)
+		return
+	}
+	if isEnvdPath(r.URL.Path) {
+		if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
+			s.serveSigned(rw, r)
+			return
+		}
+		s.planeError(rw, r, fmt.Errorf("%s is E2B's sandbox API: name the sandbox with the E2b-Sandbox-Id header (E2B_SANDBOX_URL) or a Host of <port>-<id>.<domain>: %w", r.URL.Path, errdefs.ErrInvalid))
 		return
 	}
 	s.mux.ServeHTTP(rw, r)

@@ -136,7 +136,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: detailOf(rec), SnapshotID: body.SnapshotID, ProcessesRestarted: true})
+	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: s.detailOf(rec), SnapshotID: body.SnapshotID, ProcessesRestarted: true})
 }
 
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +145,7 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: detailOf(rec), SnapshotID: from, ProcessesRestarted: true, PreviousSnapshotID: prev})
+	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: s.detailOf(rec), SnapshotID: from, ProcessesRestarted: true, PreviousSnapshotID: prev})
 }
 
 func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
@@ -175,7 +175,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 			out = append(out, client.ForkResult{Error: &client.Error{Code: status, Message: messageOf(res.Err)}})
 			continue
 		}
-		sb := sandboxOf(res.Sandbox)
+		sb := s.sandboxOf(res.Sandbox)
 		out = append(out, client.ForkResult{Sandbox: &sb})
 	}
 	writeJSON(w, http.StatusCreated, out)

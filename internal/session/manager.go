@@ -125,6 +125,9 @@ type CreateRequest struct {
 	// AutoPause pauses the sandbox at its run timeout instead of killing
 	// it; AutoResume resumes it on any call that needs it.
 	AutoPause, AutoResume bool
+	// PrivatePorts closes the sandbox's ports to callers without its
+	// traffic token or the owner's API key.
+	PrivatePorts bool
 }
 
 // Manager is the session service.
@@ -204,22 +207,23 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	}
 	now := m.cfg.Now().UTC()
 	rec := store.Sandbox{
-		ID:          ids.New(20),
-		Team:        req.Team,
-		Template:    req.Template,
-		Runtime:     m.cfg.RuntimeName,
-		State:       StateCreating,
-		Metadata:    req.Metadata,
-		Env:         req.Env,
-		MemoryBytes: limits.MemoryBytes,
-		CPUMillis:   limits.CPUMillis,
-		Pids:        limits.Pids,
-		QuotaBytes:  req.DiskBytes,
-		AutoPause:   req.AutoPause,
-		AutoResume:  req.AutoResume,
-		CreatedAt:   now,
-		UpdatedAt:   now,
-		StartedAt:   now,
+		ID:           ids.New(20),
+		Team:         req.Team,
+		Template:     req.Template,
+		Runtime:      m.cfg.RuntimeName,
+		State:        StateCreating,
+		Metadata:     req.Metadata,
+		Env:          req.Env,
+		MemoryBytes:  limits.MemoryBytes,
+		CPUMillis:    limits.CPUMillis,
+		Pids:         limits.Pids,
+		QuotaBytes:   req.DiskBytes,
+		AutoPause:    req.AutoPause,
+		AutoResume:   req.AutoResume,
+		PrivatePorts: req.PrivatePorts,
+		CreatedAt:    now,
+		UpdatedAt:    now,
+		StartedAt:    now,
 	}
 	rec.Family = rec.ID
 	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes}
@@ -351,6 +355,34 @@ func (m *Manager) Get(ctx context.Context, team, id string) (store.Sandbox, erro
 		return store.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
 	return rec, nil
+}
+
+// Lookup returns a sandbox's record whatever its team, for the sandbox
+// plane: its callers prove themselves with the sandbox's own access token,
+// which the caller must check before acting on the record.
+func (m *Manager) Lookup(ctx context.Context, id string) (store.Sandbox, error) {
+	if err := ids.Validate("sandbox id", id); err != nil {
+		return store.Sandbox{}, err
+	}
+	rec, err := m.store.GetSandbox(ctx, id)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	if rec.State == StateDestroyed {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// Attached lists the sandboxes this daemon runs, running or paused.
+func (m *Manager) Attached() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.live))
+	for id := range m.live {
+		out = append(out, id)
+	}
+	return out
 }
 
 // List returns a team's sandboxes.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -101,19 +102,15 @@ func TestPorts(t *testing.T) {
 	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8001"}, ""); code != 502 || !strings.Contains(got, "8001") {
 		t.Fatalf("nothing on 8001: want 502 naming the port, got %d %s", code, got)
 	}
-	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "8000"}, ""); code != 404 {
-		t.Fatalf("unknown sandbox: want 404, got %d %s", code, got)
+	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "8000"}, ""); code != 502 || !strings.Contains(got, "Sandbox not found") {
+		t.Fatalf("unknown sandbox: want E2B's 502 Sandbox not found, got %d %s", code, got)
 	}
-	if code, _ := get("", byHeader, ""); code != 401 {
-		t.Fatalf("no key: want 401, got %d", code)
+	// Ports are public unless the sandbox was created with
+	// network.allowPublicTraffic=false (E2B's default and rule).
+	if code, got := get("", byHeader, ""); code != 200 || got != body {
+		t.Fatalf("public port without a key: want 200, got %d %s", code, got)
 	}
-	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, got := get(k.Key, byHeader, ""); code != 404 || !strings.HasPrefix(got, "{") {
-		t.Fatalf("another team's key: want a 404 JSON error, got %d %s", code, got)
-	}
+	testPrivatePorts(t, d, ctx)
 
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, d, id) })
 	t.Run("port-forward", func(t *testing.T) { testPortForward(t, d, id, body) })
@@ -254,4 +251,66 @@ func measureProxyLatency(t *testing.T, d *daemon, id string) {
 	}
 	direct := timeGets("http://"+addr+"/index.html", nil)
 	t.Logf("GET p50 over %d requests: proxied %v, direct %v, added %v", n, proxied, direct, proxied-direct)
+}
+
+// testPrivatePorts checks a sandbox created with allowPublicTraffic=false:
+// its ports need its traffic token or its team's key, and another
+// sandbox's token or another team's key do not open them.
+func testPrivatePorts(t *testing.T, d *daemon, ctx context.Context) {
+	c := d.client()
+	private := false
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowPublicTraffic: &private}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowPublicTraffic: &private}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.TrafficAccessToken == "" || sb.TrafficAccessToken == other.TrafficAccessToken {
+		t.Fatalf("traffic tokens: %q and %q, want two different ones", sb.TrafficAccessToken, other.TrafficAccessToken)
+	}
+	id := sb.SandboxID
+	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "httpd", ExecRequest: client.ExecRequest{Cmd: []string{"httpd", "-f", "-p", "8000", "-h", "/etc"}}}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(hdr map[string]string) int {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/hostname", nil)
+		req.Header.Set("E2b-Sandbox-Id", id)
+		req.Header.Set("E2b-Sandbox-Port", "8000")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for code := get(map[string]string{"X-API-Key": d.key}); code != 200; code = get(map[string]string{"X-API-Key": d.key}) {
+		if code != 502 || time.Now().After(deadline) {
+			t.Fatalf("own team's key: %d", code)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for what, tc := range map[string]struct {
+		hdr  map[string]string
+		want int
+	}{
+		"no credential":         {nil, 401},
+		"traffic token":         {map[string]string{"E2b-Traffic-Access-Token": sb.TrafficAccessToken}, 200},
+		"other sandbox's token": {map[string]string{"E2b-Traffic-Access-Token": other.TrafficAccessToken}, 401},
+		"envd token":            {map[string]string{"E2b-Traffic-Access-Token": sb.EnvdAccessToken}, 401},
+		"other team's key":      {map[string]string{"X-API-Key": k.Key}, 401},
+	} {
+		if code := get(tc.hdr); code != tc.want {
+			t.Errorf("%s: got %d, want %d", what, code, tc.want)
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package users
 
 import (
+	"encoding/base64"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,5 +84,34 @@ func TestCacheSeesEdits(t *testing.T) {
 	f.Close()
 	if got := db.DefaultUser(); got != "user" {
 		t.Fatalf("after adding user, default = %q", got)
+	}
+}
+
+func TestNameFromRequest(t *testing.T) {
+	for _, tc := range []struct {
+		auth, query, want string
+		bad               bool
+	}{
+		{want: ""},
+		{auth: "Basic " + base64.StdEncoding.EncodeToString([]byte("root:")), want: "root"},
+		{auth: "basic " + base64.StdEncoding.EncodeToString([]byte("user:")), want: "user"},
+		{auth: "Basic " + base64.StdEncoding.EncodeToString([]byte("user:")), query: "root", want: "root"},
+		{auth: "Bearer x", bad: true},
+		{auth: "Basic %%%", bad: true},
+	} {
+		r := httptest.NewRequest("GET", "/files?username="+tc.query, nil)
+		if tc.auth != "" {
+			r.Header.Set("Authorization", tc.auth)
+		}
+		got, err := NameFromRequest(r)
+		if tc.bad {
+			if !errors.Is(err, ErrBadAuthorization) {
+				t.Errorf("%q: err = %v, want ErrBadAuthorization", tc.auth, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q/%q: got %q, %v; want %q", tc.auth, tc.query, got, err, tc.want)
+		}
 	}
 }

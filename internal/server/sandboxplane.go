@@ -1,0 +1,368 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/accesstoken"
+	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// EnvdVersion is the version of E2B's envd protocol the agent implements.
+// The SDKs gate features on it (0.5.2 closing stdin, 0.5.7 octet-stream
+// uploads, 0.6.2 file metadata, 0.6.3 entries in watch events, 0.6.4
+// watching network mounts): advertise only what is really served.
+const EnvdVersion = "0.6.4"
+
+// The sandbox plane is E2B's envd API: every request names its sandbox with
+// the E2b-Sandbox-Id and E2b-Sandbox-Port headers (or a Host of the form
+// <port>-<id>.<domain>) and proves itself with the sandbox's access token
+// (X-Access-Token), the owner's API key, or a signed file URL. Port 49983
+// is envd, served by the sandbox's agent; any other port is a server the
+// sandbox runs (ports.go).
+
+// sandboxTargetOf reads E2B's routing from a request; ok is false for
+// requests meant for the control-plane API.
+func sandboxTargetOf(r *http.Request) (portTarget, bool) {
+	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
+		port := envdPort
+		if p := r.Header.Get("E2b-Sandbox-Port"); p != "" {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				port = -1 // refused by validPort with a clear message
+			} else {
+				port = n
+			}
+		}
+		return portTarget{id: id, port: port}, true
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	label, rest, ok := strings.Cut(host, ".")
+	if !ok || rest == "" {
+		return portTarget{}, false
+	}
+	p, id, ok := strings.Cut(label, "-")
+	if !ok || id == "" || p == "" || strings.Trim(p, "0123456789") != "" {
+		return portTarget{}, false
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return portTarget{}, false
+	}
+	return portTarget{id: strings.ToLower(id), port: port}, true
+}
+
+// isEnvdPath reports whether a request without sandbox headers was meant
+// for the sandbox plane: it gets a clear error instead of "no route".
+func isEnvdPath(path string) bool {
+	return path == "/files" || strings.HasPrefix(path, "/process.Process/") || strings.HasPrefix(path, "/filesystem.Filesystem/")
+}
+
+// servePlane serves a request routed to a sandbox.
+func (s *Server) servePlane(w http.ResponseWriter, r *http.Request, t portTarget) {
+	if err := validPort(t.port); err != nil {
+		s.planeError(w, r, err)
+		return
+	}
+	rec, err := s.deps.Sessions.Lookup(r.Context(), t.id)
+	if err != nil {
+		s.sandboxGone(w, r, t.id, err)
+		return
+	}
+	if t.port != envdPort {
+		if rec.PrivatePorts && !s.trafficAllowed(r, rec) {
+			s.planeError(w, r, fmt.Errorf("sandbox %s does not take public traffic: send its traffic token in e2b-traffic-access-token, or an API key of its team: %w", rec.ID, errdefs.ErrUnauthenticated))
+			return
+		}
+		s.proxyPort(rec, t.port)(w, r)
+		return
+	}
+	if err := s.envdAllowed(r, rec); err != nil {
+		s.planeError(w, r, err)
+		return
+	}
+	s.proxyEnvd(w, r, rec)
+}
+
+// envdAllowed checks a sandbox-plane caller: the sandbox's own access token,
+// an API key of its team, or (for /files) a URL signed with the token.
+func (s *Server) envdAllowed(r *http.Request, rec store.Sandbox) error {
+	token := s.deps.Tokens.EnvdToken(rec.ID)
+	if presented := r.Header.Get("X-Access-Token"); presented != "" {
+		if accesstoken.Equal(presented, token) {
+			return nil
+		}
+		return fmt.Errorf("X-Access-Token is not this sandbox's access token: %w", errdefs.ErrUnauthenticated)
+	}
+	if s.keyTeam(r) == rec.Team {
+		return nil
+	}
+	if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
+		return s.verifySigned(r, token)
+	}
+	return fmt.Errorf("sandbox %s needs its access token: send the envdAccessToken from create or connect in X-Access-Token: %w", rec.ID, errdefs.ErrUnauthenticated)
+}
+
+// trafficAllowed checks a caller of a private sandbox's port.
+func (s *Server) trafficAllowed(r *http.Request, rec store.Sandbox) bool {
+	if accesstoken.Equal(r.Header.Get("E2b-Traffic-Access-Token"), s.deps.Tokens.TrafficToken(rec.ID)) {
+		return true
+	}
+	return s.keyTeam(r) == rec.Team
+}
+
+// keyTeam is the team of the request's API key, "" when it has none or a
+// bad one (the sandbox plane does not require a key).
+func (s *Server) keyTeam(r *http.Request) string {
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		return ""
+	}
+	k, err := s.authz.authenticate(r.Context(), key)
+	if err != nil {
+		return ""
+	}
+	return k.Team
+}
+
+// signedOf reads a signed file URL's parameters.
+func signedOf(r *http.Request) accesstoken.Signed {
+	q := r.URL.Query()
+	op := "read"
+	if r.Method == http.MethodPost {
+		op = "write"
+	}
+	return accesstoken.Signed{
+		Path:       q.Get("path"),
+		Operation:  op,
+		User:       q.Get("username"),
+		Signature:  q.Get("signature"),
+		Expiration: q.Get("signature_expiration"),
+	}
+}
+
+func (s *Server) verifySigned(r *http.Request, token string) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		return fmt.Errorf("signed URLs are for GET and POST /files: %w", errdefs.ErrInvalid)
+	}
+	err := accesstoken.Verify(signedOf(r), token, time.Now())
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, accesstoken.ErrExpired):
+		return fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated)
+	default:
+		return fmt.Errorf("the URL's signature is not valid for this file, operation and user: %w", errdefs.ErrUnauthenticated)
+	}
+}
+
+// serveSigned serves a signed file URL that arrived without sandbox headers
+// (E2B_SANDBOX_URL points every sandbox at the same address): the sandbox
+// is the one whose token verifies the signature.
+func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
+	sig := signedOf(r)
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		s.planeError(w, r, fmt.Errorf("signed URLs are for GET and POST /files: %w", errdefs.ErrInvalid))
+		return
+	}
+	for _, id := range s.deps.Sessions.Attached() {
+		if err := accesstoken.Verify(sig, s.deps.Tokens.EnvdToken(id), time.Now()); err != nil {
+			if errors.Is(err, accesstoken.ErrExpired) {
+				s.planeError(w, r, fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated))
+				return
+			}
+			continue
+		}
+		rec, err := s.deps.Sessions.Lookup(r.Context(), id)
+		if err != nil {
+			s.sandboxGone(w, r, id, err)
+			return
+		}
+		s.proxyEnvd(w, r, rec)
+		return
+	}
+	s.planeError(w, r, fmt.Errorf("the URL's signature matches no running sandbox's file, operation and user: %w", errdefs.ErrUnauthenticated))
+}
+
+// envdProxy carries sandbox-plane requests to the agents. The agent's
+// HTTP/2 link is the transport; the request keeps its path, query and body.
+type envdProxy struct {
+	once  sync.Once
+	proxy *httputil.ReverseProxy
+}
+
+type envdTargetKey struct{}
+
+type envdTarget struct {
+	agent *agentconn.Conn
+	id    string
+}
+
+// envdTransport sends each request over its sandbox's agent link.
+type envdTransport struct{}
+
+func (envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t, ok := req.Context().Value(envdTargetKey{}).(envdTarget)
+	if !ok {
+		return nil, errors.New("envd proxy: request without a sandbox")
+	}
+	return t.agent.Transport().RoundTrip(req)
+}
+
+func (s *Server) envdReverseProxy() *httputil.ReverseProxy {
+	s.envd.once.Do(func() {
+		s.envd.proxy = &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.Out.URL.Scheme = "http"
+				pr.Out.URL.Host = "agent"
+				pr.Out.Host = "agent"
+				// Credentials are the daemon's business; the sandbox's code
+				// never sees them.
+				for _, h := range []string{"X-Access-Token", "X-API-Key", "E2b-Sandbox-Id", "E2b-Sandbox-Port", "E2b-Traffic-Access-Token", "Cookie"} {
+					pr.Out.Header.Del(h)
+				}
+			},
+			Transport:     envdTransport{},
+			FlushInterval: -1, // Connect server streams pass each message at once
+			ErrorHandler:  s.envdProxyError,
+		}
+	})
+	return s.envd.proxy
+}
+
+// proxyEnvd hands a checked request to the sandbox's agent.
+func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.Sandbox) {
+	if r.URL.Path == "/files" && r.Method == http.MethodPost {
+		limit := s.deps.MaxUploadBytes
+		if limit <= 0 {
+			limit = maxUploadBody
+		}
+		if r.ContentLength > limit {
+			s.planeError(w, r, fmt.Errorf("upload of %d bytes is over this server's limit of %d bytes (--max-upload-mb): %w", r.ContentLength, limit, errTooLarge))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	agent, err := s.deps.Sessions.Agent(r.Context(), rec.Team, rec.ID)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			s.sandboxGone(w, r, rec.ID, err)
+			return
+		}
+		s.planeError(w, r, err)
+		return
+	}
+	ctx := context.WithValue(r.Context(), envdTargetKey{}, envdTarget{agent: agent, id: rec.ID})
+	s.envdReverseProxy().ServeHTTP(w, r.WithContext(ctx))
+}
+
+// envdProxyError answers a request the agent link could not carry.
+func (s *Server) envdProxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the caller left
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		s.planeError(w, r, fmt.Errorf("upload is over this server's limit of %d bytes (--max-upload-mb): %w", tooBig.Limit, errTooLarge))
+		return
+	}
+	t, _ := r.Context().Value(envdTargetKey{}).(envdTarget)
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		err = errors.New(ce.Message())
+	}
+	s.deps.Log.Debug("envd proxy", "sandbox", t.id, "path", r.URL.Path, "err", err)
+	s.planeError(w, r, fmt.Errorf("sandbox %s: its agent did not answer: %v: %w", t.id, err, errdefs.ErrUnavailable))
+}
+
+// sandboxGone answers for a sandbox that does not exist (any more): E2B's
+// proxy says 502 "Sandbox not found", which the SDKs turn into their
+// "sandbox was killed or timed out" error.
+func (s *Server) sandboxGone(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if !errdefs.IsNotFound(err) {
+		s.planeError(w, r, err)
+		return
+	}
+	if isConnectRequest(r) {
+		writeConnectError(w, r, connect.NewError(connect.CodeUnavailable, fmt.Errorf("sandbox %s not found: it was killed or timed out", id)))
+		return
+	}
+	// code 0 and sandboxId as E2B's proxy answers, for clients that parse it.
+	writeJSON(w, http.StatusBadGateway, struct {
+		SandboxID string `json:"sandboxId"`
+		Message   string `json:"message"`
+		Code      int    `json:"code"`
+	}{id, "Sandbox not found", 0})
+}
+
+// planeError answers a sandbox-plane request: as a Connect error for RPCs,
+// so the SDKs map the code, else as warren's JSON error.
+func (s *Server) planeError(w http.ResponseWriter, r *http.Request, err error) {
+	if isConnectRequest(r) {
+		writeConnectError(w, r, connect.NewError(connectCodeOf(err), errors.New(messageOf(err))))
+		return
+	}
+	writeError(w, r, err)
+}
+
+func isConnectRequest(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/")
+}
+
+var connectErrors = connect.NewErrorWriter()
+
+func writeConnectError(w http.ResponseWriter, r *http.Request, err *connect.Error) {
+	if !connectErrors.IsSupported(r) {
+		status := statusOf(err)
+		writeJSON(w, status, client.Error{Code: status, Message: err.Message()})
+		return
+	}
+	_ = connectErrors.Write(w, r, err)
+}
+
+// connectCodeOf maps an error kind to a Connect code, for the sandbox
+// plane's RPCs.
+func connectCodeOf(err error) connect.Code {
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce.Code()
+	case errors.Is(err, errTooLarge):
+		return connect.CodeResourceExhausted
+	case errdefs.IsNotFound(err):
+		return connect.CodeNotFound
+	case errdefs.IsAlreadyExists(err):
+		return connect.CodeAlreadyExists
+	case errdefs.IsConflict(err):
+		return connect.CodeFailedPrecondition
+	case errdefs.IsInvalid(err):
+		return connect.CodeInvalidArgument
+	case errors.Is(err, errdefs.ErrUnauthenticated):
+		return connect.CodeUnauthenticated
+	case errors.Is(err, errdefs.ErrPermissionDenied):
+		return connect.CodePermissionDenied
+	case errdefs.IsResourceExhausted(err):
+		return connect.CodeResourceExhausted
+	case errdefs.IsUnsupported(err):
+		return connect.CodeUnimplemented
+	case errdefs.IsUnavailable(err):
+		return connect.CodeUnavailable
+	}
+	return connect.CodeInternal
+}
