@@ -29,6 +29,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		diskMB    int64
 		autoPause bool
 		autoRes   bool
+		private   bool
 		cpus      float64
 		pids      int64
 		meta, env []string
@@ -64,6 +65,10 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 			if autoRes {
 				in.AutoResume = &client.AutoResume{Enabled: true}
 			}
+			if private {
+				public := false
+				in.Network = &client.Network{AllowPublicTraffic: &public}
+			}
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
 			if err != nil {
 				return err
@@ -84,6 +89,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.Int64Var(&diskMB, "disk-mb", 0, "disk quota in MiB: what the sandbox may write, snapshots included (default: the server's; btrfs only)")
 	f.BoolVar(&autoPause, "auto-pause", false, "pause at the run timeout instead of being killed")
 	f.BoolVar(&autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
+	f.BoolVar(&private, "private-ports", false, "ports answer only requests with the sandbox's traffic token or a team API key (E2B's allowPublicTraffic=false)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
 	return cmd
@@ -179,6 +185,11 @@ func sandboxGetCmd(a *app) *cobra.Command {
 			}
 			if s.Turn > 0 {
 				row(tw, "Turns:", fmt.Sprint(s.Turn))
+			}
+			row(tw, "Envd:", s.EnvdVersion)
+			row(tw, "Access token:", s.EnvdAccessToken)
+			if s.TrafficAccessToken != "" {
+				row(tw, "Traffic token:", s.TrafficAccessToken)
 			}
 			return tw.Flush()
 		},
