@@ -41,8 +41,8 @@ type NewSandbox struct {
 	// Secure is accepted for older SDKs; every warren sandbox is secure
 	// (its envd API takes only its access token).
 	Secure *bool `json:"secure,omitempty"`
-	// Network: only allowPublicTraffic is honoured here (false: the
-	// sandbox's ports need its traffic token or the team's API key).
+	// Network: only allowPublicTraffic is honoured here (true: the
+	// sandbox's ports take requests without its tokens or an API key).
 	Network *Network `json:"network,omitempty"`
 	// warren extensions
 	Limits *Limits `json:"limits,omitempty"`
@@ -65,8 +65,8 @@ type Sandbox struct {
 	ClientID        string `json:"clientID"`
 	EnvdVersion     string `json:"envdVersion"`
 	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
-	// TrafficAccessToken opens the ports of a sandbox created with
-	// network.allowPublicTraffic=false (header e2b-traffic-access-token).
+	// TrafficAccessToken opens the sandbox's ports (header
+	// e2b-traffic-access-token); absent when its ports are public.
 	TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
 	Domain             string `json:"domain,omitempty"`
 	Alias              string `json:"alias,omitempty"`

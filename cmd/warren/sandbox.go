@@ -29,7 +29,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		diskMB    int64
 		autoPause bool
 		autoRes   bool
-		private   bool
+		public    bool
 		cpus      float64
 		pids      int64
 		meta, env []string
@@ -65,8 +65,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 			if autoRes {
 				in.AutoResume = &client.AutoResume{Enabled: true}
 			}
-			if private {
-				public := false
+			if public {
 				in.Network = &client.Network{AllowPublicTraffic: &public}
 			}
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
@@ -89,7 +88,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.Int64Var(&diskMB, "disk-mb", 0, "disk quota in MiB: what the sandbox may write, snapshots included (default: the server's; btrfs only)")
 	f.BoolVar(&autoPause, "auto-pause", false, "pause at the run timeout instead of being killed")
 	f.BoolVar(&autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
-	f.BoolVar(&private, "private-ports", false, "ports answer only requests with the sandbox's traffic token or a team API key (E2B's allowPublicTraffic=false)")
+	f.BoolVar(&public, "public-ports", false, "ports answer requests without the sandbox's tokens or a team API key (E2B's allowPublicTraffic=true)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
 	return cmd

@@ -37,7 +37,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		AutoPause:  body.AutoPause,
 		AutoResume: body.AutoResume != nil && body.AutoResume.Enabled,
 
-		PrivatePorts: body.Network != nil && body.Network.AllowPublicTraffic != nil && !*body.Network.AllowPublicTraffic,
+		PublicPorts: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
 	}
 	if body.Timeout != nil {
 		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
@@ -78,7 +78,7 @@ func (s *Server) sandboxOf(rec store.Sandbox) client.Sandbox {
 	if s.deps.Tokens != nil {
 		// Every sandbox is "secure": its envd API takes only its own token.
 		sb.EnvdAccessToken = s.deps.Tokens.EnvdToken(rec.ID)
-		if rec.PrivatePorts {
+		if !rec.PublicPorts {
 			sb.TrafficAccessToken = s.deps.Tokens.TrafficToken(rec.ID)
 		}
 	}

@@ -125,9 +125,9 @@ type CreateRequest struct {
 	// AutoPause pauses the sandbox at its run timeout instead of killing
 	// it; AutoResume resumes it on any call that needs it.
 	AutoPause, AutoResume bool
-	// PrivatePorts closes the sandbox's ports to callers without its
-	// traffic token or the owner's API key.
-	PrivatePorts bool
+	// PublicPorts opens the sandbox's ports to callers without its tokens
+	// or the owner's API key.
+	PublicPorts bool
 }
 
 // Manager is the session service.
@@ -207,23 +207,23 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	}
 	now := m.cfg.Now().UTC()
 	rec := store.Sandbox{
-		ID:           ids.New(20),
-		Team:         req.Team,
-		Template:     req.Template,
-		Runtime:      m.cfg.RuntimeName,
-		State:        StateCreating,
-		Metadata:     req.Metadata,
-		Env:          req.Env,
-		MemoryBytes:  limits.MemoryBytes,
-		CPUMillis:    limits.CPUMillis,
-		Pids:         limits.Pids,
-		QuotaBytes:   req.DiskBytes,
-		AutoPause:    req.AutoPause,
-		AutoResume:   req.AutoResume,
-		PrivatePorts: req.PrivatePorts,
-		CreatedAt:    now,
-		UpdatedAt:    now,
-		StartedAt:    now,
+		ID:          ids.New(20),
+		Team:        req.Team,
+		Template:    req.Template,
+		Runtime:     m.cfg.RuntimeName,
+		State:       StateCreating,
+		Metadata:    req.Metadata,
+		Env:         req.Env,
+		MemoryBytes: limits.MemoryBytes,
+		CPUMillis:   limits.CPUMillis,
+		Pids:        limits.Pids,
+		QuotaBytes:  req.DiskBytes,
+		AutoPause:   req.AutoPause,
+		AutoResume:  req.AutoResume,
+		PublicPorts: req.PublicPorts,
+		CreatedAt:   now,
+		UpdatedAt:   now,
+		StartedAt:   now,
 	}
 	rec.Family = rec.ID
 	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes}

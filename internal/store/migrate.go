@@ -162,9 +162,9 @@ var migrations = []string{
 	// 33
 	`ALTER TABLE sandboxes ADD COLUMN auto_resume INTEGER NOT NULL DEFAULT 0`,
 
-	// 34: E2B's network.allowPublicTraffic=false: the sandbox's ports need
-	// its traffic token (or the owner's API key).
-	`ALTER TABLE sandboxes ADD COLUMN private_ports INTEGER NOT NULL DEFAULT 0`,
+	// 34: E2B's network.allowPublicTraffic=true: the sandbox's ports take
+	// requests without its tokens.
+	`ALTER TABLE sandboxes ADD COLUMN public_ports INTEGER NOT NULL DEFAULT 0`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -65,9 +65,9 @@ type Sandbox struct {
 	// needs it (E2B's autoPause and autoResume).
 	AutoPause  bool
 	AutoResume bool
-	// PrivatePorts: traffic to the sandbox's ports needs its traffic token
-	// or the owner's API key (E2B's allowPublicTraffic=false).
-	PrivatePorts bool
+	// PublicPorts: the sandbox's ports take requests without its tokens
+	// (E2B's allowPublicTraffic=true).
+	PublicPorts bool
 }
 
 // Cursor returns a paging cursor that points just after sb. Unlike sb's bare
@@ -97,7 +97,7 @@ const maxMapBytes = 64 << 10
 
 const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at,
-	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, private_ports`
+	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports`
 
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
@@ -125,7 +125,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
 		sb.ID, sb.Team, sb.Template, sb.Runtime, string(sb.State), sb.Reason, md, env,
 		sb.MemoryBytes, sb.CPUMillis, sb.Pids,
 		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt),
-		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PrivatePorts)
+		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
 	}
@@ -337,7 +337,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 	var created, updated, started, end int64
 	err := sc.Scan(&sb.ID, &sb.Team, &sb.Template, &sb.Runtime, &state, &sb.Reason, &md, &env,
 		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end,
-		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PrivatePorts)
+		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PublicPorts)
 	if err != nil {
 		return Sandbox{}, err
 	}

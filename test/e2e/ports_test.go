@@ -105,12 +105,10 @@ func TestPorts(t *testing.T) {
 	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "8000"}, ""); code != 502 || !strings.Contains(got, "Sandbox not found") {
 		t.Fatalf("unknown sandbox: want E2B's 502 Sandbox not found, got %d %s", code, got)
 	}
-	// Ports are public unless the sandbox was created with
-	// network.allowPublicTraffic=false (E2B's default and rule).
-	if code, got := get("", byHeader, ""); code != 200 || got != body {
-		t.Fatalf("public port without a key: want 200, got %d %s", code, got)
+	if code, got := get("", byHeader, ""); code != 401 {
+		t.Fatalf("private port without a credential: want 401, got %d %s", code, got)
 	}
-	testPrivatePorts(t, d, ctx)
+	testPortCredentials(t, d, ctx)
 
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, d, id) })
 	t.Run("port-forward", func(t *testing.T) { testPortForward(t, d, id, body) })
@@ -253,32 +251,40 @@ func measureProxyLatency(t *testing.T, d *daemon, id string) {
 	t.Logf("GET p50 over %d requests: proxied %v, direct %v, added %v", n, proxied, direct, proxied-direct)
 }
 
-// testPrivatePorts checks a sandbox created with allowPublicTraffic=false:
-// its ports need its traffic token or its team's key, and another
-// sandbox's token or another team's key do not open them.
-func testPrivatePorts(t *testing.T, d *daemon, ctx context.Context) {
+// testPortCredentials checks who may reach a sandbox's ports: by default
+// its traffic token, its envd token or its team's key, and not another
+// sandbox's tokens or another team's key; with allowPublicTraffic, anyone.
+func testPortCredentials(t *testing.T, d *daemon, ctx context.Context) {
 	c := d.client()
-	private := false
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowPublicTraffic: &private}})
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowPublicTraffic: &private}})
+	other, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.TrafficAccessToken == "" || sb.TrafficAccessToken == other.TrafficAccessToken {
-		t.Fatalf("traffic tokens: %q and %q, want two different ones", sb.TrafficAccessToken, other.TrafficAccessToken)
+	if sb.TrafficAccessToken == "" || sb.TrafficAccessToken == other.TrafficAccessToken || sb.EnvdAccessToken == "" {
+		t.Fatalf("tokens: %+v and %+v, want distinct traffic and envd tokens", sb, other)
 	}
-	id := sb.SandboxID
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "httpd", ExecRequest: client.ExecRequest{Cmd: []string{"httpd", "-f", "-p", "8000", "-h", "/etc"}}}); err != nil {
+	public := true
+	pub, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowPublicTraffic: &public}})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if pub.TrafficAccessToken != "" {
+		t.Errorf("a public sandbox got a traffic token")
+	}
+	for _, id := range []string{sb.SandboxID, pub.SandboxID} {
+		if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "httpd", ExecRequest: client.ExecRequest{Cmd: []string{"httpd", "-f", "-p", "8000", "-h", "/etc"}}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(hdr map[string]string) int {
+	get := func(id string, hdr map[string]string) int {
 		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/hostname", nil)
 		req.Header.Set("E2b-Sandbox-Id", id)
 		req.Header.Set("E2b-Sandbox-Port", "8000")
@@ -292,25 +298,32 @@ func testPrivatePorts(t *testing.T, d *daemon, ctx context.Context) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for code := get(map[string]string{"X-API-Key": d.key}); code != 200; code = get(map[string]string{"X-API-Key": d.key}) {
-		if code != 502 || time.Now().After(deadline) {
-			t.Fatalf("own team's key: %d", code)
+	for _, id := range []string{sb.SandboxID, pub.SandboxID} {
+		deadline := time.Now().Add(10 * time.Second)
+		for code := get(id, map[string]string{"X-API-Key": d.key}); code != 200; code = get(id, map[string]string{"X-API-Key": d.key}) {
+			if code != 502 || time.Now().After(deadline) {
+				t.Fatalf("own team's key: %d", code)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	for what, tc := range map[string]struct {
 		hdr  map[string]string
 		want int
 	}{
-		"no credential":         {nil, 401},
-		"traffic token":         {map[string]string{"E2b-Traffic-Access-Token": sb.TrafficAccessToken}, 200},
-		"other sandbox's token": {map[string]string{"E2b-Traffic-Access-Token": other.TrafficAccessToken}, 401},
-		"envd token":            {map[string]string{"E2b-Traffic-Access-Token": sb.EnvdAccessToken}, 401},
-		"other team's key":      {map[string]string{"X-API-Key": k.Key}, 401},
+		"no credential":               {nil, 401},
+		"traffic token":               {map[string]string{"E2b-Traffic-Access-Token": sb.TrafficAccessToken}, 200},
+		"envd token":                  {map[string]string{"X-Access-Token": sb.EnvdAccessToken}, 200},
+		"other sandbox's traffic":     {map[string]string{"E2b-Traffic-Access-Token": other.TrafficAccessToken}, 401},
+		"other sandbox's envd token":  {map[string]string{"X-Access-Token": other.EnvdAccessToken}, 401},
+		"envd token as traffic token": {map[string]string{"E2b-Traffic-Access-Token": sb.EnvdAccessToken}, 401},
+		"other team's key":            {map[string]string{"X-API-Key": k.Key}, 401},
 	} {
-		if code := get(tc.hdr); code != tc.want {
+		if code := get(sb.SandboxID, tc.hdr); code != tc.want {
 			t.Errorf("%s: got %d, want %d", what, code, tc.want)
 		}
+	}
+	if code := get(pub.SandboxID, nil); code != 200 {
+		t.Errorf("public sandbox without a credential: got %d, want 200", code)
 	}
 }
