@@ -11,8 +11,10 @@ GO          ?= go
 GO_TAGS     := seccomp
 APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc
 TEST_FLAGS  ?= -count=1 -timeout 40m
+# The E2B compatibility suite runs the real `e2b` npm package (pinned in its package.json).
+E2B_DIR     := test/e2e/e2b
 
-.PHONY: all build deps run test test-unit test-e2e bench vet generate clean
+.PHONY: all build deps e2b-deps run test test-unit test-e2e bench bench-e2b vet generate clean
 
 all: build
 
@@ -21,6 +23,17 @@ deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+# npm ci (from the npm registry only) when node_modules is missing or older than the lock file.
+e2b-deps:
+	@command -v node >/dev/null || { echo "node not found: the E2B SDK suite (TestE2BSDK) will be skipped; install node >= 20.18.1 and npm"; exit 0; }; \
+	node -e 'const [a,b,c]=process.versions.node.split(".").map(Number); process.exit(a>=22||(a===20&&(b>18||(b===18&&c>=1)))?0:1)' || \
+		{ echo "node $$(node --version) is too old for the e2b SDK: it needs >= 20.18.1 (<21) or >= 22"; exit 1; }; \
+	command -v npm >/dev/null || { echo "npm not found: it installs the e2b SDK for the E2B suite"; exit 1; }; \
+	m=$(E2B_DIR)/node_modules/.package-lock.json; \
+	if [ ! -f $$m ] || [ $(E2B_DIR)/package-lock.json -nt $$m ] || [ $(E2B_DIR)/package.json -nt $$m ]; then \
+		cd $(E2B_DIR) && npm ci --no-audit --no-fund; \
 	fi
 
 build: deps
@@ -37,7 +50,7 @@ vet:
 	cd agent && $(GO) vet ./...
 	cd api && $(GO) vet ./...
 
-test: build vet
+test: build vet e2b-deps
 	@test "$$(id -u)" = 0 || { echo "make test needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
 	cd api && $(GO) test $(TEST_FLAGS) ./...
@@ -47,6 +60,11 @@ test: build vet
 
 bench: build
 	./bin/warren bench --data-dir $$(mktemp -d /tmp/warren-bench.XXXX)
+
+# E2B SDK latency (JSON): against E2B_API_URL/E2B_SANDBOX_URL/E2B_API_KEY/E2B_DOMAIN when set,
+# else against a throwaway daemon started from ./bin/warren.
+bench-e2b: build e2b-deps
+	CACHE_DIR=$(CACHE_DIR) $(E2B_DIR)/bench.sh
 
 generate:
 	./scripts/gen-proto.sh

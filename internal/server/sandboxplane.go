@@ -265,11 +265,16 @@ func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.San
 	}
 	agent, err := s.deps.Sessions.Agent(r.Context(), rec.Team, rec.ID)
 	if err != nil {
-		if errdefs.IsNotFound(err) {
+		switch {
+		case errdefs.IsNotFound(err):
 			s.sandboxGone(w, r, rec.ID, err)
-			return
+		case errdefs.IsConflict(err):
+			// Paused (without autoResume) or stopped: E2B's proxy answers
+			// 502, which the SDKs read as "not running" (isRunning false).
+			s.planeError(w, r, fmt.Errorf("%s: %w", messageOf(err), errdefs.ErrUnavailable))
+		default:
+			s.planeError(w, r, err)
 		}
-		s.planeError(w, r, err)
 		return
 	}
 	ctx := context.WithValue(r.Context(), envdTargetKey{}, envdTarget{agent: agent, id: rec.ID})

@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/agent/internal/envdfs"
 	"github.com/warrenhq/warren/agent/internal/files"
 	"github.com/warrenhq/warren/agent/internal/initproc"
 	"github.com/warrenhq/warren/agent/internal/link"
@@ -78,8 +79,11 @@ func run(socket, workspace string, log *slog.Logger) {
 		// The link is a local socket: gzip would only burn CPU on both ends.
 		connect.WithCompression("gzip", nil, nil),
 	}
-	process.New(process.Config{Workspace: workspace, Users: db, Version: Version, Log: log}, r).Handle(mux, opts...)
+	procs := process.New(process.Config{Workspace: workspace, Users: db, Version: Version, Log: log}, r)
+	procs.Handle(mux, opts...)
+	procs.HandleEnvd(mux, opts...) // E2B's process.Process, over the same processes
 	files.New(files.Config{Workspace: workspace, Users: db}).Handle(mux, opts...)
+	envdfs.New(envdfs.Config{Users: db, Log: log}).Handle(mux, opts...) // E2B's filesystem.Filesystem, /files, /health
 	tunnel.New().Handle(mux, opts...)
 
 	go handleSignals(cancel, r, log)

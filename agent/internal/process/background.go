@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 )
@@ -66,11 +67,17 @@ func (s *Service) Start(ctx context.Context, req *connect.Request[agentv1.StartR
 // and its pipes are drained, then records the exit.
 func (s *Service) supervise(p *proc, r *running) {
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go s.drain(&wg, p, r.stdout, agentv1.Stream_STREAM_STDOUT)
-	go s.drain(&wg, p, r.stderr, agentv1.Stream_STREAM_STDERR)
+	outputs := map[agentv1.Stream]*os.File{agentv1.Stream_STREAM_STDOUT: r.stdout}
+	if r.stderr != nil { // a terminal has a single output
+		outputs[agentv1.Stream_STREAM_STDERR] = r.stderr
+	}
+	wg.Add(len(outputs))
+	for stream, f := range outputs {
+		go s.drain(&wg, p, f, stream)
+	}
 
 	exited := &agentv1.Exited{}
+	var status unix.WaitStatus
 	var timeout <-chan time.Time
 	if r.sp.timeout > 0 {
 		t := time.NewTimer(r.sp.timeout)
@@ -81,6 +88,7 @@ func (s *Service) supervise(p *proc, r *running) {
 		select {
 		case ws := <-r.status:
 			fillStatus(exited, ws)
+			status = ws
 			waiting = false
 		case <-timeout:
 			timeout = nil
@@ -91,11 +99,12 @@ func (s *Service) supervise(p *proc, r *running) {
 	// A child that inherited the pipes may keep them open: read what is
 	// there, but do not wait for it.
 	deadline := time.Now().Add(drainGrace)
-	_ = r.stdout.SetReadDeadline(deadline)
-	_ = r.stderr.SetReadDeadline(deadline)
+	for _, f := range outputs {
+		_ = f.SetReadDeadline(deadline)
+	}
 	wg.Wait()
 	p.closeStdin()
-	s.reg.markExited(p, exited)
+	s.reg.markExited(p, exited, status)
 }
 
 func (s *Service) drain(wg *sync.WaitGroup, p *proc, f *os.File, stream agentv1.Stream) {
@@ -108,11 +117,53 @@ func (s *Service) drain(wg *sync.WaitGroup, p *proc, f *os.File, stream agentv1.
 		n, err := f.Read(buf)
 		if n > 0 {
 			s.reg.appendOutput(p, stream, buf[:n]) // the ring copies
+			s.reg.publish(p, stream, buf[:n])
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			s.drainPending(p, f, stream, buf)
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// drainPending reads what is already in the pipe once the drain deadline has
+// passed: the process has exited, so its last output is all there, but a
+// reader held up by a slow E2B stream may not have got to it in time.
+// Output a lingering child writes later is left unread.
+func (s *Service) drainPending(p *proc, f *os.File, stream agentv1.Stream, buf []byte) {
+	left, err := pendingBytes(f)
+	if err != nil || left <= 0 {
+		return
+	}
+	_ = f.SetReadDeadline(time.Now().Add(drainGrace))
+	for left > 0 {
+		n, err := f.Read(buf[:min(left, len(buf))])
+		if n > 0 {
+			s.reg.appendOutput(p, stream, buf[:n])
+			s.reg.publish(p, stream, buf[:n])
+			left -= n
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// pendingBytes is how many bytes f (a pipe or a terminal) holds unread
+// (FIONREAD, which Linux names TIOCINQ).
+func pendingBytes(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil {
+		return 0, err
+	}
+	return n, ierr
 }
 
 // writeStdin writes data to the process's stdin, giving up after

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/api/gen/process"
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 )
 
@@ -59,6 +61,18 @@ type proc struct {
 	out, err ring
 	exited   *agentv1.Exited // set once exited and its pipes are drained
 	endedAt  time.Time
+	status   unix.WaitStatus    // the raw status, for E2B's end event
+	feeds    map[*feed]struct{} // E2B streams following the output live
+	// ended is made by add and closed with exited set; status may be read
+	// without the lock once it is closed.
+	ended chan struct{}
+
+	// For E2B's process API (envd.go), set before add and never changed:
+	// what the process was started with, and its terminal's master when it
+	// has one. Both are nil for processes warren's own API started, which
+	// E2B's API lists and reaches all the same.
+	config *process.ProcessConfig
+	tty    *os.File
 }
 
 func newRegistry() *registry {
@@ -132,6 +146,7 @@ func (g *registry) add(p *proc) {
 	g.seq++
 	p.seq = g.seq
 	p.out, p.err = newRing(RingBytes), newRing(RingBytes)
+	p.ended = make(chan struct{})
 	g.procs[p.pid] = p
 	g.notifyLocked()
 }
@@ -147,11 +162,13 @@ func (g *registry) appendOutput(p *proc, stream agentv1.Stream, data []byte) {
 	g.notifyLocked()
 }
 
-func (g *registry) markExited(p *proc, e *agentv1.Exited) {
+func (g *registry) markExited(p *proc, e *agentv1.Exited, ws unix.WaitStatus) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	p.exited = e
+	p.status = ws
 	p.endedAt = g.now()
+	close(p.ended)
 	g.notifyLocked()
 }
 

@@ -1,5 +1,6 @@
 // Package process serves warren.agent.v1.ProcessService: it runs commands
-// inside the sandbox and streams their output back to the daemon.
+// inside the sandbox and streams their output back to the daemon. It also
+// serves E2B's process.Process (envd.go) over the same processes.
 package process
 
 import (

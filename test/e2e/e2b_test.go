@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/config"
+)
+
+// e2bSDKVersion is the e2b npm package the suite pins (test/e2e/e2b).
+const e2bSDKVersion = "2.51.0"
+
+// TestE2BSDK runs warren's E2B compatibility suite: node's test runner drives
+// the unmodified e2b npm package (test/e2e/e2b/*.test.mjs) against a real
+// daemon with the base template, as a user of E2B would point it at warren.
+func TestE2BSDK(t *testing.T) {
+	if os.Getenv("WARREN_TEST_DEBOOTSTRAP") == "" && testing.Short() {
+		t.Skip("set WARREN_TEST_DEBOOTSTRAP=1 (make test does) to build base by debootstrap")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the E2B SDK suite needs node >= 20.18.1 and npm (then `make test` installs the SDK)")
+	}
+	dir, err := filepath.Abs("e2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNode(t, node)
+	checkSDK(t, dir)
+	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no *.test.mjs in %s (%v)", dir, err)
+	}
+	sort.Strings(files)
+	args := []string{"--test", "--test-concurrency=2", "--test-reporter=spec", "--test-timeout=240000"}
+	for _, f := range files {
+		args = append(args, filepath.Base(f))
+	}
+
+	d := newDaemon(t)
+	d.start()
+	start := time.Now()
+	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)
+	t.Logf("base template built in %s", time.Since(start).Round(time.Millisecond))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = dir
+	url := "http://" + d.addr
+	cmd.Env = append(withoutE2BEnv(os.Environ()),
+		"E2B_API_URL="+url,
+		"E2B_SANDBOX_URL="+url,
+		"E2B_API_KEY="+d.key,
+		"E2B_DOMAIN="+config.Default().Domain,
+		"NO_COLOR=1",
+	)
+	// node runs each file in a child process: a timeout ends the whole group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			t.Log(sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
+	start = time.Now()
+	err = cmd.Run()
+	pw.Close()
+	<-logged
+	t.Logf("node --test finished in %s", time.Since(start).Round(time.Millisecond))
+	if ctx.Err() != nil {
+		t.Fatalf("the E2B SDK suite did not finish in time: %v", ctx.Err())
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		t.Fatalf("the E2B SDK suite failed (exit %d): the failing tests are listed above", ee.ExitCode())
+	}
+	if err != nil {
+		t.Fatalf("run node: %v", err)
+	}
+}
+
+// checkNode fails the test when node is older than the SDK supports
+// (>=20.18.1 <21 || >=22).
+func checkNode(t *testing.T, node string) {
+	t.Helper()
+	out, err := exec.Command(node, "-p", "process.versions.node").Output()
+	if err != nil {
+		t.Fatalf("node -p process.versions.node: %v", err)
+	}
+	v := strings.TrimSpace(string(out))
+	var n [3]int
+	for i, p := range strings.SplitN(v, ".", 3) {
+		n[i], _ = strconv.Atoi(p)
+	}
+	ok := n[0] >= 22 || (n[0] == 20 && (n[1] > 18 || (n[1] == 18 && n[2] >= 1)))
+	if !ok {
+		t.Fatalf("node %s is too old for the e2b SDK: it needs >= 20.18.1 (<21) or >= 22", v)
+	}
+}
+
+// checkSDK fails the test unless `npm ci` installed the pinned SDK.
+func checkSDK(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "node_modules", "e2b", "package.json"))
+	if err != nil {
+		t.Fatalf("the e2b SDK is not installed: run `npm ci` in %s (make test does): %v", dir, err)
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		t.Fatalf("e2b package.json: %v", err)
+	}
+	if pkg.Version != e2bSDKVersion {
+		t.Fatalf("installed e2b SDK is %s, want %s: run `npm ci` in %s", pkg.Version, e2bSDKVersion, dir)
+	}
+}
+
+// withoutE2BEnv drops E2B_* variables of the caller (E2B_DEBUG would make the
+// SDK fake sandboxes; a real E2B key must not reach the suite).
+func withoutE2BEnv(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "E2B_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
