@@ -77,7 +77,31 @@ func Prepare(root string) error {
 	if err := copySkel(t); err != nil {
 		return err
 	}
+	if err := quickProfile(t); err != nil {
+		return err
+	}
 	return t.writeFile("etc/hostname", []byte(Hostname+"\n"), 0o644, 0, 0)
+}
+
+// slowUID and fastUID: Debian's /etc/profile asks `id -u` twice, two
+// forks that make up most of a login shell's start (E2B's SDKs run every
+// command as `bash -l -c`: 4.4 ms instead of 1.4 ms here). bash knows its
+// effective uid as $EUID; other shells leave it unset and still ask id.
+const (
+	slowUID = `"$(id -u)"`
+	fastUID = `"${EUID:-$(id -u)}"`
+)
+
+// quickProfile makes /etc/profile use $EUID where the shell has it.
+func quickProfile(t *tree) error {
+	if !t.exists("etc/profile") || t.isDir("etc/profile") {
+		return nil
+	}
+	b, err := t.readFile("etc/profile")
+	if err != nil || !strings.Contains(string(b), slowUID) {
+		return err
+	}
+	return t.writeFile("etc/profile", []byte(strings.ReplaceAll(string(b), slowUID, fastUID)), 0o644, 0, 0)
 }
 
 // addUser adds `user` and its group to passwd, group, shadow and gshadow

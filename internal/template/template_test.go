@@ -184,6 +184,23 @@ func TestPrepareIdempotentAndConfined(t *testing.T) {
 	}
 }
 
+// Debian's /etc/profile asks id for the uid; bash's $EUID answers without a fork.
+func TestPrepareQuickProfile(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n", 0o644)
+	profile := "if [ \"$(id -u)\" -eq 0 ]; then\n  PATH=/usr/sbin:/usr/bin\nfi\n"
+	writeFile(t, filepath.Join(root, "etc/profile"), profile, 0o644)
+	for range 2 {
+		if err := Prepare(root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "if [ \"${EUID:-$(id -u)}\" -eq 0 ]; then\n  PATH=/usr/sbin:/usr/bin\nfi\n"
+	if got := readFile(t, filepath.Join(root, "etc/profile")); got != want {
+		t.Errorf("profile:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 // --- rootfs ---
 
 func TestRootFSDirectory(t *testing.T) {

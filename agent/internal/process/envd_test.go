@@ -40,7 +40,7 @@ type envdEnv struct {
 // SDK speaks HTTP/1.1, the daemon's link HTTP/2.
 var transports = []string{"http1", "h2c"}
 
-func newEnvdEnv(t *testing.T, db users.DB) *envdEnv {
+func newEnvdEnv(t testing.TB, db users.DB) *envdEnv {
 	t.Helper()
 	svc := New(Config{Workspace: t.TempDir(), Users: db, Version: "test"}, testReaper)
 	mux := http.NewServeMux()
