@@ -78,3 +78,14 @@ func (c caller) resolveField(field, p string) (string, error) {
 	}
 	return c.resolve(p)
 }
+
+// callerAndField is callerOf then resolveField, the start of every call that
+// changes one path.
+func (s *Service) callerAndField(h http.Header, field, p string) (caller, string, error) {
+	c, err := s.callerOf(h)
+	if err != nil {
+		return caller{}, "", err
+	}
+	p, err = c.resolveField(field, p)
+	return c, p, err
+}

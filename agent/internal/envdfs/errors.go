@@ -4,59 +4,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
 	"syscall"
 
 	"connectrpc.com/connect"
+
+	"github.com/warrenhq/warren/agent/internal/fsops"
 )
+
+// fsErrors is envd's mapping on top of the shared one: a read-only file
+// system is a permission problem, and a busy target or a symlink loop is the
+// caller's to fix.
+var fsErrors = fsops.Errors{
+	{Errno: syscall.EROFS, Code: connect.CodePermissionDenied},
+	{Errno: syscall.EBUSY, Code: connect.CodeFailedPrecondition},
+	{Errno: syscall.ELOOP, Code: connect.CodeFailedPrecondition, Hint: "cyclic symlink or too many levels of symlinks"},
+}
 
 // fsError turns a filesystem error into a Connect error whose code the SDKs
 // act on (not_found becomes their FileNotFoundError) and whose message names
 // the path once. A *connect.Error passes through unchanged.
-func fsError(op, path string, err error) error {
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	code := connect.CodeInternal
-	msg := fmt.Sprintf("%s %s: %v", op, path, bareErr(err))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		code = connect.CodeNotFound
-	case errors.Is(err, fs.ErrExist):
-		code = connect.CodeAlreadyExists
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-		code = connect.CodePermissionDenied
-	case errors.Is(err, syscall.ENOTDIR):
-		code, msg = connect.CodeFailedPrecondition, msg+" (a parent is not a directory)"
-	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EBUSY):
-		code = connect.CodeFailedPrecondition
-	case errors.Is(err, syscall.EXDEV):
-		code, msg = connect.CodeFailedPrecondition, msg+" (source and destination are on different filesystems)"
-	case errors.Is(err, syscall.ELOOP):
-		code, msg = connect.CodeFailedPrecondition, msg+" (cyclic symlink or too many levels of symlinks)"
-	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG):
-		code = connect.CodeInvalidArgument
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		code, msg = connect.CodeResourceExhausted, msg+" (the sandbox's disk is full or over quota)"
-	}
-	return connect.NewError(code, errors.New(msg))
-}
-
-// bareErr drops *fs.PathError's own op and path, which fsError states itself.
-func bareErr(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
-}
+func fsError(op, path string, err error) error { return fsErrors.Connect(op, path, err) }
 
 func invalidArg(format string, args ...any) error {
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))

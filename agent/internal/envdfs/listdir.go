@@ -2,12 +2,12 @@ package envdfs
 
 import (
 	"context"
-	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/agent/internal/fsops"
 	fspb "github.com/warrenhq/warren/api/gen/filesystem"
 )
 
@@ -31,38 +31,15 @@ func (s *Service) ListDir(_ context.Context, req *connect.Request[fspb.ListDirRe
 	if !fi.IsDir() {
 		return nil, invalidArg("list %s: path is not a directory (use Stat for a file)", root)
 	}
-	depth := max(req.Msg.GetDepth(), 1)
 	o := ownersOf(s.cfg.Users)
 	var out []*fspb.EntryInfo
-	var walk func(dir string, level uint32) error
-	walk = func(dir string, level uint32) error {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			if dir != root {
-				return nil // gone or unreadable meanwhile: listed, not entered
-			}
-			return fsError("list", dir, err)
-		}
-		for _, de := range ents {
-			if len(out) >= maxListEntries {
-				return connect.NewError(connect.CodeResourceExhausted,
-					fmt.Errorf("list %s: more than %d entries; list a subdirectory or use a smaller depth", root, maxListEntries))
-			}
-			info, err := de.Info()
-			if err != nil {
-				continue // removed while listing
-			}
-			p := filepath.Join(dir, de.Name())
-			out = append(out, entryInfo(p, info, o))
-			if de.IsDir() && level < depth {
-				if err := walk(p, level+1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	w := fsops.Walk{
+		Depth:      max(req.Msg.GetDepth(), 1),
+		Limit:      maxListEntries,
+		SkipSubdir: func(error) bool { return true }, // gone or unreadable meanwhile: listed, not entered
+		Errors:     fsErrors,
 	}
-	if err := walk(root, 1); err != nil {
+	if err := w.Run(root, func(p string, info fs.FileInfo) { out = append(out, entryInfo(p, info, o)) }); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&fspb.ListDirResponse{Entries: out}), nil

@@ -13,11 +13,7 @@ import (
 // MakeDir creates a directory and its missing parents, owned by the caller.
 // An existing directory is AlreadyExists, which the SDKs turn into `false`.
 func (s *Service) MakeDir(_ context.Context, req *connect.Request[fspb.MakeDirRequest]) (*connect.Response[fspb.MakeDirResponse], error) {
-	c, err := s.callerOf(req.Header())
-	if err != nil {
-		return nil, err
-	}
-	p, err := c.resolveField("path", req.Msg.GetPath())
+	c, p, err := s.callerAndField(req.Header(), "path", req.Msg.GetPath())
 	if err != nil {
 		return nil, err
 	}

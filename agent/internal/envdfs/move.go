@@ -7,17 +7,14 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/agent/internal/fsops"
 	fspb "github.com/warrenhq/warren/api/gen/filesystem"
 )
 
 // Move renames source to destination like rename(2), creating the
 // destination's missing parents for the caller, and describes the result.
 func (s *Service) Move(_ context.Context, req *connect.Request[fspb.MoveRequest]) (*connect.Response[fspb.MoveResponse], error) {
-	c, err := s.callerOf(req.Header())
-	if err != nil {
-		return nil, err
-	}
-	src, err := c.resolveField("source", req.Msg.GetSource())
+	c, src, err := s.callerAndField(req.Header(), "source", req.Msg.GetSource())
 	if err != nil {
 		return nil, err
 	}
@@ -33,7 +30,7 @@ func (s *Service) Move(_ context.Context, req *connect.Request[fspb.MoveRequest]
 		return nil, err
 	}
 	if err := os.Rename(src, dst); err != nil {
-		removeDirs(created)
+		fsops.RemoveDirs(created)
 		return nil, fsError("move "+src+" to", dst, err)
 	}
 	e, err := statEntry(dst, ownersOf(s.cfg.Users))

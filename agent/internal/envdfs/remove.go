@@ -13,11 +13,7 @@ import (
 // envd (and rm -f), a path that does not exist is not an error: the SDKs'
 // own tests remove missing files and expect success.
 func (s *Service) Remove(_ context.Context, req *connect.Request[fspb.RemoveRequest]) (*connect.Response[fspb.RemoveResponse], error) {
-	c, err := s.callerOf(req.Header())
-	if err != nil {
-		return nil, err
-	}
-	p, err := c.resolveField("path", req.Msg.GetPath())
+	_, p, err := s.callerAndField(req.Header(), "path", req.Msg.GetPath())
 	if err != nil {
 		return nil, err
 	}

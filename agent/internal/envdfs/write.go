@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/warrenhq/warren/agent/internal/fsops"
 )
 
 // Uploads go to a temporary file beside the target that is renamed over it
@@ -59,7 +61,7 @@ func writeFile(path string, r io.Reader, c caller, md map[string]string) (writte
 	ok := false
 	defer func() {
 		if !ok {
-			removeDirs(created)
+			fsops.RemoveDirs(created)
 		}
 	}()
 	tmp, err := os.CreateTemp(filepath.Dir(target), prefix+"*")

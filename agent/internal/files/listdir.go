@@ -2,12 +2,12 @@ package files
 
 import (
 	"context"
-	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/agent/internal/fsops"
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 )
 
@@ -26,38 +26,15 @@ func (s *Service) ListDir(_ context.Context, req *connect.Request[agentv1.ListDi
 	if !fi.IsDir() {
 		return nil, failedPrecondition("list %s: not a directory (use Stat or ReadFile for a file)", root)
 	}
-	depth := max(req.Msg.GetDepth(), 1)
 	o := s.owners()
 	var out []*agentv1.EntryInfo
-	var walk func(dir string, level uint32) error
-	walk = func(dir string, level uint32) error {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			if dir != root && os.IsPermission(err) {
-				return nil // an unreadable subdirectory is listed but not entered
-			}
-			return toConnect("list", dir, err)
-		}
-		for _, de := range ents {
-			p := filepath.Join(dir, de.Name())
-			info, err := de.Info()
-			if err != nil {
-				continue // removed while listing
-			}
-			if len(out) >= maxListEntries {
-				return connect.NewError(connect.CodeResourceExhausted,
-					fmt.Errorf("list %s: more than %d entries; list a subdirectory or use a smaller depth", root, maxListEntries))
-			}
-			out = append(out, entryInfo(p, info, o))
-			if de.IsDir() && level < depth {
-				if err := walk(p, level+1); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	w := fsops.Walk{
+		Depth:      max(req.Msg.GetDepth(), 1),
+		Limit:      maxListEntries,
+		SkipSubdir: os.IsPermission, // an unreadable subdirectory is listed but not entered
+		Errors:     fsErrors,
 	}
-	if err := walk(root, 1); err != nil {
+	if err := w.Run(root, func(p string, info fs.FileInfo) { out = append(out, entryInfo(p, info, o)) }); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&agentv1.ListDirResponse{Entries: out}), nil

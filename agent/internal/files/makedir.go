@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"connectrpc.com/connect"
 
@@ -28,7 +27,7 @@ func (s *Service) MakeDir(_ context.Context, req *connect.Request[agentv1.MakeDi
 	if fi, err := os.Lstat(p); err == nil && !fi.IsDir() {
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("make directory %s: a %s exists there", p, kindOf(fi)))
 	}
-	created, err := mkdirAll(p, mode, uid, gid)
+	created, err := fsErrors.MkdirAll(p, mode, uid, gid)
 	if err != nil {
 		return nil, err
 	}
@@ -41,8 +40,6 @@ func (s *Service) MakeDir(_ context.Context, req *connect.Request[agentv1.MakeDi
 		Created: len(created) > 0,
 	}), nil
 }
-
-func parentDir(p string) string { return filepath.Dir(p) }
 
 func kindOf(fi os.FileInfo) string {
 	switch {

@@ -3,13 +3,13 @@ package files
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 
 	"connectrpc.com/connect"
+
+	"github.com/warrenhq/warren/agent/internal/fsops"
 )
 
 // resolve makes p absolute and clean; relative paths resolve against the
@@ -36,53 +36,16 @@ func (s *Service) resolveNonEmpty(field, p string) (string, error) {
 	return s.resolve(p)
 }
 
-// toConnect turns a filesystem error into a Connect error with a code the
-// daemon can act on and a message naming the path.
-func toConnect(op, path string, err error) error {
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	code := connect.CodeInternal
-	msg := fmt.Sprintf("%s %s: %v", op, path, unwrapPathError(err))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		code = connect.CodeNotFound
-	case errors.Is(err, fs.ErrExist):
-		code = connect.CodeAlreadyExists
-	case errors.Is(err, fs.ErrPermission):
-		code = connect.CodePermissionDenied
-	case errors.Is(err, syscall.ENOTDIR):
-		code, msg = connect.CodeFailedPrecondition, msg+" (a parent is not a directory)"
-	case errors.Is(err, syscall.EISDIR):
-		code = connect.CodeFailedPrecondition
-	case errors.Is(err, syscall.ENOTEMPTY):
-		code = connect.CodeFailedPrecondition
-	case errors.Is(err, syscall.EXDEV):
-		code, msg = connect.CodeFailedPrecondition, msg+" (source and destination are on different filesystems)"
-	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ELOOP):
-		code = connect.CodeInvalidArgument
-	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		code, msg = connect.CodeResourceExhausted, msg+" (the sandbox's disk is full or over quota)"
-	case errors.Is(err, syscall.EROFS):
-		code = connect.CodeFailedPrecondition
-	}
-	return connect.NewError(code, errors.New(msg))
+// fsErrors is warren's mapping on top of the shared one: a symlink loop is
+// a bad path, and a read-only file system a state the daemon can report.
+var fsErrors = fsops.Errors{
+	{Errno: syscall.ELOOP, Code: connect.CodeInvalidArgument},
+	{Errno: syscall.EROFS, Code: connect.CodeFailedPrecondition},
 }
 
-// unwrapPathError drops *fs.PathError's own op and path, which toConnect
-// states once itself.
-func unwrapPathError(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
-}
+// toConnect turns a filesystem error into a Connect error with a code the
+// daemon can act on and a message naming the path.
+func toConnect(op, path string, err error) error { return fsErrors.Connect(op, path, err) }
 
 func failedPrecondition(format string, args ...any) error {
 	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(format, args...))

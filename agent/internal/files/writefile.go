@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/agent/internal/fsops"
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 )
 
@@ -45,16 +46,14 @@ func (s *Service) WriteFile(ctx context.Context, stream *connect.ClientStream[ag
 	dir := filepath.Dir(p)
 	var createdDirs []string
 	if hdr.GetMakeParents() {
-		if createdDirs, err = mkdirAll(dir, 0o755, uid, gid); err != nil {
+		if createdDirs, err = fsErrors.MkdirAll(dir, 0o755, uid, gid); err != nil {
 			return nil, err
 		}
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			for i := len(createdDirs) - 1; i >= 0; i-- {
-				_ = os.Remove(createdDirs[i])
-			}
+			fsops.RemoveDirs(createdDirs)
 		}
 	}()
 
