@@ -134,7 +134,7 @@ func (s *Server) trafficAllowed(r *http.Request, rec store.Sandbox) bool {
 // keyTeam is the team of the request's API key, "" when it has none or a
 // bad one (the sandbox plane does not require a key).
 func (s *Server) keyTeam(r *http.Request) string {
-	key := r.Header.Get("X-API-Key")
+	key := apiKeyOf(r)
 	if key == "" {
 		return ""
 	}

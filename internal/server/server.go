@@ -190,12 +190,7 @@ func teamOf(r *http.Request) string { t, _ := r.Context().Value(teamKey{}).(stri
 // auth admits requests that carry a valid API key and records its team.
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("X-API-Key")
-		if key == "" {
-			if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-				key = b
-			}
-		}
+		key := apiKeyOf(r)
 		if key == "" {
 			writeError(w, r, fmt.Errorf("missing API key: send it in the X-API-Key header: %w", errdefs.ErrUnauthenticated))
 			return
@@ -210,6 +205,17 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), teamKey{}, k.Team)))
 	})
+}
+
+// apiKeyOf is the request's API key: X-API-Key, or a Bearer Authorization.
+func apiKeyOf(r *http.Request) string {
+	if key := r.Header.Get("X-API-Key"); key != "" {
+		return key
+	}
+	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return b
+	}
+	return ""
 }
 
 // admin admits only the admin team's keys.

@@ -4,7 +4,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -13,24 +12,8 @@ import (
 	fspb "github.com/warrenhq/warren/api/gen/filesystem"
 )
 
-// owners names uids and gids; built once per request from the sandbox's
-// /etc/passwd and /etc/group.
-type owners struct{ uids, gids map[uint32]string }
-
-func ownersOf(db users.DB) owners {
-	u, g := db.Names()
-	return owners{uids: u, gids: g}
-}
-
-func (o owners) name(m map[uint32]string, id uint32) string {
-	if n, ok := m[id]; ok {
-		return n
-	}
-	return strconv.FormatUint(uint64(id), 10)
-}
-
 // statEntry describes path without following a final symlink.
-func statEntry(path string, o owners) (*fspb.EntryInfo, error) {
+func statEntry(path string, o users.Owners) (*fspb.EntryInfo, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return nil, err
@@ -42,7 +25,7 @@ func statEntry(path string, o owners) (*fspb.EntryInfo, error) {
 // symlink carries the fully resolved target, and its type and mode are the
 // target's (a dangling link has no type, which the SDKs skip in listings);
 // permissions is Go's rendering of the link's own mode ("Lrwxrwxrwx").
-func entryInfo(path string, fi fs.FileInfo, o owners) *fspb.EntryInfo {
+func entryInfo(path string, fi fs.FileInfo, o users.Owners) *fspb.EntryInfo {
 	m := fi.Mode()
 	e := &fspb.EntryInfo{
 		Name:         filepath.Base(path),
@@ -54,8 +37,8 @@ func entryInfo(path string, fi fs.FileInfo, o owners) *fspb.EntryInfo {
 		ModifiedTime: timestamppb.New(fi.ModTime()),
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.Owner = o.name(o.uids, st.Uid)
-		e.Group = o.name(o.gids, st.Gid)
+		e.Owner = o.User(st.Uid)
+		e.Group = o.Group(st.Gid)
 	}
 	if m&fs.ModeSymlink != 0 {
 		target, err := filepath.EvalSymlinks(path)

@@ -31,7 +31,7 @@ func (s *Service) ListDir(_ context.Context, req *connect.Request[fspb.ListDirRe
 	if !fi.IsDir() {
 		return nil, invalidArg("list %s: path is not a directory (use Stat for a file)", root)
 	}
-	o := ownersOf(s.cfg.Users)
+	o := s.cfg.Users.Owners()
 	var out []*fspb.EntryInfo
 	w := fsops.Walk{
 		Depth:      max(req.Msg.GetDepth(), 1),

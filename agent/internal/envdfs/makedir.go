@@ -26,7 +26,7 @@ func (s *Service) MakeDir(_ context.Context, req *connect.Request[fspb.MakeDirRe
 	if _, err := mkdirAll(p, int(c.UID), int(c.GID)); err != nil {
 		return nil, err
 	}
-	e, err := statEntry(p, ownersOf(s.cfg.Users))
+	e, err := statEntry(p, s.cfg.Users.Owners())
 	if err != nil {
 		return nil, fsError("stat", p, err)
 	}

@@ -33,7 +33,7 @@ func (s *Service) Move(_ context.Context, req *connect.Request[fspb.MoveRequest]
 		fsops.RemoveDirs(created)
 		return nil, fsError("move "+src+" to", dst, err)
 	}
-	e, err := statEntry(dst, ownersOf(s.cfg.Users))
+	e, err := statEntry(dst, s.cfg.Users.Owners())
 	if err != nil {
 		return nil, fsError("stat", dst, err)
 	}

@@ -18,7 +18,7 @@ func (s *Service) Stat(_ context.Context, req *connect.Request[fspb.StatRequest]
 	if err != nil {
 		return nil, err
 	}
-	e, err := statEntry(p, ownersOf(s.cfg.Users))
+	e, err := statEntry(p, s.cfg.Users.Owners())
 	if err != nil {
 		return nil, fsError("stat", p, err)
 	}

@@ -121,7 +121,7 @@ func (s *Service) eventConverter(root string, includeEntry bool) func(fsEvent) *
 		}
 		ev := &fspb.FilesystemEvent{Name: name, Type: e.op}
 		if includeEntry {
-			if entry, err := statEntry(e.path, ownersOf(s.cfg.Users)); err == nil {
+			if entry, err := statEntry(e.path, s.cfg.Users.Owners()); err == nil {
 				ev.Entry = entry
 			}
 		}

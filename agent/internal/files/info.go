@@ -4,36 +4,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 
+	"github.com/warrenhq/warren/agent/internal/users"
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 )
 
-// owners names uids and gids; built once per request from the sandbox's files.
-type owners struct{ uids, gids map[uint32]string }
-
-func (s *Service) owners() owners {
-	u, g := s.cfg.Users.Names()
-	return owners{uids: u, gids: g}
-}
-
-func (o owners) user(uid uint32) string {
-	if n, ok := o.uids[uid]; ok {
-		return n
-	}
-	return strconv.FormatUint(uint64(uid), 10)
-}
-
-func (o owners) group(gid uint32) string {
-	if n, ok := o.gids[gid]; ok {
-		return n
-	}
-	return strconv.FormatUint(uint64(gid), 10)
-}
-
 // entryInfo describes path (not following a final symlink) from fi.
-func entryInfo(path string, fi fs.FileInfo, o owners) *agentv1.EntryInfo {
+func entryInfo(path string, fi fs.FileInfo, o users.Owners) *agentv1.EntryInfo {
 	e := &agentv1.EntryInfo{
 		Name:             filepath.Base(path),
 		Path:             path,
@@ -53,8 +31,8 @@ func entryInfo(path string, fi fs.FileInfo, o owners) *agentv1.EntryInfo {
 		e.Type = agentv1.FileType_FILE_TYPE_OTHER
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.Owner = o.user(st.Uid)
-		e.Group = o.group(st.Gid)
+		e.Owner = o.User(st.Uid)
+		e.Group = o.Group(st.Gid)
 	}
 	return e
 }

@@ -26,7 +26,7 @@ func (s *Service) ListDir(_ context.Context, req *connect.Request[agentv1.ListDi
 	if !fi.IsDir() {
 		return nil, failedPrecondition("list %s: not a directory (use Stat or ReadFile for a file)", root)
 	}
-	o := s.owners()
+	o := s.cfg.Users.Owners()
 	var out []*agentv1.EntryInfo
 	w := fsops.Walk{
 		Depth:      max(req.Msg.GetDepth(), 1),

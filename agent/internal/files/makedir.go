@@ -36,7 +36,7 @@ func (s *Service) MakeDir(_ context.Context, req *connect.Request[agentv1.MakeDi
 		return nil, toConnect("stat", p, err)
 	}
 	return connect.NewResponse(&agentv1.MakeDirResponse{
-		Entry:   entryInfo(p, fi, s.owners()),
+		Entry:   entryInfo(p, fi, s.cfg.Users.Owners()),
 		Created: len(created) > 0,
 	}), nil
 }

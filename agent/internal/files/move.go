@@ -30,5 +30,5 @@ func (s *Service) Move(_ context.Context, req *connect.Request[agentv1.MoveReque
 	if err != nil {
 		return nil, toConnect("stat", dst, err)
 	}
-	return connect.NewResponse(&agentv1.MoveResponse{Entry: entryInfo(dst, fi, s.owners())}), nil
+	return connect.NewResponse(&agentv1.MoveResponse{Entry: entryInfo(dst, fi, s.cfg.Users.Owners())}), nil
 }

@@ -36,7 +36,7 @@ func (s *Service) ReadFile(ctx context.Context, req *connect.Request[agentv1.Rea
 	if !fi.Mode().IsRegular() {
 		return failedPrecondition("read %s: not a regular file", p)
 	}
-	if err := stream.Send(&agentv1.ReadFileResponse{Info: entryInfo(p, fi, s.owners())}); err != nil {
+	if err := stream.Send(&agentv1.ReadFileResponse{Info: entryInfo(p, fi, s.cfg.Users.Owners())}); err != nil {
 		return err
 	}
 	buf := make([]byte, readChunk)

@@ -19,5 +19,5 @@ func (s *Service) Stat(_ context.Context, req *connect.Request[agentv1.StatReque
 	if err != nil {
 		return nil, toConnect("stat", p, err)
 	}
-	return connect.NewResponse(&agentv1.StatResponse{Entry: entryInfo(p, fi, s.owners())}), nil
+	return connect.NewResponse(&agentv1.StatResponse{Entry: entryInfo(p, fi, s.cfg.Users.Owners())}), nil
 }

@@ -111,5 +111,5 @@ func (s *Service) WriteFile(ctx context.Context, stream *connect.ClientStream[ag
 	if err != nil {
 		return nil, toConnect("stat", p, err)
 	}
-	return connect.NewResponse(&agentv1.WriteFileResponse{Entry: entryInfo(p, fi, s.owners())}), nil
+	return connect.NewResponse(&agentv1.WriteFileResponse{Entry: entryInfo(p, fi, s.cfg.Users.Owners())}), nil
 }

@@ -178,16 +178,14 @@ func (s *Service) envdSpec(h http.Header, req *process.StartRequest) (*spec, err
 	if cfg.GetCmd() == "" {
 		return nil, invalid("process.cmd is required: say what to run")
 	}
-	for _, a := range append([]string{cfg.GetCmd(), cfg.GetCwd()}, cfg.GetArgs()...) {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, invalid("cmd, args and cwd must not contain NUL bytes")
-		}
+	if hasNUL(cfg.GetArgs()...) || hasNUL(cfg.GetCmd(), cfg.GetCwd()) {
+		return nil, invalid("cmd, args and cwd must not contain NUL bytes")
+	}
+	if err := checkEnv(cfg.GetEnvs()); err != nil {
+		return nil, err
 	}
 	envs := make(map[string]string, len(cfg.GetEnvs())+1)
 	for k, v := range cfg.GetEnvs() {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return nil, invalid("environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
-		}
 		envs[k] = v
 	}
 	if _, ok := envs["TERM"]; !ok && req.GetPty() != nil {

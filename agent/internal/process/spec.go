@@ -51,15 +51,11 @@ func (s *Service) buildSpec(req *agentv1.ExecRequest) (*spec, error) {
 	if hasArgv == hasShell {
 		return nil, invalid("set exactly one of argv and shell_command")
 	}
-	for _, a := range append(append([]string{}, req.GetArgv()...), req.GetShellCommand(), req.GetCwd(), req.GetUser()) {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, invalid("arguments, cwd and user must not contain NUL bytes")
-		}
+	if hasNUL(req.GetArgv()...) || hasNUL(req.GetShellCommand(), req.GetCwd(), req.GetUser()) {
+		return nil, invalid("arguments, cwd and user must not contain NUL bytes")
 	}
-	for k, v := range req.GetEnv() {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
-			return nil, invalid("environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
-		}
+	if err := checkEnv(req.GetEnv()); err != nil {
+		return nil, err
 	}
 
 	u, err := s.cfg.Users.Lookup(req.GetUser())
@@ -104,6 +100,27 @@ func (s *Service) buildSpec(req *agentv1.ExecRequest) (*spec, error) {
 		return nil, startError{err}
 	}
 	return sp, nil
+}
+
+// hasNUL reports whether any of ss holds a NUL byte, which no argument,
+// path or user name passed to exec can carry.
+func hasNUL(ss ...string) bool {
+	for _, s := range ss {
+		if strings.IndexByte(s, 0) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkEnv refuses environment variables exec cannot pass.
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return invalid("environment variable %q: names must be non-empty without '=' or NUL, values without NUL", k)
+		}
+	}
+	return nil
 }
 
 // credential is nil when the user is the agent itself, so an unprivileged

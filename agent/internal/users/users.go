@@ -122,6 +122,28 @@ func (db DB) Names() (uids, gids map[uint32]string) {
 	return uids, gids
 }
 
+// Owners names the owners of files: built once per request from Names.
+type Owners struct{ uids, gids map[uint32]string }
+
+// Owners reads the names of the tree's users and groups.
+func (db DB) Owners() Owners {
+	u, g := db.Names()
+	return Owners{uids: u, gids: g}
+}
+
+// User is uid's name, or the number when /etc/passwd does not list it.
+func (o Owners) User(uid uint32) string { return nameOr(o.uids, uid) }
+
+// Group is gid's name, or the number when /etc/group does not list it.
+func (o Owners) Group(gid uint32) string { return nameOr(o.gids, gid) }
+
+func nameOr(m map[uint32]string, id uint32) string {
+	if n, ok := m[id]; ok {
+		return n
+	}
+	return strconv.FormatUint(uint64(id), 10)
+}
+
 func (db DB) readPasswd() ([]passwdEntry, error) {
 	var out []passwdEntry
 	err := scanColon(db.PasswdPath, func(f []string) {

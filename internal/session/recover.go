@@ -1,0 +1,105 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// recoverParallelism bounds how many sandboxes are reattached at once.
+const recoverParallelism = 32
+
+// Recover is run once at start: it reattaches to every sandbox the records
+// say is alive, fails those that died while the daemon was away, and removes
+// whatever no record names.
+func (m *Manager) Recover(ctx context.Context) error {
+	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: append(liveStates, StateDestroyed)})
+	if err != nil {
+		return fmt.Errorf("list sandboxes: %w", err)
+	}
+	keep := map[string]bool{}
+	// A stopped sandbox has no processes but keeps its filesystem.
+	stopped, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{StateStopped}})
+	if err != nil {
+		return fmt.Errorf("list stopped sandboxes: %w", err)
+	}
+	for _, rec := range stopped {
+		keep[rec.ID] = true
+	}
+	var live []store.Sandbox
+	for _, rec := range recs {
+		switch rec.State {
+		case StateCreating:
+			m.fail(ctx, rec.ID, "the daemon stopped while the sandbox was being created")
+		case StateDestroyed:
+			// A delete that did not finish: reconcile removes the rest.
+			if err := m.store.DeleteSandbox(ctx, rec.ID); err != nil {
+				m.log.Warn("drop destroyed record", "sandbox", rec.ID, "err", err)
+			}
+		default:
+			live = append(live, rec)
+		}
+	}
+	// Reattach in parallel: each waits for its agent to re-dial, and the
+	// API is not served until every one is settled.
+	var wg sync.WaitGroup
+	var keepMu sync.Mutex
+	sem := make(chan struct{}, recoverParallelism)
+	for _, rec := range live {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(rec store.Sandbox) {
+			defer func() { <-sem; wg.Done() }()
+			sb, err := m.host.Recover(ctx, rec.ID)
+			if err != nil {
+				m.log.Warn("sandbox did not survive the restart", "sandbox", rec.ID, "err", err)
+				m.fail(ctx, rec.ID, "lost while the daemon was down: "+err.Error())
+				return
+			}
+			keepMu.Lock()
+			keep[rec.ID] = true
+			keepMu.Unlock()
+			m.mu.Lock()
+			ls := &liveSandbox{Sandbox: sb, team: rec.Team, paused: rec.State == StatePaused, lastActive: m.cfg.Now()}
+			if ls.paused {
+				ls.pausedAt = rec.UpdatedAt
+			}
+			m.live[rec.ID] = ls
+			m.mu.Unlock()
+			m.log.Info("reattached sandbox", "sandbox", rec.ID, "state", rec.State)
+			m.event(ctx, rec, "reattached", rec.State, rec.State, CauseRestart, "the daemon restarted")
+		}(rec)
+	}
+	wg.Wait()
+	rerr := m.host.Reconcile(ctx, keep)
+	return errors.Join(rerr, m.recoverSnapshots(ctx))
+}
+
+// recoverSnapshots makes snapshot records, volumes and archive streams
+// agree: a snapshot being taken when the daemon died is dropped
+// (tombstoned), a record whose volume and stream are gone becomes a
+// tombstone (see recoverArchive for the archive cases), and a volume or
+// stream no live record names is deleted.
+func (m *Manager) recoverSnapshots(ctx context.Context) error {
+	snaps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{States: []store.SnapshotState{SnapCreating, SnapReady, SnapArchived}})
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	keep, keepStreams := map[string]bool{}, map[string]bool{}
+	for _, s := range snaps {
+		if s.State == SnapCreating {
+			m.log.Info("dropping a snapshot the daemon died taking", "snapshot", s.ID)
+			_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapCreating}, SnapDeleted)
+			continue
+		}
+		vol, stream := m.recoverArchive(ctx, s)
+		keep[s.ID] = vol
+		if stream {
+			keepStreams[s.ArchivePath] = true
+		}
+	}
+	return errors.Join(m.host.ReconcileSnapshots(ctx, keep), m.host.ReconcileArchives(keepStreams))
+}
