@@ -88,6 +88,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		promoteCmd(a),
 		diffCmd(a),
 		lineageCmd(a),
+		logsCmd(a),
 		topCmd(a),
 		serveCmd(),
 		benchCmd(),

@@ -18,7 +18,7 @@ import (
 // serveCmd runs the daemon.
 func serveCmd() *cobra.Command {
 	cfg := config.Default()
-	var imageSizeGiB, diskMB, maxUploadMB int64
+	var imageSizeGiB, diskMB, maxUploadMB, logMB int64
 	var memoryMB int64
 	var cpus float64
 	var debug bool
@@ -33,6 +33,7 @@ func serveCmd() *cobra.Command {
 			}
 			cfg.ImageSize = imageSizeGiB << 30
 			cfg.MaxUploadBytes = maxUploadMB << 20
+			cfg.SandboxLogBytes = logMB << 20
 			cfg.DefaultLimits.MemoryBytes = memoryMB << 20
 			cfg.DefaultLimits.CPUMillis = int64(cpus * 1000)
 			cfg.DefaultDiskBytes = diskMB << 20
@@ -70,6 +71,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the API (env WARREN_LISTEN)")
 	f.StringVar(&cfg.Domain, "domain", cfg.Domain, "sandbox domain: Host <port>-<id>.<domain> reaches that port in the sandbox; returned to E2B SDKs for getHost (env WARREN_DOMAIN)")
 	f.Int64Var(&maxUploadMB, "max-upload-mb", cfg.MaxUploadBytes>>20, "largest file upload through the E2B sandbox plane, in MiB")
+	f.Int64Var(&logMB, "log-mb", cfg.SandboxLogBytes>>20, "disk budget of each sandbox's log (process output and lifecycle), in MiB; rotated within it")
 	f.StringVar(&cfg.Storage, "storage", cfg.Storage, "storage backend: btrfs or dir (env WARREN_STORAGE)")
 	f.Int64Var(&imageSizeGiB, "image-size-gb", cfg.ImageSize>>30, "size of the loop-backed btrfs image made when the data dir is not on btrfs (sparse)")
 	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", cfg.MaxSandboxes, "most sandboxes alive at once (env WARREN_MAX_SANDBOXES)")

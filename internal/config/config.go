@@ -28,6 +28,9 @@ type Config struct {
 	Domain string
 	// MaxUploadBytes bounds one file upload through the sandbox plane.
 	MaxUploadBytes int64
+	// SandboxLogBytes bounds each sandbox's log (process output and
+	// lifecycle) on disk; it is rotated within that budget.
+	SandboxLogBytes int64
 	// Storage is "btrfs" (default) or "dir".
 	Storage string
 	// ImageSize is the size of the loop-backed btrfs image made when DataDir
@@ -83,22 +86,23 @@ type Config struct {
 // WARREN_* environment variables that are set.
 func Default() Config {
 	c := Config{
-		DataDir:        "/var/lib/warren",
-		Listen:         "127.0.0.1:3000",
-		Domain:         "localhost",
-		MaxUploadBytes: 1 << 30,
-		Storage:        "btrfs",
-		ImageSize:      20 << 30,
-		MaxSandboxes:   100,
-		DefaultLimits:  runtime.DefaultLimits,
-		MaxLimits:      runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
-		DefaultTimeout: 300 * time.Second,
-		MaxTurns:       -1,
-		ArchiveAfter:   32,
-		AnchorEvery:    100,
-		OutputLimit:    16 << 20,
-		CacheDir:       "/var/cache/warren",
-		BuildBase:      true,
+		DataDir:         "/var/lib/warren",
+		Listen:          "127.0.0.1:3000",
+		Domain:          "localhost",
+		MaxUploadBytes:  1 << 30,
+		SandboxLogBytes: 8 << 20,
+		Storage:         "btrfs",
+		ImageSize:       20 << 30,
+		MaxSandboxes:    100,
+		DefaultLimits:   runtime.DefaultLimits,
+		MaxLimits:       runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
+		DefaultTimeout:  300 * time.Second,
+		MaxTurns:        -1,
+		ArchiveAfter:    32,
+		AnchorEvery:     100,
+		OutputLimit:     16 << 20,
+		CacheDir:        "/var/cache/warren",
+		BuildBase:       true,
 	}
 	if v := os.Getenv("WARREN_DATA_DIR"); v != "" {
 		c.DataDir = v
@@ -144,6 +148,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxUploadBytes <= 0 {
 		return fmt.Errorf("--max-upload-mb must be positive: %w", errdefs.ErrInvalid)
+	}
+	if c.SandboxLogBytes < 1<<20 {
+		return fmt.Errorf("--log-mb must be at least 1: %w", errdefs.ErrInvalid)
 	}
 	switch c.Storage {
 	case "btrfs", "dir":
@@ -208,3 +215,4 @@ func (c *Config) AccessKeyPath() string   { return filepath.Join(c.DataDir, "acc
 func (c *Config) RunDir() string          { return filepath.Join(c.DataDir, "run") }
 func (c *Config) RuntimeStateDir() string { return filepath.Join(c.DataDir, "runtime", "native") }
 func (c *Config) LogDir() string          { return filepath.Join(c.DataDir, "logs") }
+func (c *Config) SandboxLogDir() string   { return filepath.Join(c.DataDir, "sandbox-logs") }

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/client"
@@ -23,6 +24,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/runtime/native"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/storage"
@@ -49,6 +51,7 @@ type Daemon struct {
 	Sessions  *session.Manager
 	Host      *sandbox.Host
 	Procs     *procs.Manager
+	Logs      *sandboxlog.Logs
 	Metrics   *metrics.Metrics
 }
 
@@ -109,7 +112,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		return nil, fmt.Errorf("open native runtime: %w", err)
 	}
 	d.Runtime = rt
-	d.Procs = procs.New(procs.Options{Dir: filepath.Join(cfg.DataDir, "procs"), Log: log, OnOutput: func(id string) {
+	d.Logs = sandboxlog.New(sandboxlog.Options{Dir: cfg.SandboxLogDir(), MaxBytes: cfg.SandboxLogBytes, Log: log})
+	d.Procs = procs.New(procs.Options{Dir: filepath.Join(cfg.DataDir, "procs"), Log: log, Sink: d.Logs, OnOutput: func(id string) {
 		if d.Sessions != nil {
 			d.Sessions.Touch(id)
 		}
@@ -120,6 +124,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		RunDir:      cfg.RunDir(),
 		AgentBinary: cfg.AgentBinary,
 		Procs:       d.Procs,
+		Logs:        d.Logs,
 		Log:         log,
 	}
 	if cfg.AgentLogs {
@@ -139,6 +144,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		ArchiveAfter:    cfg.ArchiveAfter,
 		AnchorEvery:     cfg.AnchorEvery,
 		DefaultDisk:     cfg.DefaultDiskBytes,
+		OnEvent:         func(e store.Event) { d.Logs.Event(e.SandboxID, eventLevel(e), eventLine(e)) },
 	}, d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)
@@ -187,6 +193,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Keys:           d.Store,
 		Templates:      d.Templates,
 		Procs:          d.Procs,
+		Logs:           d.Logs,
 		Log:            d.log,
 		OutputLimit:    d.cfg.OutputLimit,
 		Health: client.Health{
@@ -252,4 +259,33 @@ func sessionPools(cfg config.Config) []session.PoolConfig {
 		out = append(out, session.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max})
 	}
 	return out
+}
+
+// eventLevel is how a sandbox's log rates a step of its life.
+func eventLevel(e store.Event) string {
+	switch {
+	case e.Kind == "failed":
+		return "error"
+	case e.Cause == session.CauseTimeout || e.Cause == session.CauseError:
+		return "warn"
+	}
+	return "info"
+}
+
+// eventLine is a step of a sandbox's life as a line of its log, e.g.
+// "paused (running → paused, api)".
+func eventLine(e store.Event) string {
+	var b strings.Builder
+	b.WriteString(e.Kind)
+	b.WriteString(" (")
+	if e.From != "" && e.To != "" && e.From != e.To {
+		fmt.Fprintf(&b, "%s → %s, ", e.From, e.To)
+	}
+	b.WriteString(e.Cause)
+	b.WriteString(")")
+	if e.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Detail)
+	}
+	return b.String()
 }

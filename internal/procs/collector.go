@@ -54,6 +54,8 @@ type proc struct {
 	out, err *fileRing
 }
 
+func (p *proc) id() ProcessID { return ProcessID{PID: p.rec.PID, Seq: p.rec.Seq, Tag: p.rec.Tag} }
+
 func newCollector(id, dir string, agent Agent, opts Options) *Collector {
 	return &Collector{
 		id: id, dir: dir, agent: agent, opts: opts,
@@ -172,12 +174,16 @@ func (c *Collector) apply(ev *agentv1.ProcessEvent) {
 		if p == nil || p.rec.Seq != o.GetSeq() {
 			return
 		}
-		r := p.out
-		if o.GetStream() == agentv1.Stream_STREAM_STDERR {
+		r, stderr := p.out, o.GetStream() == agentv1.Stream_STREAM_STDERR
+		if stderr {
 			r = p.err
 		}
-		if err := r.write(o.GetOffset(), o.GetData()); err != nil {
+		at, fresh, err := r.write(o.GetOffset(), o.GetData())
+		if err != nil {
 			c.log.Warn("store process output", "pid", o.GetPid(), "err", err)
+		}
+		if c.opts.Sink != nil && len(fresh) > 0 {
+			c.opts.Sink.Output(c.id, p.id(), stderr, at, fresh)
 		}
 	case *agentv1.ProcessEvent_Exited:
 		x := e.Exited
@@ -193,6 +199,9 @@ func (c *Collector) apply(ev *agentv1.ProcessEvent) {
 		}
 		p.rec.EndedAt = time.UnixMilli(x.GetEndedAtUnixMs())
 		p.rec.SeenExit = time.Now()
+		if c.opts.Sink != nil {
+			c.opts.Sink.Exited(c.id, p.id(), *p.rec.Exit)
+		}
 	case *agentv1.ProcessEvent_Synced:
 		c.synced = true
 	default:
@@ -232,10 +241,14 @@ func (c *Collector) startedLocked(in *agentv1.ProcessInfo) {
 	for _, a := range argv {
 		rec.Argv = append(rec.Argv, clip(a, maxArg))
 	}
-	c.procs[pid] = &proc{
+	p := &proc{
 		rec: rec,
 		out: &fileRing{path: ringPath(c.dir, pid, seq, "out"), size: c.opts.RingBytes},
 		err: &fileRing{path: ringPath(c.dir, pid, seq, "err"), size: c.opts.RingBytes},
+	}
+	c.procs[pid] = p
+	if c.opts.Sink != nil {
+		c.opts.Sink.Started(c.id, p.id(), rec.Argv)
 	}
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		c.log.Warn("make process output dir", "err", err)

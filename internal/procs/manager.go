@@ -51,6 +51,28 @@ type Options struct {
 	// sandbox's processes print something: the session counts it as
 	// activity against the idle timeout.
 	OnOutput func(sandboxID string)
+	// Sink, if set, hears of every process's start, new output and exit.
+	// After a daemon restart the agent replays what the collector's index
+	// had not saved yet, so a sink can hear of some a second time.
+	Sink Sink
+}
+
+// ProcessID names a process of a sandbox for a Sink: Seq tells apart two
+// processes that had the same pid (0: the process is not one the agent
+// replays, such as a foreground exec).
+type ProcessID struct {
+	PID int32
+	Seq uint64
+	Tag string
+}
+
+// Sink receives the life of a sandbox's processes, from the collector's
+// goroutine, in order.
+type Sink interface {
+	Started(sandboxID string, p ProcessID, argv []string)
+	// Output is the stream's bytes from offset off.
+	Output(sandboxID string, p ProcessID, stderr bool, off uint64, data []byte)
+	Exited(sandboxID string, p ProcessID, exit Exit)
 }
 
 // Manager runs one collector per attached sandbox. A nil *Manager does

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,24 +25,33 @@ func TestFileRingOffsets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(r.write(0, []byte("abcde")))
-	must(r.write(3, []byte("defgh"))) // overlaps what is held: only "fgh" is new
+	write := func(off uint64, data string, wantNew string) {
+		t.Helper()
+		at, fresh, err := r.write(off, []byte(data))
+		must(err)
+		if string(fresh) != wantNew || (len(fresh) > 0 && at+uint64(len(fresh)) != r.end) {
+			t.Fatalf("write %q at %d: new bytes %q at %d, want %q ending at %d", data, off, fresh, at, wantNew, r.end)
+		}
+	}
+	write(0, "abcde", "abcde")
+	write(3, "defgh", "fgh") // overlaps what is held: only "fgh" is new
+	write(2, "cde", "")      // a replay of what is held
 	if r.start != 0 || r.end != 8 {
 		t.Fatalf("span %d-%d", r.start, r.end)
 	}
-	must(r.write(8, []byte("ijk"))) // wraps: "abc" dropped
+	write(8, "ijk", "ijk") // wraps: "abc" dropped
 	got, at, err := r.read(0, 100)
 	must(err)
 	if string(got) != "defghijk" || at != 3 {
 		t.Fatalf("read = %q at %d", got, at)
 	}
-	must(r.write(20, []byte("XY"))) // a gap: the agent dropped 12-20
+	write(20, "XY", "XY") // a gap: the agent dropped 12-20
 	got, at, err = r.read(0, 100)
 	must(err)
 	if string(got) != "XY" || at != 20 {
 		t.Fatalf("after a gap: %q at %d", got, at)
 	}
-	must(r.write(22, bytes.Repeat([]byte("z"), 20))) // larger than the ring
+	write(22, strings.Repeat("z", 20), strings.Repeat("z", 20)) // larger than the ring
 	if got, at, _ = r.read(0, 3); string(got) != "zzz" || at != 34 || r.end != 42 {
 		t.Fatalf("after an oversized write: %q at %d, end %d", got, at, r.end)
 	}

@@ -19,12 +19,12 @@ type fileRing struct {
 	start, end uint64
 }
 
-// write stores data found at stream offset off. Bytes already held are
-// skipped; a jump past end (output the agent had to drop) starts afresh
-// at off.
-func (r *fileRing) write(off uint64, data []byte) error {
+// write stores data found at stream offset off and returns the bytes that
+// were new and their offset. Bytes already held are skipped; a jump past end
+// (output the agent had to drop) starts afresh at off.
+func (r *fileRing) write(off uint64, data []byte) (uint64, []byte, error) {
 	if off+uint64(len(data)) <= r.end {
-		return nil
+		return 0, nil, nil
 	}
 	if off < r.end {
 		data = data[r.end-off:]
@@ -33,6 +33,7 @@ func (r *fileRing) write(off uint64, data []byte) error {
 	if off > r.end {
 		r.start, r.end = off, off
 	}
+	freshOff, fresh := off, data
 	if int64(len(data)) > r.size {
 		skip := len(data) - int(r.size)
 		data = data[skip:]
@@ -40,28 +41,28 @@ func (r *fileRing) write(off uint64, data []byte) error {
 		r.start, r.end = off, off
 	}
 	if len(data) == 0 {
-		return nil
+		return 0, nil, nil
 	}
 	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("open output ring: %w", err)
+		return 0, nil, fmt.Errorf("open output ring: %w", err)
 	}
 	defer f.Close()
 	pos := int64(off % uint64(r.size))
 	first := data[:min(int64(len(data)), r.size-pos)]
 	if _, err := f.WriteAt(first, pos); err != nil {
-		return fmt.Errorf("write output ring: %w", err)
+		return 0, nil, fmt.Errorf("write output ring: %w", err)
 	}
 	if rest := data[len(first):]; len(rest) > 0 {
 		if _, err := f.WriteAt(rest, 0); err != nil {
-			return fmt.Errorf("write output ring: %w", err)
+			return 0, nil, fmt.Errorf("write output ring: %w", err)
 		}
 	}
 	r.end = off + uint64(len(data))
 	if r.end-r.start > uint64(r.size) {
 		r.start = r.end - uint64(r.size)
 	}
-	return nil
+	return freshOff, fresh, nil
 }
 
 // read returns up to limit bytes from off (or from start when off is older)

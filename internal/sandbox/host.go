@@ -20,6 +20,7 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/storage"
 )
 
@@ -45,7 +46,9 @@ type Host struct {
 	// Procs collects the output of each sandbox's background processes
 	// (nil: not collected).
 	Procs *procs.Manager
-	Log   *slog.Logger
+	// Logs keeps each sandbox's log (process output and lifecycle).
+	Logs *sandboxlog.Logs
+	Log  *slog.Logger
 	// ReadyTimeout bounds how long a new or recovered sandbox's agent has
 	// to connect.
 	ReadyTimeout time.Duration
@@ -246,6 +249,9 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 	if err := h.Procs.Remove(id); err != nil {
 		errs = append(errs, err)
 	}
+	if err := h.Logs.Remove(id); err != nil {
+		errs = append(errs, err)
+	}
 	if conn != nil {
 		if err := conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close agent: %w", err))
@@ -309,6 +315,9 @@ func (h *Host) Reconcile(ctx context.Context, keep map[string]bool) error {
 		}
 	}
 	if err := h.Procs.Reconcile(keep); err != nil {
+		errs = append(errs, err)
+	}
+	if err := h.Logs.Reconcile(keep); err != nil {
 		errs = append(errs, err)
 	}
 	scratch, err := h.Storage.List(ctx, storage.KindScratch)

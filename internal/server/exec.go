@@ -11,6 +11,7 @@ import (
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/procs"
 )
 
 const (
@@ -87,9 +88,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stream.Close()
+	logged := s.execLog(id, &req)
 
 	if r.URL.Query().Get("wait") == "true" {
-		res, err := collect(stream, limit)
+		res, err := collect(stream, limit, logged)
 		if err != nil {
 			writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
 			return
@@ -109,6 +111,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	enc := json.NewEncoder(w)
 	sawExit := false
 	for stream.Receive() {
+		logged(stream.Msg())
 		ev, ok := eventOf(stream.Msg())
 		if !ok {
 			continue
@@ -152,14 +155,39 @@ func (s *Server) turnAfter(r *http.Request, id, cmdErr string) (string, string) 
 	return res.ID, cmdErr
 }
 
+// execLog returns what copies an exec's events into the sandbox's log (a
+// foreground command is not one of the agent's background processes, whose
+// output the collector logs).
+func (s *Server) execLog(id string, req *client.ExecRequest) func(*agentv1.ExecEvent) {
+	var p procs.ProcessID
+	return func(msg *agentv1.ExecEvent) {
+		switch {
+		case msg.GetStarted() != nil:
+			p.PID = msg.GetStarted().GetPid()
+			argv := req.Cmd
+			if req.Command != "" {
+				argv = []string{req.Command}
+			}
+			s.deps.Logs.Started(id, p, argv)
+		case msg.GetOutput() != nil:
+			out := msg.GetOutput()
+			s.deps.Logs.Output(id, p, out.GetStream() == agentv1.Stream_STREAM_STDERR, 0, out.GetData())
+		case msg.GetExited() != nil:
+			ex := msg.GetExited()
+			s.deps.Logs.Exited(id, p, procs.Exit{ExitCode: ex.GetExitCode(), Signal: ex.GetSignal(), TimedOut: ex.GetTimedOut(), Error: ex.GetError()})
+		}
+	}
+}
+
 // collect reads a whole exec stream into one result, capping the output
-// again (the agent is untrusted).
-func collect(stream *connect.ServerStreamForClient[agentv1.ExecEvent], limit uint64) (client.ExecResult, error) {
+// again (the agent is untrusted). Each event is also passed to observe.
+func collect(stream *connect.ServerStreamForClient[agentv1.ExecEvent], limit uint64, observe func(*agentv1.ExecEvent)) (client.ExecResult, error) {
 	var res client.ExecResult
 	var stdout, stderr strings.Builder
 	sawExit := false
 	for stream.Receive() {
 		msg := stream.Msg()
+		observe(msg)
 		switch {
 		case msg.GetStarted() != nil:
 			res.PID = msg.GetStarted().GetPid()

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
+	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -53,7 +54,9 @@ type Deps struct {
 	Keys      Keys
 	Templates Templates
 	// Procs holds the output of sandboxes' background processes.
-	Procs  *procs.Manager
+	Procs *procs.Manager
+	// Logs holds each sandbox's log (process output and lifecycle).
+	Logs   *sandboxlog.Logs
 	Log    *slog.Logger
 	Health client.Health
 	// OutputLimit is an exec's output cap when the request names none.
@@ -100,6 +103,8 @@ func (s *Server) routes() {
 	m.Handle("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
 
 	m.Handle("GET /sandboxes/{id}/events", s.auth(s.sandboxEvents))
+	m.Handle("GET /sandboxes/{id}/logs", s.auth(s.sandboxLogs))
+	m.Handle("GET /v2/sandboxes/{id}/logs", s.auth(s.sandboxLogsV2))
 	m.Handle("POST /sandboxes/{id}/pause", s.auth(s.pauseSandbox))
 	m.Handle("POST /sandboxes/{id}/stop", s.auth(s.stopSandbox))
 	m.Handle("POST /sandboxes/{id}/limits", s.auth(s.updateLimits))

@@ -25,6 +25,9 @@ func (m *Manager) event(ctx context.Context, rec store.Sandbox, kind string, fro
 	if err := m.store.AddEvent(context.WithoutCancel(ctx), e); err != nil {
 		m.log.Warn("record sandbox event", "sandbox", rec.ID, "kind", kind, "err", err)
 	}
+	if m.cfg.OnEvent != nil {
+		m.cfg.OnEvent(e)
+	}
 }
 
 // Events returns a team's sandbox's history after event id `after`.

@@ -107,6 +107,9 @@ type Config struct {
 	// the streams' bases (default DefaultAnchorEvery). See archive.go.
 	ArchiveAfter int
 	AnchorEvery  int
+	// OnEvent, if set, hears of every step recorded in a sandbox's history
+	// (the daemon writes them into the sandbox's log).
+	OnEvent func(store.Event)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

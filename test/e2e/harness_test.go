@@ -212,7 +212,7 @@ func leftovers(t *testing.T, dataDir, id string) []string {
 			return nil
 		})
 	}
-	for _, dir := range []string{"run", "logs", "runtime/native", "pool/volumes/sandboxes", "volumes/sandboxes"} {
+	for _, dir := range []string{"run", "logs", "sandbox-logs", "procs", "runtime/native", "pool/volumes/sandboxes", "volumes/sandboxes"} {
 		entries, _ := os.ReadDir(filepath.Join(dataDir, dir))
 		for _, e := range entries {
 			if strings.Contains(e.Name(), id) {
@@ -227,4 +227,19 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// busyboxSandbox starts a daemon, builds the busybox template `bb` and
+// creates one sandbox from it; the context ends after d.
+func busyboxSandbox(t *testing.T, d time.Duration) (*daemon, context.Context, string) {
+	t.Helper()
+	dm := newDaemon(t)
+	dm.start()
+	dm.mustCLI("template", "build", "bb", "--busybox", "--data-dir", dm.dataDir)
+	ctx := ctxT(t, d)
+	sb, err := dm.client().CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dm, ctx, sb.SandboxID
 }

@@ -30,16 +30,8 @@ func consecutive(t *testing.T, what, out string) int {
 // with a tag, attach, detach, replay, a daemon kill -9 while the process
 // prints, signals, stdin, and the error statuses.
 func TestBackgroundProcesses(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
-	ctx := ctxT(t, 3*time.Minute)
+	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := sb.SandboxID
 
 	out := d.mustCLI("start", "--tag", "counter", id, "--", "sh", "-c", `i=0; while :; do echo $i; i=$((i+1)); sleep 0.05; done`)
 	pid, err := strconv.Atoi(strings.TrimSpace(out))
