@@ -46,6 +46,9 @@ type NewSandbox struct {
 	Network *Network `json:"network,omitempty"`
 	// warren extensions
 	Limits *Limits `json:"limits,omitempty"`
+	// SnapshotEveryToolCall takes a turn snapshot after every tool call
+	// (POST /sandboxes/{id}/tools/{name}), as if each asked for turn.
+	SnapshotEveryToolCall bool `json:"snapshotEveryToolCall,omitempty"`
 }
 
 // Network is E2B's network settings of a sandbox.

@@ -44,7 +44,7 @@ PATH="$bindir:$PATH" protoc \
 	--plugin=protoc-gen-connect-go="$bindir/protoc-gen-connect-go" \
 	--go_out="$out" --go_opt=paths=source_relative \
 	--connect-go_out="$out" --connect-go_opt=paths=source_relative \
-	warren/agent/v1/process.proto warren/agent/v1/files.proto warren/agent/v1/tunnel.proto \
+	warren/agent/v1/process.proto warren/agent/v1/files.proto warren/agent/v1/tunnel.proto warren/agent/v1/tools.proto \
 	process/process.proto filesystem/filesystem.proto
 
 echo "gen-proto: generated $(find "$out" -name '*.go' | wc -l) files under api/gen"

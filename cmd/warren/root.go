@@ -89,6 +89,8 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		diffCmd(a),
 		lineageCmd(a),
 		logsCmd(a),
+		toolCmd(a),
+		mcpCmd(a),
 		topCmd(a),
 		serveCmd(),
 		benchCmd(),

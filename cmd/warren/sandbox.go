@@ -30,6 +30,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		autoPause bool
 		autoRes   bool
 		public    bool
+		toolSnaps bool
 		cpus      float64
 		pids      int64
 		meta, env []string
@@ -68,6 +69,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 			if public {
 				in.Network = &client.Network{AllowPublicTraffic: &public}
 			}
+			in.SnapshotEveryToolCall = toolSnaps
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
 			if err != nil {
 				return err
@@ -89,6 +91,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.BoolVar(&autoPause, "auto-pause", false, "pause at the run timeout instead of being killed")
 	f.BoolVar(&autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
 	f.BoolVar(&public, "public-ports", false, "ports answer requests without the sandbox's tokens or a team API key (E2B's allowPublicTraffic=true)")
+	f.BoolVar(&toolSnaps, "snapshot-every-tool-call", false, "take a turn snapshot after every tool call (warren tool call)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
 	return cmd

@@ -58,6 +58,7 @@ type Conn struct {
 	acceptDone chan struct{}
 	process    agentv1connect.ProcessServiceClient
 	files      agentv1connect.FilesServiceClient
+	tools      agentv1connect.ToolsServiceClient
 }
 
 // Listen removes a stale socket file at socketPath, listens there (mode 0666:
@@ -120,6 +121,7 @@ func Listen(ctx context.Context, socketPath string, log *slog.Logger) (*Conn, er
 	}
 	c.process = agentv1connect.NewProcessServiceClient(hc, baseURL, opts...)
 	c.files = agentv1connect.NewFilesServiceClient(hc, baseURL, opts...)
+	c.tools = agentv1connect.NewToolsServiceClient(hc, baseURL, opts...)
 	go c.acceptLoop()
 	return c, nil
 }
@@ -213,6 +215,9 @@ func (c *Conn) Process() agentv1connect.ProcessServiceClient { return c.process 
 
 // Files is the agent's file service over whichever connection is current.
 func (c *Conn) Files() agentv1connect.FilesServiceClient { return c.files }
+
+// Tools is the agent's tool service (bash, read, edit, …).
+func (c *Conn) Tools() agentv1connect.ToolsServiceClient { return c.tools }
 
 // Transport sends HTTP requests to the agent's own server (E2B's envd API
 // that the agent serves) over whichever connection is current. Requests

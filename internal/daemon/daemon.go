@@ -5,6 +5,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/mcpserver"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
@@ -185,6 +188,14 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
+	tools, err := toolCatalogue(ctx, d.cfg.AgentBinary)
+	if err != nil {
+		d.log.Warn("GET /tools will list no tools", "err", err)
+	}
+	ln, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
 	api := server.New(server.Deps{
 		Tokens:         tokens,
 		Domain:         d.cfg.Domain,
@@ -194,6 +205,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Templates:      d.Templates,
 		Procs:          d.Procs,
 		Logs:           d.Logs,
+		Tools:          tools,
 		Log:            d.log,
 		OutputLimit:    d.cfg.OutputLimit,
 		Health: client.Health{
@@ -204,11 +216,12 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		},
 		Metrics:       d.Metrics,
 		MetricsPublic: d.cfg.MetricsPublic,
+		// The MCP endpoint drives this daemon's own API over loopback, as
+		// its caller (with the caller's key).
+		MCP: mcpserver.HTTPHandler(mcpserver.LoopbackURL(ln.Addr()), mcpserver.HTTPOptions{
+			Version: Version, Logger: d.log.With("component", "mcp"),
+		}),
 	})
-	ln, err := net.Listen("tcp", d.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
-	}
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -288,4 +301,20 @@ func eventLine(e store.Event) string {
 		b.WriteString(e.Detail)
 	}
 	return b.String()
+}
+
+// toolCatalogue asks the agent binary for its tools (`warren-agent -tools`):
+// the sandboxes run that binary, so what GET /tools lists is what they do.
+func toolCatalogue(ctx context.Context, agentBinary string) ([]client.Tool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, agentBinary, "-tools").Output()
+	if err != nil {
+		return nil, fmt.Errorf("read the tool catalogue from %s: %w", agentBinary, err)
+	}
+	var tools []client.Tool
+	if err := json.Unmarshal(out, &tools); err != nil {
+		return nil, fmt.Errorf("read the tool catalogue from %s: %w", agentBinary, err)
+	}
+	return tools, nil
 }

@@ -38,6 +38,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		AutoResume: body.AutoResume != nil && body.AutoResume.Enabled,
 
 		PublicPorts: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
+
+		ToolSnapshots: body.SnapshotEveryToolCall,
 	}
 	if body.Timeout != nil {
 		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -56,7 +55,11 @@ type Deps struct {
 	// Procs holds the output of sandboxes' background processes.
 	Procs *procs.Manager
 	// Logs holds each sandbox's log (process output and lifecycle).
-	Logs   *sandboxlog.Logs
+	Logs *sandboxlog.Logs
+	// Tools describes the tools the sandboxes' agents run (GET /tools).
+	Tools []client.Tool
+	// MCP serves MCP Streamable HTTP at /mcp (nil: no MCP endpoint).
+	MCP    http.Handler
 	Log    *slog.Logger
 	Health client.Health
 	// OutputLimit is an exec's output cap when the request names none.
@@ -127,6 +130,9 @@ func (s *Server) routes() {
 	m.Handle("POST /sandboxes/{id}/files/mkdir", s.auth(s.makeDir))
 	m.Handle("POST /sandboxes/{id}/files/move", s.auth(s.moveFile))
 	m.Handle("GET /sandboxes/{id}/ports/{port}/connect", s.auth(s.connectPort))
+	m.Handle("GET /tools", s.auth(s.listTools))
+	m.Handle("POST /sandboxes/{id}/tools/{name}", s.auth(s.callTool))
+	m.Handle("GET /sandboxes/{id}/tools/calls", s.auth(s.toolCalls))
 
 	m.Handle("POST /sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
 	m.Handle("POST /sandboxes/{id}/turns", s.auth(s.createTurn))
@@ -146,6 +152,10 @@ func (s *Server) routes() {
 	m.Handle("POST /api-keys", s.auth(s.admin(s.createKey)))
 	m.Handle("GET /api-keys", s.auth(s.admin(s.listKeys)))
 	m.Handle("DELETE /api-keys/{id}", s.auth(s.admin(s.revokeKey)))
+
+	if s.deps.MCP != nil {
+		m.Handle("/mcp", s.auth(s.deps.MCP.ServeHTTP)) // GET, POST and DELETE
+	}
 
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
@@ -236,19 +246,7 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 
 // decodeJSON reads a bounded JSON body into v. An empty body leaves v as is.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fmt.Errorf("request body is larger than %d bytes: %w", tooBig.Limit, errTooLarge)
-		}
-		return fmt.Errorf("request body is not valid JSON: %v: %w", err, errdefs.ErrInvalid)
-	}
-	return nil
+	return decodeJSONLimit(w, r, v, maxJSONBody)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -76,6 +76,8 @@ type Store interface {
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
 	AddEvent(ctx context.Context, e store.Event) error
 	ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]store.Event, error)
+	AddToolCall(ctx context.Context, c store.ToolCall) (int64, error)
+	ListToolCalls(ctx context.Context, sandboxID string, after int64, limit int) ([]store.ToolCall, error)
 	ListLineage(ctx context.Context, family string) ([]store.LineageEdge, error)
 }
 
@@ -131,6 +133,8 @@ type CreateRequest struct {
 	// PublicPorts opens the sandbox's ports to callers without its tokens
 	// or the owner's API key.
 	PublicPorts bool
+	// ToolSnapshots takes a turn snapshot after every tool call.
+	ToolSnapshots bool
 }
 
 // Manager is the session service.
@@ -210,23 +214,24 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	}
 	now := m.cfg.Now().UTC()
 	rec := store.Sandbox{
-		ID:          ids.New(20),
-		Team:        req.Team,
-		Template:    req.Template,
-		Runtime:     m.cfg.RuntimeName,
-		State:       StateCreating,
-		Metadata:    req.Metadata,
-		Env:         req.Env,
-		MemoryBytes: limits.MemoryBytes,
-		CPUMillis:   limits.CPUMillis,
-		Pids:        limits.Pids,
-		QuotaBytes:  req.DiskBytes,
-		AutoPause:   req.AutoPause,
-		AutoResume:  req.AutoResume,
-		PublicPorts: req.PublicPorts,
-		CreatedAt:   now,
-		UpdatedAt:   now,
-		StartedAt:   now,
+		ID:            ids.New(20),
+		Team:          req.Team,
+		Template:      req.Template,
+		Runtime:       m.cfg.RuntimeName,
+		State:         StateCreating,
+		Metadata:      req.Metadata,
+		Env:           req.Env,
+		MemoryBytes:   limits.MemoryBytes,
+		CPUMillis:     limits.CPUMillis,
+		Pids:          limits.Pids,
+		QuotaBytes:    req.DiskBytes,
+		AutoPause:     req.AutoPause,
+		AutoResume:    req.AutoResume,
+		PublicPorts:   req.PublicPorts,
+		ToolSnapshots: req.ToolSnapshots,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+		StartedAt:     now,
 	}
 	rec.Family = rec.ID
 	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes}

@@ -337,14 +337,15 @@ func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (s
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
 			sb, err := m.Create(ctx, CreateRequest{
-				Team:        team,
-				Template:    snapID,
-				Timeout:     req.Timeout,
-				Metadata:    req.Metadata,
-				Env:         rec.Env,
-				Limits:      limitsOf(rec),
-				DiskBytes:   rec.QuotaBytes,
-				PublicPorts: rec.PublicPorts,
+				Team:          team,
+				Template:      snapID,
+				Timeout:       req.Timeout,
+				Metadata:      req.Metadata,
+				Env:           rec.Env,
+				Limits:        limitsOf(rec),
+				DiskBytes:     rec.QuotaBytes,
+				PublicPorts:   rec.PublicPorts,
+				ToolSnapshots: rec.ToolSnapshots,
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)

@@ -165,6 +165,28 @@ var migrations = []string{
 	// 34: E2B's network.allowPublicTraffic=true: the sandbox's ports take
 	// requests without its tokens.
 	`ALTER TABLE sandboxes ADD COLUMN public_ports INTEGER NOT NULL DEFAULT 0`,
+
+	// 35: snapshotEveryToolCall: a turn snapshot follows every tool call.
+	`ALTER TABLE sandboxes ADD COLUMN tool_snapshots INTEGER NOT NULL DEFAULT 0`,
+	// 36-37: every tool call an agent made in a sandbox.
+	`CREATE TABLE tool_calls (
+		id            INTEGER PRIMARY KEY AUTOINCREMENT,
+		sandbox_id    TEXT NOT NULL,
+		team          TEXT NOT NULL,
+		tool_call_id  TEXT NOT NULL,
+		tool          TEXT NOT NULL,
+		at            INTEGER NOT NULL, -- Unix ns
+		params_digest TEXT NOT NULL,
+		params_bytes  INTEGER NOT NULL,
+		result_bytes  INTEGER NOT NULL,
+		duration_ms   INTEGER NOT NULL,
+		is_error      INTEGER NOT NULL,
+		exit_code     INTEGER, -- NULL: the tool has no exit code
+		turn          INTEGER NOT NULL,
+		snapshot_id   TEXT NOT NULL
+	) STRICT`,
+	// 37
+	`CREATE INDEX tool_calls_by_sandbox ON tool_calls (sandbox_id, id)`,
 }
 
 // SchemaVersion is the schema version this build writes.

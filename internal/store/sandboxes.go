@@ -68,6 +68,8 @@ type Sandbox struct {
 	// PublicPorts: the sandbox's ports take requests without its tokens
 	// (E2B's allowPublicTraffic=true).
 	PublicPorts bool
+	// ToolSnapshots: a turn snapshot follows every tool call.
+	ToolSnapshots bool
 }
 
 // Cursor returns a paging cursor that points just after sb. Unlike sb's bare
@@ -97,7 +99,7 @@ const maxMapBytes = 64 << 10
 
 const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at,
-	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports`
+	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports, tool_snapshots`
 
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
@@ -121,11 +123,11 @@ func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
 		sb.CreatedAt = now
 	}
 	_, err = s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.Template, sb.Runtime, string(sb.State), sb.Reason, md, env,
 		sb.MemoryBytes, sb.CPUMillis, sb.Pids,
 		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt),
-		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts)
+		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts, sb.ToolSnapshots)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
 	}
@@ -337,7 +339,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 	var created, updated, started, end int64
 	err := sc.Scan(&sb.ID, &sb.Team, &sb.Template, &sb.Runtime, &state, &sb.Reason, &md, &env,
 		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end,
-		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PublicPorts)
+		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PublicPorts, &sb.ToolSnapshots)
 	if err != nil {
 		return Sandbox{}, err
 	}

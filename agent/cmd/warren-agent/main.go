@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/warrenhq/warren/agent/internal/link"
 	"github.com/warrenhq/warren/agent/internal/process"
 	"github.com/warrenhq/warren/agent/internal/reaper"
+	"github.com/warrenhq/warren/agent/internal/tools"
 	"github.com/warrenhq/warren/agent/internal/tunnel"
 	"github.com/warrenhq/warren/agent/internal/users"
 )
@@ -42,9 +44,17 @@ func main() {
 	workspace := flag.String("workspace", "/workspace", "default working directory; relative paths resolve against it")
 	verbose := flag.Bool("verbose", false, "log debug messages")
 	showVersion := flag.Bool("version", false, "print the version and exit")
+	showTools := flag.Bool("tools", false, "print the tool catalogue (names, descriptions, JSON Schemas) as JSON and exit")
 	flag.Parse()
 	if *showVersion {
 		fmt.Println(Version)
+		return
+	}
+	if *showTools {
+		if err := json.NewEncoder(os.Stdout).Encode(tools.Describe()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 		return
 	}
 	level := slog.LevelInfo
@@ -85,6 +95,7 @@ func run(socket, workspace string, log *slog.Logger) {
 	files.New(files.Config{Workspace: workspace, Users: db}).Handle(mux, opts...)
 	envdfs.New(envdfs.Config{Users: db, Log: log}).Handle(mux, opts...) // E2B's filesystem.Filesystem, /files, /health
 	tunnel.New().Handle(mux, opts...)
+	tools.New(tools.Config{Users: db, Reaper: r, Log: log}).Handle(mux, opts...) // the agent tools (bash, read, edit, ...)
 
 	go handleSignals(cancel, r, log)
 	log.Info("agent starting", "version", Version, "pid1", initproc.IsPID1(), "socket", socket)
