@@ -90,6 +90,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		lineageCmd(a),
 		logsCmd(a),
 		toolCmd(a),
+		toolsCmd(a),
 		mcpCmd(a),
 		topCmd(a),
 		serveCmd(),

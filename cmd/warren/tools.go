@@ -13,13 +13,27 @@ import (
 	"github.com/warrenhq/warren/client"
 )
 
+// toolCmd is `warren tool`: with ID and TOOL it calls the tool (as `tool
+// call` does), else one of its subcommands.
 func toolCmd(a *app) *cobra.Command {
+	call := toolCallCmd(a)
 	cmd := &cobra.Command{
-		Use:   "tool",
-		Short: "Call the typed tools an agent uses in a sandbox (bash, read, write, edit, ls, glob, grep, apply_patch)",
+		Use:     "tool [ID TOOL]",
+		Short:   "Call the typed tools an agent uses in a sandbox (bash, read, write, edit, ls, glob, grep, apply_patch)",
+		Example: call.Example,
+		Args:    args(cobra.ExactArgs(2)),
+		RunE:    call.RunE,
 	}
-	cmd.AddCommand(toolListCmd(a), toolCallCmd(a), toolCallsCmd(a))
+	cmd.Flags().AddFlagSet(call.Flags())
+	cmd.AddCommand(toolListCmd(a), call, toolCallsCmd(a))
 	return cmd
+}
+
+// toolsCmd is `warren tools`, the same as `warren tool ls`.
+func toolsCmd(a *app) *cobra.Command {
+	ls := toolListCmd(a)
+	ls.Use, ls.Aliases = "tools", nil
+	return ls
 }
 
 func toolListCmd(a *app) *cobra.Command {
@@ -76,10 +90,10 @@ func toolCallCmd(a *app) *cobra.Command {
 that parses as JSON — a number, true, an array — is taken as such, else as a
 string). The exit code is 1 when the tool reports an error, bash's own exit
 code when bash ran, else 0.`,
-		Example: `  warren tool call $ID bash -p command='ls -la /'
-  warren tool call $ID read -p path=/etc/os-release -p limit=5
-  warren tool call $ID edit -p path=app.py -p oldString=foo -p newString=bar --turn
-  echo '{"pattern": "TODO", "path": "/workspace"}' | warren tool call $ID grep --params -`,
+		Example: `  warren tool $ID bash -p command='ls -la /'
+  warren tool $ID read -p path=/etc/os-release -p limit=5
+  warren tool $ID edit -p path=app.py -p oldString=foo -p newString=bar --turn
+  echo '{"pattern": "TODO", "path": "/workspace"}' | warren tool $ID grep --params -`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			params, err := toolParams(a.in, paramsJSON, kv)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,22 @@ func TestTools(t *testing.T) {
 	}
 	if res := call("read", map[string]any{"path": "/work/app/main.txt"}); !strings.Contains(res.Content, "beta again") {
 		t.Fatalf("after the patch: %+v", res)
+	}
+
+	// A path that climbs out stays inside the sandbox's own root: the tools
+	// run in it, not on the host's view of its files.
+	if res := call("write", map[string]any{"path": "../../../../../../../warren-escape-probe", "content": "inside"}); res.IsError {
+		t.Fatalf("write with ..: %+v", res)
+	}
+	if _, err := os.Stat("/warren-escape-probe"); !os.IsNotExist(err) {
+		os.Remove("/warren-escape-probe")
+		t.Fatalf("a tool wrote to the host's root: %v", err)
+	}
+	if res := call("read", map[string]any{"path": "/warren-escape-probe"}); !strings.Contains(res.Content, "inside") {
+		t.Fatalf("the probe is not at the sandbox's root: %+v", res)
+	}
+	if res := call("grep", map[string]any{"pattern": "(unclosed", "path": "/work"}); !res.IsError || !strings.Contains(res.Content, "regexp") && !strings.Contains(res.Content, "pattern") {
+		t.Fatalf("a pattern that does not compile: %+v", res)
 	}
 
 	// Bad calls are refused before or by the agent, with 4xx.
@@ -172,10 +189,10 @@ func TestTools(t *testing.T) {
 	if _, _, code := d.cli("", "tool", "call", id, "bash", "-p", "command=exit 7"); code != 7 {
 		t.Fatalf("warren tool call passes bash's exit code on: %d", code)
 	}
-	if out := d.mustCLI("tool", "call", id, "read", "-p", "path=/work/app/main.txt", "-p", "limit=1"); !strings.Contains(out, "alpha") || strings.Contains(out, "gamma") {
+	if out := d.mustCLI("tool", id, "read", "-p", "path=/work/app/main.txt", "-p", "limit=1"); !strings.Contains(out, "alpha") || strings.Contains(out, "gamma") {
 		t.Fatalf("warren tool call read with a numeric param: %q", out)
 	}
-	if out := d.mustCLI("tool", "ls"); !strings.Contains(out, "apply_patch") || !strings.Contains(out, "path") {
+	if out := d.mustCLI("tools"); !strings.Contains(out, "apply_patch") || !strings.Contains(out, "path") {
 		t.Fatalf("warren tool ls:\n%s", out)
 	}
 	if out := d.mustCLI("tool", "calls", id); !strings.Contains(out, "call-edit") || !strings.Contains(out, "error") {

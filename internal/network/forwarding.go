@@ -1,0 +1,152 @@
+package network
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// forwardingFile records the interfaces whose forwarding warren switched on,
+// with their value before, across daemon restarts.
+const forwardingFile = "forwarding.json"
+
+type forwardingRecord struct {
+	// Changed maps an interface to its forwarding value before warren set it.
+	Changed map[string]string `json:"changed"`
+}
+
+func forwardingSysctl(iface string) string {
+	return "net/ipv4/conf/" + iface + "/forwarding"
+}
+
+func (m *Manager) loadForwarding() (forwardingRecord, error) {
+	rec := forwardingRecord{Changed: map[string]string{}}
+	b, err := os.ReadFile(filepath.Join(m.opts.RunDir, forwardingFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return rec, nil
+	}
+	if err != nil {
+		return rec, fmt.Errorf("read forwarding record: %w", err)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return rec, fmt.Errorf("parse %s: %w", forwardingFile, err)
+	}
+	if rec.Changed == nil {
+		rec.Changed = map[string]string{}
+	}
+	return rec, nil
+}
+
+func (m *Manager) saveForwarding(rec forwardingRecord) error {
+	path := filepath.Join(m.opts.RunDir, forwardingFile)
+	if len(rec.Changed) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// uplinkForwardingIsOurs reports whether forwarding on the uplink is, or is
+// about to be, warren's doing: it is off now, or an earlier run recorded
+// turning it on.
+func (m *Manager) uplinkForwardingIsOurs() (bool, error) {
+	rec, err := m.loadForwarding()
+	if err != nil {
+		return false, err
+	}
+	if _, ok := rec.Changed[m.uplink]; ok {
+		return true, nil
+	}
+	var cur string
+	err = inNetNS(m.hostNS, func() (err error) {
+		cur, err = readSysctl(forwardingSysctl(m.uplink))
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("network: read forwarding of %s: %w", m.uplink, err)
+	}
+	return cur != "1", nil
+}
+
+// enableForwarding turns on IPv4 forwarding on the bridge and the uplink
+// only, recording each switch it flips. On a bridge it just created it also
+// turns IPv6 off: sandboxes have none, and the bridge would otherwise take a
+// link-local address and answer neighbour discovery.
+func (m *Manager) enableForwarding(createdBridge bool) error {
+	rec, err := m.loadForwarding()
+	if err != nil {
+		return err
+	}
+	ifaces := []string{m.opts.Bridge, m.uplink}
+	err = inNetNS(m.hostNS, func() error {
+		if createdBridge {
+			if err := writeSysctl("net/ipv6/conf/"+m.opts.Bridge+"/disable_ipv6", "1"); err != nil {
+				m.log.Debug("network: cannot disable IPv6 on the bridge", "err", err)
+			}
+		}
+		for _, iface := range ifaces {
+			cur, err := readSysctl(forwardingSysctl(iface))
+			if err != nil {
+				return fmt.Errorf("read forwarding of %s: %w", iface, err)
+			}
+			if cur == "1" {
+				continue
+			}
+			// Record before writing: a crash in between then leads to a
+			// restore of a value that was already right, never to a switch
+			// left on for ever.
+			if _, seen := rec.Changed[iface]; !seen {
+				rec.Changed[iface] = cur
+				if err := m.saveForwarding(rec); err != nil {
+					return fmt.Errorf("record forwarding of %s: %w", iface, err)
+				}
+			}
+			if err := writeSysctl(forwardingSysctl(iface), "1"); err != nil {
+				return fmt.Errorf("enable forwarding on %s: %w", iface, err)
+			}
+			m.log.Info("network: enabled IPv4 forwarding", "interface", iface)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	return nil
+}
+
+// restoreForwarding puts back every forwarding switch warren flipped, in
+// this run or an earlier one, on interfaces that still exist.
+func (m *Manager) restoreForwarding() error {
+	rec, err := m.loadForwarding()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	err = inNetNS(m.hostNS, func() error {
+		for _, iface := range slices.Sorted(maps.Keys(rec.Changed)) {
+			err := writeSysctl(forwardingSysctl(iface), rec.Changed[iface])
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("restore forwarding of %s: %w", iface, err))
+				continue
+			}
+			delete(rec.Changed, iface)
+		}
+		return nil
+	})
+	errs = append(errs, err, m.saveForwarding(rec))
+	return errors.Join(errs...)
+}

@@ -1,0 +1,283 @@
+package network
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// vethName is the host side of a sandbox's veth: a hash, because ids are
+// longer than an interface name may be.
+func vethName(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return vethPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:12]
+}
+
+func vethAlias(id string, addr netip.Addr) string {
+	return aliasPrefix + id + ":" + addr.String()
+}
+
+// parseAlias reads back what vethAlias wrote.
+func parseAlias(alias string) (id string, addr netip.Addr, ok bool) {
+	rest, ok := strings.CutPrefix(alias, aliasPrefix)
+	if !ok {
+		return "", netip.Addr{}, false
+	}
+	id, a, ok := strings.Cut(rest, ":")
+	if !ok {
+		return "", netip.Addr{}, false
+	}
+	addr, err := netip.ParseAddr(a)
+	if err != nil || !addr.Is4() {
+		return "", netip.Addr{}, false
+	}
+	return id, addr, true
+}
+
+// findUplink returns Options.Uplink, checked, or the default route's
+// interface.
+func (m *Manager) findUplink() (string, error) {
+	if m.opts.Uplink != "" {
+		if _, err := m.nl.LinkByName(m.opts.Uplink); err != nil {
+			return "", fmt.Errorf("network: uplink %q: %w", m.opts.Uplink, err)
+		}
+		return m.opts.Uplink, nil
+	}
+	routes, err := m.nl.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return "", fmt.Errorf("network: list routes: %w", err)
+	}
+	for _, r := range routes {
+		if (r.Dst == nil || r.Dst.IP.IsUnspecified() && maskBits(r.Dst) == 0) && r.LinkIndex > 0 {
+			l, err := m.nl.LinkByIndex(r.LinkIndex)
+			if err != nil {
+				return "", fmt.Errorf("network: default route's interface: %w", err)
+			}
+			return l.Attrs().Name, nil
+		}
+	}
+	return "", fmt.Errorf("network: no IPv4 default route to find the uplink by; set the uplink interface explicitly: %w", errdefs.ErrUnavailable)
+}
+
+func maskBits(n *net.IPNet) int {
+	ones, _ := n.Mask.Size()
+	return ones
+}
+
+// ensureBridge creates the bridge if missing and gives it the gateway
+// address. It reports whether it created the bridge.
+func (m *Manager) ensureBridge() (bool, error) {
+	created := false
+	br, err := m.nl.LinkByName(m.opts.Bridge)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if !errors.As(err, &nf) {
+			return false, fmt.Errorf("network: look up bridge %s: %w", m.opts.Bridge, err)
+		}
+		la := netlink.NewLinkAttrs()
+		la.Name = m.opts.Bridge
+		if err := m.nl.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
+			return false, fmt.Errorf("network: create bridge %s: %w", m.opts.Bridge, err)
+		}
+		if br, err = m.nl.LinkByName(m.opts.Bridge); err != nil {
+			return false, fmt.Errorf("network: look up bridge %s: %w", m.opts.Bridge, err)
+		}
+		// The alias marks the bridge as warren's to delete on Uninstall (an
+		// alias given at creation is ignored by the kernel).
+		if err := m.nl.LinkSetAlias(br, bridgeAlias); err != nil {
+			return false, fmt.Errorf("network: label bridge %s: %w", m.opts.Bridge, err)
+		}
+		created = true
+	} else if br.Type() != "bridge" {
+		return false, fmt.Errorf("network: %s exists and is a %s, not a bridge: %w", m.opts.Bridge, br.Type(), errdefs.ErrConflict)
+	}
+	// Pin the bridge's MAC address. Left to itself a bridge takes the lowest
+	// MAC of its ports, so adding a sandbox's veth could change the
+	// gateway's MAC under every other sandbox, whose cached neighbour entry
+	// would then send their packets nowhere for seconds. An address set
+	// explicitly is never recalculated.
+	if err := m.nl.LinkSetHardwareAddr(br, br.Attrs().HardwareAddr); err != nil {
+		return false, fmt.Errorf("network: pin the MAC address of bridge %s: %w", m.opts.Bridge, err)
+	}
+	want := &netlink.Addr{IPNet: &net.IPNet{IP: m.gateway.AsSlice(), Mask: net.CIDRMask(m.opts.Subnet.Bits(), 32)}}
+	if err := m.nl.AddrReplace(br, want); err != nil {
+		return false, fmt.Errorf("network: address bridge %s: %w", m.opts.Bridge, err)
+	}
+	if err := m.nl.LinkSetUp(br); err != nil {
+		return false, fmt.Errorf("network: bring up bridge %s: %w", m.opts.Bridge, err)
+	}
+	return created, nil
+}
+
+// scanAddresses marks the addresses of sandboxes an earlier run set up as
+// used, so that a new sandbox never takes the address of one waiting to be
+// adopted.
+func (m *Manager) scanAddresses() error {
+	links, err := m.nl.LinkList()
+	if err != nil {
+		return fmt.Errorf("network: list interfaces: %w", err)
+	}
+	for _, l := range links {
+		if id, addr, ok := parseAlias(l.Attrs().Alias); ok && strings.HasPrefix(l.Attrs().Name, vethPrefix) {
+			m.used[addr] = id
+		}
+	}
+	return nil
+}
+
+// allocate picks a free address, round-robin through the subnet so that a
+// freed address is reused as late as possible (late audit records and
+// conntrack entries of its last owner then cannot be mistaken for a new
+// sandbox's).
+func (m *Manager) allocate(id string) (netip.Addr, error) {
+	sp := spanOf(m.opts.Subnet)
+	first, last := v4(m.gateway)+1, sp.hi-1 // not the network, gateway or broadcast address
+	n := last - first + 1
+	for i := uint32(0); i < n; i++ {
+		c := m.cursor
+		if c < first || c > last {
+			c = first
+		}
+		m.cursor = c + 1
+		a := addrOf(c)
+		if _, taken := m.used[a]; !taken {
+			m.used[a] = id
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("network: no free address left in %s: %w", m.opts.Subnet, errdefs.ErrResourceExhausted)
+}
+
+// createVeth makes the pair with its sandbox end (eth0) directly inside the
+// sandbox's namespace, and plugs the host end into the bridge as an
+// isolated port: isolated ports cannot exchange frames with each other, so
+// sandboxes reach each other only through the host's routing, where the
+// filter refuses it.
+func (m *Manager) createVeth(id, name string, addr netip.Addr, nsFD int) error {
+	br, err := m.nl.LinkByName(m.opts.Bridge)
+	if err != nil {
+		return fmt.Errorf("look up bridge: %w", err)
+	}
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	la.MTU = br.Attrs().MTU
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: SandboxInterface, PeerNamespace: netlink.NsFd(nsFD)}
+	if err := m.nl.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth %s: %w", name, err)
+	}
+	host, err := m.nl.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("look up veth %s: %w", name, err)
+	}
+	// The alias records whose veth this is (the kernel ignores an alias
+	// given at creation).
+	if err := m.nl.LinkSetAlias(host, vethAlias(id, addr)); err != nil {
+		return fmt.Errorf("label veth %s: %w", name, err)
+	}
+	if err := m.nl.LinkSetMaster(host, br); err != nil {
+		return fmt.Errorf("attach %s to %s: %w", name, m.opts.Bridge, err)
+	}
+	if err := m.nl.LinkSetIsolated(host, true); err != nil {
+		return fmt.Errorf("isolate bridge port %s: %w", name, err)
+	}
+	if err := m.nl.LinkSetUp(host); err != nil {
+		return fmt.Errorf("bring up %s: %w", name, err)
+	}
+	return nil
+}
+
+// configureSandboxSide runs with h in the sandbox's namespace: loopback up,
+// eth0 with addr/32, an on-link route to the gateway and a default route
+// through it. A /32 means the sandbox sends everything, other sandboxes'
+// addresses included, to the gateway.
+func (m *Manager) configureSandboxSide(h *netlink.Handle, addr netip.Addr) error {
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("look up lo: %w", err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("bring up lo: %w", err)
+	}
+	eth, err := h.LinkByName(SandboxInterface)
+	if err != nil {
+		return fmt.Errorf("look up %s: %w", SandboxInterface, err)
+	}
+	if err := h.AddrAdd(eth, &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
+		return fmt.Errorf("address %s: %w", SandboxInterface, err)
+	}
+	if err := h.LinkSetUp(eth); err != nil {
+		return fmt.Errorf("bring up %s: %w", SandboxInterface, err)
+	}
+	gw := m.gateway.AsSlice()
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}); err != nil {
+		return fmt.Errorf("route to gateway: %w", err)
+	}
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw}); err != nil {
+		return fmt.Errorf("default route: %w", err)
+	}
+	return nil
+}
+
+// waitOperUp waits until the kernel reports link name operationally up. A
+// link set up is not yet usable: the carrier change is handed to the
+// kernel's link-watch worker, and until that has run the device drops what
+// it is asked to send (its queue is not activated). For a veth that takes
+// well under a millisecond; for a bridge that just got its first port, up
+// to a second. Without the wait, the first packet of a sandbox connecting
+// right after Setup is sometimes lost, and TCP retries it a second later.
+func waitOperUp(h *netlink.Handle, name string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
+		l, err := h.LinkByName(name)
+		if err != nil {
+			return err
+		}
+		// "unknown" is what a device reports that never went through a
+		// carrier change (a new bridge): it was activated when opened.
+		if st := l.Attrs().OperState; st == netlink.OperUp || st == netlink.OperUnknown {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s is not up after %v (operstate %s): %w", name, timeout, l.Attrs().OperState, errdefs.ErrUnavailable)
+		}
+		time.Sleep(delay)
+	}
+}
+
+// resolvConfNameserver returns the first nameserver of a resolv.conf as
+// ip:53.
+func resolvConfNameserver(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "nameserver" {
+			if a, err := netip.ParseAddr(fields[1]); err == nil && a.Is4() {
+				return netip.AddrPortFrom(a, 53).String(), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s names no IPv4 nameserver: %w", path, errdefs.ErrUnavailable)
+}
+
+// isNotFound reports a missing link, address or route.
+func isNotFound(err error) bool {
+	var nf netlink.LinkNotFoundError
+	return errors.As(err, &nf) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV)
+}
