@@ -31,40 +31,57 @@ func (c *Conn) Tunnel() agentv1connect.TunnelServiceClient {
 // the agent. ctx bounds the dial only: the connection lives until Close. A
 // port nobody listens on is a Connect UNAVAILABLE error from the agent.
 func (c *Conn) DialPort(ctx context.Context, port int) (*TunnelConn, error) {
+	t, err := c.OpenPort(ctx, port)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-t.dialed:
+	case <-ctx.Done():
+		// The stream's own watch of ctx ends the dial.
+		<-t.dialed
+	}
+	if t.dialErr != nil {
+		t.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, t.dialErr
+	}
+	return t, nil
+}
+
+// OpenPort is DialPort without waiting for the agent's answer: the dial is
+// under way when it returns, writes are sent behind it, and a failed dial
+// is the error of the first Read (and of a Write once the agent has
+// answered). For a protocol where the client speaks first, such as HTTP,
+// this saves a round trip through the agent per connection. ctx bounds the
+// dial until the agent answers.
+func (c *Conn) OpenPort(ctx context.Context, port int) (*TunnelConn, error) {
 	if port < 1 || port > 65535 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("port %d is out of range: want 1..65535", port))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stopDial := context.AfterFunc(ctx, cancel)
 	stream := c.Tunnel().Dial(sctx)
-	fail := func(err error) (*TunnelConn, error) {
-		cancel()
-		_ = stream.CloseRequest()
-		_ = stream.CloseResponse()
+	t := &TunnelConn{
+		stream: stream, cancel: cancel, port: port,
+		recv: make(chan []byte), closed: make(chan struct{}), dialed: make(chan struct{}),
+		rdl: newDeadline(), wdl: newDeadline(),
+	}
+	if err := stream.Send(&agentv1.DialRequest{Port: uint32(port)}); err != nil && !errors.Is(err, io.EOF) {
+		// io.EOF: the agent refused at once; receive reads why.
+		stopDial()
+		t.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, err
 	}
-	if err := stream.Send(&agentv1.DialRequest{Port: uint32(port)}); err != nil && !errors.Is(err, io.EOF) {
-		return fail(err)
-	}
-	msg, err := stream.Receive()
-	if err != nil {
-		return fail(err)
-	}
-	if !msg.GetConnected() {
-		return fail(connect.NewError(connect.CodeInternal, errors.New("agent answered a tunnel dial without saying connected")))
-	}
-	if !stopDial() {
-		return fail(ctx.Err())
-	}
-	t := &TunnelConn{
-		stream: stream, cancel: cancel, port: port,
-		recv: make(chan []byte), closed: make(chan struct{}),
-		rdl: newDeadline(), wdl: newDeadline(),
-	}
-	go t.receive()
+	go t.receive(ctx, stopDial)
 	return t, nil
 }
 
@@ -75,6 +92,11 @@ type TunnelConn struct {
 	stream *connect.BidiStreamForClient[agentv1.DialRequest, agentv1.DialResponse]
 	cancel context.CancelFunc
 	port   int
+
+	// dialed is closed once the agent answered the dial (or the stream
+	// failed first); dialErr is then why the dial failed, or nil.
+	dialed  chan struct{}
+	dialErr error
 
 	recv    chan []byte // data from the agent; closed after recvErr is set
 	recvErr error
@@ -88,8 +110,30 @@ type TunnelConn struct {
 
 var _ net.Conn = (*TunnelConn)(nil)
 
-func (t *TunnelConn) receive() {
+// receive reads the agent's answer to the dial, then its data. stopDial
+// detaches the stream from the dial's ctx once the agent has answered.
+func (t *TunnelConn) receive(ctx context.Context, stopDial func() bool) {
 	defer close(t.recv)
+	msg, err := t.stream.Receive()
+	switch {
+	case err != nil:
+		stopDial()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+	case !msg.GetConnected():
+		stopDial()
+		err = connect.NewError(connect.CodeInternal, errors.New("agent answered a tunnel dial without saying connected"))
+	case !stopDial():
+		err = ctx.Err()
+	}
+	if err != nil {
+		t.dialErr, t.recvErr = err, err
+		close(t.dialed)
+		t.cancel() // ends the stream: the agent may have connected after all
+		return
+	}
+	close(t.dialed)
 	for {
 		msg, err := t.stream.Receive()
 		if err != nil {
@@ -147,13 +191,43 @@ func (t *TunnelConn) Write(b []byte) (int, error) {
 			return n, os.ErrDeadlineExceeded
 		default:
 		}
+		if err := t.failedDial(); err != nil {
+			return n, err
+		}
 		end := min(n+tunnelChunk, len(b))
 		if err := t.stream.Send(&agentv1.DialRequest{Data: b[n:end]}); err != nil {
-			return n, fmt.Errorf("tunnel to port %d: %w", t.port, err)
+			return n, t.sendError(err)
 		}
 		n = end
 	}
 	return n, nil
+}
+
+// sendError explains a failed send: when the dial failed (the agent
+// refused, or the stream was cancelled because of it), that is the error,
+// not the stream's io.EOF or cancellation.
+func (t *TunnelConn) sendError(err error) error {
+	if errors.Is(err, io.EOF) {
+		// The stream ended: the agent's answer, on its way, says why.
+		select {
+		case <-t.dialed:
+		case <-t.closed:
+		}
+	}
+	if derr := t.failedDial(); derr != nil {
+		return derr
+	}
+	return fmt.Errorf("tunnel to port %d: %w", t.port, err)
+}
+
+// failedDial is why the dial failed, or nil while it has not (yet).
+func (t *TunnelConn) failedDial() error {
+	select {
+	case <-t.dialed:
+		return t.dialErr
+	default:
+		return nil
+	}
 }
 
 // CloseWrite shuts the write side: the server reads EOF, and can still answer.

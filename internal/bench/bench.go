@@ -30,6 +30,10 @@ type Options struct {
 	Template string
 	Creates  int // sandboxes created (and deleted) one after another
 	Execs    int // `true` round trips per method
+	// PortRequests is the GETs of each kind in the port-route item.
+	PortRequests int
+	// PoolClaims are creates served from a warm pool.
+	PoolClaims int
 	// WarrenBinary runs the runc-exec-style baseline (`warren exec-naive`);
 	// empty skips it.
 	WarrenBinary string
@@ -64,16 +68,23 @@ type Report struct {
 	Delete                 Stats   `json:"delete"`
 	// Pause and Resume: POST /sandboxes/{id}/pause and /resume (resume
 	// includes seeing the agent answer again).
-	Pause   Stats   `json:"pause"`
-	Resume  Stats   `json:"resume"`
-	Targets Targets `json:"targets"`
+	Pause  Stats `json:"pause"`
+	Resume Stats `json:"resume"`
+	// PoolClaim: creates served from a warm pool, to first output.
+	PoolClaim PoolClaimReport `json:"pool_claim"`
+	// PortRoute: HTTP through the daemon's port route against the same
+	// server on the host's loopback.
+	PortRoute PortRouteReport `json:"port_route"`
+	Targets   Targets         `json:"targets"`
 }
 
 // Targets restates the goals the numbers are held against.
 type Targets struct {
-	CreateToFirstOutputP50Ms float64 `json:"create_to_first_output_p50_ms"`
-	ExecTrueP50Ms            float64 `json:"exec_true_p50_ms"`
-	SpeedupVsNaive           float64 `json:"speedup_vs_naive"`
+	CreateToFirstOutputP50Ms    float64 `json:"create_to_first_output_p50_ms"`
+	ExecTrueP50Ms               float64 `json:"exec_true_p50_ms"`
+	SpeedupVsNaive              float64 `json:"speedup_vs_naive"`
+	PoolClaimToFirstOutputP50Ms float64 `json:"pool_claim_to_first_output_p50_ms"`
+	PortRouteAddedP50Ms         float64 `json:"port_route_added_p50_ms"`
 }
 
 // naiveExecer is implemented by runtimes that can enter a sandbox with a new
@@ -90,9 +101,17 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if opts.Execs <= 0 {
 		opts.Execs = 300
 	}
+	if opts.PortRequests <= 0 {
+		opts.PortRequests = 300
+	}
+	if opts.PoolClaims <= 0 {
+		opts.PoolClaims = 20
+	}
 	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
 		cfg.ImageSize = 4 << 30
-		cfg.MaxSandboxes = opts.Creates + 4
+		// The pool's sandboxes, and its claims kept to the end, count.
+		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8
+		cfg.Pools = []string{poolTemplate + "=1"}
 	})
 	if err != nil {
 		return Report{}, err
@@ -102,11 +121,12 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 
 	rep := Report{
 		Machine: machine(), Storage: d.Storage.Name(), Runtime: d.Runtime.Name(), Template: tmpl,
-		Targets: Targets{CreateToFirstOutputP50Ms: 40, ExecTrueP50Ms: 1.5, SpeedupVsNaive: 10},
+		Targets: Targets{CreateToFirstOutputP50Ms: 40, ExecTrueP50Ms: 1.5, SpeedupVsNaive: 10, PoolClaimToFirstOutputP50Ms: 3, PortRouteAddedP50Ms: 1},
 	}
 
 	var created, deleted []time.Duration
 	var keep string
+	var keepSB client.Sandbox
 	for i := 0; i < opts.Creates+1; i++ {
 		start := time.Now()
 		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl})
@@ -121,7 +141,7 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 			created = append(created, fw.at.Sub(start))
 		}
 		if i == opts.Creates {
-			keep = sb.SandboxID
+			keep, keepSB = sb.SandboxID, sb
 			break
 		}
 		start = time.Now()
@@ -214,6 +234,12 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		resumes = append(resumes, time.Since(start))
 	}
 	rep.Pause, rep.Resume = Summarise(pauses), Summarise(resumes)
+	if rep.PoolClaim, err = measurePoolClaims(ctx, h, opts.PoolClaims); err != nil {
+		return rep, fmt.Errorf("pool claims: %w", err)
+	}
+	if rep.PortRoute, err = measurePortRoute(ctx, h, keepSB, opts.PortRequests, opts.WarrenBinary); err != nil {
+		return rep, fmt.Errorf("port route: %w", err)
+	}
 	if err := c.DeleteSandbox(ctx, keep); err != nil {
 		return rep, fmt.Errorf("delete: %w", err)
 	}

@@ -24,6 +24,7 @@ type harness struct {
 	cfg  config.Config
 	d    *daemon.Daemon
 	c    *client.Client
+	addr string // the API's host:port
 	tmpl string
 	log  *slog.Logger
 
@@ -95,6 +96,7 @@ func startHarness(ctx context.Context, opts Options, tune func(*config.Config)) 
 	case <-time.After(10 * time.Second):
 		return h, errors.New("bench daemon did not start serving")
 	}
+	h.addr = addr
 	h.c = client.New("http://"+addr, string(trimNL(key)))
 	return h, nil
 }

@@ -1,7 +1,9 @@
 // Package bench measures warren's latencies on this machine and reports
 // them as JSON: sandbox create → first output, exec round trips (through the
 // API, straight to the agent, and a naive per-command runtime entry as the
-// baseline), and delete.
+// baseline), delete, pause and resume, a create served from a warm pool,
+// and HTTP through the port route (against the same server on the host's
+// loopback).
 package bench
 
 import (
@@ -13,6 +15,7 @@ import (
 type Stats struct {
 	N    int     `json:"n"`
 	P50  float64 `json:"p50_ms"`
+	P90  float64 `json:"p90_ms"`
 	P99  float64 `json:"p99_ms"`
 	Mean float64 `json:"mean_ms"`
 	Min  float64 `json:"min_ms"`
@@ -34,6 +37,7 @@ func Summarise(samples []time.Duration) Stats {
 	return Stats{
 		N:    len(s),
 		P50:  ms(percentile(s, 0.50)),
+		P90:  ms(percentile(s, 0.90)),
 		P99:  ms(percentile(s, 0.99)),
 		Mean: ms(sum / time.Duration(len(s))),
 		Min:  ms(s[0]),

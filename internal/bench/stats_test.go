@@ -11,7 +11,7 @@ func TestSummarise(t *testing.T) {
 		s = append(s, time.Duration(i)*time.Millisecond)
 	}
 	st := Summarise(s)
-	if st.N != 100 || st.P50 != 50 || st.P99 != 99 || st.Min != 1 || st.Max != 100 || st.Mean != 50.5 {
+	if st.N != 100 || st.P50 != 50 || st.P90 != 90 || st.P99 != 99 || st.Min != 1 || st.Max != 100 || st.Mean != 50.5 {
 		t.Fatalf("%+v", st)
 	}
 	if (Summarise(nil) != Stats{}) {

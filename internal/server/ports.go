@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +16,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/store"
 )
 
 // envdPort is E2B's envd port: requests for it are the sandbox-plane API,
@@ -41,83 +42,205 @@ func validPort(port int) error {
 	return nil
 }
 
-// tunnelKey carries a proxied request's sandbox agent and port to the
-// transport's dialer.
-type tunnelKey struct{}
+// portRecords remembers the two facts of a sandbox's record the port route
+// checks, its team and whether its ports are public, so that a request to
+// a port does not read the database. Both are written once with the record
+// and sandbox ids are never reused, so an entry cannot go stale; a
+// destroyed sandbox's entry is harmless (Sessions.Agent refuses it) and is
+// dropped when a request finds the sandbox gone.
+type portRecords struct {
+	mu sync.Mutex
+	m  map[string]portRecord
+}
 
-type tunnelTarget struct {
-	agent *agentconn.Conn
+type portRecord struct {
+	team   string
+	public bool
+	// The sandbox's tokens, derived once rather than per request.
+	traffic, envd string
+}
+
+// maxPortRecords bounds the cache; past it, it starts over.
+const maxPortRecords = 4096
+
+func (c *portRecords) get(id string) (portRecord, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rec, ok := c.m[id]
+	return rec, ok
+}
+
+func (c *portRecords) remember(id string, rec portRecord) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxPortRecords {
+		c.m = make(map[string]portRecord)
+	}
+	c.m[id] = rec
+}
+
+func (c *portRecords) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, id)
+}
+
+// portRequest is a request on its way to a port inside a sandbox, carried in
+// its context to the proxy's Rewrite, dialer and error handler.
+type portRequest struct {
+	id    string
 	port  int
+	agent *agentconn.Conn
+	// credentials are the caller's Authorization values that hold warren
+	// credentials: they are not forwarded (any other Authorization, the
+	// app's own, is).
+	credentials []string
+}
+
+type portRequestKey struct{}
+
+func portRequestOf(ctx context.Context) *portRequest {
+	pr, _ := ctx.Value(portRequestKey{}).(*portRequest)
+	return pr
 }
 
 // portProxy forwards HTTP (and upgraded WebSocket) traffic to servers inside
-// sandboxes. Connections are tunnels through the agent, pooled per sandbox
-// and port: the pool key is "<id>:<port>", and a request reaches the proxy
-// only after its key's team was checked against the sandbox's.
+// sandboxes. Connections are tunnels through the agent, kept alive and
+// reused per sandbox and port (the transport's pool key is "<id>:<port>");
+// a request reaches the proxy only after it was allowed to reach its port.
 type portProxy struct {
-	once  sync.Once
-	proxy *httputil.ReverseProxy
+	once    sync.Once
+	proxy   *httputil.ReverseProxy
+	records portRecords
 }
 
 func (s *Server) portProxy() *httputil.ReverseProxy {
 	s.ports.once.Do(func() {
 		tr := &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				t, ok := ctx.Value(tunnelKey{}).(tunnelTarget)
-				if !ok {
+				pr := portRequestOf(ctx)
+				if pr == nil {
 					return nil, errors.New("port proxy: request without a tunnel target")
 				}
-				return t.agent.DialPort(ctx, t.port)
+				// HTTP clients speak first: the request goes out behind
+				// the dial instead of after the agent's answer, and a port
+				// nobody listens on is the error of reading the response.
+				return pr.agent.OpenPort(ctx, pr.port)
 			},
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     30 * time.Second,
 			DisableCompression:  true,
 		}
 		s.ports.proxy = &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) {
-				t := pr.In.Context().Value(portTargetKey{}).(portTarget)
-				pr.Out.URL.Scheme = "http"
-				pr.Out.URL.Host = net.JoinHostPort(t.id, strconv.Itoa(t.port))
-				pr.Out.Host = pr.In.Host // servers that check Host see what the user typed
-				pr.SetXForwarded()
+			Rewrite: func(r *httputil.ProxyRequest) {
+				pr := portRequestOf(r.In.Context())
+				r.Out.URL.Scheme = "http"
+				r.Out.URL.Host = net.JoinHostPort(pr.id, strconv.Itoa(pr.port))
+				r.Out.Host = r.In.Host // servers that check Host see what the user typed
+				r.SetXForwarded()
 				// The sandbox's code is not to see the caller's credentials.
-				pr.Out.Header.Del("X-API-Key")
-				if pr.In.Header.Get("X-API-Key") == "" {
-					pr.Out.Header.Del("Authorization")
+				for _, h := range []string{"X-API-Key", "E2b-Sandbox-Id", "E2b-Sandbox-Port", "X-Access-Token", "E2b-Traffic-Access-Token"} {
+					r.Out.Header.Del(h)
 				}
-				pr.Out.Header.Del("E2b-Sandbox-Id")
-				pr.Out.Header.Del("E2b-Sandbox-Port")
-				pr.Out.Header.Del("X-Access-Token")
-				pr.Out.Header.Del("E2b-Traffic-Access-Token")
+				if len(pr.credentials) > 0 {
+					r.Out.Header["Authorization"] = slices.DeleteFunc(slices.Clone(r.Out.Header["Authorization"]), func(v string) bool {
+						return slices.Contains(pr.credentials, v)
+					})
+					if len(r.Out.Header["Authorization"]) == 0 {
+						r.Out.Header.Del("Authorization")
+					}
+				}
 			},
-			Transport:     tr,
-			FlushInterval: -1, // server-sent events and streamed bodies pass at once
+			Transport: tr,
+			// 0 is the reverse proxy's own policy: a response of unknown
+			// length (streamed, chunked) or server-sent events is flushed
+			// as each write arrives, one of known length when complete, so
+			// its headers and body leave in one write.
+			FlushInterval: 0,
 			ErrorHandler:  s.portProxyError,
 		}
 	})
 	return s.ports.proxy
 }
 
-type portTargetKey struct{}
+// servePort serves a request routed to a port inside a sandbox: it checks
+// that the caller may reach the port, then proxies it.
+func (s *Server) servePort(w http.ResponseWriter, r *http.Request, t portTarget) {
+	if known, ok := s.ports.records.get(t.id); ok && s.portAllowed(r, known) {
+		s.proxyPort(w, r, t, known)
+		return
+	}
+	// First request for this sandbox, or refused on what is remembered: the
+	// record decides (it may be gone: then "not found", not "refused").
+	rec, err := s.deps.Sessions.Lookup(r.Context(), t.id)
+	if err != nil {
+		s.ports.records.forget(t.id)
+		s.sandboxGone(w, r, t.id, err)
+		return
+	}
+	known := portRecord{
+		team: rec.Team, public: rec.PublicPorts,
+		traffic: s.deps.Tokens.TrafficToken(rec.ID), envd: s.deps.Tokens.EnvdToken(rec.ID),
+	}
+	s.ports.records.remember(rec.ID, known)
+	if !s.portAllowed(r, known) {
+		s.planeError(w, r, fmt.Errorf("sandbox %s's ports are private: send its trafficAccessToken in e2b-traffic-access-token, its envdAccessToken in X-Access-Token, or an API key of its team (or create it with network.allowPublicTraffic=true): %w", rec.ID, errdefs.ErrUnauthenticated))
+		return
+	}
+	s.proxyPort(w, r, t, known)
+}
 
-// proxyPort serves a request routed to a port inside a sandbox; the caller
-// has checked that it may reach the port.
-func (s *Server) proxyPort(rec store.Sandbox, port int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		agent, err := s.deps.Sessions.Agent(r.Context(), rec.Team, rec.ID)
-		if err != nil {
-			if errdefs.IsNotFound(err) {
-				s.sandboxGone(w, r, rec.ID, err)
-				return
-			}
-			writeError(w, r, err)
+// portAllowed checks a caller of a sandbox's port: anyone when its ports are
+// public, else its traffic token, its envd token, or its team's API key.
+func (s *Server) portAllowed(r *http.Request, rec portRecord) bool {
+	if rec.public {
+		return true
+	}
+	if accesstoken.Equal(r.Header.Get("E2b-Traffic-Access-Token"), rec.traffic) {
+		return true
+	}
+	if accesstoken.Equal(r.Header.Get("X-Access-Token"), rec.envd) {
+		return true
+	}
+	return s.keyTeam(r) == rec.team
+}
+
+// proxyPort forwards an allowed request to the port.
+func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, t portTarget, rec portRecord) {
+	agent, err := s.deps.Sessions.Agent(r.Context(), rec.team, t.id)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			s.ports.records.forget(t.id)
+			s.sandboxGone(w, r, t.id, err)
 			return
 		}
-		t := portTarget{id: rec.ID, port: port}
-		ctx := context.WithValue(r.Context(), tunnelKey{}, tunnelTarget{agent: agent, port: port})
-		ctx = context.WithValue(ctx, portTargetKey{}, t)
-		s.portProxy().ServeHTTP(w, r.WithContext(ctx))
+		writeError(w, r, err)
+		return
 	}
+	pr := &portRequest{id: t.id, port: t.port, agent: agent, credentials: s.credentialsIn(r, rec)}
+	s.portProxy().ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), portRequestKey{}, pr)))
+}
+
+// credentialsIn returns the request's Authorization values that carry
+// warren credentials: a Bearer that is an API key of this server or one of
+// the sandbox's tokens. Basic, or a Bearer of the app's own, is not ours.
+func (s *Server) credentialsIn(r *http.Request, rec portRecord) []string {
+	var out []string
+	for _, v := range r.Header.Values("Authorization") {
+		scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			continue
+		}
+		tok = strings.TrimSpace(tok)
+		if accesstoken.Equal(tok, rec.envd) || accesstoken.Equal(tok, rec.traffic) {
+			out = append(out, v)
+			continue
+		}
+		if _, err := s.authz.authenticate(r.Context(), tok); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // portProxyError answers a request the tunnel could not carry: nothing
@@ -126,13 +249,17 @@ func (s *Server) portProxyError(w http.ResponseWriter, r *http.Request, err erro
 	if r.Context().Err() != nil {
 		return // the caller left; nobody to answer
 	}
-	t, _ := r.Context().Value(portTargetKey{}).(portTarget)
+	var id string
+	var port int
+	if pr := portRequestOf(r.Context()); pr != nil {
+		id, port = pr.id, pr.port
+	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		err = errors.New(ce.Message())
 	}
-	s.deps.Log.Debug("port proxy", "sandbox", t.id, "port", t.port, "err", err)
-	writeError(w, r, fmt.Errorf("sandbox %s port %d: %v: %w", t.id, t.port, err, errdefs.ErrUnavailable))
+	s.deps.Log.Debug("port proxy", "sandbox", id, "port", port, "err", err)
+	writeError(w, r, fmt.Errorf("sandbox %s port %d: %v: %w", id, port, err, errdefs.ErrUnavailable))
 }
 
 // connectPort answers GET /sandboxes/{id}/ports/{port}/connect: it upgrades
@@ -160,7 +287,7 @@ func (s *Server) connectPort(w http.ResponseWriter, r *http.Request) {
 	}
 	tun, err := agent.DialPort(r.Context(), port)
 	if err != nil {
-		s.portProxyError(w, r.WithContext(context.WithValue(r.Context(), portTargetKey{}, portTarget{id: id, port: port})), err)
+		s.portProxyError(w, r.WithContext(context.WithValue(r.Context(), portRequestKey{}, &portRequest{id: id, port: port})), err)
 		return
 	}
 	defer tun.Close()

@@ -80,17 +80,13 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request, t portTarget
 		s.planeError(w, r, err)
 		return
 	}
+	if t.port != envdPort {
+		s.servePort(w, r, t)
+		return
+	}
 	rec, err := s.deps.Sessions.Lookup(r.Context(), t.id)
 	if err != nil {
 		s.sandboxGone(w, r, t.id, err)
-		return
-	}
-	if t.port != envdPort {
-		if !rec.PublicPorts && !s.trafficAllowed(r, rec) {
-			s.planeError(w, r, fmt.Errorf("sandbox %s's ports are private: send its trafficAccessToken in e2b-traffic-access-token, its envdAccessToken in X-Access-Token, or an API key of its team (or create it with network.allowPublicTraffic=true): %w", rec.ID, errdefs.ErrUnauthenticated))
-			return
-		}
-		s.proxyPort(rec, t.port)(w, r)
 		return
 	}
 	if err := s.envdAllowed(r, rec); err != nil {
@@ -117,18 +113,6 @@ func (s *Server) envdAllowed(r *http.Request, rec store.Sandbox) error {
 		return s.verifySigned(r, token)
 	}
 	return fmt.Errorf("sandbox %s needs its access token: send the envdAccessToken from create or connect in X-Access-Token: %w", rec.ID, errdefs.ErrUnauthenticated)
-}
-
-// trafficAllowed checks a caller of a private sandbox's port: its traffic
-// token, its envd token, or its team's API key.
-func (s *Server) trafficAllowed(r *http.Request, rec store.Sandbox) bool {
-	if accesstoken.Equal(r.Header.Get("E2b-Traffic-Access-Token"), s.deps.Tokens.TrafficToken(rec.ID)) {
-		return true
-	}
-	if accesstoken.Equal(r.Header.Get("X-Access-Token"), s.deps.Tokens.EnvdToken(rec.ID)) {
-		return true
-	}
-	return s.keyTeam(r) == rec.Team
 }
 
 // keyTeam is the team of the request's API key, "" when it has none or a

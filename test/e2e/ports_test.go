@@ -28,6 +28,16 @@ printf 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade
 exec cat
 `
 
+// headersScript answers one HTTP request with the request's header lines as
+// its body: what the sandbox's server was sent.
+const headersScript = `#!/bin/sh
+cr=$(printf '\r')
+h=""
+while read -r l; do [ "$l" = "$cr" ] && break; h="$h$l
+"; done
+printf 'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n%s' "$h"
+`
+
 // TestPorts reaches servers inside a sandbox (which has no network) through
 // the daemon: E2B's header and Host routing, a WebSocket-style upgrade, the
 // error statuses, and `warren port-forward`.
@@ -52,9 +62,13 @@ func TestPorts(t *testing.T) {
 	if _, err := c.WriteFile(ctx, id, "/www/up.sh", strings.NewReader(upgradeScript), 0o755, ""); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.WriteFile(ctx, id, "/www/headers.sh", strings.NewReader(headersScript), 0o755, ""); err != nil {
+		t.Fatal(err)
+	}
 	for tag, argv := range map[string][]string{
-		"httpd": {"httpd", "-f", "-p", "8000", "-h", "/www"},
-		"nc":    {"nc", "-ll", "-p", "8003", "-e", "/www/up.sh"},
+		"httpd":   {"httpd", "-f", "-p", "8000", "-h", "/www"},
+		"nc":      {"nc", "-ll", "-p", "8003", "-e", "/www/up.sh"},
+		"headers": {"nc", "-ll", "-p", "8004", "-e", "/www/headers.sh"},
 	} {
 		if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: tag, ExecRequest: client.ExecRequest{Cmd: argv}}); err != nil {
 			t.Fatalf("start %s: %v", tag, err)
@@ -109,6 +123,7 @@ func TestPorts(t *testing.T) {
 		t.Fatalf("private port without a credential: want 401, got %d %s", code, got)
 	}
 	testPortCredentials(t, d, ctx)
+	t.Run("authorization", func(t *testing.T) { testForwardedAuthorization(t, d, sb) })
 
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, d, id) })
 	t.Run("port-forward", func(t *testing.T) { testPortForward(t, d, id, body) })
@@ -325,5 +340,99 @@ func testPortCredentials(t *testing.T, d *daemon, ctx context.Context) {
 	}
 	if code := get(pub.SandboxID, nil); code != 200 {
 		t.Errorf("public sandbox without a credential: got %d, want 200", code)
+	}
+}
+
+// testForwardedAuthorization checks what a sandbox's server is sent: never
+// warren's credentials (API key, the sandbox's tokens, also as a Bearer),
+// always the app's own Authorization (Basic, or a Bearer that is not ours).
+func testForwardedAuthorization(t *testing.T, d *daemon, sb client.Sandbox) {
+	ctx := ctxT(t, time.Minute)
+	id := sb.SandboxID
+	seen := func(hdr map[string]string) string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/echo", nil)
+		req.Header.Set("E2b-Sandbox-Id", id)
+		req.Header.Set("E2b-Sandbox-Port", "8004")
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET with %v: %s %s", hdr, resp.Status, b)
+		}
+		return string(b)
+	}
+	// nc starts in the background: wait for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/echo", nil)
+		req.Header.Set("E2b-Sandbox-Id", id)
+		req.Header.Set("E2b-Sandbox-Port", "8004")
+		req.Header.Set("X-API-Key", d.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			break
+		}
+		if resp.StatusCode != 502 || time.Now().After(deadline) {
+			t.Fatalf("header echo server: %s", resp.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	const basic = "Basic dXNlcjpwYXNzd29yZA=="
+	const appBearer = "Bearer the-apps-own-token"
+	for what, tc := range map[string]struct {
+		hdr        map[string]string
+		want, hide []string
+	}{
+		"traffic token and the app's Basic": {
+			hdr:  map[string]string{"E2b-Traffic-Access-Token": sb.TrafficAccessToken, "Authorization": basic},
+			want: []string{"Authorization: " + basic}, hide: []string{sb.TrafficAccessToken},
+		},
+		"traffic token and the app's Bearer": {
+			hdr:  map[string]string{"E2b-Traffic-Access-Token": sb.TrafficAccessToken, "Authorization": appBearer},
+			want: []string{"Authorization: " + appBearer}, hide: []string{sb.TrafficAccessToken},
+		},
+		"API key and the app's Bearer": {
+			hdr:  map[string]string{"X-API-Key": d.key, "Authorization": appBearer},
+			want: []string{"Authorization: " + appBearer}, hide: []string{d.key},
+		},
+		"API key as the Bearer": {
+			hdr:  map[string]string{"Authorization": "Bearer " + d.key},
+			hide: []string{d.key, "Authorization"},
+		},
+		"API key in both": {
+			hdr:  map[string]string{"X-API-Key": d.key, "Authorization": "Bearer " + d.key},
+			hide: []string{d.key, "Authorization"},
+		},
+		"envd token as the Bearer": {
+			hdr:  map[string]string{"E2b-Traffic-Access-Token": sb.TrafficAccessToken, "Authorization": "Bearer " + sb.EnvdAccessToken},
+			hide: []string{sb.TrafficAccessToken, sb.EnvdAccessToken, "Authorization"},
+		},
+		"envd token and the app's Basic": {
+			hdr:  map[string]string{"X-Access-Token": sb.EnvdAccessToken, "Authorization": basic},
+			want: []string{"Authorization: " + basic}, hide: []string{sb.EnvdAccessToken},
+		},
+	} {
+		got := seen(tc.hdr)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: the server was not sent %q; it got:\n%s", what, w, got)
+			}
+		}
+		for _, h := range tc.hide {
+			if strings.Contains(got, h) {
+				t.Errorf("%s: the server was sent %q; it got:\n%s", what, h, got)
+			}
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -37,12 +38,12 @@ func (s *Service) Dial(ctx context.Context, stream *dialStream) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
-	if err := stream.Send(&agentv1.DialResponse{Connected: true}); err != nil {
-		return err
-	}
 	// Only this goroutine sends, so no Send can outlive the handler (the
 	// HTTP/2 server panics on a write after the handler returned). The
 	// goroutine only receives; a Receive pending at return ends with an error.
+	// It starts before the answer goes out: a daemon that did not wait for
+	// the answer has its first bytes queued already (an HTTP request), and
+	// they reach the server while the answer is written.
 	upc := make(chan error, 1)
 	go func() {
 		err := upstream(stream, conn, first)
@@ -51,6 +52,9 @@ func (s *Service) Dial(ctx context.Context, stream *dialStream) error {
 		}
 		upc <- err
 	}()
+	if err := stream.Send(&agentv1.DialResponse{Connected: true}); err != nil {
+		return err // upstream ends with the stream, or at the deferred Close
+	}
 	if err := downstream(stream, conn); err != nil {
 		return err
 	}
@@ -84,9 +88,16 @@ func upstream(stream *dialStream, conn *net.TCPConn, msg *agentv1.DialRequest) e
 	}
 }
 
+// buffers holds downstream's read buffers: a tunnel per HTTP request to a
+// server that closes each connection would otherwise allocate one per
+// request.
+var buffers = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+
 // downstream copies what the server sends to the daemon, then says eof.
 func downstream(stream *dialStream, conn *net.TCPConn) error {
-	buf := make([]byte, ChunkSize)
+	bp := buffers.Get().(*[]byte)
+	defer buffers.Put(bp)
+	buf := *bp
 	for {
 		n, err := conn.Read(buf)
 		if n > 0 {

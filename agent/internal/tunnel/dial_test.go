@@ -219,3 +219,39 @@ func TestClientGoneWhileSending(t *testing.T) {
 		_ = st.CloseResponse()
 	}
 }
+
+// TestDialDataBeforeAnswer: a daemon that does not wait for "connected"
+// sends its data right behind the port (an HTTP request through the port
+// route); the data reaches the server and the answer still comes first.
+func TestDialDataBeforeAnswer(t *testing.T) {
+	c := newClient(t)
+	port := listen(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := c.Dial(ctx)
+	for _, m := range []*agentv1.DialRequest{{Port: port}, {Data: []byte("early ")}, {Data: []byte("bytes")}, {Eof: true}} {
+		if err := st.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msg, err := st.Receive()
+	if err != nil || !msg.GetConnected() {
+		t.Fatalf("first answer %v, %v: want connected", msg, err)
+	}
+	var got bytes.Buffer
+	for {
+		msg, err := st.Receive()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(msg.GetData())
+	}
+	if want := "EARLY BYTES"; !strings.Contains(got.String(), want) {
+		t.Fatalf("server answered %q, want it to contain %q", got.String(), want)
+	}
+	_ = st.CloseRequest()
+	_ = st.CloseResponse()
+}
