@@ -59,7 +59,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	f.Close()
 
-	w, err := openPool(ctx, abs, 1, "_txlock=immediate")
+	// synchronous=NORMAL in WAL mode: a commit reaches the OS at once (a
+	// daemon killed with -9 loses nothing) but is synced to disk at
+	// checkpoints, not at every commit. A power cut can lose the last
+	// commits, never corrupt the database; the sandboxes themselves do not
+	// survive a power cut, and the next start reconciles records with what
+	// is there. It makes a commit ~10× cheaper (a warm-pool claim writes 3).
+	w, err := openPool(ctx, abs, 1, "_txlock=immediate&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, err
 	}
