@@ -19,6 +19,7 @@ func benchCmd() *cobra.Command {
 	var snap bench.SnapshotOptions
 	var suite string
 	var densityN int
+	var tools bench.ToolsOptions
 	var httpClient bool
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -29,9 +30,9 @@ func benchCmd() *cobra.Command {
 				return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			switch suite {
-			case "core", "snapshots", "density", "all":
+			case "core", "snapshots", "density", "tools", "all":
 			default:
-				return fmt.Errorf("--suite %q: want core, snapshots, density or all", suite)
+				return fmt.Errorf("--suite %q: want core, snapshots, density, tools or all", suite)
 			}
 			dir, _ := cmd.Flags().GetString("data-dir")
 			if !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren" {
@@ -87,11 +88,23 @@ func benchCmd() *cobra.Command {
 				}
 				out["density"] = rep
 			}
+			if suite == "tools" || suite == "all" {
+				tools.Options = opts
+				tools.DataDir = dataDir("tools")
+				tools.Progress = cmd.ErrOrStderr()
+				rep, err := bench.RunTools(cmd.Context(), tools)
+				if err != nil {
+					return err
+				}
+				out["tools"] = rep
+			}
 			return printBench(cmd, suite, out)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox) or all")
+	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep) or all")
+	f.IntVar(&tools.Calls, "tool-calls", 200, "tools: read and edit round trips")
+	f.IntVar(&tools.GrepFiles, "grep-files", 100_000, "tools: files in the tree grep searches")
 	f.IntVar(&densityN, "sandboxes", 200, "density suite: idle sandboxes to start")
 	f.IntVar(&opts.Creates, "creates", 30, "core: sandboxes to create and delete")
 	f.IntVar(&opts.Execs, "execs", 300, "core: exec round trips per method")
