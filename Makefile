@@ -13,6 +13,8 @@ APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config 
 TEST_FLAGS  ?= -count=1 -timeout 40m
 # The E2B compatibility suite runs the real `e2b` npm package (pinned in its package.json).
 E2B_DIR     := test/e2e/e2b
+# The MCP conformance test runs the real `@modelcontextprotocol/sdk` npm package, pinned the same way.
+MCP_DIR     := test/e2e/mcp
 
 .PHONY: all build deps e2b-deps run test test-unit test-e2e bench bench-e2b vet generate clean
 
@@ -25,16 +27,19 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# npm ci (from the npm registry only) when node_modules is missing or older than the lock file.
+# npm ci (from the npm registry only) in each node suite whose node_modules is missing or older
+# than its lock file: the E2B suite and the MCP conformance test.
 e2b-deps:
-	@command -v node >/dev/null || { echo "node not found: the E2B SDK suite (TestE2BSDK) will be skipped; install node >= 20.18.1 and npm"; exit 0; }; \
+	@command -v node >/dev/null || { echo "node not found: the E2B SDK suite (TestE2BSDK) and the MCP conformance test (TestMCPNode) will be skipped; install node >= 20.18.1 and npm"; exit 0; }; \
 	node -e 'const [a,b,c]=process.versions.node.split(".").map(Number); process.exit(a>=22||(a===20&&(b>18||(b===18&&c>=1)))?0:1)' || \
 		{ echo "node $$(node --version) is too old for the e2b SDK: it needs >= 20.18.1 (<21) or >= 22"; exit 1; }; \
-	command -v npm >/dev/null || { echo "npm not found: it installs the e2b SDK for the E2B suite"; exit 1; }; \
-	m=$(E2B_DIR)/node_modules/.package-lock.json; \
-	if [ ! -f $$m ] || [ $(E2B_DIR)/package-lock.json -nt $$m ] || [ $(E2B_DIR)/package.json -nt $$m ]; then \
-		cd $(E2B_DIR) && npm ci --no-audit --no-fund; \
-	fi
+	command -v npm >/dev/null || { echo "npm not found: it installs the e2b and MCP SDKs for the node suites"; exit 1; }; \
+	for d in $(E2B_DIR) $(MCP_DIR); do \
+		m=$$d/node_modules/.package-lock.json; \
+		if [ ! -f $$m ] || [ $$d/package-lock.json -nt $$m ] || [ $$d/package.json -nt $$m ]; then \
+			(cd $$d && npm ci --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
 
 build: deps
 	@mkdir -p bin
