@@ -74,5 +74,9 @@ func messageOf(err error) string {
 
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
+	if status == http.StatusUnauthorized {
+		// Clients (MCP ones among them) learn from it to send a bearer key.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
+	}
 	writeJSON(w, status, client.Error{Code: status, Message: messageOf(err)})
 }
