@@ -26,6 +26,27 @@ function summary(ms) {
   return { n: s.length, p50Ms: r(q(50)), p99Ms: r(q(99)), minMs: r(s[0]), maxMs: r(s.at(-1)) }
 }
 
+async function rawStartTrue(sbx) {
+  const msg = Buffer.from(JSON.stringify({ process: { cmd: '/bin/bash', args: ['-l', '-c', 'true'], envs: {} } }))
+  const body = Buffer.alloc(5 + msg.length)
+  body.writeUInt32BE(msg.length, 1)
+  msg.copy(body, 5)
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/Start`, {
+    method: 'POST',
+    headers: {
+      'Content-Type': 'application/connect+json',
+      'Connect-Protocol-Version': '1',
+      'E2b-Sandbox-Id': sbx.sandboxId,
+      'E2b-Sandbox-Port': '49983',
+      'X-Access-Token': sbx.envdAccessToken,
+      Authorization: 'Basic ' + Buffer.from('user:').toString('base64'),
+    },
+    body,
+  })
+  const all = Buffer.from(await res.arrayBuffer())
+  if (res.status !== 200 || !all.includes('"end"')) throw new Error(`raw Start: ${res.status} ${all}`)
+}
+
 async function timeEach(n, fn) {
   const out = []
   for (let i = 0; i < n; i++) {
@@ -42,6 +63,9 @@ try {
   // Warm up connections and caches before measuring.
   for (let i = 0; i < 5; i++) await sbx.commands.run('true')
   result.commandsRunTrue = summary(await timeEach(N, () => sbx.commands.run('true')))
+  // The same Start as the SDK sends (bash -l -c true, JSON Connect
+  // streaming) with plain fetch: what is warren's and what is the SDK's.
+  result.rawFetchStartTrue = summary(await timeEach(N, () => rawStartTrue(sbx)))
 
   const payload = new Uint8Array(4096)
   for (let i = 0; i < payload.length; i++) payload[i] = (i * 31) % 256
