@@ -8,9 +8,12 @@ import (
 // Pool describes one warm pool (GET /pools).
 type Pool struct {
 	TemplateID string `json:"templateID"`
-	Min        int    `json:"min"`
-	Max        int    `json:"max"`
-	Ready      int    `json:"ready"`
+	// Network pools hold sandboxes with a network (nothing open until a
+	// networked create claims one and its policy is applied).
+	Network bool `json:"network,omitempty"`
+	Min     int  `json:"min"`
+	Max     int  `json:"max"`
+	Ready   int  `json:"ready"`
 	// Hits are creates served from the pool; Misses creates of the
 	// template that were not (pool empty, or the create asked for env
 	// vars, limits or a quota a pooled sandbox cannot take).

@@ -41,19 +41,35 @@ type NewSandbox struct {
 	// Secure is accepted for older SDKs; every warren sandbox is secure
 	// (its envd API takes only its access token).
 	Secure *bool `json:"secure,omitempty"`
-	// Network: only allowPublicTraffic is honoured here (true: the
-	// sandbox's ports take requests without its tokens or an API key).
+	// AllowInternetAccess gives the sandbox a network with default-allow
+	// egress (E2B's allow_internet_access). Unset or false, and no
+	// network allowOut/denyOut: no network at all (loopback only).
+	AllowInternetAccess *bool `json:"allow_internet_access,omitempty"`
+	// Network: allowPublicTraffic (true: the sandbox's ports take requests
+	// without its tokens or an API key) and the egress lists allowOut and
+	// denyOut (either one gives the sandbox a network).
 	Network *Network `json:"network,omitempty"`
 	// warren extensions
 	Limits *Limits `json:"limits,omitempty"`
 	// SnapshotEveryToolCall takes a turn snapshot after every tool call
 	// (POST /sandboxes/{id}/tools/{name}), as if each asked for turn.
 	SnapshotEveryToolCall bool `json:"snapshotEveryToolCall,omitempty"`
+	// Runtime runs the sandbox: "native" (namespaces) or "gvisor" (gVisor's
+	// kernel: stronger isolation). Empty: the server's default; a fork
+	// keeps its parent's. GET /health lists the runtimes available.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Network is E2B's network settings of a sandbox.
 type Network struct {
 	AllowPublicTraffic *bool `json:"allowPublicTraffic,omitempty"`
+	// AllowOut and DenyOut are egress rules: IPv4 addresses, CIDR blocks,
+	// domain names or *.wildcard names. Deny wins over allow; denyOut
+	// 0.0.0.0/0 means "nothing but allowOut". Link-local and metadata
+	// addresses, private ranges, the host and other sandboxes are always
+	// denied unless the operator permits a range.
+	AllowOut []string `json:"allowOut,omitempty"`
+	DenyOut  []string `json:"denyOut,omitempty"`
 }
 
 // AutoResume is E2B's autoResume setting.
@@ -96,6 +112,10 @@ type SandboxDetail struct {
 	ForkedFrom    string `json:"forkedFrom,omitempty"`
 	Head          string `json:"head,omitempty"`
 	Turn          int    `json:"turn,omitempty"`
+	// AllowInternetAccess and Network report a networked sandbox's egress
+	// policy (both absent: no network).
+	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
+	Network             *Network `json:"network,omitempty"`
 	// Events are the sandbox's latest lifecycle events (at most 10).
 	Events  []SandboxEvent `json:"events,omitempty"`
 	Runtime string         `json:"runtime"`
@@ -211,7 +231,32 @@ type Health struct {
 	Storage string `json:"storage"`
 	Runtime string `json:"runtime"`
 	// warren extensions
-	Pool          *PoolUsage `json:"pool,omitempty"`
-	Sandboxes     int        `json:"sandboxes"` // live (running or paused) sandboxes
-	UptimeSeconds int64      `json:"uptimeSeconds"`
+	Pool          *PoolUsage    `json:"pool,omitempty"`
+	Sandboxes     int           `json:"sandboxes"` // live (running or paused) sandboxes
+	UptimeSeconds int64         `json:"uptimeSeconds"`
+	Capabilities  *Capabilities `json:"capabilities,omitempty"`
+}
+
+// Capabilities say which optional features this server has.
+type Capabilities struct {
+	// Network: sandboxes can be given a network (egress policies). When
+	// false, NetworkError says why and networked creates answer 501.
+	Network      bool   `json:"network"`
+	NetworkError string `json:"networkError,omitempty"`
+	// Runtimes are the sandbox runtimes of this server (the default first).
+	Runtimes []RuntimeInfo `json:"runtimes,omitempty"`
+}
+
+// RuntimeInfo describes one sandbox runtime of a server.
+type RuntimeInfo struct {
+	Name    string `json:"name"`
+	Default bool   `json:"default,omitempty"`
+	// Available: new sandboxes can use it. When false, Error says why and
+	// creates asking for it answer 501.
+	Available bool   `json:"available"`
+	Error     string `json:"error,omitempty"`
+	// Version of the runtime's engine (runsc's, for gvisor), when known.
+	Version        string `json:"version,omitempty"`
+	Pause          bool   `json:"pause"`
+	MemorySnapshot bool   `json:"memorySnapshot"`
 }

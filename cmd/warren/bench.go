@@ -30,9 +30,9 @@ func benchCmd() *cobra.Command {
 				return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			switch suite {
-			case "core", "snapshots", "density", "tools", "all":
+			case "core", "snapshots", "density", "tools", "network", "all":
 			default:
-				return fmt.Errorf("--suite %q: want core, snapshots, density, tools or all", suite)
+				return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network or all", suite)
 			}
 			dir, _ := cmd.Flags().GetString("data-dir")
 			if !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren" {
@@ -97,6 +97,15 @@ func benchCmd() *cobra.Command {
 					return err
 				}
 				out["tools"] = rep
+			}
+			if suite == "network" || suite == "all" {
+				o := bench.NetworkOptions{Options: opts, Creates: opts.Creates, Claims: opts.PoolClaims, Progress: cmd.ErrOrStderr()}
+				o.DataDir = dataDir("network")
+				rep, err := bench.RunNetwork(cmd.Context(), o)
+				if err != nil {
+					return err
+				}
+				out["network"] = rep
 			}
 			return printBench(cmd, suite, out)
 		},

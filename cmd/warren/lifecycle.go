@@ -55,19 +55,34 @@ func sandboxTimeoutCmd(a *app) *cobra.Command {
 func sandboxEventsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "events ID",
-		Short: "Show a sandbox's lifecycle history: each transition, when, and why",
+		Short: "Show a sandbox's history: each transition, when and why, and its egress audit (network events)",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			evs, err := a.client().SandboxEvents(cmd.Context(), argv[0], 0)
+			c := a.client()
+			evs, err := c.SandboxEvents(cmd.Context(), argv[0], 0)
 			if err != nil {
 				return err
 			}
 			if a.json {
+				// The egress audit as JSON: warren sandbox network events --json.
 				return printJSON(a.out, evs)
+			}
+			netEvs, err := allNetworkEvents(cmd.Context(), c, argv[0], 0)
+			if err != nil {
+				return err
 			}
 			tw := newTable(a.out)
 			row(tw, "TIME", "EVENT", "STATE", "CAUSE", "DETAIL")
-			for _, e := range evs {
+			// Both lists are oldest first: merge them by time.
+			for len(evs) > 0 || len(netEvs) > 0 {
+				if len(netEvs) > 0 && (len(evs) == 0 || netEvs[0].At.Before(evs[0].At)) {
+					e := netEvs[0]
+					netEvs = netEvs[1:]
+					row(tw, fmtTime(e.At), "network", "-", "sandbox", networkEventLine(e))
+					continue
+				}
+				e := evs[0]
+				evs = evs[1:]
 				state := e.To
 				if e.From != "" && e.From != e.To {
 					state = e.From + " → " + e.To

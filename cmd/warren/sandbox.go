@@ -17,7 +17,8 @@ func sandboxCmd(a *app) *cobra.Command {
 		Short:   "Create, list, inspect and remove sandboxes",
 	}
 	cmd.AddCommand(sandboxCreateCmd(a), sandboxListCmd(a), sandboxGetCmd(a), sandboxRemoveCmd(a),
-		sandboxPauseCmd(a), sandboxResumeCmd(a), sandboxTimeoutCmd(a), sandboxEventsCmd(a), sandboxStopCmd(a), sandboxLimitsCmd(a))
+		sandboxPauseCmd(a), sandboxResumeCmd(a), sandboxTimeoutCmd(a), sandboxEventsCmd(a), sandboxStopCmd(a), sandboxLimitsCmd(a),
+		sandboxNetworkCmd(a))
 	return cmd
 }
 
@@ -34,12 +35,17 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		cpus      float64
 		pids      int64
 		meta, env []string
+		egress    egressFlags
+		rtName    string
 	)
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Start a sandbox and print its id",
 		Example: `  warren sandbox create
-  warren sandbox create --template base --timeout 0 --memory-mb 1024 --cpus 2 --meta owner=alice`,
+  warren sandbox create --template base --timeout 0 --memory-mb 1024 --cpus 2 --meta owner=alice
+  warren sandbox create --allow-out pypi.org --allow-out files.pythonhosted.org
+  warren sandbox create --internet --deny-out 203.0.113.0/24
+  warren sandbox create --runtime gvisor`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in := client.NewSandbox{TemplateID: template}
@@ -69,7 +75,9 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 			if public {
 				in.Network = &client.Network{AllowPublicTraffic: &public}
 			}
+			egress.apply(&in)
 			in.SnapshotEveryToolCall = toolSnaps
+			in.Runtime = rtName
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
 			if err != nil {
 				return err
@@ -94,6 +102,8 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.BoolVar(&toolSnaps, "snapshot-every-tool-call", false, "take a turn snapshot after every tool call (warren tool call)")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
+	f.StringVar(&rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
+	egress.register(cmd, false)
 	return cmd
 }
 
@@ -176,6 +186,7 @@ func sandboxGetCmd(a *app) *cobra.Command {
 			row(tw, "Started:", fmtTime(s.StartedAt))
 			row(tw, "Ends:", fmtTimePtr(s.EndAt))
 			row(tw, "Metadata:", fmtKV(s.Metadata))
+			row(tw, "Network:", fmtNetwork(s))
 			if s.Family != "" && s.Family != s.SandboxID {
 				row(tw, "Family:", s.Family)
 			}

@@ -87,6 +87,8 @@ func serveCmd() *cobra.Command {
 	f.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics (Prometheus) without an API key; it then leaves out the per-sandbox series")
 	f.StringVar(&cfg.AgentBinary, "agent", cfg.AgentBinary, "path of the static warren-agent binary (default: beside warren; env WARREN_AGENT)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where slow build artefacts are cached (env WARREN_CACHE_DIR)")
+	f.StringVar(&cfg.Runsc, "runsc", cfg.Runsc, "gVisor's runsc for the gvisor runtime (default: runsc on PATH, else the newest <cache-dir>/runsc/*/runsc that `make runsc` builds; env WARREN_RUNSC)")
+	f.StringVar(&cfg.DefaultRuntime, "default-runtime", cfg.DefaultRuntime, "runtime of sandboxes whose create names none: native or gvisor (env WARREN_DEFAULT_RUNTIME; default native)")
 	f.BoolVar(&cfg.BuildBase, "build-base", cfg.BuildBase, "build the `base` template by debootstrap at start when it is missing")
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "pause (or kill, --idle-action) a sandbox with no API call, command or process output for this long (0 = never)")
 	f.StringVar(&cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause or kill")
@@ -94,7 +96,27 @@ func serveCmd() *cobra.Command {
 	f.StringArrayVar(&cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX]: keep MIN ready sandboxes of TEMPLATE for fast creates (repeatable)")
 	f.BoolVar(&debug, "debug", false, "log every request")
 	f.BoolVar(&cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
+	networkFlags(cmd, &cfg.Network)
 	return cmd
+}
+
+// networkFlags are serve's flags for sandbox networking (see `warren sandbox
+// create --internet` and `--allow-out`).
+func networkFlags(cmd *cobra.Command, n *config.NetworkConfig) {
+	f := cmd.Flags()
+	uplink := n.Uplink
+	if uplink == "" {
+		uplink = "auto"
+	}
+	f.BoolVar(&n.Enabled, "network", n.Enabled, "let sandboxes ask for a network (egress policy); false refuses such creates (env WARREN_NETWORK)")
+	f.StringVar(&n.Subnet, "network-subnet", n.Subnet, "IPv4 range of sandbox addresses; its first address is the bridge's (env WARREN_NETWORK_SUBNET)")
+	f.StringVar(&n.Bridge, "network-bridge", n.Bridge, "name of warren's bridge (env WARREN_NETWORK_BRIDGE)")
+	f.StringVar(&n.Uplink, "network-uplink", uplink, "interface toward the internet; auto = the default route's (env WARREN_NETWORK_UPLINK)")
+	f.StringVar(&n.DNS, "network-dns", n.DNS, "upstream DNS resolver IP[:PORT] for allowed names (default: the first nameserver of /etc/resolv.conf; env WARREN_NETWORK_DNS)")
+	f.StringArrayVar(&n.Permit, "network-permit", n.Permit, "CIDR that sandbox policies may allow although it is always denied otherwise (private ranges, link-local), e.g. an internal mirror (repeatable; env WARREN_NETWORK_PERMIT, comma-separated)")
+	f.StringVar(&n.NetNS, "network-netns", n.NetNS, "run the bridge, rules and resolver inside this network namespace (a path) instead of the host's (env WARREN_NETWORK_NETNS)")
+	f.StringVar(&n.RunDir, "network-run-dir", n.RunDir, "where sandbox network namespaces are mounted (default: /run/warren/network on a tmpfs /run, else <data-dir>/network-run; env WARREN_NETWORK_RUN_DIR)")
+	f.StringArrayVar(&n.Pools, "network-pool", nil, "warm pool TEMPLATE=MIN[:MAX] of sandboxes with a network namespace ready (nothing open) for creates that ask for a network (repeatable)")
 }
 
 // templateBuildCmd builds a template into the local data directory. It runs

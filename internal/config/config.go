@@ -70,8 +70,14 @@ type Config struct {
 	// AgentBinary is the static warren-agent to mount into sandboxes; empty
 	// means "warren-agent beside the warren binary".
 	AgentBinary string
-	// CacheDir keeps slow build artefacts (debootstrap trees).
+	// CacheDir keeps slow build artefacts (debootstrap trees, runsc).
 	CacheDir string
+	// Runsc is gVisor's runsc binary for the gvisor runtime; empty: runsc
+	// on PATH, else the newest <CacheDir>/runsc/<version>/runsc (what `make
+	// runsc` builds). DefaultRuntime ("native" or "gvisor") runs sandboxes
+	// whose create names no runtime.
+	Runsc          string
+	DefaultRuntime string
 	// BuildBase builds the `base` template at start when it is missing.
 	BuildBase bool
 	// MetricsPublic serves GET /metrics without an API key (without the
@@ -80,6 +86,9 @@ type Config struct {
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
+	// Network configures the network of sandboxes that ask for one (see
+	// network.go).
+	Network NetworkConfig
 }
 
 // Default returns the configuration with every default, overridden by the
@@ -103,6 +112,7 @@ func Default() Config {
 		OutputLimit:     16 << 20,
 		CacheDir:        "/var/cache/warren",
 		BuildBase:       true,
+		Network:         defaultNetwork(),
 	}
 	if v := os.Getenv("WARREN_DATA_DIR"); v != "" {
 		c.DataDir = v
@@ -121,6 +131,12 @@ func Default() Config {
 	}
 	if v := os.Getenv("WARREN_AGENT"); v != "" {
 		c.AgentBinary = v
+	}
+	if v := os.Getenv("WARREN_RUNSC"); v != "" {
+		c.Runsc = v
+	}
+	if v := os.Getenv("WARREN_DEFAULT_RUNTIME"); v != "" {
+		c.DefaultRuntime = v
 	}
 	if v := os.Getenv("WARREN_MAX_SANDBOXES"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil {
@@ -195,6 +211,23 @@ func (c *Config) Validate() error {
 	if _, err := c.ParsePools(); err != nil {
 		return err
 	}
+	if err := c.validateNetwork(); err != nil {
+		return err
+	}
+	switch c.DefaultRuntime {
+	case "":
+		c.DefaultRuntime = "native"
+	case "native", "gvisor":
+	default:
+		return fmt.Errorf("--default-runtime %q: want native or gvisor: %w", c.DefaultRuntime, errdefs.ErrInvalid)
+	}
+	if c.Runsc != "" && !filepath.IsAbs(c.Runsc) {
+		abs, err := filepath.Abs(c.Runsc)
+		if err != nil {
+			return fmt.Errorf("--runsc %q: %w", c.Runsc, err)
+		}
+		c.Runsc = abs
+	}
 	if c.AgentBinary == "" {
 		exe, err := os.Executable()
 		if err != nil {
@@ -214,5 +247,6 @@ func (c *Config) AdminKeyPath() string    { return filepath.Join(c.DataDir, "adm
 func (c *Config) AccessKeyPath() string   { return filepath.Join(c.DataDir, "access-token.key") }
 func (c *Config) RunDir() string          { return filepath.Join(c.DataDir, "run") }
 func (c *Config) RuntimeStateDir() string { return filepath.Join(c.DataDir, "runtime", "native") }
+func (c *Config) GVisorStateDir() string  { return filepath.Join(c.DataDir, "runtime", "gvisor") }
 func (c *Config) LogDir() string          { return filepath.Join(c.DataDir, "logs") }
 func (c *Config) SandboxLogDir() string   { return filepath.Join(c.DataDir, "sandbox-logs") }

@@ -25,7 +25,6 @@ import (
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
-	"github.com/warrenhq/warren/internal/runtime/native"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/server"
@@ -56,6 +55,9 @@ type Daemon struct {
 	Procs     *procs.Manager
 	Logs      *sandboxlog.Logs
 	Metrics   *metrics.Metrics
+	Networks  *sandbox.Networks
+	audit     *networkAudit
+	runtimes  []client.RuntimeInfo // for GET /health
 }
 
 // OpenStorage opens the data directory's pool and database: all that
@@ -110,18 +112,23 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 			d.Close()
 		}
 	}()
-	rt, err := native.New(native.Options{StateDir: cfg.RuntimeStateDir(), Logger: log})
+	rt, runtimes, err := openRuntimes(ctx, cfg, log)
 	if err != nil {
-		return nil, fmt.Errorf("open native runtime: %w", err)
+		return nil, err
 	}
-	d.Runtime = rt
+	d.Runtime, d.runtimes = rt, runtimes
 	d.Logs = sandboxlog.New(sandboxlog.Options{Dir: cfg.SandboxLogDir(), MaxBytes: cfg.SandboxLogBytes, Log: log})
 	d.Procs = procs.New(procs.Options{Dir: filepath.Join(cfg.DataDir, "procs"), Log: log, Sink: d.Logs, OnOutput: func(id string) {
 		if d.Sessions != nil {
 			d.Sessions.Touch(id)
 		}
 	}})
+	d.audit = newNetworkAudit(d.Store, d.Logs, log)
+	if d.Networks, err = newNetworks(cfg, d.audit, log); err != nil {
+		return nil, err
+	}
 	d.Host = &sandbox.Host{
+		Network:     d.Networks,
 		Storage:     d.Storage,
 		Runtime:     rt,
 		RunDir:      cfg.RunDir(),
@@ -152,6 +159,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)
 	}
+	startNetworkIfNeeded(ctx, d.Networks, d.Store, log)
 	if err := d.Sessions.Recover(ctx); err != nil {
 		log.Warn("reconcile sandboxes", "err", err)
 	}
@@ -208,6 +216,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Tools:          tools,
 		Log:            d.log,
 		OutputLimit:    d.cfg.OutputLimit,
+		Runtimes:       d.runtimes,
 		Health: client.Health{
 			Status:  "ok",
 			Version: Version,
@@ -254,6 +263,11 @@ func (d *Daemon) Close() error {
 	if d.Sessions != nil {
 		d.Sessions.Close()
 	}
+	// The network's rules stay in the kernel, confining the sandboxes.
+	errs = append(errs, d.Networks.Close())
+	if d.audit != nil {
+		d.audit.close()
+	}
 	if d.Store != nil {
 		errs = append(errs, d.Store.Close())
 	}
@@ -269,7 +283,7 @@ func sessionPools(cfg config.Config) []session.PoolConfig {
 	pools, _ := cfg.ParsePools()
 	out := make([]session.PoolConfig, 0, len(pools))
 	for _, p := range pools {
-		out = append(out, session.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max})
+		out = append(out, session.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max, Network: p.Network})
 	}
 	return out
 }

@@ -6,13 +6,21 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/mountinfo"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/runtime/native"
+	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // Teardown stops every sandbox of a data directory (their processes,
-// cgroups and runtime state) and unmounts its storage pool. Volumes,
+// cgroups, runtime state and networks: veths, namespaces, warren's
+// nftables table, its bridge and the forwarding it enabled) and unmounts
+// its storage pool. Volumes,
 // snapshots and records stay on disk: a later `warren serve` finds the
 // sandboxes failed and cleans them up. The daemon must not be running.
 func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
@@ -35,6 +43,9 @@ func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		rt.RemoveParentCgroups()
 	}
+	errs = append(errs, teardownGVisor(ctx, cfg, log))
+	// With the processes gone, their networks can go.
+	errs = append(errs, teardownNetwork(ctx, cfg, log))
 	d, err := OpenStorage(ctx, cfg, log)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -42,6 +53,73 @@ func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	errs = append(errs, d.Close())
 	if u, ok := d.Storage.(interface{ Unmount() error }); ok {
 		errs = append(errs, u.Unmount())
+	}
+	return errors.Join(errs...)
+}
+
+// teardownGVisor destroys the gvisor runtime's sandboxes, if it has any
+// (without runsc they cannot be driven: that is an error then).
+func teardownGVisor(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	entries, _ := os.ReadDir(filepath.Join(cfg.GVisorStateDir(), "sandboxes"))
+	gv, err := openGVisor(cfg, log)
+	if err != nil {
+		if len(entries) == 0 {
+			return nil
+		}
+		return fmt.Errorf("stop gvisor sandboxes: %w", err)
+	}
+	ids, err := gv.List(ctx)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		if err := gv.Destroy(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("stop gvisor sandbox %s: %w", id, err))
+		}
+	}
+	gv.RemoveParentCgroups()
+	return errors.Join(errs...)
+}
+
+// teardownNetwork removes what the data directory's daemon made for
+// sandbox networks, where its run directory says it made it.
+func teardownNetwork(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	cfg.DataDir = dataDir
+	runDir := cfg.NetworkRunDir()
+	opts, ok, err := sandbox.RecordedNetwork(runDir, dataDir)
+	if err != nil || !ok {
+		return err
+	}
+	opts.Log = log
+	m, err := network.New(opts)
+	if err != nil {
+		// Its namespace is gone (a test's fake host) or unusable: what is
+		// left here are the sandboxes' namespace mounts.
+		log.Warn("the network's namespace cannot be opened; unmounting the sandboxes' namespaces only", "err", err)
+		return unmountUnder(runDir)
+	}
+	if err := m.Uninstall(ctx); err != nil {
+		return fmt.Errorf("remove sandbox networks: %w", err)
+	}
+	return os.Remove(filepath.Join(runDir, "options.json"))
+}
+
+// unmountUnder unmounts every mount at or below dir, deepest first.
+func unmountUnder(dir string) error {
+	mounts, err := mountinfo.Under(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", mounts[i], err))
+		}
 	}
 	return errors.Join(errs...)
 }

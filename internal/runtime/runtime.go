@@ -59,6 +59,10 @@ type Spec struct {
 	Limits Limits
 	// LogPath, if set, receives PID 1's stdout and stderr (host path).
 	LogPath string
+	// NetNS is the path of a network namespace to join (made ready by the
+	// caller, e.g. internal/network). Empty means a new namespace of its
+	// own with only loopback: no network.
+	NetNS string
 }
 
 // State is the observed state of a sandbox's processes.

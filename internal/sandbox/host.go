@@ -18,6 +18,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandboxlog"
@@ -48,7 +49,9 @@ type Host struct {
 	Procs *procs.Manager
 	// Logs keeps each sandbox's log (process output and lifecycle).
 	Logs *sandboxlog.Logs
-	Log  *slog.Logger
+	// Network gives sandboxes that ask for one a network (nil: none can).
+	Network *Networks
+	Log     *slog.Logger
 	// ReadyTimeout bounds how long a new or recovered sandbox's agent has
 	// to connect.
 	ReadyTimeout time.Duration
@@ -69,6 +72,20 @@ type Spec struct {
 	// none); QuotaBytes caps it (0 = no cap).
 	Group      string
 	QuotaBytes int64
+	// Network is the sandbox's egress policy: it gets a network namespace
+	// on warren's bridge. nil keeps it in a namespace of its own with only
+	// loopback (no network at all).
+	Network *network.Policy
+	// Runtime names the runtime to start it on ("" = the host runtime's
+	// default); see runtimeChooser.
+	Runtime string
+}
+
+// runtimeChooser is a host runtime that holds several runtimes
+// (runtimeset.Set): a sandbox starts on the one its spec names.
+type runtimeChooser interface {
+	Available(name string) error
+	StartOn(ctx context.Context, name string, spec runtime.Spec) (runtime.Status, error)
 }
 
 func (s Spec) source() (storage.Key, string) {
@@ -97,6 +114,14 @@ func (h *Host) socketDir(id string) string { return filepath.Join(h.RunDir, id) 
 // Create makes the sandbox's root from its template, starts its processes
 // and waits for its agent. On error nothing is left behind.
 func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error) {
+	// Refused before anything is made: an unknown or unavailable runtime.
+	if c, ok := h.Runtime.(runtimeChooser); ok {
+		if err := c.Available(spec.Runtime); err != nil {
+			return nil, err
+		}
+	} else if spec.Runtime != "" && spec.Runtime != h.Runtime.Name() {
+		return nil, fmt.Errorf("runtime %q: this server runs %s only: %w", spec.Runtime, h.Runtime.Name(), errdefs.ErrInvalid)
+	}
 	var undo cleanups
 	began := time.Now()
 	defer func() {
@@ -138,6 +163,12 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 	}
 	undo.add("close agent listener", func(context.Context) error { return conn.Close() })
 
+	if spec.Network != nil {
+		if err := h.setupNetwork(ctx, spec.ID, *spec.Network); err != nil {
+			return nil, err
+		}
+		undo.add("tear down network", func(ctx context.Context) error { return h.teardownNetwork(ctx, spec.ID) })
+	}
 	st, err := h.start(ctx, spec, root)
 	if err != nil {
 		return nil, err
@@ -167,7 +198,7 @@ func (h *Host) start(ctx context.Context, spec Spec, root string) (runtime.Statu
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	st, err := h.Runtime.Start(ctx, runtime.Spec{
+	rs := runtime.Spec{
 		ID:       spec.ID,
 		RootFS:   root,
 		Hostname: spec.ID,
@@ -180,7 +211,19 @@ func (h *Host) start(ctx context.Context, spec Spec, root string) (runtime.Statu
 		},
 		Limits:  spec.Limits,
 		LogPath: logPath,
-	})
+	}
+	if spec.Network != nil {
+		if err := h.attachNetwork(spec.ID, &rs); err != nil {
+			return runtime.Status{}, err
+		}
+	}
+	var st runtime.Status
+	var err error
+	if c, ok := h.Runtime.(runtimeChooser); ok {
+		st, err = c.StartOn(ctx, spec.Runtime, rs)
+	} else {
+		st, err = h.Runtime.Start(ctx, rs)
+	}
 	if err != nil {
 		return runtime.Status{}, fmt.Errorf("start sandbox: %w", err)
 	}
@@ -260,6 +303,10 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 	if err := h.Runtime.Destroy(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("destroy processes: %w", err))
 	}
+	// After the processes: nothing is left to send through it.
+	if err := h.teardownNetwork(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
 	if err := h.Storage.Delete(ctx, storage.Key{Kind: storage.KindSandbox, Name: id}); err != nil && !errdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("delete root filesystem: %w", err))
 	}
@@ -318,6 +365,9 @@ func (h *Host) Reconcile(ctx context.Context, keep map[string]bool) error {
 		errs = append(errs, err)
 	}
 	if err := h.Logs.Reconcile(keep); err != nil {
+		errs = append(errs, err)
+	}
+	if err := h.reconcileNetwork(ctx, keep); err != nil {
 		errs = append(errs, err)
 	}
 	scratch, err := h.Storage.List(ctx, storage.KindScratch)

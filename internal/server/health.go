@@ -13,6 +13,15 @@ import (
 // so that a probe can tell a full pool from a dead daemon.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h := s.deps.Health
+	if s.deps.Sessions != nil {
+		h.Capabilities = s.capabilities()
+	}
+	if len(s.deps.Runtimes) > 0 {
+		if h.Capabilities == nil {
+			h.Capabilities = &client.Capabilities{}
+		}
+		h.Capabilities.Runtimes = s.deps.Runtimes
+	}
 	if m := s.deps.Metrics; m != nil {
 		h.UptimeSeconds = int64(m.Uptime().Seconds())
 		h.Sandboxes = m.Sampler.Live()

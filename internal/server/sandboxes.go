@@ -40,6 +40,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		PublicPorts: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
 
 		ToolSnapshots: body.SnapshotEveryToolCall,
+
+		Runtime: body.Runtime,
+
+		Network: createPolicy(body),
 	}
 	if body.Timeout != nil {
 		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
@@ -113,6 +117,7 @@ func (s *Server) detailOf(rec store.Sandbox) client.SandboxDetail {
 		end := rec.EndAt
 		d.EndAt = &end
 	}
+	describeNetwork(&d, rec)
 	return d
 }
 

@@ -62,6 +62,9 @@ type Deps struct {
 	MCP    http.Handler
 	Log    *slog.Logger
 	Health client.Health
+	// Runtimes are the sandbox runtimes, listed in GET /health's
+	// capabilities.
+	Runtimes []client.RuntimeInfo
 	// OutputLimit is an exec's output cap when the request names none.
 	OutputLimit uint64
 	// Metrics feeds /health, /metrics and /sandboxes/{id}/metrics (nil:
@@ -111,6 +114,9 @@ func (s *Server) routes() {
 	m.Handle("POST /sandboxes/{id}/pause", s.auth(s.pauseSandbox))
 	m.Handle("POST /sandboxes/{id}/stop", s.auth(s.stopSandbox))
 	m.Handle("POST /sandboxes/{id}/limits", s.auth(s.updateLimits))
+	m.Handle("GET /sandboxes/{id}/network", s.auth(s.getNetwork))
+	m.Handle("PUT /sandboxes/{id}/network", s.auth(s.updateNetwork))
+	m.Handle("GET /sandboxes/{id}/network/events", s.auth(s.networkEvents))
 	m.Handle("POST /sandboxes/{id}/resume", s.auth(s.resumeSandbox))
 	m.Handle("POST /sandboxes/{id}/connect", s.auth(s.resumeSandbox))
 	m.Handle("POST /v2/sandboxes/{id}/connect", s.auth(s.resumeSandbox))

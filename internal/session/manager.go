@@ -14,6 +14,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/storage"
@@ -42,6 +43,10 @@ type Host interface {
 	ReconcileSnapshots(ctx context.Context, keep map[string]bool) error
 	HasSnapshot(ctx context.Context, snapID string) bool
 	GroupUsage(ctx context.Context, group string) (used, limit int64, err error)
+
+	NetworkAvailable() error
+	UpdateNetwork(ctx context.Context, id string, p network.Policy) error
+	AdoptNetwork(ctx context.Context, id string, p network.Policy) error
 
 	CanArchive() bool
 	ArchiveSnapshot(ctx context.Context, snapID, parentID string) (string, error)
@@ -79,6 +84,10 @@ type Store interface {
 	AddToolCall(ctx context.Context, c store.ToolCall) (int64, error)
 	ListToolCalls(ctx context.Context, sandboxID string, after int64, limit int) ([]store.ToolCall, error)
 	ListLineage(ctx context.Context, family string) ([]store.LineageEdge, error)
+
+	SetSandboxNetwork(ctx context.Context, id string, p *store.NetworkPolicy) error
+	ListNetworkEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]store.NetworkEvent, error)
+	DeleteOrphanNetworkEvents(ctx context.Context) error
 }
 
 // Config is the part of the daemon's configuration the manager applies.
@@ -135,6 +144,13 @@ type CreateRequest struct {
 	PublicPorts bool
 	// ToolSnapshots takes a turn snapshot after every tool call.
 	ToolSnapshots bool
+	// Network is the egress policy of a sandbox that gets a network (see
+	// network.go); nil: none, loopback only.
+	Network *network.Policy
+	// Runtime names the runtime to run it on; "" is the server's default
+	// (for a fork: its parent's runtime). Warm pools hold default-runtime
+	// sandboxes only.
+	Runtime string
 }
 
 // Manager is the session service.
@@ -229,12 +245,16 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		AutoResume:    req.AutoResume,
 		PublicPorts:   req.PublicPorts,
 		ToolSnapshots: req.ToolSnapshots,
+		Network:       storedPolicy(req.Network),
 		CreatedAt:     now,
 		UpdatedAt:     now,
 		StartedAt:     now,
 	}
 	rec.Family = rec.ID
-	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes}
+	if req.Runtime != "" {
+		rec.Runtime = req.Runtime
+	}
+	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes, Network: req.Network}
 	if snap, err := m.snapshotAsSource(ctx, req.Team, req.Template); err != nil {
 		return store.Sandbox{}, err
 	} else if snap != nil {
@@ -244,7 +264,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		rec.ParentSandbox = snap.SandboxID
 		rec.Head = snap.ID
 		spec.Template, spec.Snapshot = snap.Template, snap.ID
+		if parent, err := m.store.GetSandbox(ctx, snap.SandboxID); err == nil && req.Runtime == "" && parent.Runtime != "" {
+			rec.Runtime = parent.Runtime // a fork keeps its parent's runtime
+		}
 	}
+	spec.Runtime = rec.Runtime
 	timeout := m.cfg.DefaultTimeout
 	if req.Timeout != nil {
 		timeout = *req.Timeout
@@ -429,7 +453,7 @@ func (m *Manager) validate(req *CreateRequest) error {
 	case max.Pids > 0 && l.Pids > max.Pids:
 		return fmt.Errorf("pids limit %d is above this server's maximum of %d: %w", l.Pids, max.Pids, errdefs.ErrInvalid)
 	}
-	return nil
+	return m.checkNetwork(req.Network)
 }
 
 // limitsOf reads a sandbox's limits from its record.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/storage"
@@ -33,10 +34,12 @@ type fakeHost struct {
 	streams    map[string]string // archive stream path -> parent snapshot
 	archived   []string
 	restored   []string
+	networks   map[string]network.Policy // sandboxes with a network, and their policies
+	netFail    error                     // NetworkAvailable's answer
 }
 
 func newFakeHost() *fakeHost {
-	return &fakeHost{templates: map[string]bool{"base": true}, alive: map[string]bool{}}
+	return &fakeHost{templates: map[string]bool{"base": true}, alive: map[string]bool{}, networks: map[string]network.Policy{}}
 }
 
 func (h *fakeHost) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
@@ -54,6 +57,9 @@ func (h *fakeHost) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sand
 		return nil, fmt.Errorf("snapshot %q: %w", spec.Snapshot, errdefs.ErrNotFound)
 	}
 	h.alive[spec.ID] = true
+	if spec.Network != nil {
+		h.networks[spec.ID] = *spec.Network
+	}
 	return &sandbox.Sandbox{ID: spec.ID}, nil
 }
 
@@ -70,6 +76,7 @@ func (h *fakeHost) Destroy(ctx context.Context, id string, _ *agentconn.Conn) er
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.alive, id)
+	delete(h.networks, id)
 	h.destroyed = append(h.destroyed, id)
 	return nil
 }

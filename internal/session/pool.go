@@ -2,12 +2,14 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -18,11 +20,25 @@ type PoolConfig struct {
 	// Min ready sandboxes are kept; Max caps how many exist at once (0 =
 	// Min).
 	Min, Max int
+	// Network pools sandboxes with a network namespace on the bridge and
+	// nothing open: only creates that ask for a network claim them, and
+	// get their policy applied (an nftables update, no namespace to make).
+	Network bool
+}
+
+// poolKey names the pool of a template's sandboxes with or without a
+// network.
+func poolKey(template string, network bool) string {
+	if network {
+		return template + " (network)"
+	}
+	return template
 }
 
 // PoolStats describes one warm pool.
 type PoolStats struct {
 	Template    string
+	Network     bool
 	Min, Max    int
 	Ready       int
 	Hits        int64
@@ -57,7 +73,7 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 		if c.Max < c.Min {
 			c.Max = c.Min
 		}
-		out[c.Template] = &pool{cfg: c}
+		out[poolKey(c.Template, c.Network)] = &pool{cfg: c}
 	}
 	return out
 }
@@ -66,7 +82,10 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 // sandbox cannot give (its own env vars, limits or disk quota are fixed at
 // start). It returns nil on a miss.
 func (m *Manager) claim(req CreateRequest) *sandbox.Sandbox {
-	p := m.pools[req.Template]
+	if req.Runtime != "" && req.Runtime != m.cfg.RuntimeName {
+		return nil // pools hold sandboxes of the default runtime
+	}
+	p := m.pools[poolKey(req.Template, req.Network != nil)]
 	if p == nil {
 		return nil
 	}
@@ -100,19 +119,30 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, rec store.Sa
 	rec.Family = sb.ID
 	rec.State = StateRunning
 	if err := m.reserve(ctx, rec); err != nil {
-		// Back to the pool: it is still good.
-		p := m.pools[rec.Template]
+		// Back to the pool: it is still good (its policy not applied yet).
+		p := m.pools[poolKey(rec.Template, rec.Network != nil)]
 		p.mu.Lock()
 		p.ready = append(p.ready, sb)
 		p.mu.Unlock()
 		return store.Sandbox{}, err
+	}
+	if p := policyOf(rec); p != nil {
+		// The pooled sandbox's namespace opened nothing until now.
+		if err := m.host.UpdateNetwork(ctx, rec.ID, *p); err != nil {
+			bg := context.WithoutCancel(ctx)
+			if derr := m.host.Destroy(bg, rec.ID, sb.Agent); derr != nil {
+				m.log.Warn("drop a pooled sandbox whose policy could not be applied", "sandbox", rec.ID, "err", derr)
+			}
+			m.fail(bg, rec.ID, "applying its network policy failed: "+err.Error())
+			return store.Sandbox{}, fmt.Errorf("apply the network policy to a pooled sandbox: %w", err)
+		}
 	}
 	m.mu.Lock()
 	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now()}
 	m.mu.Unlock()
 	m.edge(context.WithoutCancel(ctx), rec.Family, EdgeCreatedFrom, rec.ID, rec.Template)
 	m.event(ctx, rec, "created", "", StateRunning, CausePool, "claimed from the warm pool of "+rec.Template)
-	m.pools[rec.Template].recordClaim(time.Since(start))
+	m.pools[poolKey(rec.Template, rec.Network != nil)].recordClaim(time.Since(start))
 	m.wakeRefill()
 	return rec, nil
 }
@@ -168,7 +198,11 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 		}
 		id := ids.New(20)
 		limits := m.limitsFor(m.cfg.DefaultLimits)
-		sb, err := m.host.Create(ctx, sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id})
+		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id}
+		if p.cfg.Network {
+			spec.Network = &network.Policy{}
+		}
+		sb, err := m.host.Create(ctx, spec)
 		p.mu.Lock()
 		if err != nil {
 			p.lastErr = err.Error()
@@ -204,7 +238,7 @@ func (m *Manager) PoolStats() []PoolStats {
 	var out []PoolStats
 	for _, p := range m.pools {
 		p.mu.Lock()
-		st := PoolStats{Template: p.cfg.Template, Min: p.cfg.Min, Max: p.cfg.Max, Ready: len(p.ready),
+		st := PoolStats{Template: p.cfg.Template, Network: p.cfg.Network, Min: p.cfg.Min, Max: p.cfg.Max, Ready: len(p.ready),
 			Hits: p.hits, Misses: p.misses, LastFailure: p.lastErr}
 		if len(p.claims) > 0 {
 			sorted := append([]time.Duration(nil), p.claims...)

@@ -59,6 +59,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 				m.fail(ctx, rec.ID, "lost while the daemon was down: "+err.Error())
 				return
 			}
+			m.adoptNetwork(ctx, rec)
 			keepMu.Lock()
 			keep[rec.ID] = true
 			keepMu.Unlock()
@@ -75,6 +76,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	wg.Wait()
 	rerr := m.host.Reconcile(ctx, keep)
+	if err := m.store.DeleteOrphanNetworkEvents(ctx); err != nil {
+		m.log.Warn("drop the network audit of deleted sandboxes", "err", err)
+	}
 	return errors.Join(rerr, m.recoverSnapshots(ctx))
 }
 

@@ -275,6 +275,8 @@ func specOf(rec store.Sandbox) sandbox.Spec {
 		Env:        rec.Env,
 		Group:      rec.ID,
 		QuotaBytes: rec.QuotaBytes,
+		Network:    policyOf(rec),
+		Runtime:    rec.Runtime,
 	}
 }
 
@@ -346,6 +348,7 @@ func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (s
 				DiskBytes:     rec.QuotaBytes,
 				PublicPorts:   rec.PublicPorts,
 				ToolSnapshots: rec.ToolSnapshots,
+				Network:       policyOf(rec),
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)

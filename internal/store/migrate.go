@@ -187,6 +187,22 @@ var migrations = []string{
 	) STRICT`,
 	// 37
 	`CREATE INDEX tool_calls_by_sandbox ON tool_calls (sandbox_id, id)`,
+	// 38: a sandbox's egress policy as JSON ('' = no network: loopback only).
+	`ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT ''`,
+	// 39-40: the egress audit, bounded per sandbox (see AddNetworkEvents).
+	`CREATE TABLE network_events (
+		id          INTEGER PRIMARY KEY AUTOINCREMENT,
+		sandbox_id  TEXT NOT NULL,
+		at          INTEGER NOT NULL, -- Unix ns
+		verdict     TEXT NOT NULL,
+		reason      TEXT NOT NULL,
+		protocol    TEXT NOT NULL,
+		destination TEXT NOT NULL,
+		port        INTEGER NOT NULL,
+		domain      TEXT NOT NULL
+	) STRICT`,
+	// 40
+	`CREATE INDEX network_events_by_sandbox ON network_events (sandbox_id, id)`,
 }
 
 // SchemaVersion is the schema version this build writes.

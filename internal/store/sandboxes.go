@@ -70,6 +70,9 @@ type Sandbox struct {
 	PublicPorts bool
 	// ToolSnapshots: a turn snapshot follows every tool call.
 	ToolSnapshots bool
+	// Network is the sandbox's egress policy; nil means no network
+	// (loopback only).
+	Network *NetworkPolicy
 }
 
 // Cursor returns a paging cursor that points just after sb. Unlike sb's bare
@@ -99,7 +102,7 @@ const maxMapBytes = 64 << 10
 
 const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at,
-	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports, tool_snapshots`
+	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports, tool_snapshots, network`
 
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
@@ -118,16 +121,20 @@ func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
 	}
+	netPolicy, err := encodeNetwork(sb.Network)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
 	now := time.Now()
 	if sb.CreatedAt.IsZero() {
 		sb.CreatedAt = now
 	}
 	_, err = s.w.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.Template, sb.Runtime, string(sb.State), sb.Reason, md, env,
 		sb.MemoryBytes, sb.CPUMillis, sb.Pids,
 		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt),
-		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts, sb.ToolSnapshots)
+		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts, sb.ToolSnapshots, netPolicy)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
 	}
@@ -312,8 +319,17 @@ func (s *Store) SetSandboxEndAt(ctx context.Context, id string, endAt time.Time)
 // DeleteSandbox removes a sandbox's row (a purge; to keep the record of a
 // destroyed sandbox, move it to StateDestroyed instead).
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
-	res, err := s.w.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
-	return oneRow(res, err, "delete sandbox", id)
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
+		if err := oneRow(res, err, "delete sandbox", id); err != nil {
+			return err
+		}
+		// Its egress audit goes with it (its lifecycle events stay).
+		if _, err := tx.ExecContext(ctx, `DELETE FROM network_events WHERE sandbox_id = ?`, id); err != nil {
+			return fmt.Errorf("delete network events of %s: %w", id, dbErr(err))
+		}
+		return nil
+	})
 }
 
 // oneRow checks that a write by id touched a row.
@@ -335,13 +351,17 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanSandbox(sc scanner) (Sandbox, error) {
 	var sb Sandbox
-	var state, md, env string
+	var state, md, env, netPolicy string
 	var created, updated, started, end int64
 	err := sc.Scan(&sb.ID, &sb.Team, &sb.Template, &sb.Runtime, &state, &sb.Reason, &md, &env,
 		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end,
-		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PublicPorts, &sb.ToolSnapshots)
+		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PublicPorts, &sb.ToolSnapshots,
+		&netPolicy)
 	if err != nil {
 		return Sandbox{}, err
+	}
+	if sb.Network, err = decodeNetwork(netPolicy); err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox %s: stored network policy is corrupt: %w", sb.ID, err)
 	}
 	sb.State = SandboxState(state)
 	sb.CreatedAt, sb.UpdatedAt = fromNanos(created), fromNanos(updated)

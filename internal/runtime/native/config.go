@@ -94,9 +94,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 				{Type: specs.PIDNamespace},
 				{Type: specs.UTSNamespace},
 				{Type: specs.IPCNamespace},
-				// A private network namespace: specconv configures its
-				// loopback, and nothing else is reachable.
-				{Type: specs.NetworkNamespace},
+				netNamespace(spec.NetNS),
 				{Type: specs.CgroupNamespace},
 			},
 			MaskedPaths:       maskedPaths,
@@ -105,6 +103,13 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 			Seccomp:           defaultSeccomp(),
 		},
 	}
+}
+
+// netNamespace is the sandbox's network namespace: the prepared one it was
+// given (its network is set up, loopback included), or else a private one
+// whose loopback specconv configures and where nothing else is reachable.
+func netNamespace(path string) specs.LinuxNamespace {
+	return specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: path}
 }
 
 // standardMounts are what a Linux userland expects to find. /tmp is left as
@@ -150,6 +155,9 @@ func validateSpec(spec runtime.Spec) error {
 	}
 	if spec.Cwd != "" && !filepath.IsAbs(spec.Cwd) {
 		return fmt.Errorf("working directory %q must be absolute", spec.Cwd)
+	}
+	if spec.NetNS != "" && !filepath.IsAbs(spec.NetNS) {
+		return fmt.Errorf("network namespace %q must be an absolute host path", spec.NetNS)
 	}
 	for _, m := range spec.Mounts {
 		if !filepath.IsAbs(m.Source) {

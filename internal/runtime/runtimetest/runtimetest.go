@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +38,15 @@ func Run(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, rootfs fun
 	t.Run("InitExits", s.initExits)
 	t.Run("Recover", s.recover)
 	t.Run("FailedStartLeavesNothing", s.failedStart)
+	t.Run("WritesReachRootFS", s.writesReachRootFS)
+	t.Run("PidsLimitEnforced", s.pidsLimitEnforced)
+	t.Run("SignalInit", s.signalInit)
+}
+
+// InitSignaller may be implemented by a runtime to signal a sandbox's PID 1
+// (a graceful stop sends SIGTERM to the agent).
+type InitSignaller interface {
+	SignalInit(ctx context.Context, id string, sig syscall.Signal) error
 }
 
 type suite struct {
@@ -369,6 +379,95 @@ func (s *suite) failedStart(t *testing.T) {
 	spec.Init = ShellInit(idleScript)
 	spec.ID = ids.New(12)
 	StartBox(t, rt, spec, results)
+}
+
+// writesReachRootFS: what the sandbox writes, /tmp included, is in its root
+// filesystem on the host at once, with nothing held back inside the
+// runtime, so that a snapshot of the tree taken while it is paused sees it.
+func (s *suite) writesReachRootFS(t *testing.T) {
+	rt := s.newRuntime(t)
+	root := s.rootfs(t)
+	script := "echo in-tmp > /tmp/file\n" +
+		"mkdir -p /work/sub && echo content > /work/sub/file\n" +
+		"echo gone > /work/old && rm /work/old\n" +
+		"mv /work/sub/file /work/sub/moved\n"
+	b := RunScript(t, rt, root, script, nil)
+	b.WaitDone(t, scriptTimeout)
+	if rt.Capabilities().Pause {
+		if err := rt.Pause(bg, b.Spec.ID); err != nil {
+			t.Fatalf("Pause: %v", err)
+		}
+	}
+	for path, want := range map[string]string{"tmp/file": "in-tmp\n", "work/sub/moved": "content\n"} {
+		if data, err := os.ReadFile(filepath.Join(root, path)); err != nil || string(data) != want {
+			t.Errorf("host reads %s = %q, %v; want %q", path, data, err, want)
+		}
+	}
+	for _, gone := range []string{"work/old", "work/sub/file"} {
+		if _, err := os.Stat(filepath.Join(root, gone)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("host still sees %s (%v)", gone, err)
+		}
+	}
+}
+
+// pidsLimitEnforced: forks beyond the pids limit fail inside (EAGAIN) and
+// the sandbox survives them. At the limit nothing can fork, so the count is
+// a shell glob and the cleanup a builtin kill.
+func (s *suite) pidsLimitEnforced(t *testing.T) {
+	rt := s.newRuntime(t)
+	const limit = 40
+	script := "(i=0; while [ $i -lt 100 ]; do sleep 1000 & i=$((i+1)); done) 2>/results/forkerr\n" +
+		"set -- /proc/[0-9]*; echo $# > /results/nprocs\n" +
+		"kill -9 -1; wait\n" +
+		"echo alive > /results/alive\n"
+	b := RunScript(t, rt, s.rootfs(t), script, func(sp *runtime.Spec) { sp.Limits.Pids = limit })
+	b.WaitDone(t, scriptTimeout)
+	if n, err := strconv.Atoi(b.Read("nprocs")); err != nil || n > limit || n < limit/2 {
+		t.Errorf("processes inside at the limit = %q; want close to but at most %d", b.Read("nprocs"), limit)
+	}
+	if b.Read("forkerr") == "" {
+		t.Errorf("100 forks under a limit of %d all succeeded", limit)
+	}
+	if b.Read("alive") != "alive" {
+		t.Errorf("the sandbox did not survive hitting its pids limit")
+	}
+	mustStatus(t, rt, b.Spec.ID, runtime.StateRunning)
+}
+
+// signalInit: a signal reaches PID 1, whose handler runs; unknown ids are
+// ErrNotFound. Runtimes without SignalInit skip it.
+func (s *suite) signalInit(t *testing.T) {
+	rt := s.newRuntime(t)
+	si, ok := rt.(InitSignaller)
+	if !ok {
+		t.Skipf("the %s runtime does not implement SignalInit", rt.Name())
+	}
+	b := RunScript(t, rt, s.rootfs(t), "trap 'echo got-term > /results/term; exit 0' TERM", nil)
+	b.WaitDone(t, scriptTimeout)
+	if err := si.SignalInit(bg, b.Spec.ID, syscall.SIGTERM); err != nil {
+		t.Fatalf("SignalInit: %v", err)
+	}
+	b.WaitFile(t, "term", scriptTimeout)
+	if got := b.Read("term"); got != "got-term" {
+		t.Errorf("PID 1's TERM handler wrote %q", got)
+	}
+	deadline := time.Now().Add(scriptTimeout)
+	for {
+		st, err := rt.Status(bg, b.Spec.ID)
+		if err != nil {
+			t.Fatalf("Status: %v", err)
+		}
+		if st.State == runtime.StateStopped {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox still %s after PID 1 exited on SIGTERM", st.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := si.SignalInit(bg, ids.New(12), syscall.SIGTERM); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("SignalInit(unknown id) = %v; want ErrNotFound", err)
+	}
 }
 
 // waitChange waits until /results/name no longer reads old.

@@ -1,0 +1,466 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/network/fakenet"
+	"github.com/warrenhq/warren/internal/template"
+)
+
+// The network suite. Everything runs on a fake host (internal/network/
+// fakenet): the daemon's bridge, rules and resolver live in a throwaway
+// namespace whose only uplink is a fake internet of namespaces, so no
+// sandbox traffic can leave this machine.
+
+// NetworkOptions tune the network suite.
+type NetworkOptions struct {
+	Options
+	// Creates are the sandboxes created (and deleted) with the network on,
+	// and as many with it off, interleaved.
+	Creates int
+	// Claims are creates served from warm pools: a networked pool and a
+	// plain one, interleaved.
+	Claims int
+	// DownloadMB is the size of each download; Downloads how many are
+	// made through a sandbox's network and between plain namespaces.
+	DownloadMB int
+	Downloads  int
+	Progress   io.Writer
+}
+
+// NetworkReport is the network suite's result.
+type NetworkReport struct {
+	Machine  string `json:"machine"`
+	Storage  string `json:"storage"`
+	Runtime  string `json:"runtime"`
+	Template string `json:"template"`
+	// CreateToFirstOutput: POST /sandboxes, then an exec of `echo`, until
+	// its first byte of output, with no network (loopback only) and with
+	// a network (allowOut of one address) made on the create path.
+	CreateToFirstOutputOff Stats   `json:"create_to_first_output_network_off"`
+	CreateToFirstOutputOn  Stats   `json:"create_to_first_output_network_on"`
+	CreateAddedP50Ms       float64 `json:"create_network_added_p50_ms"`
+	CreateAddedP99Ms       float64 `json:"create_network_added_p99_ms"`
+	// PoolClaim: the same from warm pools: a plain pool, and a network
+	// pool whose sandboxes have their namespace made ahead (the claim
+	// applies the policy).
+	PoolClaimOff         Stats          `json:"pool_claim_to_first_output_network_off"`
+	PoolClaimOn          Stats          `json:"pool_claim_to_first_output_network_on"`
+	PoolClaimAddedP50Ms  float64        `json:"pool_claim_network_added_p50_ms"`
+	PoolClaimAddedP99Ms  float64        `json:"pool_claim_network_added_p99_ms"`
+	PoolClaimAddedMet    bool           `json:"pool_claim_network_added_met"`
+	PoolClaimAddedTarget float64        `json:"pool_claim_network_added_target_p50_ms"`
+	Download             DownloadReport `json:"download"`
+}
+
+// DownloadReport compares a download through a sandbox's network (its veth,
+// warren's bridge, the egress rules, conntrack and NAT, the uplink) with the
+// same download between two namespaces joined by a plain veth pair. The
+// client is the same Go code in both, run in the sandbox's network
+// namespace and in the plain one: what differs is the path only.
+type DownloadReport struct {
+	Bytes           int64     `json:"bytes"`
+	SandboxMBps     []float64 `json:"sandbox_mb_per_s"`
+	BaselineMBps    []float64 `json:"baseline_mb_per_s"`
+	SandboxP50MBps  float64   `json:"sandbox_p50_mb_per_s"`
+	BaselineP50MBps float64   `json:"baseline_p50_mb_per_s"`
+	// Ratio is the median of the ratios of each pair of downloads (one
+	// through the sandbox's network, then one between plain namespaces,
+	// back to back): drift in the machine's speed over the run cancels.
+	Ratio float64 `json:"ratio"`
+	// BestRatio compares the fastest download of each kind.
+	BestRatio float64 `json:"best_ratio"`
+	Target    float64 `json:"target_ratio"`
+	Met       bool    `json:"met"`
+	// InSandboxNc: the same download by busybox nc inside the sandbox
+	// (its own CPU limit and pipe included), as an exec, for reference.
+	InSandboxNcMBps float64 `json:"in_sandbox_nc_mb_per_s,omitempty"`
+}
+
+// networkPoolTemplate is the template of the suite's warm pools (one of
+// each kind), apart from the one its plain creates use.
+const networkPoolTemplate = "bench-netpool"
+
+// RunNetwork runs the network suite on a fake host it builds and removes.
+func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retErr error) {
+	if opts.Creates <= 0 {
+		opts.Creates = 30
+	}
+	if opts.Claims <= 0 {
+		opts.Claims = 20
+	}
+	if opts.DownloadMB <= 0 {
+		opts.DownloadMB = 100
+	}
+	if opts.Downloads <= 0 {
+		opts.Downloads = 21
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	netDir, err := os.MkdirTemp("", "warren-bench-net-")
+	if err != nil {
+		return NetworkReport{}, err
+	}
+	in, err := fakenet.New(netDir)
+	if err != nil {
+		os.RemoveAll(netDir)
+		return NetworkReport{}, err
+	}
+	runDir := filepath.Join(netDir, "run")
+	defer func() {
+		// After the daemon (deferred below, so run first): its sandboxes'
+		// namespaces are unmounted, then the fake host goes with
+		// everything in it.
+		retErr = errors.Join(retErr, fakenet.UnmountUnder(runDir), in.Close(), os.RemoveAll(netDir))
+	}()
+
+	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
+		cfg.ImageSize = 4 << 30
+		cfg.MaxSandboxes = 16
+		cfg.Network.Enabled = true
+		cfg.Network.NetNS = in.HostNS
+		cfg.Network.Uplink = fakenet.UplinkName
+		cfg.Network.DNS = fakenet.UpstreamDNS
+		cfg.Network.RunDir = runDir
+		cfg.Network.Subnet = "10.88.0.0/24"
+		cfg.Pools = []string{networkPoolTemplate + "=1"}
+		cfg.Network.Pools = []string{networkPoolTemplate + "=1"}
+	})
+	if err != nil {
+		return NetworkReport{}, err
+	}
+	defer func() { retErr = errors.Join(retErr, h.close()) }()
+	c := h.c
+	rep := NetworkReport{Machine: machine(), Storage: h.d.Storage.Name(), Runtime: h.d.Runtime.Name(), Template: h.tmpl,
+		PoolClaimAddedTarget: 5}
+	rep.Download.Target = 0.8
+	if _, err := h.d.Templates.Build(ctx, networkPoolTemplate, template.Source{Busybox: true}, true, nil); err != nil {
+		return rep, fmt.Errorf("build the pools' template: %w", err)
+	}
+	policy := &client.Network{AllowOut: []string{fakenet.Servers[0]}}
+
+	fmt.Fprintf(progress, "network: %d creates with the network off and on\n", opts.Creates)
+	var off, on []time.Duration
+	for i := range opts.Creates + 1 {
+		for _, withNet := range []bool{false, true} {
+			req := client.NewSandbox{TemplateID: h.tmpl}
+			if withNet {
+				req.Network = policy
+			}
+			d, err := createToFirstOutput(ctx, c, req, true)
+			if err != nil {
+				return rep, err
+			}
+			if i == 0 {
+				continue // warms caches
+			}
+			if withNet {
+				on = append(on, d)
+			} else {
+				off = append(off, d)
+			}
+		}
+	}
+	rep.CreateToFirstOutputOff, rep.CreateToFirstOutputOn = Summarise(off), Summarise(on)
+	rep.CreateAddedP50Ms = rounded(rep.CreateToFirstOutputOn.P50 - rep.CreateToFirstOutputOff.P50)
+	rep.CreateAddedP99Ms = rounded(rep.CreateToFirstOutputOn.P99 - rep.CreateToFirstOutputOff.P99)
+
+	fmt.Fprintf(progress, "network: %d pool claims with the network off and on\n", opts.Claims)
+	off, on = nil, nil
+	for i := range opts.Claims + 1 {
+		for _, withNet := range []bool{false, true} {
+			if err := untilPoolsReady(ctx, c, networkPoolTemplate); err != nil {
+				return rep, err
+			}
+			req := client.NewSandbox{TemplateID: networkPoolTemplate}
+			if withNet {
+				req.Network = policy
+			}
+			before, err := c.ListPools(ctx)
+			if err != nil {
+				return rep, err
+			}
+			d, err := createToFirstOutput(ctx, c, req, true)
+			if err != nil {
+				return rep, err
+			}
+			if err := claimedFromPool(ctx, c, before, withNet); err != nil {
+				return rep, err
+			}
+			if i == 0 {
+				continue
+			}
+			if withNet {
+				on = append(on, d)
+			} else {
+				off = append(off, d)
+			}
+		}
+	}
+	rep.PoolClaimOff, rep.PoolClaimOn = Summarise(off), Summarise(on)
+	rep.PoolClaimAddedP50Ms = rounded(rep.PoolClaimOn.P50 - rep.PoolClaimOff.P50)
+	rep.PoolClaimAddedP99Ms = rounded(rep.PoolClaimOn.P99 - rep.PoolClaimOff.P99)
+	rep.PoolClaimAddedMet = rep.PoolClaimAddedP50Ms <= rep.PoolClaimAddedTarget
+	if err := untilPoolsReady(ctx, c, networkPoolTemplate); err != nil {
+		return rep, err
+	}
+
+	fmt.Fprintf(progress, "network: %d downloads of %d MB through a sandbox's network and between plain namespaces\n", opts.Downloads, opts.DownloadMB)
+	rep.Download, err = measureDownloads(ctx, h, in, runDir, int64(opts.DownloadMB)<<20, opts.Downloads)
+	rep.Download.Target = 0.8
+	rep.Download.Met = rep.Download.Ratio >= rep.Download.Target
+	return rep, err
+}
+
+// createToFirstOutput creates a sandbox, runs `echo` in it until its first
+// byte of output, and (del) deletes it.
+func createToFirstOutput(ctx context.Context, c *client.Client, in client.NewSandbox, del bool) (time.Duration, error) {
+	start := time.Now()
+	sb, err := c.CreateSandbox(ctx, in)
+	if err != nil {
+		return 0, fmt.Errorf("create: %w", err)
+	}
+	fw := &firstWrite{}
+	if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+		return 0, fmt.Errorf("first exec: %w", err)
+	}
+	d := fw.at.Sub(start)
+	if del {
+		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+			return 0, fmt.Errorf("delete: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// untilPoolsReady waits until every pool of tmpl has a ready sandbox.
+func untilPoolsReady(ctx context.Context, c *client.Client, tmpl string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		pools, err := c.ListPools(ctx)
+		if err != nil {
+			return err
+		}
+		ready, last := true, ""
+		for _, p := range pools {
+			if p.TemplateID == tmpl && p.Ready == 0 {
+				ready, last = false, p.LastFailure
+			}
+		}
+		if ready {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the warm pools of %s did not refill: %s", tmpl, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// claimedFromPool checks that the create just made was a hit of the pool
+// of its kind.
+func claimedFromPool(ctx context.Context, c *client.Client, before []client.Pool, withNet bool) error {
+	after, err := c.ListPools(ctx)
+	if err != nil {
+		return err
+	}
+	hits := func(ps []client.Pool) int64 {
+		for _, p := range ps {
+			if p.TemplateID == networkPoolTemplate && p.Network == withNet {
+				return p.Hits
+			}
+		}
+		return -1
+	}
+	if hits(after) != hits(before)+1 {
+		return fmt.Errorf("a create (network %v) was not served from its warm pool", withNet)
+	}
+	return nil
+}
+
+// measureDownloads times downloads from the fake upstream through a
+// sandbox's network against the same between two plain namespaces.
+func measureDownloads(ctx context.Context, h *harness, in *fakenet.Internet, runDir string, size int64, n int) (DownloadReport, error) {
+	rep := DownloadReport{Bytes: size}
+	sb, err := h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: h.tmpl, Network: &client.Network{AllowOut: []string{fakenet.Servers[0]}}})
+	if err != nil {
+		return rep, err
+	}
+	defer h.c.DeleteSandbox(context.WithoutCancel(ctx), sb.SandboxID)
+	sandboxNS := filepath.Join(runDir, "netns", sb.SandboxID)
+
+	clientNS, serverAddr, err := plainPair(in)
+	if err != nil {
+		return rep, err
+	}
+	upstream := net.JoinHostPort(fakenet.Servers[0], strconv.Itoa(fakenet.DownloadPort))
+	var through, plain, ratios []float64
+	for i := range n + 1 {
+		// Each pair back to back, in alternating order.
+		var a, b time.Duration
+		for j := range 2 {
+			if (i+j)%2 == 0 {
+				if a, err = download(sandboxNS, upstream, size); err != nil {
+					return rep, fmt.Errorf("download through the sandbox's network: %w", err)
+				}
+			} else if b, err = download(clientNS, serverAddr, size); err != nil {
+				return rep, fmt.Errorf("download between plain namespaces: %w", err)
+			}
+		}
+		if i > 0 {
+			through, plain = append(through, mbps(size, a)), append(plain, mbps(size, b))
+			ratios = append(ratios, b.Seconds()/a.Seconds())
+		}
+	}
+	rep.SandboxMBps, rep.BaselineMBps = through, plain
+	rep.SandboxP50MBps, rep.BaselineP50MBps = median(through), median(plain)
+	rep.Ratio = rounded(median(ratios))
+	rep.BestRatio = rounded(slices.Max(through) / slices.Max(plain))
+
+	// For reference: busybox nc in the sandbox.
+	start := time.Now()
+	res, err := h.c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{
+		Command: fmt.Sprintf("echo %d | timeout 120 nc %s %d | wc -c", size, fakenet.Servers[0], fakenet.DownloadPort)})
+	if err == nil && res.ExitCode == 0 && res.Stdout == strconv.FormatInt(size, 10)+"\n" {
+		rep.InSandboxNcMBps = mbps(size, time.Since(start))
+	}
+	return rep, nil
+}
+
+// plainPair makes two namespaces of the fake internet joined by a veth pair
+// with a download server in one; it returns the other and the server's
+// address.
+func plainPair(in *fakenet.Internet) (string, string, error) {
+	clientNS, err := in.NewNS("plain-client")
+	if err != nil {
+		return "", "", err
+	}
+	serverNS, err := in.NewNS("plain-server")
+	if err != nil {
+		return "", "", err
+	}
+	ch, err := netns.GetFromPath(clientNS)
+	if err != nil {
+		return "", "", err
+	}
+	defer ch.Close()
+	sh, err := netns.GetFromPath(serverNS)
+	if err != nil {
+		return "", "", err
+	}
+	defer sh.Close()
+	cl, err := netlink.NewHandleAt(ch)
+	if err != nil {
+		return "", "", err
+	}
+	defer cl.Close()
+	sl, err := netlink.NewHandleAt(sh)
+	if err != nil {
+		return "", "", err
+	}
+	defer sl.Close()
+	la := netlink.NewLinkAttrs()
+	la.Name = "eth0"
+	if err := cl.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0p", PeerNamespace: netlink.NsFd(sh)}); err != nil {
+		return "", "", err
+	}
+	for _, s := range []struct {
+		h          *netlink.Handle
+		name, addr string
+	}{{cl, "eth0", "10.99.0.1/30"}, {sl, "eth0p", "10.99.0.2/30"}, {cl, "lo", ""}, {sl, "lo", ""}} {
+		l, err := s.h.LinkByName(s.name)
+		if err != nil {
+			return "", "", err
+		}
+		if s.addr != "" {
+			a, err := netlink.ParseAddr(s.addr)
+			if err != nil {
+				return "", "", err
+			}
+			if err := s.h.AddrAdd(l, a); err != nil {
+				return "", "", err
+			}
+		}
+		if err := s.h.LinkSetUp(l); err != nil {
+			return "", "", err
+		}
+	}
+	addr := net.JoinHostPort("10.99.0.2", strconv.Itoa(fakenet.DownloadPort))
+	if err := in.ServeDownload(serverNS, addr); err != nil {
+		return "", "", err
+	}
+	return clientNS, addr, nil
+}
+
+// download fetches size bytes from addr with a connection made inside the
+// namespace at nsPath (dialled on the namespace's thread; the reading may
+// happen anywhere).
+func download(nsPath, addr string, size int64) (time.Duration, error) {
+	var conn net.Conn
+	start := time.Now()
+	if err := fakenet.InNS(nsPath, func() (err error) {
+		conn, err = net.DialTimeout("tcp4", addr, 10*time.Second)
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Minute))
+	if _, err := fmt.Fprintln(conn, size); err != nil {
+		return 0, err
+	}
+	buf := make([]byte, 256<<10)
+	var got int64
+	for {
+		n, err := conn.Read(buf)
+		got += int64(n)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	d := time.Since(start)
+	if got != size {
+		return 0, fmt.Errorf("got %d bytes of %d", got, size)
+	}
+	return d, nil
+}
+
+func mbps(size int64, d time.Duration) float64 {
+	return rounded(float64(size) / (1 << 20) / d.Seconds())
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// rounded keeps three decimals.
+func rounded(f float64) float64 { return math.Round(f*1000) / 1000 }

@@ -1,0 +1,127 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime/gvisor"
+	"github.com/warrenhq/warren/internal/runtime/native"
+	"github.com/warrenhq/warren/internal/runtime/runtimeset"
+)
+
+// openRuntimes opens the native runtime (always) and the gvisor runtime
+// (when runsc is found and a trivial sandbox starts with it), and puts them
+// behind one runtime.Runtime that starts sandboxes on the runtime their
+// create names and routes every later call to the runtime holding them. A
+// gvisor runtime that cannot run sandboxes still manages the ones it has.
+func openRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (*runtimeset.Set, []client.RuntimeInfo, error) {
+	nat, err := native.New(native.Options{StateDir: cfg.RuntimeStateDir(), Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open native runtime: %w", err)
+	}
+	members := []runtimeset.Member{{Runtime: nat}}
+	gv, gvErr := openGVisor(cfg, log)
+	var version string
+	if gvErr == nil {
+		if gvErr = gv.Probe(ctx); gvErr == nil {
+			version = gv.Version()
+		}
+	}
+	if gvErr != nil {
+		log.Info("the gvisor runtime is not available; sandboxes asking for it are refused", "reason", gvErr)
+	}
+	m := runtimeset.Member{Name: "gvisor", Unavailable: gvErr}
+	if gv != nil {
+		m.Runtime = gv
+	}
+	members = append(members, m)
+	set, err := runtimeset.New(cfg.DefaultRuntime, members...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--default-runtime: %w", err)
+	}
+	var infos []client.RuntimeInfo
+	for _, m := range set.Members() {
+		name := m.Name
+		if name == "" {
+			name = m.Runtime.Name()
+		}
+		info := client.RuntimeInfo{Name: name, Default: name == cfg.DefaultRuntime, Available: m.Unavailable == nil}
+		if m.Unavailable != nil {
+			info.Error = m.Unavailable.Error()
+		}
+		if caps, ok := set.CapabilitiesOf(name); ok {
+			info.Pause, info.MemorySnapshot = caps.Pause, caps.MemorySnapshot
+		}
+		if name == "gvisor" {
+			info.Version = version
+		}
+		infos = append(infos, info)
+	}
+	sort.SliceStable(infos, func(i, j int) bool { return infos[i].Default && !infos[j].Default })
+	return set, infos, nil
+}
+
+// openGVisor opens the gvisor runtime over the runsc binary findRunsc
+// finds and the warren-gvisor-init beside the agent (or warren).
+func openGVisor(cfg config.Config, log *slog.Logger) (*gvisor.Runtime, error) {
+	runsc, err := findRunsc(cfg)
+	if err != nil {
+		return nil, err
+	}
+	initBin, err := findBeside(cfg.AgentBinary, "warren-gvisor-init")
+	if err != nil {
+		return nil, err
+	}
+	return gvisor.New(gvisor.Options{Runsc: runsc, Init: initBin, StateDir: cfg.GVisorStateDir(), Logger: log})
+}
+
+// findRunsc returns --runsc (or WARREN_RUNSC), else runsc on PATH, else the
+// newest runsc `make runsc` left in the cache directory.
+func findRunsc(cfg config.Config) (string, error) {
+	if cfg.Runsc != "" {
+		return cfg.Runsc, nil
+	}
+	if p, err := exec.LookPath("runsc"); err == nil {
+		return filepath.Abs(p)
+	}
+	matches, _ := filepath.Glob(filepath.Join(cfg.CacheDir, "runsc", "*", "runsc"))
+	var newest string
+	var newestTime int64
+	for _, p := range matches {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.ModTime().UnixNano() > newestTime {
+			newest, newestTime = p, st.ModTime().UnixNano()
+		}
+	}
+	if newest != "" {
+		return newest, nil
+	}
+	return "", fmt.Errorf("runsc not found (no --runsc, none on PATH or in %s); build it with `make runsc` or pass --runsc: %w",
+		filepath.Join(cfg.CacheDir, "runsc"), errdefs.ErrUnavailable)
+}
+
+// findBeside finds a helper binary beside the agent binary, else beside
+// warren's own executable.
+func findBeside(agent, name string) (string, error) {
+	dirs := []string{filepath.Dir(agent)}
+	if exe, err := os.Executable(); err == nil {
+		dirs = append(dirs, filepath.Dir(exe))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%s not found beside %s; build it with `make build`: %w", name, agent, errdefs.ErrUnavailable)
+}

@@ -1,0 +1,130 @@
+package gvisor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// baseFlags go on every runsc command. runsc also relays them to the
+// sandbox and gofer processes it starts.
+//
+//   - systrap: the KVM platform hangs on these hosts (PVM), ptrace is slower.
+//   - --host-uds=open: the agent can connect to its socket on the host
+//     (never create one there).
+//   - --overlay2=none: writes go to the sandbox's own subvolume, where
+//     snapshots see them; runsc's default keeps them in a memory-backed
+//     upper layer that a btrfs snapshot would miss.
+//   - --gofer-network-namespace=new: each gofer gets an empty network
+//     namespace of its own that dies with it, instead of one shared
+//     namespace bind-mounted under --root that outlives every sandbox.
+func (r *Runtime) baseFlags() []string {
+	return []string{
+		"--root=" + r.runscRoot(),
+		"--platform=systrap",
+		"--host-uds=open",
+		"--overlay2=none",
+		"--gofer-network-namespace=new",
+	}
+}
+
+// runscError is a failed runsc command with what it said.
+type runscError struct {
+	args []string
+	msg  string
+	err  error
+}
+
+func (e *runscError) Error() string {
+	if e.msg == "" {
+		return fmt.Sprintf("runsc %s: %v", strings.Join(e.args, " "), e.err)
+	}
+	return fmt.Sprintf("runsc %s: %s", strings.Join(e.args, " "), e.msg)
+}
+
+func (e *runscError) Unwrap() error { return e.err }
+
+// notExist reports whether runsc said it has no state for the container.
+func (e *runscError) notExist() bool {
+	return strings.Contains(e.msg, "does not exist")
+}
+
+// runscOut runs one short runsc command (not one that starts a sandbox: its
+// output goes to pipes, which a sandbox must never inherit) and returns its
+// stdout.
+func (r *Runtime) runscOut(ctx context.Context, args ...string) ([]byte, error) {
+	full := append(r.baseFlags(), args...)
+	cmd := exec.CommandContext(ctx, r.runsc, full...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		return stdout.Bytes(), &runscError{args: args, msg: lastLines(msg, 5), err: err}
+	}
+	return stdout.Bytes(), nil
+}
+
+// ociState is what `runsc state` prints.
+type ociState struct {
+	ID     string `json:"id"`
+	Status string `json:"status"` // creating, created, running, paused, stopped
+	Pid    int    `json:"pid"`
+}
+
+// state asks runsc for id's state. A missing container is a *runscError
+// whose notExist() is true.
+func (r *Runtime) state(ctx context.Context, id string) (ociState, error) {
+	out, err := r.runscOut(ctx, "state", id)
+	if err != nil {
+		return ociState{}, err
+	}
+	var st ociState
+	if err := json.Unmarshal(out, &st); err != nil {
+		return ociState{}, fmt.Errorf("parse runsc state: %w", err)
+	}
+	return st, nil
+}
+
+func isNotExist(err error) bool {
+	var re *runscError
+	return errors.As(err, &re) && re.notExist()
+}
+
+// runscLogError returns the last error runsc wrote to a sandbox's log
+// (one JSON object per line), or "".
+func runscLogError(bundle string) string {
+	data, err := os.ReadFile(filepath.Join(bundle, "runsc.log"))
+	if err != nil {
+		return ""
+	}
+	var last string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Msg != "" {
+			last = e.Msg
+		}
+	}
+	return last
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

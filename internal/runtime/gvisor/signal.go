@@ -1,0 +1,22 @@
+package gvisor
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"syscall"
+)
+
+// SignalInit sends sig to the sandbox's PID 1 (runsc kill), the agent,
+// which forwards SIGTERM to every process of the sandbox and then exits.
+func (r *Runtime) SignalInit(ctx context.Context, id string, sig syscall.Signal) error {
+	unlock := r.locks.lock(id)
+	defer unlock()
+	if _, err := r.status(ctx, id); err != nil {
+		return err
+	}
+	if _, err := r.runscOut(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
+		return fmt.Errorf("sandbox %s: signal %v: %w", id, sig, err)
+	}
+	return nil
+}

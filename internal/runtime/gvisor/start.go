@@ -1,0 +1,140 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/runtime"
+)
+
+// Start writes the sandbox's bundle and runs it (runsc run --detach): it
+// returns once PID 1 has started in gVisor. On error nothing is left: no
+// process, cgroup, runsc state or bundle.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (_ runtime.Status, retErr error) {
+	if err := ids.Validate("sandbox id", spec.ID); err != nil {
+		return runtime.Status{}, err
+	}
+	if err := validateSpec(spec); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: %w: %w", spec.ID, err, errdefs.ErrInvalid)
+	}
+	if err := checkInit(spec); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: %w: %w", spec.ID, err, errdefs.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: start: %w", spec.ID, err)
+	}
+	unlock := r.locks.lock(spec.ID)
+	defer unlock()
+
+	bundle := r.bundle(spec.ID)
+	if err := os.Mkdir(bundle, 0o700); errors.Is(err, os.ErrExist) {
+		// Not ours to undo: the existing sandbox stays as it is.
+		return runtime.Status{}, fmt.Errorf("sandbox %s: %w (destroy it first or pick another id)", spec.ID, errdefs.ErrAlreadyExists)
+	} else if err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: make bundle: %w", spec.ID, err)
+	}
+	defer func() {
+		if retErr != nil {
+			if err := r.teardown(context.WithoutCancel(ctx), spec.ID); err != nil {
+				r.log.Error("sandbox left behind after failed start; Destroy it", "sandbox", spec.ID, "err", err)
+			}
+		}
+	}()
+	if err := writeSpec(filepath.Join(bundle, "config.json"), r.ociSpec(spec)); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: write bundle: %w", spec.ID, err)
+	}
+	if err := r.writeLimits(spec.ID, spec.Limits.WithDefaults()); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: write limits: %w", spec.ID, err)
+	}
+	if err := r.runDetached(ctx, spec); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: start init %q: %w", spec.ID, spec.Init[0], err)
+	}
+	if err := r.recordCgroups(spec.ID); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: record its cgroups: %w", spec.ID, err)
+	}
+	// runsc wrote the sandbox process's pid. PID 1 may already have exited
+	// (and the sandbox with it): then nothing is recorded and status asks
+	// runsc.
+	if data, err := os.ReadFile(filepath.Join(r.bundle(spec.ID), "pid")); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: started, but its pid file: %w", spec.ID, err)
+	} else if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err != nil || pid <= 0 {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: started, but its pid file says %q", spec.ID, data)
+	} else if err := r.writeProc(spec.ID, pid); err != nil {
+		r.log.Debug("sandbox ended as it started", "sandbox", spec.ID, "err", err)
+	}
+	st, err := r.status(ctx, spec.ID)
+	if err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: started, but reading its state failed: %w", spec.ID, err)
+	}
+	r.log.Debug("sandbox started", "sandbox", spec.ID, "pid", st.InitPID)
+	return st, nil
+}
+
+// runDetached runs `runsc run --detach`, which returns once the sandbox is
+// up and PID 1 has started. The sandbox inherits runsc's stdio as PID 1's:
+// files only, since a pipe to this process would break (SIGPIPE, blocked
+// writes) when the daemon dies. runsc's own errors go to the user's log
+// (through stderr) and to runsc.log in the bundle, where they are read back.
+func (r *Runtime) runDetached(ctx context.Context, spec runtime.Spec) error {
+	stdin, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer stdin.Close()
+	var out *os.File
+	if spec.LogPath != "" {
+		// O_APPEND: stdout and stderr share the file, and gVisor writes
+		// each at its own offset otherwise.
+		out, err = os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			return fmt.Errorf("open log file: %w", err)
+		}
+	} else {
+		out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+	}
+	defer out.Close()
+
+	bundle := r.bundle(spec.ID)
+	network := "--network=none"
+	if spec.NetNS != "" {
+		// gVisor's netstack takes over the interfaces of the namespace
+		// named in the spec.
+		network = "--network=sandbox"
+	}
+	args := append(r.baseFlags(), network, "--log="+filepath.Join(bundle, "runsc.log"),
+		"run", "--detach", "--bundle="+bundle, "--pid-file="+filepath.Join(bundle, "pid"), spec.ID)
+	cmd := exec.CommandContext(ctx, r.runsc, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
+	cmd.Dir = bundle
+	if err := cmd.Run(); err != nil {
+		if msg := runscLogError(bundle); msg != "" {
+			return &runscError{args: []string{"run"}, msg: msg, err: err}
+		}
+		return &runscError{args: []string{"run"}, err: err}
+	}
+	return nil
+}
+
+// statusOf maps runsc's states onto ours. "created" (the sandbox is up but
+// PID 1 never started) only survives a daemon that died inside Start, so it
+// reads as stopped and the daemon destroys it.
+func statusOf(st ociState) runtime.State {
+	switch strings.ToLower(st.Status) {
+	case "running":
+		return runtime.StateRunning
+	case "paused":
+		return runtime.StatePaused
+	}
+	return runtime.StateStopped
+}

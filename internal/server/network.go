@@ -1,0 +1,141 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// createPolicy reads a create's egress policy: allow_internet_access true
+// or a network allowOut/denyOut list gives the sandbox a network; neither
+// leaves it with loopback only (E2B's SDK sends the fields only when its
+// caller set them).
+func createPolicy(body client.NewSandbox) *network.Policy {
+	internet := body.AllowInternetAccess != nil && *body.AllowInternetAccess
+	var allow, deny []string
+	if n := body.Network; n != nil {
+		allow, deny = n.AllowOut, n.DenyOut
+	}
+	if !internet && allow == nil && deny == nil {
+		return nil
+	}
+	return &network.Policy{AllowInternetAccess: internet, AllowOut: allow, DenyOut: deny}
+}
+
+// describeNetwork fills a sandbox's answer with its egress policy.
+func describeNetwork(d *client.SandboxDetail, rec store.Sandbox) {
+	if rec.Network == nil {
+		return
+	}
+	internet, public := rec.Network.AllowInternetAccess, rec.PublicPorts
+	d.AllowInternetAccess = &internet
+	d.Network = &client.Network{AllowPublicTraffic: &public, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut}
+}
+
+// networkUpdate is the body of PUT /sandboxes/{id}/network. E2B's SDK names
+// the default allow_internet_access; warren's client allowInternetAccess.
+type networkUpdate struct {
+	AllowOut               []string `json:"allowOut"`
+	DenyOut                []string `json:"denyOut"`
+	AllowInternetAccess    *bool    `json:"allowInternetAccess"`
+	AllowInternetAccessE2B *bool    `json:"allow_internet_access"`
+}
+
+// updateNetwork serves PUT /sandboxes/{id}/network: the lists replace the
+// sandbox's; an absent allowInternetAccess keeps its current default.
+func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
+	var body networkUpdate
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	team, id := teamOf(r), r.PathValue("id")
+	internet := body.AllowInternetAccess
+	if internet == nil {
+		internet = body.AllowInternetAccessE2B
+	}
+	p := network.Policy{AllowOut: body.AllowOut, DenyOut: body.DenyOut}
+	if internet != nil {
+		p.AllowInternetAccess = *internet
+	} else {
+		rec, err := s.deps.Sessions.Get(r.Context(), team, id)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if rec.Network != nil {
+			p.AllowInternetAccess = rec.Network.AllowInternetAccess
+		}
+	}
+	if _, err := s.deps.Sessions.UpdateNetwork(r.Context(), team, id, p); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// getNetwork serves GET /sandboxes/{id}/network: the policy in force.
+func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if rec.Network == nil {
+		writeError(w, r, fmt.Errorf("sandbox %s was created without a network (loopback only): %w", rec.ID, errdefs.ErrConflict))
+		return
+	}
+	internet := rec.Network.AllowInternetAccess
+	out := client.NetworkPolicy{AllowInternetAccess: &internet, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut}
+	if out.AllowOut == nil {
+		out.AllowOut = []string{}
+	}
+	if out.DenyOut == nil {
+		out.DenyOut = []string{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// networkEvents serves GET /sandboxes/{id}/network/events?after=&limit=:
+// the egress audit, oldest first; `after` resumes from an event id.
+func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, r, fmt.Errorf("after %q: want an event id: %w", v, errdefs.ErrInvalid))
+			return
+		}
+		after = n
+	}
+	limit, err := pageLimit(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	evs, err := s.deps.Sessions.NetworkEvents(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]client.NetworkEvent, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, client.NetworkEvent{ID: e.ID, At: e.At, Verdict: e.Verdict, Reason: e.Reason, Protocol: e.Protocol,
+			Destination: e.Destination, Port: e.Port, Domain: e.Domain})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// capabilities is what GET /health says of the optional features.
+func (s *Server) capabilities() *client.Capabilities {
+	c := &client.Capabilities{Network: true}
+	if err := s.deps.Sessions.NetworkAvailable(); err != nil {
+		c.Network, c.NetworkError = false, err.Error()
+	}
+	return c
+}

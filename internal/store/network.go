@@ -1,0 +1,167 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+)
+
+// NetworkPolicy is a sandbox's egress policy as stored. Its fields mirror
+// internal/network's Policy (which checks them); the store only keeps them.
+type NetworkPolicy struct {
+	AllowInternetAccess bool     `json:"allowInternetAccess"`
+	AllowOut            []string `json:"allowOut,omitempty"`
+	DenyOut             []string `json:"denyOut,omitempty"`
+}
+
+// maxNetworkPolicyBytes bounds an encoded policy (the network package
+// bounds the lists at 1024 entries each).
+const maxNetworkPolicyBytes = 256 << 10
+
+func encodeNetwork(p *NetworkPolicy) (string, error) {
+	if p == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode network policy: %w", errdefs.ErrInvalid)
+	}
+	if len(b) > maxNetworkPolicyBytes {
+		return "", fmt.Errorf("network policy is %d bytes encoded, more than the %d allowed: %w", len(b), maxNetworkPolicyBytes, errdefs.ErrInvalid)
+	}
+	return string(b), nil
+}
+
+func decodeNetwork(s string) (*NetworkPolicy, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var p NetworkPolicy
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// SetSandboxNetwork replaces a sandbox's stored egress policy (nil: none).
+func (s *Store) SetSandboxNetwork(ctx context.Context, id string, p *NetworkPolicy) error {
+	if err := ids.Validate("sandbox id", id); err != nil {
+		return err
+	}
+	enc, err := encodeNetwork(p)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET network = ?, updated_at = ? WHERE id = ?`, enc, toNanos(time.Now()), id)
+	return oneRow(res, err, "set network policy of sandbox", id)
+}
+
+// NetworkEvent is one outbound connection attempt of a sandbox, or one name
+// it looked up (Protocol "dns"), with the verdict of its egress policy.
+type NetworkEvent struct {
+	ID          int64
+	SandboxID   string
+	At          time.Time
+	Verdict     string // allow or deny
+	Reason      string // reserved, policy, domain, default, host
+	Protocol    string // tcp, udp, icmp, dns, …
+	Destination string // an IP address ("" for a denied lookup)
+	Port        int
+	Domain      string
+}
+
+// MaxNetworkEventsPerSandbox is how many audit events a sandbox keeps; older
+// ones are dropped as new ones arrive.
+const MaxNetworkEventsPerSandbox = 10_000
+
+// AddNetworkEvents appends audit events (of any sandboxes) in one
+// transaction, then drops each sandbox's events beyond the newest
+// MaxNetworkEventsPerSandbox.
+func (s *Store) AddNetworkEvents(ctx context.Context, evs []NetworkEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	return s.writeTx(ctx, func(tx *sql.Tx) error {
+		ins, err := tx.PrepareContext(ctx, `INSERT INTO network_events
+			(sandbox_id, at, verdict, reason, protocol, destination, port, domain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return fmt.Errorf("record network events: %w", dbErr(err))
+		}
+		defer ins.Close()
+		touched := map[string]bool{}
+		for _, e := range evs {
+			if ids.Validate("sandbox id", e.SandboxID) != nil {
+				continue
+			}
+			if e.At.IsZero() {
+				e.At = time.Now()
+			}
+			if _, err := ins.ExecContext(ctx, e.SandboxID, toNanos(e.At), e.Verdict, e.Reason, e.Protocol,
+				e.Destination, e.Port, truncateString(e.Domain, 253)); err != nil {
+				return fmt.Errorf("record network event of %s: %w", e.SandboxID, dbErr(err))
+			}
+			touched[e.SandboxID] = true
+		}
+		for id := range touched {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM network_events WHERE sandbox_id = ? AND id <=
+				(SELECT id FROM network_events WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+				id, id, MaxNetworkEventsPerSandbox); err != nil {
+				return fmt.Errorf("prune network events of %s: %w", id, dbErr(err))
+			}
+		}
+		return nil
+	})
+}
+
+// ListNetworkEvents returns a sandbox's audit events after the one with id
+// after (0 = from the oldest kept), oldest first, at most limit (0 = all).
+func (s *Store) ListNetworkEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]NetworkEvent, error) {
+	if err := ids.Validate("sandbox id", sandboxID); err != nil {
+		return nil, err
+	}
+	q := `SELECT id, sandbox_id, at, verdict, reason, protocol, destination, port, domain
+		FROM network_events WHERE sandbox_id = ? AND id > ? ORDER BY id`
+	args := []any{sandboxID, after}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list network events of %s: %w", sandboxID, dbErr(err))
+	}
+	defer rows.Close()
+	var out []NetworkEvent
+	for rows.Next() {
+		var e NetworkEvent
+		var at int64
+		if err := rows.Scan(&e.ID, &e.SandboxID, &at, &e.Verdict, &e.Reason, &e.Protocol, &e.Destination, &e.Port, &e.Domain); err != nil {
+			return nil, fmt.Errorf("read network event: %w", dbErr(err))
+		}
+		e.At = fromNanos(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// DeleteOrphanNetworkEvents drops the audit events of sandboxes that have no
+// record any more (a delete that ran before the events were written).
+func (s *Store) DeleteOrphanNetworkEvents(ctx context.Context) error {
+	_, err := s.w.ExecContext(ctx, `DELETE FROM network_events WHERE sandbox_id NOT IN (SELECT id FROM sandboxes)`)
+	if err != nil {
+		return fmt.Errorf("delete orphan network events: %w", dbErr(err))
+	}
+	return nil
+}
+
+func truncateString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
