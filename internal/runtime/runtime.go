@@ -1,12 +1,14 @@
 // Package runtime defines how warren runs a sandbox's processes in isolation.
 //
 // The interface lives here; implementations live in subpackages (native:
-// runc's libcontainer; later gvisor) and pass the one conformance suite in
+// runc's libcontainer; gvisor: runsc) and pass the one conformance suite in
 // runtimetest. Only internal/daemon picks an implementation.
 package runtime
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"time"
 )
 
@@ -116,4 +118,38 @@ type Runtime interface {
 	// List returns the ids of every sandbox the runtime has state for,
 	// including ones no record names (the daemon reconciles them).
 	List(ctx context.Context) ([]string, error)
+}
+
+// Validate checks what every runtime needs of a spec: absolute host paths,
+// a PID 1, mounts that do not cover the root, and sane limits.
+func (spec Spec) Validate() error {
+	if !filepath.IsAbs(spec.RootFS) {
+		return fmt.Errorf("root filesystem %q must be an absolute host path", spec.RootFS)
+	}
+	if len(spec.Init) == 0 {
+		return fmt.Errorf("init command is empty; give PID 1's argv")
+	}
+	if spec.Cwd != "" && !filepath.IsAbs(spec.Cwd) {
+		return fmt.Errorf("working directory %q must be absolute", spec.Cwd)
+	}
+	if spec.NetNS != "" && !filepath.IsAbs(spec.NetNS) {
+		return fmt.Errorf("network namespace %q must be an absolute host path", spec.NetNS)
+	}
+	for _, m := range spec.Mounts {
+		if !filepath.IsAbs(m.Source) {
+			return fmt.Errorf("mount source %q must be an absolute host path", m.Source)
+		}
+		if !filepath.IsAbs(m.Destination) || filepath.Clean(m.Destination) == "/" {
+			return fmt.Errorf("mount destination %q must be an absolute path other than /", m.Destination)
+		}
+	}
+	lim := spec.Limits
+	if lim.MemoryBytes < 0 || lim.CPUMillis < 0 || lim.Pids < 0 {
+		return fmt.Errorf("limits must not be negative (memory %d, cpu %d, pids %d)", lim.MemoryBytes, lim.CPUMillis, lim.Pids)
+	}
+	if lim.CPUMillis > 0 && lim.CPUMillis < 10 {
+		// The kernel's smallest CFS quota is 1 ms per 100 ms period.
+		return fmt.Errorf("cpu limit %d millicpus is below the minimum of 10", lim.CPUMillis)
+	}
+	return nil
 }

@@ -1,12 +1,9 @@
 package server
 
 import (
-	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/warrenhq/warren/client"
-	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -17,15 +14,10 @@ func eventOfRecord(e store.Event) client.SandboxEvent {
 // sandboxEvents serves GET /sandboxes/{id}/events?after=&limit=: the
 // sandbox's lifecycle history, oldest first; `after` resumes from an id.
 func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var after int64
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, r, fmt.Errorf("after %q: want an event id: %w", v, errdefs.ErrInvalid))
-			return
-		}
-		after = n
+	after, err := afterParam(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
 	limit, err := pageLimit(r)
 	if err != nil {

@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -104,14 +103,10 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
 // networkEvents serves GET /sandboxes/{id}/network/events?after=&limit=:
 // the egress audit, oldest first; `after` resumes from an event id.
 func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
-	var after int64
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, r, fmt.Errorf("after %q: want an event id: %w", v, errdefs.ErrInvalid))
-			return
-		}
-		after = n
+	after, err := afterParam(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
 	limit, err := pageLimit(r)
 	if err != nil {

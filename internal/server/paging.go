@@ -46,3 +46,18 @@ func writePage[T interface{ Cursor() string }, J any](w http.ResponseWriter, r *
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// afterParam reads `after`, the id of the last record a client has seen
+// (0 when absent), of the history endpoints (events, tool calls, network
+// events).
+func afterParam(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("after")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("after %q: want the id of a record: %w", v, errdefs.ErrInvalid)
+	}
+	return n, nil
+}

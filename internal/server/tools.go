@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -172,14 +171,10 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 
 // toolCalls serves GET /sandboxes/{id}/tools/calls?after=&limit=.
 func (s *Server) toolCalls(w http.ResponseWriter, r *http.Request) {
-	var after int64
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, r, fmt.Errorf("after %q: want a call id: %w", v, errdefs.ErrInvalid))
-			return
-		}
-		after = n
+	after, err := afterParam(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
 	limit, err := pageLimit(r)
 	if err != nil {

@@ -10,26 +10,7 @@ import (
 
 // lockSandbox serialises the operations that change a sandbox's tree or
 // life (snapshot, rollback, delete) and returns the unlock.
-func (m *Manager) lockSandbox(id string) func() {
-	m.mu.Lock()
-	l := m.sbLocks[id]
-	if l == nil {
-		l = &sbLock{}
-		m.sbLocks[id] = l
-	}
-	l.refs++
-	m.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		m.mu.Lock()
-		l.refs--
-		if l.refs == 0 {
-			delete(m.sbLocks, id)
-		}
-		m.mu.Unlock()
-	}
-}
+func (m *Manager) lockSandbox(id string) func() { return m.sbLocks.Lock(id) }
 
 // BeginCommand records a command in flight in a sandbox (rollback refuses
 // while any runs); call the returned func when it ends (calling it again is

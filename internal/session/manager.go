@@ -14,6 +14,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/keylock"
 	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -164,9 +165,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	live    map[string]*liveSandbox
-	sbLocks map[string]*sbLock // serialises snapshot, rollback and delete per sandbox
-	running map[string]int     // commands in flight per sandbox
-	deletes chan string        // snapshot volumes to delete in the background
+	sbLocks keylock.Locks  // serialises snapshot, rollback and delete per sandbox
+	running map[string]int // commands in flight per sandbox
+	deletes chan string    // snapshot volumes to delete in the background
 
 	pools  map[string]*pool
 	refill chan struct{}
@@ -177,11 +178,6 @@ type Manager struct {
 	snapLocks      map[string]*snapLock // a snapshot's volume in use (shared) or moving (exclusive)
 	archiveQ       chan string          // sandboxes whose turns the archiver should look at
 	archivePending map[string]bool      // sandboxes queued in archiveQ
-}
-
-type sbLock struct {
-	mu   sync.Mutex
-	refs int
 }
 
 // liveSandbox is a running sandbox this daemon is attached to. The team is
@@ -206,7 +202,6 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 	}
 	return &Manager{cfg: cfg, store: st, host: host, log: log,
 		live:           map[string]*liveSandbox{},
-		sbLocks:        map[string]*sbLock{},
 		running:        map[string]int{},
 		deletes:        make(chan string, 4096),
 		snapLocks:      map[string]*snapLock{},
@@ -589,10 +584,7 @@ func (m *Manager) watch(ctx context.Context) {
 	}
 	m.mu.Unlock()
 	for _, id := range ids {
-		m.mu.Lock()
-		busy := m.sbLocks[id] != nil
-		m.mu.Unlock()
-		if busy {
+		if m.sbLocks.Busy(id) {
 			continue // a rollback stops and restarts the processes on purpose
 		}
 		unlock := m.lockSandbox(id)

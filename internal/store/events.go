@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -56,31 +57,13 @@ func (s *Store) AddEvent(ctx context.Context, e Event) error {
 // ListEvents returns a sandbox's events after the one with id after (0 =
 // from the start), oldest first, at most limit (0 = all).
 func (s *Store) ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]Event, error) {
-	if err := ids.Validate("sandbox id", sandboxID); err != nil {
-		return nil, err
-	}
-	q := `SELECT id, sandbox_id, team, at, kind, from_state, to_state, cause, detail
-		FROM sandbox_events WHERE sandbox_id = ? AND id > ? ORDER BY id`
-	args := []any{sandboxID, after}
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list events of %s: %w", sandboxID, dbErr(err))
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var at int64
-		var from, to string
-		if err := rows.Scan(&e.ID, &e.SandboxID, &e.Team, &at, &e.Kind, &from, &to, &e.Cause, &e.Detail); err != nil {
-			return nil, fmt.Errorf("read event: %w", dbErr(err))
-		}
-		e.At, e.From, e.To = fromNanos(at), SandboxState(from), SandboxState(to)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return listHistory(ctx, s, "sandbox_events", "id, sandbox_id, team, at, kind, from_state, to_state, cause, detail", "events",
+		sandboxID, after, limit, func(rows *sql.Rows) (Event, error) {
+			var e Event
+			var at int64
+			var from, to string
+			err := rows.Scan(&e.ID, &e.SandboxID, &e.Team, &at, &e.Kind, &from, &to, &e.Cause, &e.Detail)
+			e.At, e.From, e.To = fromNanos(at), SandboxState(from), SandboxState(to)
+			return e, err
+		})
 }

@@ -121,32 +121,14 @@ func (s *Store) AddNetworkEvents(ctx context.Context, evs []NetworkEvent) error 
 // ListNetworkEvents returns a sandbox's audit events after the one with id
 // after (0 = from the oldest kept), oldest first, at most limit (0 = all).
 func (s *Store) ListNetworkEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]NetworkEvent, error) {
-	if err := ids.Validate("sandbox id", sandboxID); err != nil {
-		return nil, err
-	}
-	q := `SELECT id, sandbox_id, at, verdict, reason, protocol, destination, port, domain
-		FROM network_events WHERE sandbox_id = ? AND id > ? ORDER BY id`
-	args := []any{sandboxID, after}
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list network events of %s: %w", sandboxID, dbErr(err))
-	}
-	defer rows.Close()
-	var out []NetworkEvent
-	for rows.Next() {
-		var e NetworkEvent
-		var at int64
-		if err := rows.Scan(&e.ID, &e.SandboxID, &at, &e.Verdict, &e.Reason, &e.Protocol, &e.Destination, &e.Port, &e.Domain); err != nil {
-			return nil, fmt.Errorf("read network event: %w", dbErr(err))
-		}
-		e.At = fromNanos(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return listHistory(ctx, s, "network_events", "id, sandbox_id, at, verdict, reason, protocol, destination, port, domain", "network events",
+		sandboxID, after, limit, func(rows *sql.Rows) (NetworkEvent, error) {
+			var e NetworkEvent
+			var at int64
+			err := rows.Scan(&e.ID, &e.SandboxID, &at, &e.Verdict, &e.Reason, &e.Protocol, &e.Destination, &e.Port, &e.Domain)
+			e.At = fromNanos(at)
+			return e, err
+		})
 }
 
 // DeleteOrphanNetworkEvents drops the audit events of sandboxes that have no

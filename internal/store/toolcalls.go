@@ -69,36 +69,18 @@ func (s *Store) AddToolCall(ctx context.Context, c ToolCall) (int64, error) {
 // ListToolCalls returns a sandbox's tool calls after the one with id after
 // (0 = from the first), oldest first, at most limit (0 = all).
 func (s *Store) ListToolCalls(ctx context.Context, sandboxID string, after int64, limit int) ([]ToolCall, error) {
-	if err := ids.Validate("sandbox id", sandboxID); err != nil {
-		return nil, err
-	}
-	q := `SELECT id, sandbox_id, team, tool_call_id, tool, at, params_digest, params_bytes, result_bytes,
-		duration_ms, is_error, exit_code, turn, snapshot_id
-		FROM tool_calls WHERE sandbox_id = ? AND id > ? ORDER BY id`
-	args := []any{sandboxID, after}
-	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
-	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list tool calls of %s: %w", sandboxID, dbErr(err))
-	}
-	defer rows.Close()
-	var out []ToolCall
-	for rows.Next() {
-		var c ToolCall
-		var at, ms int64
-		var exit sql.NullInt32
-		if err := rows.Scan(&c.ID, &c.SandboxID, &c.Team, &c.ToolCallID, &c.Tool, &at, &c.ParamsDigest, &c.ParamsBytes,
-			&c.ResultBytes, &ms, &c.IsError, &exit, &c.Turn, &c.SnapshotID); err != nil {
-			return nil, fmt.Errorf("read tool call: %w", dbErr(err))
-		}
-		c.At, c.Duration = fromNanos(at), time.Duration(ms)*time.Millisecond
-		if exit.Valid {
-			c.ExitCode = &exit.Int32
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return listHistory(ctx, s, "tool_calls", `id, sandbox_id, team, tool_call_id, tool, at, params_digest, params_bytes,
+		result_bytes, duration_ms, is_error, exit_code, turn, snapshot_id`, "tool calls",
+		sandboxID, after, limit, func(rows *sql.Rows) (ToolCall, error) {
+			var c ToolCall
+			var at, ms int64
+			var exit sql.NullInt32
+			err := rows.Scan(&c.ID, &c.SandboxID, &c.Team, &c.ToolCallID, &c.Tool, &at, &c.ParamsDigest, &c.ParamsBytes,
+				&c.ResultBytes, &ms, &c.IsError, &exit, &c.Turn, &c.SnapshotID)
+			c.At, c.Duration = fromNanos(at), time.Duration(ms)*time.Millisecond
+			if exit.Valid {
+				c.ExitCode = &exit.Int32
+			}
+			return c, err
+		})
 }

@@ -198,7 +198,7 @@ func (s *Service) envdSpec(h http.Header, req *process.StartRequest) (*spec, err
 		}
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("resolve user: %w", err))
 	}
-	sp := &spec{env: buildEnv(u, envs), cred: credential(u), user: u.Name}
+	sp := &spec{env: buildEnv(u, envs), cred: u.Credential(), user: u.Name}
 	sp.dir = homeRelative(cfg.GetCwd(), u.Home)
 	if fi, err := os.Stat(sp.dir); err != nil {
 		return nil, invalid("cwd '%s' does not exist", sp.dir)

@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/agent/internal/initproc"
 	"github.com/warrenhq/warren/agent/internal/users"
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 )
@@ -67,7 +68,7 @@ func (s *Service) buildSpec(req *agentv1.ExecRequest) (*spec, error) {
 		stdin:   req.GetStdin(),
 		timeout: time.Duration(req.GetTimeoutMs()) * time.Millisecond,
 		limit:   req.GetOutputLimitBytes(),
-		cred:    credential(u),
+		cred:    u.Credential(),
 		user:    u.Name,
 	}
 	if sp.limit == 0 {
@@ -123,31 +124,6 @@ func checkEnv(env map[string]string) error {
 	return nil
 }
 
-// credential is nil when the user is the agent itself, so an unprivileged
-// agent (in tests) can still run commands as itself.
-func credential(u users.User) *syscall.Credential {
-	if int(u.UID) == os.Geteuid() && int(u.GID) == os.Getegid() && os.Geteuid() != 0 {
-		return nil
-	}
-	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
-}
-
-// sandboxEnv is the environment every command starts from: as PID 1 the
-// agent is given the sandbox's envVars (set at create) in its own
-// environment. Outside a sandbox (tests) it inherits nothing.
-var sandboxEnv = func() map[string]string {
-	env := map[string]string{}
-	if os.Getpid() != 1 {
-		return env
-	}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			env[k] = v
-		}
-	}
-	return env
-}()
-
 // perUser are the variables that follow the user a command runs as, never
 // the sandbox's environment.
 var perUser = map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PWD": true}
@@ -158,7 +134,7 @@ func buildEnv(u users.User, overrides map[string]string) []string {
 		"TERM": "xterm",
 		"LANG": "C.UTF-8",
 	}
-	for k, v := range sandboxEnv {
+	for k, v := range initproc.SandboxEnv {
 		if !perUser[k] {
 			env[k] = v
 		}

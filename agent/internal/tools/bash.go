@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warrenhq/warren/agent/internal/initproc"
 	"github.com/warrenhq/warren/agent/internal/users"
 )
 
@@ -159,7 +160,7 @@ func startShell(c *call, dir, command string, env map[string]string) (*shell, er
 		Dir:   dir,
 		Env:   shellEnv(c.user, env),
 		Files: []uintptr{devnull.Fd(), wr.Fd(), wr.Fd()},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: credential(c.user)},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: c.user.Credential()},
 	}
 	pid, status, err := c.reaper.Start(func() (int, error) {
 		return syscall.ForkExec(argv[0], argv, attr)
@@ -239,37 +240,12 @@ func (s *shell) follow(ctx context.Context, timeout time.Duration, emit func([]b
 // kill ends the command's whole process group.
 func (s *shell) kill() { _ = syscall.Kill(-s.pid, syscall.SIGKILL) }
 
-// credential is nil when the user is the agent itself and unprivileged, so
-// an agent that is not root (in tests) can still run commands as itself.
-func credential(u users.User) *syscall.Credential {
-	if int(u.UID) == os.Geteuid() && int(u.GID) == os.Getegid() && os.Geteuid() != 0 {
-		return nil
-	}
-	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
-}
-
-// sandboxEnv is what every command inherits: as PID 1 the agent is given the
-// sandbox's envVars in its own environment. Outside a sandbox (tests) it
-// passes nothing on.
-var sandboxEnv = func() map[string]string {
-	env := map[string]string{}
-	if os.Getpid() != 1 {
-		return env
-	}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			env[k] = v
-		}
-	}
-	return env
-}()
-
 // shellEnv is the environment of a bash call: the sandbox's variables, the
 // user's identity, and the call's overrides. TERM is dumb because the output
 // goes to a pipe a model reads, not a terminal.
 func shellEnv(u users.User, overrides map[string]string) []string {
 	env := map[string]string{"PATH": defaultPath, "LANG": "C.UTF-8", "TERM": "dumb"}
-	for k, v := range sandboxEnv {
+	for k, v := range initproc.SandboxEnv {
 		switch k {
 		case "HOME", "USER", "LOGNAME", "SHELL", "PWD":
 		default:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrUnknown is returned for a user name that /etc/passwd does not list.
@@ -182,4 +183,14 @@ func (db DB) groupsOf(name string, primary uint32) ([]uint32, error) {
 		return nil, err
 	}
 	return groups, nil
+}
+
+// Credential is what a command run as u is started with; nil when u is the
+// agent itself and unprivileged, so an agent that is not root (in tests)
+// can still run commands as itself.
+func (u User) Credential() *syscall.Credential {
+	if int(u.UID) == os.Geteuid() && int(u.GID) == os.Getegid() && os.Geteuid() != 0 {
+		return nil
+	}
+	return &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups}
 }

@@ -38,6 +38,7 @@ import (
 	"sync"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/keylock"
 	"github.com/warrenhq/warren/internal/runtime"
 )
 
@@ -70,7 +71,7 @@ type Runtime struct {
 	cgroupParent string
 	log          *slog.Logger
 	host         hostFacts
-	locks        idLocks
+	locks        keylock.Locks
 
 	probeMu  sync.Mutex
 	probed   bool
@@ -190,41 +191,4 @@ func validCgroupParent(p string) bool {
 		}
 	}
 	return true
-}
-
-// idLocks serialises operations on one sandbox id within this process
-// (runsc takes its own file lock per command, but a Start or Destroy is
-// several commands).
-type idLocks struct {
-	mu sync.Mutex
-	m  map[string]*idLock
-}
-
-type idLock struct {
-	sync.Mutex
-	refs int
-}
-
-func (l *idLocks) lock(id string) (unlock func()) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[string]*idLock)
-	}
-	e := l.m[id]
-	if e == nil {
-		e = &idLock{}
-		l.m[id] = e
-	}
-	e.refs++
-	l.mu.Unlock()
-	e.Lock()
-	return func() {
-		e.Unlock()
-		l.mu.Lock()
-		e.refs--
-		if e.refs == 0 {
-			delete(l.m, id)
-		}
-		l.mu.Unlock()
-	}
 }

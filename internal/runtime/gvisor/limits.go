@@ -66,7 +66,7 @@ func (r *Runtime) UpdateLimits(ctx context.Context, id string, l runtime.Limits)
 	if l.MemoryBytes < 0 || l.CPUMillis < 0 || l.Pids < 0 || (l.CPUMillis > 0 && l.CPUMillis < 10) {
 		return fmt.Errorf("sandbox %s: invalid limits %+v: %w", id, l, errdefs.ErrInvalid)
 	}
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	st, err := r.status(ctx, id)
 	if err != nil {

@@ -64,7 +64,7 @@ func (r *Runtime) status(ctx context.Context, id string) (runtime.Status, error)
 
 // Status reports id's current state.
 func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error) {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	return r.status(ctx, id)
 }
@@ -87,7 +87,7 @@ func (r *Runtime) Recover(ctx context.Context, id string) (runtime.Status, error
 
 // syncPaused sets id's paused mark from runsc's own state.
 func (r *Runtime) syncPaused(ctx context.Context, id string) error {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	if _, ok := r.readProc(id); !ok {
 		return nil // status asks runsc anyway
@@ -105,7 +105,7 @@ func (r *Runtime) syncPaused(ctx context.Context, id string) error {
 // Pause stops every task in the sandbox's kernel (runsc pause). Pausing a
 // paused sandbox does nothing; pausing a stopped one is ErrConflict.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	st, err := r.status(ctx, id)
 	if err != nil {
@@ -126,7 +126,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 // Resume restarts a paused sandbox. Resuming a running sandbox does
 // nothing; resuming a stopped one is ErrConflict.
 func (r *Runtime) Resume(ctx context.Context, id string) error {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	st, err := r.status(ctx, id)
 	if err != nil {
@@ -161,7 +161,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return err
 	}
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	if _, err := os.Stat(r.bundle(id)); errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)

@@ -10,7 +10,7 @@ import (
 // SignalInit sends sig to the sandbox's PID 1 (runsc kill), the agent,
 // which forwards SIGTERM to every process of the sandbox and then exits.
 func (r *Runtime) SignalInit(ctx context.Context, id string, sig syscall.Signal) error {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	if _, err := r.status(ctx, id); err != nil {
 		return err

@@ -31,7 +31,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (_ runtime.Statu
 	if err := ctx.Err(); err != nil {
 		return runtime.Status{}, fmt.Errorf("sandbox %s: start: %w", spec.ID, err)
 	}
-	unlock := r.locks.lock(spec.ID)
+	unlock := r.locks.Lock(spec.ID)
 	defer unlock()
 
 	bundle := r.bundle(spec.ID)

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"fmt"
 	"path/filepath"
 
 	"github.com/opencontainers/runc/libcontainer/configs"
@@ -146,34 +145,4 @@ func bindMounts(ms []runtime.Mount) []specs.Mount {
 	return out
 }
 
-func validateSpec(spec runtime.Spec) error {
-	if !filepath.IsAbs(spec.RootFS) {
-		return fmt.Errorf("root filesystem %q must be an absolute host path", spec.RootFS)
-	}
-	if len(spec.Init) == 0 {
-		return fmt.Errorf("init command is empty; give PID 1's argv")
-	}
-	if spec.Cwd != "" && !filepath.IsAbs(spec.Cwd) {
-		return fmt.Errorf("working directory %q must be absolute", spec.Cwd)
-	}
-	if spec.NetNS != "" && !filepath.IsAbs(spec.NetNS) {
-		return fmt.Errorf("network namespace %q must be an absolute host path", spec.NetNS)
-	}
-	for _, m := range spec.Mounts {
-		if !filepath.IsAbs(m.Source) {
-			return fmt.Errorf("mount source %q must be an absolute host path", m.Source)
-		}
-		if !filepath.IsAbs(m.Destination) || filepath.Clean(m.Destination) == "/" {
-			return fmt.Errorf("mount destination %q must be an absolute path other than /", m.Destination)
-		}
-	}
-	lim := spec.Limits
-	if lim.MemoryBytes < 0 || lim.CPUMillis < 0 || lim.Pids < 0 {
-		return fmt.Errorf("limits must not be negative (memory %d, cpu %d, pids %d)", lim.MemoryBytes, lim.CPUMillis, lim.Pids)
-	}
-	if lim.CPUMillis > 0 && lim.CPUMillis < 10 {
-		// The kernel's smallest CFS quota is 1 ms per 100 ms period.
-		return fmt.Errorf("cpu limit %d millicpus is below the minimum of 10", lim.CPUMillis)
-	}
-	return nil
-}
+func validateSpec(spec runtime.Spec) error { return spec.Validate() }

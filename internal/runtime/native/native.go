@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 
 	// Registers the device-cgroup backends (v1 files, v2 eBPF); without
 	// it libcontainer cannot restrict devices and refuses to start.
@@ -27,6 +26,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer/seccomp"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/keylock"
 	"github.com/warrenhq/warren/internal/runtime"
 )
 
@@ -50,7 +50,7 @@ type Runtime struct {
 	cgroupParent string
 	log          *slog.Logger
 	host         hostFacts
-	locks        idLocks
+	locks        keylock.Locks
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -120,41 +120,4 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// idLocks serialises operations on one sandbox id within this process
-// (libcontainer's own lock lives in a Container value, and each call loads a
-// fresh one).
-type idLocks struct {
-	mu sync.Mutex
-	m  map[string]*idLock
-}
-
-type idLock struct {
-	sync.Mutex
-	refs int
-}
-
-func (l *idLocks) lock(id string) (unlock func()) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[string]*idLock)
-	}
-	e := l.m[id]
-	if e == nil {
-		e = &idLock{}
-		l.m[id] = e
-	}
-	e.refs++
-	l.mu.Unlock()
-	e.Lock()
-	return func() {
-		e.Unlock()
-		l.mu.Lock()
-		e.refs--
-		if e.refs == 0 {
-			delete(l.m, id)
-		}
-		l.mu.Unlock()
-	}
 }

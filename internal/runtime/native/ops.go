@@ -55,7 +55,7 @@ func statusOf(c *libcontainer.Container) (runtime.Status, error) {
 
 // Status reports id's current state.
 func (r *Runtime) Status(ctx context.Context, id string) (runtime.Status, error) {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	c, err := r.load(id)
 	if err != nil {
@@ -83,7 +83,7 @@ func (r *Runtime) Recover(ctx context.Context, id string) (runtime.Status, error
 // Pause freezes every process of the sandbox (cgroup freezer). Pausing a
 // paused sandbox does nothing; pausing a stopped one is ErrConflict.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	c, err := r.load(id)
 	if err != nil {
@@ -108,7 +108,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 // Resume thaws a paused sandbox. Resuming a running sandbox does nothing;
 // resuming a stopped one is ErrConflict.
 func (r *Runtime) Resume(ctx context.Context, id string) error {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	c, err := r.load(id)
 	if err != nil {
@@ -139,7 +139,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return err
 	}
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	c, err := r.load(id)
 	if errdefs.IsNotFound(err) {

@@ -30,7 +30,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 	if err := ctx.Err(); err != nil {
 		return runtime.Status{}, fmt.Errorf("sandbox %s: start: %w", spec.ID, err)
 	}
-	unlock := r.locks.lock(spec.ID)
+	unlock := r.locks.Lock(spec.ID)
 	defer unlock()
 
 	cfg, err := r.buildConfig(spec)

@@ -12,7 +12,7 @@ import (
 // place (its cgroups), as `runc update` does. Zero fields keep their value.
 // Lowering memory below what the sandbox uses fails with the kernel's EBUSY.
 func (r *Runtime) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error {
-	unlock := r.locks.lock(id)
+	unlock := r.locks.Lock(id)
 	defer unlock()
 	c, err := r.load(id)
 	if err != nil {

@@ -1,0 +1,50 @@
+// Package keylock holds one mutex per key (a sandbox id), made on first use
+// and dropped when nobody holds or waits for it, so that operations on one
+// sandbox are serialised without a global lock and without a map that grows
+// with every sandbox ever seen.
+package keylock
+
+import "sync"
+
+// Locks is a set of mutexes by key. The zero value is ready to use.
+type Locks struct {
+	mu sync.Mutex
+	m  map[string]*entry
+}
+
+type entry struct {
+	sync.Mutex
+	refs int
+}
+
+// Lock locks key's mutex and returns its unlock.
+func (l *Locks) Lock(key string) (unlock func()) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[string]*entry)
+	}
+	e := l.m[key]
+	if e == nil {
+		e = &entry{}
+		l.m[key] = e
+	}
+	e.refs++
+	l.mu.Unlock()
+	e.Lock()
+	return func() {
+		e.Unlock()
+		l.mu.Lock()
+		e.refs--
+		if e.refs == 0 {
+			delete(l.m, key)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// Busy reports whether anyone holds or waits for key's mutex.
+func (l *Locks) Busy(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[key] != nil
+}
