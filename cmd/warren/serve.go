@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +22,7 @@ import (
 func serveCmd() *cobra.Command {
 	cfg := config.Default()
 	var imageSizeGiB, diskMB, maxUploadMB, logMB int64
+	var pprofAddr string
 	var memoryMB int64
 	var cpus float64
 	var debug bool
@@ -48,6 +52,11 @@ func serveCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 
+			if pprofAddr != "" {
+				if err := servePprof(pprofAddr, log); err != nil {
+					return err
+				}
+			}
 			d, err := daemon.Open(ctx, cfg, log)
 			if err != nil {
 				return err
@@ -68,6 +77,7 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&pprofAddr, "pprof", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (debugging)")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the API (env WARREN_LISTEN)")
 	f.StringVar(&cfg.Domain, "domain", cfg.Domain, "sandbox domain: Host <port>-<id>.<domain> reaches that port in the sandbox; returned to E2B SDKs for getHost (env WARREN_DOMAIN)")
 	f.Int64Var(&maxUploadMB, "max-upload-mb", cfg.MaxUploadBytes>>20, "largest file upload through the E2B sandbox plane, in MiB")
@@ -180,4 +190,31 @@ func printJSONValue(cmd *cobra.Command, v any) error {
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// servePprof serves net/http/pprof on a loopback address: profiles show
+// sandbox ids and paths, so they never go on the API's listener.
+func servePprof(addr string, log *slog.Logger) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--pprof %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("--pprof %q: give a loopback address (127.0.0.1:PORT)", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	go func() {
+		if err := http.Serve(ln, mux); err != nil {
+			log.Warn("pprof server ended", "err", err)
+		}
+	}()
+	return nil
 }
