@@ -43,7 +43,8 @@ type sandboxLog struct {
 	closed bool
 	seq    int64
 	last   time.Time
-	size   int64 // of current.log
+	size   int64    // of current.log
+	file   *os.File // current.log, open for appends while the log is in use
 	// partial holds each stream's bytes after its last newline; ends,
 	// the offset just past what was taken (logged or in partial) of a
 	// replayable process's stream; marks, which starts and exits of
@@ -66,9 +67,20 @@ func (s *sandboxLog) changedChan() chan struct{} {
 func (s *sandboxLog) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closeFileLocked()
 	s.closed = true
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// closeFileLocked closes the current file held open for appends.
+func (s *sandboxLog) closeFileLocked() {
+	if s.file != nil {
+		if err := s.file.Close(); err != nil {
+			s.log.Warn("close sandbox log", "err", err)
+		}
+		s.file = nil
+	}
 }
 
 // loadLocked finds where the log on disk ends: its last sequence number and
@@ -247,23 +259,26 @@ func (s *sandboxLog) appendLocked(batch ...Entry) {
 		}
 	}
 	if s.size > 0 && s.size+int64(buf.Len()) > s.half {
+		s.closeFileLocked()
 		if err := os.Rename(s.current(), s.previous()); err != nil && !errors.Is(err, os.ErrNotExist) {
 			s.log.Warn("rotate sandbox log", "err", err)
 			return
 		}
 		s.size = 0
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		s.log.Warn("make sandbox log dir", "err", err)
-		return
+	if s.file == nil {
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			s.log.Warn("make sandbox log dir", "err", err)
+			return
+		}
+		f, err := os.OpenFile(s.current(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			s.log.Warn("open sandbox log", "err", err)
+			return
+		}
+		s.file = f
 	}
-	f, err := os.OpenFile(s.current(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		s.log.Warn("open sandbox log", "err", err)
-		return
-	}
-	n, err := f.Write(buf.Bytes())
-	f.Close()
+	n, err := s.file.Write(buf.Bytes())
 	s.size += int64(n)
 	if err != nil {
 		// A torn line is skipped by readers; the numbers stay unique.

@@ -106,9 +106,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	enc, flusher := startNDJSON(w)
 	sawExit := false
 	for stream.Receive() {
-		logged(stream.Msg())
-		ev, ok := eventOf(stream.Msg())
+		msg := stream.Msg()
+		ev, ok := eventOf(msg)
 		if !ok {
+			logged(msg)
 			continue
 		}
 		if ev.Type == "exit" {
@@ -119,11 +120,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err := enc.Encode(ev); err != nil {
+			logged(msg)
 			return // the client went away; the agent kills the command
 		}
 		if flusher != nil {
 			flusher.Flush()
 		}
+		logged(msg) // after the client has the event: the log is not on its path
 	}
 	if !sawExit {
 		// The stream broke (the agent or the sandbox went away): say so
