@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/agent/internal/initproc"
 	"github.com/warrenhq/warren/agent/internal/reaper"
 	"github.com/warrenhq/warren/agent/internal/users"
 	"github.com/warrenhq/warren/api/gen/warren/agent/v1/agentv1connect"
@@ -20,7 +21,7 @@ import (
 const DefaultOutputLimit = 16 << 20
 
 // DefaultPath is the PATH a command gets unless its request sets one.
-const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const DefaultPath = initproc.DefaultPath
 
 // Config is what the service needs to know about the sandbox.
 type Config struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -124,31 +123,8 @@ func checkEnv(env map[string]string) error {
 	return nil
 }
 
-// perUser are the variables that follow the user a command runs as, never
-// the sandbox's environment.
-var perUser = map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, "PWD": true}
-
 func buildEnv(u users.User, overrides map[string]string) []string {
-	env := map[string]string{
-		"PATH": DefaultPath,
-		"TERM": "xterm",
-		"LANG": "C.UTF-8",
-	}
-	for k, v := range initproc.SandboxEnv {
-		if !perUser[k] {
-			env[k] = v
-		}
-	}
-	env["HOME"], env["USER"], env["LOGNAME"], env["SHELL"] = u.Home, u.Name, u.Name, u.Shell
-	for k, v := range overrides {
-		env[k] = v
-	}
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
+	return initproc.CommandEnv(u, "xterm", overrides)
 }
 
 func envValue(env []string, key string) string {

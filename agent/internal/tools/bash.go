@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -30,7 +29,7 @@ const (
 	drainGrace = 200 * time.Millisecond
 	readChunk  = 32 << 10
 	// defaultPath is the PATH a command gets unless env sets one.
-	defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	defaultPath = initproc.DefaultPath
 )
 
 type bashParams struct {
@@ -244,22 +243,5 @@ func (s *shell) kill() { _ = syscall.Kill(-s.pid, syscall.SIGKILL) }
 // user's identity, and the call's overrides. TERM is dumb because the output
 // goes to a pipe a model reads, not a terminal.
 func shellEnv(u users.User, overrides map[string]string) []string {
-	env := map[string]string{"PATH": defaultPath, "LANG": "C.UTF-8", "TERM": "dumb"}
-	for k, v := range initproc.SandboxEnv {
-		switch k {
-		case "HOME", "USER", "LOGNAME", "SHELL", "PWD":
-		default:
-			env[k] = v
-		}
-	}
-	env["HOME"], env["USER"], env["LOGNAME"], env["SHELL"] = u.Home, u.Name, u.Name, u.Shell
-	for k, v := range overrides {
-		env[k] = v
-	}
-	out := make([]string, 0, len(env))
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	sort.Strings(out)
-	return out
+	return initproc.CommandEnv(u, "dumb", overrides)
 }

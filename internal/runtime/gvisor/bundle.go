@@ -12,6 +12,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/runtime/oci"
 )
 
 const (
@@ -115,7 +116,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 				{Type: "RLIMIT_CORE", Soft: 0, Hard: 0},
 			},
 		},
-		Mounts: append(mounts, bindMounts(spec.Mounts)...),
+		Mounts: append(mounts, oci.BindMounts(spec.Mounts)...),
 		Linux: &specs.Linux{
 			CgroupsPath: r.cgroupPath(spec.ID),
 			Resources:   res,
@@ -178,23 +179,6 @@ func rootTmp(spec runtime.Spec) (specs.Mount, bool) {
 		return specs.Mount{}, false
 	}
 	return specs.Mount{Destination: "/tmp", Type: "bind", Source: src, Options: []string{"rbind", "rprivate"}}, true
-}
-
-func bindMounts(ms []runtime.Mount) []specs.Mount {
-	out := make([]specs.Mount, 0, len(ms))
-	for _, m := range ms {
-		opts := []string{"rbind", "rprivate", "nosuid", "nodev"}
-		if m.ReadOnly {
-			opts = append(opts, "ro")
-		}
-		out = append(out, specs.Mount{
-			Destination: filepath.Clean(m.Destination),
-			Type:        "bind",
-			Source:      m.Source,
-			Options:     opts,
-		})
-	}
-	return out
 }
 
 // withPath adds a default PATH when env has none.

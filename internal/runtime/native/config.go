@@ -1,14 +1,13 @@
 package native
 
 import (
-	"path/filepath"
-
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/runtime/oci"
 )
 
 // cpuPeriod is the CFS period (µs) a CPU quota is expressed against.
@@ -84,7 +83,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 				Permitted: caps,
 			},
 		},
-		Mounts: append(standardMounts(), bindMounts(spec.Mounts)...),
+		Mounts: append(standardMounts(), oci.BindMounts(spec.Mounts)...),
 		Linux: &specs.Linux{
 			CgroupsPath: r.cgroupPath(spec.ID),
 			Resources:   res,
@@ -126,23 +125,6 @@ func standardMounts() []specs.Mount {
 		// tools inside can read their limits and usage.
 		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
 	}
-}
-
-func bindMounts(ms []runtime.Mount) []specs.Mount {
-	out := make([]specs.Mount, 0, len(ms))
-	for _, m := range ms {
-		opts := []string{"rbind", "rprivate", "nosuid", "nodev"}
-		if m.ReadOnly {
-			opts = append(opts, "ro")
-		}
-		out = append(out, specs.Mount{
-			Destination: filepath.Clean(m.Destination),
-			Type:        "bind",
-			Source:      m.Source,
-			Options:     opts,
-		})
-	}
-	return out
 }
 
 func validateSpec(spec runtime.Spec) error { return spec.Validate() }
