@@ -9,7 +9,7 @@ LISTEN      ?= 127.0.0.1:3000
 GO          ?= go
 # runc's libcontainer needs cgo (nsenter) and the seccomp tag (libseccomp).
 GO_TAGS     := seccomp
-APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc
+APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables
 TEST_FLAGS  ?= -count=1 -timeout 40m
 # The E2B compatibility suite runs the real `e2b` npm package (pinned in its package.json).
 E2B_DIR     := test/e2e/e2b

@@ -39,6 +39,10 @@ const maxRequestBytes = 64 << 20
 // stopGrace is how long children get to exit after a forwarded SIGTERM.
 const stopGrace = 3 * time.Second
 
+// exitFlush is how long a stopping agent leaves the connection open after
+// its last exit event was handed to the HTTP/2 server.
+const exitFlush = 50 * time.Millisecond
+
 func main() {
 	socket := flag.String("socket", "/.warren/run/agent.sock", "unix socket of the daemon to dial")
 	workspace := flag.String("workspace", "/workspace", "default working directory; relative paths resolve against it")
@@ -97,17 +101,20 @@ func run(socket, workspace string, log *slog.Logger) {
 	tunnel.New().Handle(mux, opts...)
 	tools.New(tools.Config{Users: db, Reaper: r, Log: log}).Handle(mux, opts...) // the agent tools (bash, read, edit, ...)
 
-	go handleSignals(cancel, r, log)
+	// Registered before the agent answers anything: a SIGTERM that came
+	// before the handler would kill the agent without passing it on.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go stopOnSignal(sigs, cancel, r, procs, log)
 	log.Info("agent starting", "version", Version, "pid1", initproc.IsPID1(), "socket", socket)
 	link.Serve(ctx, socket, mux, log)
 }
 
-// handleSignals forwards SIGTERM/SIGINT to the sandbox's processes, gives
-// them a moment, then stops the agent. SIGHUP and SIGPIPE are ignored.
-func handleSignals(stop context.CancelFunc, r *reaper.Reaper, log *slog.Logger) {
-	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+// stopOnSignal forwards SIGTERM/SIGINT to the sandbox's processes, gives
+// them a moment, lets the streams following them send their exit codes,
+// then stops the agent.
+func stopOnSignal(ch <-chan os.Signal, stop context.CancelFunc, r *reaper.Reaper, procs *process.Service, log *slog.Logger) {
 	sig := <-ch
 	log.Info("stopping", "signal", sig.String())
 	if initproc.IsPID1() {
@@ -121,6 +128,14 @@ func handleSignals(stop context.CancelFunc, r *reaper.Reaper, log *slog.Logger) 
 	for time.Now().Before(deadline) && othersAlive(r) {
 		time.Sleep(20 * time.Millisecond)
 	}
+	// A process reaped is not yet a process reported: its stream still has
+	// to drain the pipes and send the exit.
+	for time.Now().Before(deadline) && procs.Following() > 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The HTTP/2 server writes a finished stream's last frames from its own
+	// goroutine; give it a moment before the connection goes.
+	time.Sleep(exitFlush)
 	stop()
 	os.Exit(0)
 }

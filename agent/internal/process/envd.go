@@ -46,6 +46,7 @@ const (
 // is the command's timeout, as in envd: the command is killed when it passes.
 func (e *Envd) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
 	s := e.s
+	defer s.follows()()
 	sp, err := s.envdSpec(req.Header(), req.Msg)
 	if err != nil {
 		return err
@@ -113,6 +114,7 @@ func (e *Envd) Start(ctx context.Context, req *connect.Request[process.StartRequ
 // on (envd does not replay earlier output), then its end.
 func (e *Envd) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
 	s := e.s
+	defer s.follows()()
 	p, err := s.reg.lookupRunning(req.Msg.GetProcess())
 	if err != nil {
 		return err

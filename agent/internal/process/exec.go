@@ -12,6 +12,7 @@ import (
 // Exec runs one command to completion. The first event is `started` (or
 // `exited` with an error when it could not start); the last is `exited`.
 func (s *Service) Exec(ctx context.Context, req *connect.Request[agentv1.ExecRequest], stream *connect.ServerStream[agentv1.ExecEvent]) error {
+	defer s.follows()()
 	sp, err := s.buildSpec(req.Msg)
 	if err != nil {
 		var se startError

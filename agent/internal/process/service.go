@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -37,6 +38,10 @@ type Service struct {
 	reaper  *reaper.Reaper
 	reg     *registry  // background processes
 	startMu sync.Mutex // serialises Start (tag uniqueness)
+	// following counts the streams that end with a process's exit event
+	// (Exec, E2B's Start and Connect): a stopping agent waits for them so
+	// that their clients learn the exit code rather than see a cut stream.
+	following atomic.Int64
 }
 
 var _ agentv1connect.ProcessServiceHandler = (*Service)(nil)
@@ -52,4 +57,14 @@ func New(cfg Config, r *reaper.Reaper) *Service {
 // Handle mounts the service on mux.
 func (s *Service) Handle(mux *http.ServeMux, opts ...connect.HandlerOption) {
 	mux.Handle(agentv1connect.NewProcessServiceHandler(s, opts...))
+}
+
+// Following reports how many streams are still to send a process's exit.
+func (s *Service) Following() int { return int(s.following.Load()) }
+
+// follows marks a stream as owing a process's exit; call the result when
+// the handler returns.
+func (s *Service) follows() func() {
+	s.following.Add(1)
+	return func() { s.following.Add(-1) }
 }
