@@ -120,6 +120,30 @@ type Runtime interface {
 	List(ctx context.Context) ([]string, error)
 }
 
+// Checkpointer is implemented by runtimes with Capabilities().MemorySnapshot:
+// they save a sandbox's memory and processes and start sandboxes from such
+// a checkpoint.
+type Checkpointer interface {
+	// Checkpoint writes the memory and processes of the running or paused
+	// sandbox id into dir, a directory it makes (its parent must exist; dir
+	// must not). The sandbox stays as it was unless stop is set: then its
+	// processes end once saved (Destroy still removes what remains).
+	Checkpoint(ctx context.Context, id, dir string, stop bool) (CheckpointInfo, error)
+	// Restore starts the sandbox described by spec with the processes and
+	// memory saved in dir instead of running spec.Init. spec.RootFS must
+	// hold the files as they were when the checkpoint was taken (the same
+	// tree, or a snapshot of it). The ID may differ from the checkpointed
+	// sandbox's; the mounts' destinations must be the same.
+	// On error nothing is left behind, as with Start.
+	Restore(ctx context.Context, spec Spec, dir string) (Status, error)
+}
+
+// CheckpointInfo describes a checkpoint that was written.
+type CheckpointInfo struct {
+	Bytes    int64         // size of the image on disk
+	Duration time.Duration // how long the sandbox was stopped for it
+}
+
 // Validate checks what every runtime needs of a spec: absolute host paths,
 // a PID 1, mounts that do not cover the root, and sane limits.
 func (spec Spec) Validate() error {

@@ -147,11 +147,11 @@ func checkExecutable(path string) error {
 // Name returns "gvisor".
 func (r *Runtime) Name() string { return "gvisor" }
 
-// Capabilities: runsc pause stops every task in gVisor's kernel. Memory
-// checkpoints come later. A sandbox joins a prepared network namespace
+// Capabilities: runsc pause stops every task in gVisor's kernel, runsc
+// checkpoint saves it with its memory (see Checkpoint). A sandbox joins a prepared network namespace
 // when its spec names one (gVisor's netstack takes over its interfaces).
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{Pause: true, MemorySnapshot: false, Network: true}
+	return runtime.Capabilities{Pause: true, MemorySnapshot: true, Network: true}
 }
 
 // Runsc returns the runsc binary the runtime drives.

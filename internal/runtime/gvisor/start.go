@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -18,7 +17,25 @@ import (
 // Start writes the sandbox's bundle and runs it (runsc run --detach): it
 // returns once PID 1 has started in gVisor. On error nothing is left: no
 // process, cgroup, runsc state or bundle.
-func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (_ runtime.Status, retErr error) {
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status, error) {
+	return r.start(ctx, spec, "")
+}
+
+// Restore writes the sandbox's bundle and restores the checkpoint in dir
+// into it (runsc restore --detach): gVisor's kernel comes back with every
+// process and its memory as they were, over spec's root filesystem.
+func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) (runtime.Status, error) {
+	if !filepath.IsAbs(dir) {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: checkpoint directory %q must be absolute: %w", spec.ID, dir, errdefs.ErrInvalid)
+	}
+	if _, err := os.Stat(filepath.Join(dir, checkpointImage)); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: no checkpoint in %s: %w", spec.ID, dir, errdefs.ErrNotFound)
+	}
+	return r.start(ctx, spec, dir)
+}
+
+// start runs spec's PID 1, or restores the checkpoint in image when set.
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, image string) (_ runtime.Status, retErr error) {
 	if err := ids.Validate("sandbox id", spec.ID); err != nil {
 		return runtime.Status{}, err
 	}
@@ -54,7 +71,10 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (_ runtime.Statu
 	if err := r.writeLimits(spec.ID, spec.Limits.WithDefaults()); err != nil {
 		return runtime.Status{}, fmt.Errorf("sandbox %s: write limits: %w", spec.ID, err)
 	}
-	if err := r.runDetached(ctx, spec); err != nil {
+	if err := r.runDetached(ctx, spec, image); err != nil {
+		if image != "" {
+			return runtime.Status{}, fmt.Errorf("sandbox %s: restore from %s: %w", spec.ID, image, err)
+		}
 		return runtime.Status{}, fmt.Errorf("sandbox %s: start init %q: %w", spec.ID, spec.Init[0], err)
 	}
 	if err := r.recordCgroups(spec.ID); err != nil {
@@ -63,10 +83,8 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (_ runtime.Statu
 	// runsc wrote the sandbox process's pid. PID 1 may already have exited
 	// (and the sandbox with it): then nothing is recorded and status asks
 	// runsc.
-	if data, err := os.ReadFile(filepath.Join(r.bundle(spec.ID), "pid")); err != nil {
-		return runtime.Status{}, fmt.Errorf("sandbox %s: started, but its pid file: %w", spec.ID, err)
-	} else if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err != nil || pid <= 0 {
-		return runtime.Status{}, fmt.Errorf("sandbox %s: started, but its pid file says %q", spec.ID, data)
+	if pid, err := pidFromFile(filepath.Join(r.bundle(spec.ID), "pid")); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: started, but %w", spec.ID, err)
 	} else if err := r.writeProc(spec.ID, pid); err != nil {
 		r.log.Debug("sandbox ended as it started", "sandbox", spec.ID, "err", err)
 	}
@@ -79,11 +97,11 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (_ runtime.Statu
 }
 
 // runDetached runs `runsc run --detach`, which returns once the sandbox is
-// up and PID 1 has started. The sandbox inherits runsc's stdio as PID 1's:
+// up and PID 1 has started, or `runsc restore --detach` from image. The sandbox inherits runsc's stdio as PID 1's:
 // files only, since a pipe to this process would break (SIGPIPE, blocked
 // writes) when the daemon dies. runsc's own errors go to the user's log
 // (through stderr) and to runsc.log in the bundle, where they are read back.
-func (r *Runtime) runDetached(ctx context.Context, spec runtime.Spec) error {
+func (r *Runtime) runDetached(ctx context.Context, spec runtime.Spec, image string) error {
 	stdin, err := os.Open(os.DevNull)
 	if err != nil {
 		return err
@@ -112,16 +130,21 @@ func (r *Runtime) runDetached(ctx context.Context, spec runtime.Spec) error {
 		// named in the spec.
 		network = "--network=sandbox"
 	}
-	args := append(r.baseFlags(), network, "--log="+filepath.Join(bundle, "runsc.log"),
-		"run", "--detach", "--bundle="+bundle, "--pid-file="+filepath.Join(bundle, "pid"), spec.ID)
+	verb := []string{"run"}
+	if image != "" {
+		verb = []string{"restore", "--image-path=" + image}
+	}
+	args := append(r.baseFlags(), network, "--log="+filepath.Join(bundle, "runsc.log"))
+	args = append(args, verb...)
+	args = append(args, "--detach", "--bundle="+bundle, "--pid-file="+filepath.Join(bundle, "pid"), spec.ID)
 	cmd := exec.CommandContext(ctx, r.runsc, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
 	cmd.Dir = bundle
 	if err := cmd.Run(); err != nil {
 		if msg := runscLogError(bundle); msg != "" {
-			return &runscError{args: []string{"run"}, msg: msg, err: err}
+			return &runscError{args: verb[:1], msg: msg, err: err}
 		}
-		return &runscError{args: []string{"run"}, err: err}
+		return &runscError{args: verb[:1], err: err}
 	}
 	return nil
 }

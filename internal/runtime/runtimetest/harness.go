@@ -65,10 +65,19 @@ func NewSpec(t *testing.T, rootfs string, init []string) (runtime.Spec, string) 
 // ends, whatever happens.
 func StartBox(t *testing.T, rt runtime.Runtime, spec runtime.Spec, results string) *Box {
 	t.Helper()
+	return StartBoxWith(t, rt, spec, results, func(spec runtime.Spec) (runtime.Status, error) {
+		return rt.Start(context.Background(), spec)
+	})
+}
+
+// StartBoxWith is StartBox with another way to start the sandbox (a
+// restore from a checkpoint, say).
+func StartBoxWith(t *testing.T, rt runtime.Runtime, spec runtime.Spec, results string, start func(runtime.Spec) (runtime.Status, error)) *Box {
+	t.Helper()
 	t.Cleanup(func() { destroyQuietly(t, rt, spec.ID) })
-	st, err := rt.Start(context.Background(), spec)
+	st, err := start(spec)
 	if err != nil {
-		t.Fatalf("Start(%s): %v", spec.ID, err)
+		t.Fatalf("start %s: %v", spec.ID, err)
 	}
 	return &Box{Spec: spec, Status: st, Results: results, Log: spec.LogPath, rt: rt}
 }
