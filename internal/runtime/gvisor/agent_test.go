@@ -3,6 +3,7 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -116,5 +117,31 @@ func TestAgentInGVisor(t *testing.T) {
 	defer conn.Close()
 	if got := run(conn, "echo reconnected"); got != "reconnected\n" {
 		t.Errorf("after reconnect: %q", got)
+	}
+
+	// Hibernation: a process the agent started keeps its memory across a
+	// stopping checkpoint and a restore, and the restored agent dials in on
+	// the same listener.
+	run(conn, "(i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.05; done) >/dev/null 2>&1 &")
+	time.Sleep(300 * time.Millisecond)
+	img := filepath.Join(t.TempDir(), "img")
+	if _, err := r.Checkpoint(ctx, spec.ID, img, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Destroy(ctx, spec.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Restore(ctx, spec, img); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := conn.WaitReady(wctx); err != nil {
+		t.Fatalf("agent did not reconnect after restore: %v", err)
+	}
+	got := run(conn, "a=$(cat /tmp/n); sleep 0.3; b=$(cat /tmp/n); echo $a $b")
+	var a, b2 int
+	if _, err := fmt.Sscan(got, &a, &b2); err != nil || a < 3 || b2 <= a {
+		t.Errorf("counter after restore: %q (want it past 3 and moving)", got)
 	}
 }
