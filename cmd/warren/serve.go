@@ -101,7 +101,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.DefaultRuntime, "default-runtime", cfg.DefaultRuntime, "runtime of sandboxes whose create names none: native or gvisor (env WARREN_DEFAULT_RUNTIME; default native)")
 	f.BoolVar(&cfg.BuildBase, "build-base", cfg.BuildBase, "build the `base` template by debootstrap at start when it is missing")
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "pause (or kill, --idle-action) a sandbox with no API call, command or process output for this long (0 = never)")
-	f.StringVar(&cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause or kill")
+	f.StringVar(&cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause, hibernate (gvisor sandboxes: memory saved to disk and freed; others are paused) or kill")
 	f.DurationVar(&cfg.PausedRetention, "paused-retention", 0, "kill a sandbox paused for this long (0 = never)")
 	f.StringArrayVar(&cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX]: keep MIN ready sandboxes of TEMPLATE for fast creates (repeatable)")
 	f.BoolVar(&debug, "debug", false, "log every request")

@@ -202,8 +202,8 @@ func (c *Config) Validate() error {
 	if c.IdleAction == "" {
 		c.IdleAction = "pause"
 	}
-	if c.IdleAction != "pause" && c.IdleAction != "kill" {
-		return fmt.Errorf("--idle-action %q: want pause or kill: %w", c.IdleAction, errdefs.ErrInvalid)
+	if c.IdleAction != "pause" && c.IdleAction != "kill" && c.IdleAction != "hibernate" {
+		return fmt.Errorf("--idle-action %q: want pause, hibernate or kill: %w", c.IdleAction, errdefs.ErrInvalid)
 	}
 	if c.IdleTimeout < 0 || c.PausedRetention < 0 {
 		return fmt.Errorf("--idle-timeout and --paused-retention must not be negative: %w", errdefs.ErrInvalid)
@@ -249,4 +249,5 @@ func (c *Config) RunDir() string          { return filepath.Join(c.DataDir, "run
 func (c *Config) RuntimeStateDir() string { return filepath.Join(c.DataDir, "runtime", "native") }
 func (c *Config) GVisorStateDir() string  { return filepath.Join(c.DataDir, "runtime", "gvisor") }
 func (c *Config) LogDir() string          { return filepath.Join(c.DataDir, "logs") }
+func (c *Config) MemoryDir() string       { return filepath.Join(c.DataDir, "memory") }
 func (c *Config) SandboxLogDir() string   { return filepath.Join(c.DataDir, "sandbox-logs") }

@@ -55,6 +55,9 @@ type Host struct {
 	// ReadyTimeout bounds how long a new or recovered sandbox's agent has
 	// to connect.
 	ReadyTimeout time.Duration
+	// MemoryDir holds the images of sandboxes' memory: those saved with
+	// snapshots and those of hibernated sandboxes.
+	MemoryDir string
 
 	snapMu sync.Mutex
 }
@@ -79,6 +82,10 @@ type Spec struct {
 	// Runtime names the runtime to start it on ("" = the host runtime's
 	// default); see runtimeChooser.
 	Runtime string
+	// MemoryFrom names a snapshot taken with memory: the sandbox's
+	// processes are restored from its image instead of started afresh
+	// (the runtime must be able to, see runtime.Checkpointer).
+	MemoryFrom string
 }
 
 // runtimeChooser is a host runtime that holds several runtimes
@@ -185,12 +192,38 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
 }
 
-// start starts the sandbox's processes on root.
+// start starts the sandbox's processes on root, or restores them from the
+// memory image spec names.
 func (h *Host) start(ctx context.Context, spec Spec, root string) (runtime.Status, error) {
+	rs, err := h.runtimeSpec(spec, root)
+	if err != nil {
+		return runtime.Status{}, err
+	}
+	if spec.MemoryFrom != "" {
+		st, err := h.restore(ctx, spec.Runtime, rs, h.snapshotImage(spec.MemoryFrom))
+		if err != nil {
+			return runtime.Status{}, fmt.Errorf("restore sandbox from the memory of snapshot %s: %w", spec.MemoryFrom, err)
+		}
+		return st, nil
+	}
+	var st runtime.Status
+	if c, ok := h.Runtime.(runtimeChooser); ok {
+		st, err = c.StartOn(ctx, spec.Runtime, rs)
+	} else {
+		st, err = h.Runtime.Start(ctx, rs)
+	}
+	if err != nil {
+		return runtime.Status{}, fmt.Errorf("start sandbox: %w", err)
+	}
+	return st, nil
+}
+
+// runtimeSpec is what the runtime is told to run for spec on root.
+func (h *Host) runtimeSpec(spec Spec, root string) (runtime.Spec, error) {
 	logPath := ""
 	if h.LogDir != "" {
 		if err := os.MkdirAll(h.LogDir, 0o700); err != nil {
-			return runtime.Status{}, fmt.Errorf("make log dir: %w", err)
+			return runtime.Spec{}, fmt.Errorf("make log dir: %w", err)
 		}
 		logPath = filepath.Join(h.LogDir, spec.ID+".log")
 	}
@@ -214,20 +247,10 @@ func (h *Host) start(ctx context.Context, spec Spec, root string) (runtime.Statu
 	}
 	if spec.Network != nil {
 		if err := h.attachNetwork(spec.ID, &rs); err != nil {
-			return runtime.Status{}, err
+			return runtime.Spec{}, err
 		}
 	}
-	var st runtime.Status
-	var err error
-	if c, ok := h.Runtime.(runtimeChooser); ok {
-		st, err = c.StartOn(ctx, spec.Runtime, rs)
-	} else {
-		st, err = h.Runtime.Start(ctx, rs)
-	}
-	if err != nil {
-		return runtime.Status{}, fmt.Errorf("start sandbox: %w", err)
-	}
-	return st, nil
+	return rs, nil
 }
 
 func (h *Host) waitReady(ctx context.Context, conn *agentconn.Conn) error {
@@ -268,6 +291,21 @@ func (h *Host) Recover(ctx context.Context, id string) (*Sandbox, error) {
 	}
 	h.Procs.Attach(id, conn)
 	return &Sandbox{ID: id, Agent: conn, Status: st}, nil
+}
+
+// Attach listens for the agent of a sandbox that has no processes now (a
+// hibernated one, after a daemon restart): it dials in once woken.
+func (h *Host) Attach(ctx context.Context, id string) (*Sandbox, error) {
+	sockDir := h.socketDir(id)
+	if err := os.MkdirAll(sockDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make socket dir: %w", err)
+	}
+	conn, err := agentconn.Listen(ctx, filepath.Join(sockDir, AgentSocketName), h.Log.With("sandbox", id))
+	if err != nil {
+		return nil, fmt.Errorf("listen for agent: %w", err)
+	}
+	h.Procs.Attach(id, conn)
+	return &Sandbox{ID: id, Agent: conn, Status: runtime.Status{ID: id, State: runtime.StateStopped}}, nil
 }
 
 // Alive reports whether the sandbox's processes are still there (running
@@ -312,6 +350,11 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 	}
 	if err := os.RemoveAll(h.socketDir(id)); err != nil {
 		errs = append(errs, err)
+	}
+	if h.MemoryDir != "" {
+		if err := removeMemoryImage(h.hibernationImage(id)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if q, ok := h.Storage.(storage.QuotaGroups); ok {
 		// Refused while snapshots of the sandbox remain in the group.
@@ -368,6 +411,9 @@ func (h *Host) Reconcile(ctx context.Context, keep map[string]bool) error {
 		errs = append(errs, err)
 	}
 	if err := h.reconcileNetwork(ctx, keep); err != nil {
+		errs = append(errs, err)
+	}
+	if err := h.reconcileMemory(nil, keep); err != nil {
 		errs = append(errs, err)
 	}
 	scratch, err := h.Storage.List(ctx, storage.KindScratch)

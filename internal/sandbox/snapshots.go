@@ -80,6 +80,11 @@ func (h *Host) syncVolume(key storage.Key) error {
 // DeleteSnapshot removes a snapshot's volume. A missing volume is not an
 // error.
 func (h *Host) DeleteSnapshot(ctx context.Context, snapID string) error {
+	if h.MemoryDir != "" {
+		if err := removeMemoryImage(h.snapshotImage(snapID)); err != nil {
+			return err
+		}
+	}
 	err := h.Storage.Delete(context.WithoutCancel(ctx), snapshotKey(snapID))
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -205,6 +210,7 @@ func (h *Host) ReconcileSnapshots(ctx context.Context, keep map[string]bool) err
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, h.reconcileMemory(keep, nil))
 	return errors.Join(errs...)
 }
 

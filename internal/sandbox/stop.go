@@ -45,6 +45,12 @@ func (h *Host) Stop(ctx context.Context, id string, grace time.Duration, conn *a
 	if err := h.Runtime.Destroy(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return graceful, err
 	}
+	if h.MemoryDir != "" {
+		// A hibernated sandbox's processes, stopped on disk.
+		if err := removeMemoryImage(h.hibernationImage(id)); err != nil {
+			return graceful, err
+		}
+	}
 	// A stopped sandbox never runs again: its network goes now (or, if
 	// that fails, when it is deleted).
 	if err := h.teardownNetwork(ctx, id); err != nil {

@@ -4,12 +4,17 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // Idle actions.
 const (
 	IdlePause = "pause"
 	IdleKill  = "kill"
+	// IdleHibernate saves the memory of a sandbox whose runtime can (gvisor)
+	// to disk and frees it; others are paused.
+	IdleHibernate = "hibernate"
 )
 
 // Touch records activity in a sandbox (an API call that uses it, or output
@@ -55,7 +60,7 @@ func (m *Manager) idle(ctx context.Context) {
 			m.log.Info("paused sandbox reached its retention; killing it", "sandbox", d.id)
 			m.event(ctx, rec, "retention-expired", rec.State, rec.State, CauseTimeout, fmt.Sprintf("paused since %s", d.since.Format(time.RFC3339)))
 			unlock := m.lockSandbox(d.id)
-			if cur, err := m.store.GetSandbox(ctx, d.id); err == nil && cur.State == StatePaused {
+			if cur, err := m.store.GetSandbox(ctx, d.id); err == nil && (cur.State == StatePaused || cur.State == StateHibernated) {
 				_ = m.destroy(ctx, cur, CauseTimeout)
 			}
 			unlock()
@@ -71,6 +76,18 @@ func (m *Manager) idle(ctx context.Context) {
 				_ = m.destroy(ctx, cur, CauseTimeout)
 			}
 			unlock()
+		case IdleHibernate:
+			m.log.Info("sandbox idle; hibernating it", "sandbox", d.id)
+			m.event(ctx, rec, "idle", rec.State, rec.State, CauseTimeout, detail+"; hibernating")
+			_, err := m.hibernate(ctx, rec.Team, d.id, CauseTimeout)
+			if errdefs.IsInvalid(err) {
+				// Its runtime cannot save memory: pausing is the next best.
+				err = m.pause(ctx, rec.Team, d.id, CauseTimeout)
+			}
+			if err != nil {
+				m.log.Warn("hibernate an idle sandbox", "sandbox", d.id, "err", err)
+				m.Touch(d.id)
+			}
 		default:
 			m.log.Info("sandbox idle; pausing it", "sandbox", d.id)
 			m.event(ctx, rec, "idle", rec.State, rec.State, CauseTimeout, detail+"; pausing")

@@ -60,7 +60,7 @@ func (m *Manager) Attached() []string {
 func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) ([]store.Sandbox, error) {
 	f.Team = team
 	if len(f.States) == 0 {
-		f.States = []store.SandboxState{StateCreating, StateRunning, StatePaused, StateStopped, StateFailed}
+		f.States = []store.SandboxState{StateCreating, StateRunning, StatePaused, StateHibernated, StateStopped, StateFailed}
 	}
 	return m.store.ListSandboxes(ctx, f)
 }
@@ -79,14 +79,14 @@ func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == StatePaused && rec.AutoResume {
+	if (rec.State == StatePaused || rec.State == StateHibernated) && rec.AutoResume {
 		if _, err := m.resume(ctx, team, id, CauseAutoResume); err != nil {
 			return nil, err
 		}
 		return m.Agent(ctx, team, id)
 	}
-	if rec.State == StatePaused {
-		return nil, fmt.Errorf("sandbox %s is paused; resume it first (POST /sandboxes/%s/resume): %w", id, id, errdefs.ErrConflict)
+	if rec.State == StatePaused || rec.State == StateHibernated {
+		return nil, fmt.Errorf("sandbox %s is %s; resume it first (POST /sandboxes/%s/resume): %w", id, rec.State, id, errdefs.ErrConflict)
 	}
 	if rec.State != StateRunning {
 		return nil, fmt.Errorf("sandbox %s is %s, not running: %w", id, rec.State, errdefs.ErrConflict)

@@ -35,8 +35,14 @@ type Host interface {
 	Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (bool, error)
 	Warm(ctx context.Context, sb *sandbox.Sandbox) error
 	Resume(ctx context.Context, id string, conn *agentconn.Conn) error
+	Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error)
+	Wake(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
+	IsHibernated(id string) bool
+	Attach(ctx context.Context, id string) (*sandbox.Sandbox, error)
 
 	Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
+	SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool) (sandbox.SnapshotResult, int64, error)
+	HasMemoryImage(snapID string) bool
 	DeleteSnapshot(ctx context.Context, snapID string) error
 	Rollback(ctx context.Context, spec sandbox.Spec, snapID string, conn *agentconn.Conn) error
 	Diff(ctx context.Context, from, to string, toLive bool) ([]storage.Change, error)
@@ -77,6 +83,7 @@ type Store interface {
 	SetSnapshotSizes(ctx context.Context, id string, exclusive, referenced int64) error
 	CountForksOf(ctx context.Context, snapshotID string) (int, error)
 	SetSnapshotArchive(ctx context.Context, id, parent, path string) error
+	SetSnapshotMemory(ctx context.Context, id string, bytes int64) error
 	CountArchivedOn(ctx context.Context, parentID string) (int, error)
 
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
@@ -152,6 +159,9 @@ type CreateRequest struct {
 	// (for a fork: its parent's runtime). Warm pools hold default-runtime
 	// sandboxes only.
 	Runtime string
+	// FilesOnly starts a sandbox made from a snapshot taken with memory
+	// from the snapshot's files alone, with fresh processes.
+	FilesOnly bool
 }
 
 // Manager is the session service.
@@ -186,7 +196,8 @@ type Manager struct {
 type liveSandbox struct {
 	*sandbox.Sandbox
 	team       string
-	paused     bool
+	paused     bool // paused or hibernated: no calls reach it
+	hibernated bool // its processes are an image on disk
 	pausedAt   time.Time
 	lastActive time.Time
 	draining   bool // refuses new calls while its commands finish
@@ -262,6 +273,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		if parent, err := m.store.GetSandbox(ctx, snap.SandboxID); err == nil && req.Runtime == "" && parent.Runtime != "" {
 			rec.Runtime = parent.Runtime // a fork keeps its parent's runtime
 		}
+		if snap.MemoryBytes > 0 && !req.FilesOnly {
+			if !m.host.HasMemoryImage(snap.ID) {
+				return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing; start from its files only (filesOnly): %w", snap.ID, errdefs.ErrNotFound)
+			}
+			spec.MemoryFrom = snap.ID
+		}
 	}
 	spec.Runtime = rec.Runtime
 	timeout := m.cfg.DefaultTimeout
@@ -313,6 +330,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	created := "from template " + rec.Template
 	if rec.ForkedFrom != "" {
 		created = "forked from snapshot " + rec.ForkedFrom
+		if spec.MemoryFrom != "" {
+			created += " with its memory: processes restored"
+		}
 	}
 	m.event(ctx, rec, "created", "", StateRunning, CauseAPI, created)
 	if rec.ForkedFrom != "" {
@@ -588,6 +608,13 @@ func (m *Manager) watch(ctx context.Context) {
 			continue // a rollback stops and restarts the processes on purpose
 		}
 		unlock := m.lockSandbox(id)
+		m.mu.Lock()
+		hibernated := m.live[id] != nil && m.live[id].hibernated
+		m.mu.Unlock()
+		if hibernated {
+			unlock()
+			continue // it has no processes, by design
+		}
 		alive, err := m.host.Alive(ctx, id)
 		if err != nil || alive {
 			unlock()

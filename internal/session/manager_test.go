@@ -36,10 +36,13 @@ type fakeHost struct {
 	restored   []string
 	networks   map[string]network.Policy // sandboxes with a network, and their policies
 	netFail    error                     // NetworkAvailable's answer
+	memory     bool                      // it can save memory (see hibernate_fake_test.go)
+	images     map[string]bool           // memory images: snapshot-<id>, hibernate-<id>
+	lastSpec   sandbox.Spec              // the last Create's spec
 }
 
 func newFakeHost() *fakeHost {
-	return &fakeHost{templates: map[string]bool{"base": true}, alive: map[string]bool{}, networks: map[string]network.Policy{}}
+	return &fakeHost{templates: map[string]bool{"base": true}, alive: map[string]bool{}, networks: map[string]network.Policy{}, images: map[string]bool{}}
 }
 
 func (h *fakeHost) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
@@ -57,6 +60,7 @@ func (h *fakeHost) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sand
 		return nil, fmt.Errorf("snapshot %q: %w", spec.Snapshot, errdefs.ErrNotFound)
 	}
 	h.alive[spec.ID] = true
+	h.lastSpec = spec
 	if spec.Network != nil {
 		h.networks[spec.ID] = *spec.Network
 	}

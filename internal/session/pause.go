@@ -23,8 +23,8 @@ func (m *Manager) pause(ctx context.Context, team, id, cause string) error {
 	if err != nil {
 		return err
 	}
-	if rec.State == StatePaused {
-		return fmt.Errorf("sandbox %s is already paused: %w", id, errdefs.ErrConflict)
+	if rec.State == StatePaused || rec.State == StateHibernated {
+		return fmt.Errorf("sandbox %s is already %s: %w", id, rec.State, errdefs.ErrConflict)
 	}
 	if err := checkTransition(id, rec.State, StatePaused); err != nil {
 		return err
@@ -80,10 +80,17 @@ func (m *Manager) resume(ctx context.Context, team, id, cause string) (bool, err
 		return false, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
 	}
 	bg := context.WithoutCancel(ctx)
-	if err := m.host.Resume(bg, id, sb.Agent); err != nil {
+	detail := ""
+	if rec.State == StateHibernated {
+		took, err := m.wake(bg, rec, sb)
+		if err != nil {
+			return false, fmt.Errorf("wake sandbox %s: %w", id, err)
+		}
+		detail = "; restored from its memory image in " + took.Round(time.Millisecond).String()
+	} else if err := m.host.Resume(bg, id, sb.Agent); err != nil {
 		return false, fmt.Errorf("resume sandbox %s: %w", id, err)
 	}
-	if err := m.store.UpdateSandboxState(bg, id, []store.SandboxState{StatePaused}, StateRunning, ""); err != nil {
+	if err := m.store.UpdateSandboxState(bg, id, []store.SandboxState{StatePaused, StateHibernated}, StateRunning, ""); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
@@ -95,7 +102,7 @@ func (m *Manager) resume(ctx context.Context, team, id, cause string) (bool, err
 	sb.paused, sb.pausedAt = false, time.Time{}
 	sb.lastActive = m.cfg.Now()
 	m.mu.Unlock()
-	m.event(ctx, rec, "resumed", StatePaused, StateRunning, cause, "paused for "+pausedFor.Round(time.Millisecond).String())
+	m.event(ctx, rec, "resumed", rec.State, StateRunning, cause, "paused for "+pausedFor.Round(time.Millisecond).String()+detail)
 	if !rec.EndAt.IsZero() && pausedFor > 0 {
 		end := rec.EndAt.Add(pausedFor)
 		if now := m.cfg.Now(); !end.After(now) && m.cfg.DefaultTimeout > 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -16,7 +17,7 @@ const recoverParallelism = 32
 // say is alive, fails those that died while the daemon was away, and removes
 // whatever no record names.
 func (m *Manager) Recover(ctx context.Context) error {
-	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: append(liveStates, StateDestroyed)})
+	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: append(liveStates, StateHibernated, StateDestroyed)})
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -53,7 +54,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 		sem <- struct{}{}
 		go func(rec store.Sandbox) {
 			defer func() { <-sem; wg.Done() }()
-			sb, err := m.host.Recover(ctx, rec.ID)
+			var sb *sandbox.Sandbox
+			var err error
+			if rec.State == StateHibernated {
+				sb, err = m.recoverHibernated(ctx, rec)
+			} else {
+				sb, err = m.host.Recover(ctx, rec.ID)
+			}
 			if err != nil {
 				m.log.Warn("sandbox did not survive the restart", "sandbox", rec.ID, "err", err)
 				m.fail(ctx, rec.ID, "lost while the daemon was down: "+err.Error())
@@ -64,7 +71,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 			keep[rec.ID] = true
 			keepMu.Unlock()
 			m.mu.Lock()
-			ls := &liveSandbox{Sandbox: sb, team: rec.Team, paused: rec.State == StatePaused, lastActive: m.cfg.Now()}
+			ls := &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now(),
+				paused:     rec.State == StatePaused || rec.State == StateHibernated,
+				hibernated: rec.State == StateHibernated}
 			if ls.paused {
 				ls.pausedAt = rec.UpdatedAt
 			}
@@ -80,6 +89,15 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.log.Warn("drop the network audit of deleted sandboxes", "err", err)
 	}
 	return errors.Join(rerr, m.recoverSnapshots(ctx))
+}
+
+// recoverHibernated reattaches to a hibernated sandbox: it has no
+// processes to find, only its image, and its agent dials in once woken.
+func (m *Manager) recoverHibernated(ctx context.Context, rec store.Sandbox) (*sandbox.Sandbox, error) {
+	if !m.host.IsHibernated(rec.ID) {
+		return nil, fmt.Errorf("its hibernation image is missing")
+	}
+	return m.host.Attach(ctx, rec.ID)
 }
 
 // recoverSnapshots makes snapshot records, volumes and archive streams

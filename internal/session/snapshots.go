@@ -48,6 +48,10 @@ type SnapshotRequest struct {
 	Name   string
 	Labels map[string]string
 	Kind   store.SnapshotKind
+	// Memory saves the sandbox's memory and processes with its files
+	// (runtimes that can: gvisor); forks and rollbacks to the snapshot
+	// then carry on with the processes as they were.
+	Memory bool
 	turn   int
 }
 
@@ -133,7 +137,16 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		return SnapshotResult{}, err
 	}
 	recorded := time.Now()
-	res, err := m.host.Snapshot(ctx, rec.ID, snap.ID, rec.ID)
+	var res sandbox.SnapshotResult
+	var err error
+	if req.Memory {
+		res, snap.MemoryBytes, err = m.host.SnapshotMemory(ctx, rec.ID, snap.ID, rec.ID, false)
+		if errdefs.IsUnsupported(err) {
+			err = fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
+		}
+	} else {
+		res, err = m.host.Snapshot(ctx, rec.ID, snap.ID, rec.ID)
+	}
 	taken := time.Now()
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
@@ -152,6 +165,11 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 	snap.ExclusiveBytes, snap.ReferencedBytes = res.Info.ExclusiveBytes, res.Info.ReferencedBytes
 	if err := m.store.SetSnapshotSizes(bg, snap.ID, snap.ExclusiveBytes, snap.ReferencedBytes); err != nil {
 		m.log.Warn("record snapshot sizes", "snapshot", snap.ID, "err", err)
+	}
+	if snap.MemoryBytes > 0 {
+		if err := m.store.SetSnapshotMemory(bg, snap.ID, snap.MemoryBytes); err != nil {
+			return SnapshotResult{}, err
+		}
 	}
 	if err := m.store.SetSandboxHead(bg, rec.ID, snap.ID); err != nil {
 		m.log.Warn("record sandbox head", "sandbox", rec.ID, "err", err)
@@ -247,7 +265,17 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	if err != nil {
 		return store.Sandbox{}, err
 	}
-	err = m.host.Rollback(ctx, specOf(rec), snapID, sb.Agent)
+	spec := specOf(rec)
+	restarted := "processes restarted"
+	if snap.MemoryBytes > 0 {
+		if !m.host.HasMemoryImage(snapID) {
+			release()
+			return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing: %w", snapID, errdefs.ErrNotFound)
+		}
+		spec.MemoryFrom = snapID
+		restarted = "processes restored from the snapshot's memory"
+	}
+	err = m.host.Rollback(ctx, spec, snapID, sb.Agent)
 	release()
 	if err != nil {
 		m.mu.Lock()
@@ -261,7 +289,7 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 		m.log.Warn("record sandbox head", "sandbox", rec.ID, "err", err)
 	}
 	m.edge(ctx, rec.Family, EdgeRolledBackTo, rec.ID, snapID)
-	m.event(ctx, rec, "rolled-back", rec.State, rec.State, CauseAPI, "to snapshot "+snapID+"; processes restarted")
+	m.event(ctx, rec, "rolled-back", rec.State, rec.State, CauseAPI, "to snapshot "+snapID+"; "+restarted)
 	return m.store.GetSandbox(ctx, rec.ID)
 }
 
@@ -286,6 +314,10 @@ type ForkRequest struct {
 	Count      int
 	Metadata   map[string]string
 	Timeout    *time.Duration
+	// Memory forks the live state with its memory: the implicit snapshot
+	// saves it (gvisor), and every fork carries on with the processes.
+	// A SnapshotID taken with memory forks with memory anyway.
+	Memory bool
 }
 
 // ForkResult is one fork: a sandbox or the error that stopped it.
@@ -316,7 +348,7 @@ func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (s
 	snapID := req.SnapshotID
 	if snapID == "" {
 		unlock := m.lockSandbox(id)
-		res, err := m.snapshotLocked(ctx, rec, SnapshotRequest{Kind: KindImplicit})
+		res, err := m.snapshotLocked(ctx, rec, SnapshotRequest{Kind: KindImplicit, Memory: req.Memory})
 		unlock()
 		if err != nil {
 			return "", nil, fmt.Errorf("snapshot the live state to fork it: %w", err)

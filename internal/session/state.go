@@ -10,34 +10,41 @@ import (
 // The lifecycle of a sandbox:
 //
 //	creating ──► running ◄──► paused
-//	    │           │            │
-//	    │           ▼            ▼
+//	    │           │  ▲  ╲       │
+//	    │           │  │   ╲      ▼
+//	    │           │  └── hibernated (memory on disk; gvisor)
+//	    │           ▼             │
 //	    │        stopped ──► destroyed
 //	    │           ▲
 //	    └──────► failed (with a reason) ◄── any live state
 //
 // A record in "creating" at start-up belonged to a daemon that died
-// mid-create: it is failed and its parts removed.
+// mid-create: it is failed and its parts removed. A hibernated sandbox has
+// no processes, only its files and the image of its memory; resuming it
+// restores them.
 const (
-	StateCreating  = store.SandboxState("creating")
-	StateRunning   = store.SandboxState("running")
-	StatePaused    = store.SandboxState("paused")
-	StateStopped   = store.SandboxState("stopped")
-	StateDestroyed = store.SandboxState("destroyed")
-	StateFailed    = store.SandboxState("failed")
+	StateCreating = store.SandboxState("creating")
+	StateRunning  = store.SandboxState("running")
+	StatePaused   = store.SandboxState("paused")
+	// StateHibernated: the processes were saved to disk and ended.
+	StateHibernated = store.SandboxState("hibernated")
+	StateStopped    = store.SandboxState("stopped")
+	StateDestroyed  = store.SandboxState("destroyed")
+	StateFailed     = store.SandboxState("failed")
 )
 
 var transitions = map[store.SandboxState][]store.SandboxState{
-	StateCreating:  {StateRunning, StateFailed, StateDestroyed},
-	StateRunning:   {StatePaused, StateStopped, StateFailed, StateDestroyed},
-	StatePaused:    {StateRunning, StateStopped, StateFailed, StateDestroyed},
-	StateStopped:   {StateDestroyed, StateFailed},
-	StateFailed:    {StateDestroyed},
-	StateDestroyed: nil,
+	StateCreating:   {StateRunning, StateFailed, StateDestroyed},
+	StateRunning:    {StatePaused, StateHibernated, StateStopped, StateFailed, StateDestroyed},
+	StatePaused:     {StateRunning, StateHibernated, StateStopped, StateFailed, StateDestroyed},
+	StateHibernated: {StateRunning, StateStopped, StateFailed, StateDestroyed},
+	StateStopped:    {StateDestroyed, StateFailed},
+	StateFailed:     {StateDestroyed},
+	StateDestroyed:  nil,
 }
 
 // liveStates are the states that hold resources and count against the
-// sandbox limit.
+// sandbox limit. A hibernated sandbox holds only disk: it does not count.
 var liveStates = []store.SandboxState{StateCreating, StateRunning, StatePaused}
 
 // canTransition reports whether from → to is allowed.

@@ -44,7 +44,7 @@ func (m *Manager) Stop(ctx context.Context, team, id string, grace time.Duration
 		return store.Sandbox{}, false, err
 	}
 	bg := context.WithoutCancel(ctx)
-	if err := m.store.UpdateSandboxState(bg, id, []store.SandboxState{StateRunning, StatePaused}, StateStopped, ""); err != nil {
+	if err := m.store.UpdateSandboxState(bg, id, []store.SandboxState{StateRunning, StatePaused, StateHibernated}, StateStopped, ""); err != nil {
 		return store.Sandbox{}, false, err
 	}
 	how := "killed"

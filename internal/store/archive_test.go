@@ -62,3 +62,28 @@ func TestSnapshotArchiveFields(t *testing.T) {
 		t.Errorf("CountArchivedOn after restore = %d, want 0", n)
 	}
 }
+
+func TestSnapshotMemoryField(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	sn := testSnapshot("mem1", "sb1")
+	sn.MemoryBytes = 4096
+	if err := s.CreateSnapshot(ctx, sn); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetSnapshot(ctx, "mem1"); err != nil || got.MemoryBytes != 4096 {
+		t.Fatalf("created with a memory image: %+v, %v", got, err)
+	}
+	if err := s.SetSnapshotMemory(ctx, "mem1", 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.GetSnapshot(ctx, "mem1"); err != nil || got.MemoryBytes != 1<<20 {
+		t.Fatalf("after SetSnapshotMemory: %+v, %v", got, err)
+	}
+	if err := s.SetSnapshotMemory(ctx, "mem1", -1); !errdefs.IsInvalid(err) {
+		t.Errorf("negative size: %v, want ErrInvalid", err)
+	}
+	if err := s.SetSnapshotMemory(ctx, "nope", 1); !errdefs.IsNotFound(err) {
+		t.Errorf("missing snapshot: %v, want ErrNotFound", err)
+	}
+}

@@ -203,6 +203,9 @@ var migrations = []string{
 	) STRICT`,
 	// 40
 	`CREATE INDEX network_events_by_sandbox ON network_events (sandbox_id, id)`,
+	// 41: a snapshot that also saved the sandbox's memory and processes
+	// (gvisor): the size of that image (0 = files only).
+	`ALTER TABLE snapshots ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -79,6 +79,9 @@ type Snapshot struct {
 	// ready snapshot may keep them (the stream stays valid while both
 	// volumes are unchanged, so archiving it again costs nothing).
 	ArchiveParent, ArchivePath string
+	// MemoryBytes is the size of the image of the sandbox's memory and
+	// processes saved with the files (gvisor only); 0 = files only.
+	MemoryBytes int64
 }
 
 // Cursor returns a paging cursor that points just after sn (see
@@ -106,7 +109,7 @@ var turnName = regexp.MustCompile(`^turn-[0-9]+$`)
 func TurnName(n int) string { return "turn-" + strconv.Itoa(n) }
 
 const snapshotCols = `id, team, sandbox_id, family, name, kind, turn, parent_id, template, state,
-	labels, exclusive_bytes, referenced_bytes, created_at, deleted_at, archive_parent, archive_path`
+	labels, exclusive_bytes, referenced_bytes, created_at, deleted_at, archive_parent, archive_path, memory_bytes`
 
 // CreateSnapshot records a new snapshot. CreatedAt defaults to now; a turn
 // snapshot's Name defaults to turn-N. Sizes are stored as given: 0 is a
@@ -127,10 +130,10 @@ func (s *Store) CreateSnapshot(ctx context.Context, sn Snapshot) error {
 		sn.CreatedAt = time.Now()
 	}
 	_, err = s.w.ExecContext(ctx, `INSERT INTO snapshots (`+snapshotCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.ID, sn.Team, sn.SandboxID, sn.Family, sn.Name, string(sn.Kind), sn.Turn, sn.ParentID,
 		sn.Template, string(sn.State), labels, sn.ExclusiveBytes, sn.ReferencedBytes,
-		toNanos(sn.CreatedAt), toNanos(sn.DeletedAt), sn.ArchiveParent, sn.ArchivePath)
+		toNanos(sn.CreatedAt), toNanos(sn.DeletedAt), sn.ArchiveParent, sn.ArchivePath, sn.MemoryBytes)
 	if errdefs.IsAlreadyExists(dbErr(err)) {
 		// Say which of the three unique keys it was: the id can be retried
 		// with a new one, a name cannot.
@@ -341,6 +344,16 @@ func (s *Store) SetSnapshotArchive(ctx context.Context, id, parent, path string)
 	return oneRow(res, err, "set archive of snapshot", id)
 }
 
+// SetSnapshotMemory records the size of the memory image saved with a
+// snapshot.
+func (s *Store) SetSnapshotMemory(ctx context.Context, id string, bytes int64) error {
+	if bytes < 0 {
+		return fmt.Errorf("snapshot %s: memory image size %d: %w", id, bytes, errdefs.ErrInvalid)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE snapshots SET memory_bytes = ? WHERE id = ?`, bytes, id)
+	return oneRow(res, err, "set memory image of snapshot", id)
+}
+
 // CountArchivedOn counts the archived snapshots whose stream is a delta
 // against parentID: they cannot be restored without it.
 func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, error) {
@@ -377,7 +390,7 @@ func scanSnapshot(sc scanner) (Snapshot, error) {
 	var created, deleted int64
 	err := sc.Scan(&sn.ID, &sn.Team, &sn.SandboxID, &sn.Family, &sn.Name, &kind, &sn.Turn, &sn.ParentID,
 		&sn.Template, &state, &labels, &sn.ExclusiveBytes, &sn.ReferencedBytes, &created, &deleted,
-		&sn.ArchiveParent, &sn.ArchivePath)
+		&sn.ArchiveParent, &sn.ArchivePath, &sn.MemoryBytes)
 	if err != nil {
 		return Snapshot{}, err
 	}

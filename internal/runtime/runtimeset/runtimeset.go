@@ -357,3 +357,40 @@ func (s *Set) ExecNaive(ctx context.Context, id string, argv []string) (int, err
 	}
 	return ne.ExecNaive(ctx, id, argv)
 }
+
+// Checkpoint saves id's memory and processes, if its runtime can.
+func (s *Set) Checkpoint(ctx context.Context, id, dir string, stop bool) (runtime.CheckpointInfo, error) {
+	rt, err := s.find(ctx, id)
+	if err != nil {
+		return runtime.CheckpointInfo{}, err
+	}
+	c, ok := rt.(runtime.Checkpointer)
+	if !ok || !rt.Capabilities().MemorySnapshot {
+		return runtime.CheckpointInfo{}, fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory; memory snapshots need the gvisor runtime (filesystem snapshots work on every runtime): %w", id, rt.Name(), errdefs.ErrUnsupported)
+	}
+	return c.Checkpoint(ctx, id, dir, stop)
+}
+
+// Restore starts spec on the runtime named name ("" = the default) from
+// the checkpoint in dir.
+func (s *Set) Restore(ctx context.Context, name string, spec runtime.Spec, dir string) (runtime.Status, error) {
+	if err := s.Available(name); err != nil {
+		return runtime.Status{}, err
+	}
+	if name == "" {
+		name = s.def
+	}
+	m, _ := s.member(name)
+	c, ok := m.Runtime.(runtime.Checkpointer)
+	if !ok || !m.Runtime.Capabilities().MemorySnapshot {
+		return runtime.Status{}, fmt.Errorf("the %s runtime cannot restore memory; memory snapshots need the gvisor runtime: %w", name, errdefs.ErrUnsupported)
+	}
+	if rt, err := s.find(ctx, spec.ID); err == nil && rt.Name() != name {
+		return runtime.Status{}, fmt.Errorf("sandbox %s exists on the %s runtime: %w", spec.ID, rt.Name(), errdefs.ErrAlreadyExists)
+	}
+	st, err := c.Restore(ctx, spec, dir)
+	if err == nil {
+		s.remember(spec.ID, m.Runtime)
+	}
+	return st, err
+}

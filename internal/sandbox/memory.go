@@ -1,0 +1,238 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/storage"
+)
+
+// memoryRuntime is a host runtime that saves and restores sandboxes'
+// memory (runtimeset.Set; a runtime.Checkpointer restores on itself).
+type memoryRuntime interface {
+	Checkpoint(ctx context.Context, id, dir string, stop bool) (runtime.CheckpointInfo, error)
+	Restore(ctx context.Context, runtimeName string, spec runtime.Spec, dir string) (runtime.Status, error)
+}
+
+// Memory images live in MemoryDir, one directory each: snapshot-<id> beside
+// a snapshot's volume, hibernate-<id> for a hibernated sandbox.
+const (
+	snapshotImagePrefix  = "snapshot-"
+	hibernateImagePrefix = "hibernate-"
+)
+
+func (h *Host) snapshotImage(snapID string) string {
+	return filepath.Join(h.MemoryDir, snapshotImagePrefix+snapID)
+}
+
+func (h *Host) hibernationImage(id string) string {
+	return filepath.Join(h.MemoryDir, hibernateImagePrefix+id)
+}
+
+func (h *Host) memoryRuntime() (memoryRuntime, error) {
+	if h.MemoryDir == "" {
+		return nil, fmt.Errorf("this server keeps no memory images (no memory directory): %w", errdefs.ErrUnsupported)
+	}
+	if mr, ok := h.Runtime.(memoryRuntime); ok {
+		return mr, nil
+	}
+	if c, ok := h.Runtime.(runtime.Checkpointer); ok && h.Runtime.Capabilities().MemorySnapshot {
+		return single{c}, nil
+	}
+	return nil, fmt.Errorf("the %s runtime cannot save memory; memory snapshots need the gvisor runtime (filesystem snapshots work on every runtime): %w", h.Runtime.Name(), errdefs.ErrUnsupported)
+}
+
+// single adapts a lone runtime.Checkpointer to memoryRuntime.
+type single struct{ runtime.Checkpointer }
+
+func (s single) Restore(ctx context.Context, _ string, spec runtime.Spec, dir string) (runtime.Status, error) {
+	return s.Checkpointer.Restore(ctx, spec, dir)
+}
+
+func (h *Host) restore(ctx context.Context, runtimeName string, rs runtime.Spec, dir string) (runtime.Status, error) {
+	mr, err := h.memoryRuntime()
+	if err != nil {
+		return runtime.Status{}, err
+	}
+	return mr.Restore(ctx, runtimeName, rs, dir)
+}
+
+// HasMemoryImage reports whether a snapshot's memory image is on disk.
+func (h *Host) HasMemoryImage(snapID string) bool {
+	if h.MemoryDir == "" {
+		return false
+	}
+	_, err := os.Stat(h.snapshotImage(snapID))
+	return err == nil
+}
+
+// SnapshotMemory takes a snapshot of the sandbox's files and, at the same
+// instant, an image of its memory and processes: the sandbox is paused,
+// its tree snapshotted, its kernel checkpointed, and it is resumed (or
+// left paused if it was). A fork or rollback to the snapshot restores
+// both, so its processes carry on as they were.
+func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool) (SnapshotResult, int64, error) {
+	mr, err := h.memoryRuntime()
+	if err != nil {
+		return SnapshotResult{}, 0, err
+	}
+	if err := os.MkdirAll(h.MemoryDir, 0o700); err != nil {
+		return SnapshotResult{}, 0, fmt.Errorf("make memory dir: %w", err)
+	}
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
+	syncStart := time.Now()
+	if err := h.syncVolume(sandboxKey(id)); err != nil {
+		h.Log.Debug("write back before snapshot", "sandbox", id, "err", err)
+	}
+	synced := time.Since(syncStart)
+	start := time.Now()
+	if err := h.Runtime.Pause(ctx, id); err != nil {
+		return SnapshotResult{}, 0, fmt.Errorf("pause sandbox %s: %w", id, err)
+	}
+	thaw := func() {
+		if wasPaused {
+			return
+		}
+		if err := h.Runtime.Resume(context.WithoutCancel(ctx), id); err != nil {
+			h.Log.Error("resume sandbox after snapshot", "sandbox", id, "err", err)
+		}
+	}
+	if _, err := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
+		thaw()
+		return SnapshotResult{}, 0, fmt.Errorf("snapshot sandbox %s: %w", id, err)
+	}
+	img := h.snapshotImage(snapID)
+	_ = os.RemoveAll(img) // a leftover of a snapshot id never recorded
+	info, err := mr.Checkpoint(ctx, id, img, false)
+	thaw()
+	frozen := time.Since(start)
+	if err != nil {
+		_ = h.Storage.Delete(context.WithoutCancel(ctx), snapshotKey(snapID))
+		return SnapshotResult{}, 0, fmt.Errorf("save the memory of sandbox %s: %w", id, err)
+	}
+	vol, err := h.Storage.Stat(ctx, snapshotKey(snapID))
+	if err != nil {
+		return SnapshotResult{}, 0, err
+	}
+	return SnapshotResult{Info: vol, Frozen: frozen, Synced: synced}, info.Bytes, nil
+}
+
+// Hibernate saves a running or paused sandbox's memory and processes to
+// disk and ends them: it then holds no memory, CPU or processes, only its
+// files and that image, and survives a daemon restart or a reboot. Its
+// agent listener stays; Wake brings it back.
+func (h *Host) Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error) {
+	mr, err := h.memoryRuntime()
+	if err != nil {
+		return runtime.CheckpointInfo{}, err
+	}
+	if err := os.MkdirAll(h.MemoryDir, 0o700); err != nil {
+		return runtime.CheckpointInfo{}, fmt.Errorf("make memory dir: %w", err)
+	}
+	img := h.hibernationImage(id)
+	// An image of an earlier hibernation was consumed by its wake; one left
+	// now belongs to a hibernation that did not finish.
+	if err := os.RemoveAll(img); err != nil {
+		return runtime.CheckpointInfo{}, err
+	}
+	info, err := mr.Checkpoint(ctx, id, img, true)
+	if err != nil {
+		return runtime.CheckpointInfo{}, fmt.Errorf("hibernate sandbox %s: %w", id, err)
+	}
+	// Its processes are gone; what remains of them (cgroups, runtime state)
+	// goes too.
+	if err := h.Runtime.Destroy(context.WithoutCancel(ctx), id); err != nil && !errdefs.IsNotFound(err) {
+		h.Log.Warn("release a hibernated sandbox's runtime", "sandbox", id, "err", err)
+	}
+	return info, nil
+}
+
+// IsHibernated reports whether a sandbox's hibernation image is on disk.
+func (h *Host) IsHibernated(id string) bool {
+	if h.MemoryDir == "" {
+		return false
+	}
+	_, err := os.Stat(h.hibernationImage(id))
+	return err == nil
+}
+
+// Wake restores a hibernated sandbox from its image and waits for its
+// agent. The image is removed once the sandbox runs again: the sandbox
+// has moved on from it.
+func (h *Host) Wake(ctx context.Context, spec Spec, conn *agentconn.Conn) (time.Duration, error) {
+	ctx = context.WithoutCancel(ctx)
+	img := h.hibernationImage(spec.ID)
+	if _, err := os.Stat(img); err != nil {
+		return 0, fmt.Errorf("sandbox %s has no hibernation image: %w", spec.ID, errdefs.ErrNotFound)
+	}
+	began := time.Now()
+	rs, err := h.runtimeSpec(spec, h.Storage.Path(sandboxKey(spec.ID)))
+	if err != nil {
+		return 0, err
+	}
+	if _, err := h.restore(ctx, spec.Runtime, rs, img); err != nil {
+		return 0, fmt.Errorf("wake sandbox %s: %w", spec.ID, err)
+	}
+	if conn != nil {
+		if err := h.waitReady(ctx, conn); err != nil {
+			return 0, fmt.Errorf("wake sandbox %s: %w", spec.ID, err)
+		}
+	}
+	took := time.Since(began)
+	if err := os.RemoveAll(img); err != nil {
+		h.Log.Warn("remove a woken sandbox's hibernation image", "sandbox", spec.ID, "err", err)
+	}
+	return took, nil
+}
+
+// removeMemoryImage removes a memory image directory; a missing one is
+// not an error.
+func removeMemoryImage(dir string) error {
+	if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove memory image: %w", err)
+	}
+	return nil
+}
+
+// reconcileMemory removes the images no snapshot (keepSnaps) or sandbox
+// (keepSandboxes) names: a key present names it, whatever its value. A nil
+// map leaves that kind alone.
+func (h *Host) reconcileMemory(keepSnaps, keepSandboxes map[string]bool) error {
+	if h.MemoryDir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(h.MemoryDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list memory images: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		var orphan bool
+		switch {
+		case strings.HasPrefix(name, snapshotImagePrefix) && keepSnaps != nil:
+			_, named := keepSnaps[strings.TrimPrefix(name, snapshotImagePrefix)]
+			orphan = !named
+		case strings.HasPrefix(name, hibernateImagePrefix) && keepSandboxes != nil:
+			_, named := keepSandboxes[strings.TrimPrefix(name, hibernateImagePrefix)]
+			orphan = !named
+		}
+		if orphan {
+			h.Log.Info("removing orphaned memory image", "image", name)
+			errs = append(errs, removeMemoryImage(filepath.Join(h.MemoryDir, name)))
+		}
+	}
+	return errors.Join(errs...)
+}
