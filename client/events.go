@@ -12,8 +12,8 @@ import (
 type SandboxEvent struct {
 	ID int64     `json:"id"`
 	At time.Time `json:"at"`
-	// Kind is created, paused, resumed, rolled-back, timed-out, failed,
-	// destroyed or reattached.
+	// Kind is created, paused, hibernated, resumed, rolled-back,
+	// timed-out, failed, destroyed or reattached.
 	Kind string `json:"kind"`
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`

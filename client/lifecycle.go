@@ -15,7 +15,20 @@ func (c *Client) PauseSandbox(ctx context.Context, id string) error {
 	return c.call(ctx, r, nil)
 }
 
-// ResumeSandbox thaws a paused sandbox; a running one is left as it is.
+// HibernateSandbox saves a sandbox's memory and processes to disk and
+// frees them (gvisor runtime; others answer 400). ResumeSandbox restores it.
+func (c *Client) HibernateSandbox(ctx context.Context, id string) (SandboxDetail, error) {
+	var s SandboxDetail
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/hibernate"), struct{}{})
+	if err != nil {
+		return s, err
+	}
+	err = c.call(ctx, r, &s)
+	return s, err
+}
+
+// ResumeSandbox thaws a paused sandbox or restores a hibernated one; a
+// running one is left as it is.
 func (c *Client) ResumeSandbox(ctx context.Context, id string) (Sandbox, error) {
 	var s Sandbox
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/resume"), struct{}{})

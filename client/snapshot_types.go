@@ -7,6 +7,10 @@ import "time"
 type NewSnapshot struct {
 	Name   string            `json:"name,omitempty"`
 	Labels map[string]string `json:"labels,omitempty"`
+	// Memory saves the sandbox's memory and processes with its files
+	// (gvisor sandboxes only; others answer 400): forks and rollbacks to
+	// the snapshot carry on with the processes as they were.
+	Memory bool `json:"memory,omitempty"`
 }
 
 // Snapshot describes one snapshot. SnapshotID and Names are E2B's fields;
@@ -33,6 +37,9 @@ type Snapshot struct {
 	DeletedAt       *time.Time `json:"deletedAt,omitempty"`
 	// FrozenMs is how long the sandbox was frozen to take it (on create).
 	FrozenMs float64 `json:"frozenMs,omitempty"`
+	// MemoryBytes is the size of the memory image saved with the files
+	// (snapshots taken with memory); 0 = files only.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
 }
 
 // RollbackRequest is the body of POST /sandboxes/{id}/rollback.
@@ -47,9 +54,11 @@ type RollbackResult struct {
 	Sandbox SandboxDetail `json:"sandbox"`
 	// SnapshotID is the snapshot the live tree now comes from.
 	SnapshotID string `json:"snapshotID"`
-	// ProcessesRestarted is always true in the native runtime: a
-	// rollback replaces the filesystem and restarts every process.
+	// ProcessesRestarted: a rollback replaces the filesystem and restarts
+	// every process, unless the snapshot was taken with memory: then the
+	// processes are restored as they were (ProcessesRestored).
 	ProcessesRestarted bool `json:"processesRestarted"`
+	ProcessesRestored  bool `json:"processesRestored,omitempty"`
 	// PreviousSnapshotID is the snapshot of the state replaced (promote
 	// only: the parent keeps its history).
 	PreviousSnapshotID string `json:"previousSnapshotID,omitempty"`
@@ -63,6 +72,11 @@ type ForkRequest struct {
 	Count      int               `json:"count,omitempty"` // default 1
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	Timeout    *int64            `json:"timeout,omitempty"` // seconds, like create
+	// Memory forks the live state with its memory (gvisor): every fork
+	// carries on with the parent's processes as they were. A SnapshotID
+	// taken with memory forks with memory anyway, unless FilesOnly.
+	Memory    bool `json:"memory,omitempty"`
+	FilesOnly bool `json:"filesOnly,omitempty"`
 }
 
 // ForkResult is one element of the fork answer: a sandbox or an error

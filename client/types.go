@@ -120,6 +120,9 @@ type SandboxDetail struct {
 	Events  []SandboxEvent `json:"events,omitempty"`
 	Runtime string         `json:"runtime"`
 	Reason  string         `json:"reason,omitempty"`
+	// MemorySnapshot: its runtime can save its memory (snapshots with
+	// memory, hibernation, forks that carry on its processes).
+	MemorySnapshot bool `json:"memorySnapshot"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.

@@ -22,10 +22,29 @@ func sandboxPauseCmd(a *app) *cobra.Command {
 	}
 }
 
+func sandboxHibernateCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "hibernate ID...",
+		Short: "Save sandboxes' memory and processes to disk and free them (gvisor runtime); resume brings them back",
+		Long: `Save each sandbox's memory and processes to disk and end them: a hibernated sandbox
+holds no memory, CPU or processes, does not count against the sandbox limit, and
+survives daemon restarts and reboots. "warren sandbox resume" (or any call, with
+autoResume) restores it with its processes where they were. Needs the gvisor runtime.`,
+		Args: args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			c := a.client()
+			return eachID(a, ids, "sandbox", func(id string) error {
+				_, err := c.HibernateSandbox(cmd.Context(), id)
+				return err
+			})
+		},
+	}
+}
+
 func sandboxResumeCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "resume ID...",
-		Short: "Thaw paused sandboxes",
+		Short: "Thaw paused sandboxes, restore hibernated ones",
 		Args:  args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()

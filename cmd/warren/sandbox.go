@@ -17,7 +17,7 @@ func sandboxCmd(a *app) *cobra.Command {
 		Short:   "Create, list, inspect and remove sandboxes",
 	}
 	cmd.AddCommand(sandboxCreateCmd(a), sandboxListCmd(a), sandboxGetCmd(a), sandboxRemoveCmd(a),
-		sandboxPauseCmd(a), sandboxResumeCmd(a), sandboxTimeoutCmd(a), sandboxEventsCmd(a), sandboxStopCmd(a), sandboxLimitsCmd(a),
+		sandboxPauseCmd(a), sandboxHibernateCmd(a), sandboxResumeCmd(a), sandboxTimeoutCmd(a), sandboxEventsCmd(a), sandboxStopCmd(a), sandboxLimitsCmd(a),
 		sandboxNetworkCmd(a))
 	return cmd
 }

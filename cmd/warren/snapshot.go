@@ -23,14 +23,16 @@ func snapshotCreateCmd(a *app) *cobra.Command {
 	var (
 		name   string
 		labels []string
+		memory bool
 	)
 	cmd := &cobra.Command{
-		Use:     "create ID",
-		Short:   "Snapshot a sandbox's live tree and print the snapshot's id",
-		Example: `  SNAP=$(warren snapshot create $ID --name before-refactor --label step=3)`,
-		Args:    args(cobra.ExactArgs(1)),
+		Use:   "create ID",
+		Short: "Snapshot a sandbox's live tree and print the snapshot's id",
+		Example: `  SNAP=$(warren snapshot create $ID --name before-refactor --label step=3)
+  SNAP=$(warren snapshot create $ID --memory)   # gvisor: its processes too`,
+		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			in := client.NewSnapshot{Name: name}
+			in := client.NewSnapshot{Name: name, Memory: memory}
 			var err error
 			if in.Labels, err = parseKV("label", labels); err != nil {
 				return usageError{err}
@@ -49,6 +51,7 @@ func snapshotCreateCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "a name to find the snapshot by")
 	f.StringArrayVar(&labels, "label", nil, "label KEY=VALUE (repeatable)")
+	f.BoolVar(&memory, "memory", false, "save the sandbox's memory and processes too (gvisor runtime): forks and rollbacks carry on with them")
 	return cmd
 }
 
@@ -215,9 +218,11 @@ kills them.`,
 
 func forkCmd(a *app) *cobra.Command {
 	var (
-		count   int
-		meta    []string
-		timeout int64
+		count     int
+		meta      []string
+		timeout   int64
+		memory    bool
+		filesOnly bool
 	)
 	cmd := &cobra.Command{
 		Use:   "fork ID [SNAP]",
@@ -226,10 +231,11 @@ func forkCmd(a *app) *cobra.Command {
 left out (an implicit snapshot is taken). Each new sandbox's id is printed on its
 own line; a fork that failed is reported on stderr and makes the exit status 1.`,
 		Example: `  warren fork $ID $SNAP -n 3 --meta try=a
-  warren fork $ID`,
+  warren fork $ID
+  warren fork $ID --memory -n 3   # gvisor: each fork carries on with ID's processes`,
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			in := client.ForkRequest{Count: count}
+			in := client.ForkRequest{Count: count, Memory: memory, FilesOnly: filesOnly}
 			if len(argv) == 2 {
 				in.SnapshotID = argv[1]
 			}
@@ -257,6 +263,8 @@ own line; a fork that failed is reported on stderr and makes the exit status 1.`
 	f.IntVarP(&count, "count", "n", 1, "how many sandboxes to start")
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE for the new sandboxes (repeatable)")
 	f.Int64Var(&timeout, "timeout", 0, "seconds until each new sandbox is killed; 0 = never (default: the server's)")
+	f.BoolVar(&memory, "memory", false, "fork the live state with its memory and processes (gvisor runtime)")
+	f.BoolVar(&filesOnly, "files-only", false, "from a snapshot taken with memory, take only its files: processes start afresh")
 	return cmd
 }
 

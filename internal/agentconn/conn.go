@@ -224,6 +224,20 @@ func (c *Conn) Tools() agentv1connect.ToolsServiceClient { return c.tools }
 // need an absolute URL; its host is ignored.
 func (c *Conn) Transport() http.RoundTripper { return roundTripper{c} }
 
+// Drop closes the current agent connection and keeps listening: the agent
+// dials again, and WaitReady waits for that new connection. Used when the
+// sandbox's kernel is about to be saved and restored, which breaks the
+// connection anyway, so that a stale one is never mistaken for a live one.
+func (c *Conn) Drop() {
+	c.mu.Lock()
+	cur := c.cur
+	c.cur = nil
+	c.mu.Unlock()
+	if cur != nil {
+		cur.Close()
+	}
+}
+
 // Close stops listening, closes the agent connection and removes the socket
 // file. The agent's processes keep running; the agent re-dials whoever
 // listens on the path next.

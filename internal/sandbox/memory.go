@@ -79,7 +79,10 @@ func (h *Host) HasMemoryImage(snapID string) bool {
 // its tree snapshotted, its kernel checkpointed, and it is resumed (or
 // left paused if it was). A fork or rollback to the snapshot restores
 // both, so its processes carry on as they were.
-func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool) (SnapshotResult, int64, error) {
+//
+// Saving the kernel breaks the agent's connection: it is dropped first and
+// the agent's new one awaited before this returns (unless left paused).
+func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (SnapshotResult, int64, error) {
 	mr, err := h.memoryRuntime()
 	if err != nil {
 		return SnapshotResult{}, 0, err
@@ -106,6 +109,9 @@ func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, was
 			h.Log.Error("resume sandbox after snapshot", "sandbox", id, "err", err)
 		}
 	}
+	if conn != nil {
+		conn.Drop()
+	}
 	if _, err := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
 		thaw()
 		return SnapshotResult{}, 0, fmt.Errorf("snapshot sandbox %s: %w", id, err)
@@ -118,6 +124,11 @@ func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, was
 	if err != nil {
 		_ = h.Storage.Delete(context.WithoutCancel(ctx), snapshotKey(snapID))
 		return SnapshotResult{}, 0, fmt.Errorf("save the memory of sandbox %s: %w", id, err)
+	}
+	if conn != nil && !wasPaused {
+		if err := h.waitReady(ctx, conn); err != nil {
+			return SnapshotResult{}, 0, fmt.Errorf("sandbox %s after its memory was saved: %w", id, err)
+		}
 	}
 	vol, err := h.Storage.Stat(ctx, snapshotKey(snapID))
 	if err != nil {

@@ -28,8 +28,11 @@ func (b timeoutBody) duration() (*time.Duration, error) {
 	return &d, nil
 }
 
+// pauseSandbox serves POST /sandboxes/{id}/pause. E2B sends {memory?}
+// (the SDK's keepMemory): absent or false freezes the processes in place;
+// true saves them with their memory to disk and frees them — hibernation,
+// for runtimes that can (gvisor; others answer 400).
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
-	// E2B sends {memory?}: the native runtime always keeps memory.
 	var body struct {
 		Memory *bool `json:"memory,omitempty"`
 	}
@@ -37,11 +40,34 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if body.Memory != nil && *body.Memory {
+		if _, err := s.deps.Sessions.Hibernate(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	if err := s.deps.Sessions.Pause(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// hibernateSandbox serves POST /sandboxes/{id}/hibernate: 200 with the
+// hibernated sandbox.
+func (s *Server) hibernateSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := decodeJSON(w, r, &struct{}{}); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	rec, err := s.deps.Sessions.Hibernate(r.Context(), teamOf(r), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.detailOf(rec))
 }
 
 // resumeSandbox serves POST /sandboxes/{id}/resume and the /connect routes:

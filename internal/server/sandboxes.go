@@ -118,6 +118,11 @@ func (s *Server) detailOf(rec store.Sandbox) client.SandboxDetail {
 		d.EndAt = &end
 	}
 	describeNetwork(&d, rec)
+	for _, rt := range s.deps.Runtimes {
+		if rt.Name == rec.Runtime {
+			d.MemorySnapshot = rt.MemorySnapshot
+		}
+	}
 	return d
 }
 
@@ -165,10 +170,13 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	for _, st := range q["state"] {
 		for _, one := range strings.Split(st, ",") {
 			switch store.SandboxState(one) {
-			case session.StateRunning, session.StatePaused, session.StateCreating, session.StateStopped, session.StateFailed:
+			case session.StatePaused:
+				// E2B's paused is ours or hibernated: both wait for a resume.
+				f.States = append(f.States, session.StatePaused, session.StateHibernated)
+			case session.StateRunning, session.StateHibernated, session.StateCreating, session.StateStopped, session.StateFailed:
 				f.States = append(f.States, store.SandboxState(one))
 			default:
-				writeError(w, r, fmt.Errorf("state %q: want running, paused, creating, stopped or failed: %w", one, errdefs.ErrInvalid))
+				writeError(w, r, fmt.Errorf("state %q: want running, paused, hibernated, creating, stopped or failed: %w", one, errdefs.ErrInvalid))
 				return
 			}
 		}

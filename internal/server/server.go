@@ -112,6 +112,7 @@ func (s *Server) routes() {
 	m.Handle("GET /sandboxes/{id}/logs", s.auth(s.sandboxLogs))
 	m.Handle("GET /v2/sandboxes/{id}/logs", s.auth(s.sandboxLogsV2))
 	m.Handle("POST /sandboxes/{id}/pause", s.auth(s.pauseSandbox))
+	m.Handle("POST /sandboxes/{id}/hibernate", s.auth(s.hibernateSandbox))
 	m.Handle("POST /sandboxes/{id}/stop", s.auth(s.stopSandbox))
 	m.Handle("POST /sandboxes/{id}/limits", s.auth(s.updateLimits))
 	m.Handle("GET /sandboxes/{id}/network", s.auth(s.getNetwork))

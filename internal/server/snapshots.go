@@ -29,6 +29,7 @@ func snapshotOf(s store.Snapshot) client.Snapshot {
 		ExclusiveBytes:  s.ExclusiveBytes,
 		ReferencedBytes: s.ReferencedBytes,
 		CreatedAt:       s.CreatedAt,
+		MemoryBytes:     s.MemoryBytes,
 	}
 	if s.Name != "" {
 		out.Names = []string{s.Name}
@@ -54,7 +55,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	res, err := s.deps.Sessions.Snapshot(r.Context(), teamOf(r), r.PathValue("id"), session.SnapshotRequest{Name: body.Name, Labels: body.Labels})
+	res, err := s.deps.Sessions.Snapshot(r.Context(), teamOf(r), r.PathValue("id"), session.SnapshotRequest{Name: body.Name, Labels: body.Labels, Memory: body.Memory})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -136,7 +137,11 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: s.detailOf(rec), SnapshotID: body.SnapshotID, ProcessesRestarted: true})
+	out := client.RollbackResult{Sandbox: s.detailOf(rec), SnapshotID: body.SnapshotID, ProcessesRestarted: true}
+	if snap, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), body.SnapshotID); err == nil && snap.MemoryBytes > 0 {
+		out.ProcessesRestarted, out.ProcessesRestored = false, true
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
@@ -154,7 +159,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata}
+	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata, Memory: body.Memory, FilesOnly: body.FilesOnly}
 	if body.Timeout != nil {
 		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
 			writeError(w, r, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *body.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid))

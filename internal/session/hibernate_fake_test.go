@@ -51,7 +51,7 @@ func (h *fakeHost) Attach(ctx context.Context, id string) (*sandbox.Sandbox, err
 	return &sandbox.Sandbox{ID: id}, nil
 }
 
-func (h *fakeHost) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool) (sandbox.SnapshotResult, int64, error) {
+func (h *fakeHost) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, _ *agentconn.Conn) (sandbox.SnapshotResult, int64, error) {
 	h.mu.Lock()
 	memory := h.memory
 	h.mu.Unlock()

@@ -41,7 +41,7 @@ type Host interface {
 	Attach(ctx context.Context, id string) (*sandbox.Sandbox, error)
 
 	Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
-	SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool) (sandbox.SnapshotResult, int64, error)
+	SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (sandbox.SnapshotResult, int64, error)
 	HasMemoryImage(snapID string) bool
 	DeleteSnapshot(ctx context.Context, snapID string) error
 	Rollback(ctx context.Context, spec sandbox.Spec, snapID string, conn *agentconn.Conn) error

@@ -140,7 +140,14 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 	var res sandbox.SnapshotResult
 	var err error
 	if req.Memory {
-		res, snap.MemoryBytes, err = m.host.SnapshotMemory(ctx, rec.ID, snap.ID, rec.ID, false)
+		m.mu.Lock()
+		sb := m.live[rec.ID]
+		m.mu.Unlock()
+		if sb == nil {
+			err = fmt.Errorf("sandbox %s is not attached to this daemon: %w", rec.ID, errdefs.ErrUnavailable)
+		} else {
+			res, snap.MemoryBytes, err = m.host.SnapshotMemory(ctx, rec.ID, snap.ID, rec.ID, false, sb.Agent)
+		}
 		if errdefs.IsUnsupported(err) {
 			err = fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
 		}
@@ -316,8 +323,10 @@ type ForkRequest struct {
 	Timeout    *time.Duration
 	// Memory forks the live state with its memory: the implicit snapshot
 	// saves it (gvisor), and every fork carries on with the processes.
-	// A SnapshotID taken with memory forks with memory anyway.
-	Memory bool
+	// A SnapshotID taken with memory forks with memory anyway, unless
+	// FilesOnly.
+	Memory    bool
+	FilesOnly bool
 }
 
 // ForkResult is one fork: a sandbox or the error that stopped it.
@@ -381,6 +390,7 @@ func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (s
 				PublicPorts:   rec.PublicPorts,
 				ToolSnapshots: rec.ToolSnapshots,
 				Network:       policyOf(rec),
+				FilesOnly:     req.FilesOnly,
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)
