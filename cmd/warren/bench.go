@@ -20,19 +20,20 @@ func benchCmd() *cobra.Command {
 	var suite string
 	var densityN int
 	var tools bench.ToolsOptions
+	var gvisor bench.GVisorOptions
 	var httpClient bool
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure warren's latencies and print JSON (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback)",
+		Short: "Measure warren's latencies and print JSON (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if httpClient {
 				return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 			}
 			switch suite {
-			case "core", "snapshots", "density", "tools", "network", "all":
+			case "core", "snapshots", "density", "tools", "network", "gvisor", "all":
 			default:
-				return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network or all", suite)
+				return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network, gvisor or all", suite)
 			}
 			dir, _ := cmd.Flags().GetString("data-dir")
 			if !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren" {
@@ -107,11 +108,25 @@ func benchCmd() *cobra.Command {
 				}
 				out["network"] = rep
 			}
+			if suite == "gvisor" || suite == "all" {
+				gvisor.Options = opts
+				gvisor.Creates = min(opts.Creates, 10)
+				gvisor.Execs = min(opts.Execs, 100)
+				gvisor.DataDir = dataDir("gvisor")
+				gvisor.Progress = cmd.ErrOrStderr()
+				rep, err := bench.RunGVisor(cmd.Context(), gvisor)
+				if err != nil {
+					return err
+				}
+				out["gvisor"] = rep
+			}
 			return printBench(cmd, suite, out)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep) or all")
+	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory) or all")
+	f.IntVar(&gvisor.Rounds, "memory-rounds", 5, "gvisor: rounds of each memory item (checkpoint, hibernate, wake, fork ×5)")
+	f.IntVar(&gvisor.HeldMB, "held-mb", 256, "gvisor: memory the held sandbox's process holds, in MB")
 	f.IntVar(&tools.Calls, "tool-calls", 200, "tools: read and edit round trips")
 	f.IntVar(&tools.GrepFiles, "grep-files", 100_000, "tools: files in the tree grep searches")
 	f.IntVar(&densityN, "sandboxes", 200, "density suite: idle sandboxes to start")

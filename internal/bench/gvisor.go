@@ -1,0 +1,329 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
+)
+
+// GVisorOptions configure the gvisor suite.
+type GVisorOptions struct {
+	Options
+	// Rounds is how many times each memory item (checkpoint, hibernate,
+	// wake, fork ×5) is measured.
+	Rounds int
+	// HeldMB is the memory the "held" sandbox's process holds.
+	HeldMB int
+	// Progress, if set, hears what the suite is doing.
+	Progress io.Writer
+}
+
+// GVisorReport is the gvisor suite's answer: each gvisor figure beside the
+// native runtime's measured in the same run.
+type GVisorReport struct {
+	Machine  string `json:"machine"`
+	Template string `json:"template"`
+	Runsc    string `json:"runsc_version"`
+	// CreateToFirstOutput and ExecTrueAPI as in the core suite, per runtime.
+	CreateToFirstOutput RuntimePair `json:"create_to_first_output"`
+	ExecTrueAPI         RuntimePair `json:"exec_true_api"`
+	// Idle is a sandbox doing nothing; Held one whose process holds HeldMB
+	// of memory (written, so every page is saved).
+	Idle MemoryReport `json:"idle"`
+	Held MemoryReport `json:"held"`
+	// ForkWithMemory5 is POST /fork {count: 5} of a snapshot taken with
+	// memory, until all five run on (restored from one image); the native
+	// baseline forks five from a files-only snapshot (fresh processes).
+	ForkWithMemory5 Stats   `json:"fork_with_memory_x5"`
+	NativeFork5     Stats   `json:"native_fork_files_only_x5"`
+	RatioForkP50    float64 `json:"fork_x5_gvisor_memory_vs_native_p50"`
+}
+
+// RuntimePair is one operation measured on each runtime.
+type RuntimePair struct {
+	Native Stats   `json:"native"`
+	GVisor Stats   `json:"gvisor"`
+	Ratio  float64 `json:"gvisor_vs_native_p50"`
+}
+
+// MemoryReport is the memory items for one sandbox.
+type MemoryReport struct {
+	HeldMB int `json:"held_mb"`
+	// Checkpoint: POST /snapshots {memory: true} (files snapshot and
+	// memory image, the sandbox paused meanwhile); FilesOnly the same
+	// snapshot without memory, its baseline.
+	Checkpoint Stats `json:"snapshot_with_memory"`
+	FilesOnly  Stats `json:"snapshot_files_only"`
+	ImageBytes int64 `json:"image_bytes"`
+	// Hibernate: POST /hibernate; Wake: POST /resume of the hibernated
+	// sandbox until its agent answers. NativePause/NativeResume: the
+	// native runtime's freeze and thaw of the same sandbox, the
+	// nearest baseline (memory kept in RAM).
+	Hibernate    Stats `json:"hibernate"`
+	Wake         Stats `json:"wake"`
+	NativePause  Stats `json:"native_pause"`
+	NativeResume Stats `json:"native_resume"`
+}
+
+// RunGVisor measures the gvisor runtime against the native one.
+func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr error) {
+	if opts.Creates <= 0 {
+		opts.Creates = 10
+	}
+	if opts.Execs <= 0 {
+		opts.Execs = 100
+	}
+	if opts.Rounds <= 0 {
+		opts.Rounds = 5
+	}
+	if opts.HeldMB <= 0 {
+		opts.HeldMB = 256
+	}
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
+		cfg.ImageSize = 8 << 30
+		cfg.MaxSandboxes = 40
+	})
+	if err != nil {
+		return GVisorReport{}, err
+	}
+	defer func() { retErr = errors.Join(retErr, h.close()) }()
+	c := h.c
+	rep := GVisorReport{Machine: machine(), Template: h.tmpl}
+	health, err := c.Health(ctx)
+	if err != nil {
+		return rep, err
+	}
+	gv, ok := findRuntime(health, "gvisor")
+	if !ok || !gv.Available {
+		return rep, fmt.Errorf("the gvisor runtime is not available here (%s): build runsc with `make runsc` or pass --runsc", gv.Error)
+	}
+	rep.Runsc = gv.Version
+
+	for _, rt := range []string{"native", "gvisor"} {
+		fmt.Fprintf(progress, "gvisor suite: %s create → first output, exec\n", rt)
+		created, keep, err := createRuns(ctx, c, h.tmpl, rt, opts.Creates)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", rt, err)
+		}
+		execs, err := timeN(opts.Execs, func() error {
+			res, err := c.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("true exited %d", res.ExitCode)
+			}
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("%s exec: %w", rt, err)
+		}
+		if err := c.DeleteSandbox(ctx, keep); err != nil {
+			return rep, err
+		}
+		if rt == "native" {
+			rep.CreateToFirstOutput.Native, rep.ExecTrueAPI.Native = Summarise(created), Summarise(execs)
+		} else {
+			rep.CreateToFirstOutput.GVisor, rep.ExecTrueAPI.GVisor = Summarise(created), Summarise(execs)
+		}
+	}
+	rep.CreateToFirstOutput.Ratio = ratio(rep.CreateToFirstOutput.GVisor, rep.CreateToFirstOutput.Native)
+	rep.ExecTrueAPI.Ratio = ratio(rep.ExecTrueAPI.GVisor, rep.ExecTrueAPI.Native)
+
+	fmt.Fprintln(progress, "gvisor suite: idle sandbox checkpoints")
+	if rep.Idle, err = measureMemory(ctx, c, h.tmpl, 0, opts.Rounds); err != nil {
+		return rep, fmt.Errorf("idle: %w", err)
+	}
+	fmt.Fprintf(progress, "gvisor suite: checkpoints of a sandbox holding %d MB\n", opts.HeldMB)
+	if rep.Held, err = measureMemory(ctx, c, h.tmpl, opts.HeldMB, opts.Rounds); err != nil {
+		return rep, fmt.Errorf("held: %w", err)
+	}
+	fmt.Fprintln(progress, "gvisor suite: fork ×5 with memory, and native ×5 from files")
+	if rep.ForkWithMemory5, err = measureFork5(ctx, c, h.tmpl, "gvisor", opts.Rounds); err != nil {
+		return rep, fmt.Errorf("fork with memory: %w", err)
+	}
+	if rep.NativeFork5, err = measureFork5(ctx, c, h.tmpl, "native", opts.Rounds); err != nil {
+		return rep, fmt.Errorf("native fork: %w", err)
+	}
+	rep.RatioForkP50 = ratio(rep.NativeFork5, rep.ForkWithMemory5)
+	return rep, nil
+}
+
+func findRuntime(h client.Health, name string) (client.RuntimeInfo, bool) {
+	if h.Capabilities != nil {
+		for _, r := range h.Capabilities.Runtimes {
+			if r.Name == name {
+				return r, true
+			}
+		}
+	}
+	return client.RuntimeInfo{}, false
+}
+
+// createRuns times n creates on rt to their first byte of output (after
+// one untimed, which warms caches), then creates one more to keep and
+// returns its id.
+func createRuns(ctx context.Context, c *client.Client, tmpl, rt string, n int) ([]time.Duration, string, error) {
+	in := client.NewSandbox{TemplateID: tmpl, Runtime: rt}
+	var out []time.Duration
+	for i := 0; i <= n; i++ {
+		d, err := createToFirstOutput(ctx, c, in, true)
+		if err != nil {
+			return nil, "", err
+		}
+		if i > 0 {
+			out = append(out, d)
+		}
+	}
+	sb, err := c.CreateSandbox(ctx, in)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, sb.SandboxID, nil
+}
+
+// holdMemory starts a process in id that holds mb MB of memory it wrote
+// (busybox awk doubling a string), and waits until it holds it all.
+func holdMemory(ctx context.Context, c *client.Client, id string, mb int) error {
+	if mb == 0 {
+		return nil
+	}
+	script := fmt.Sprintf(`awk 'BEGIN { s = "x"; while (length(s) < %d) s = s s; print length(s) > "/tmp/held"; close("/tmp/held"); system("sleep 100000") }'`, mb<<20)
+	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "held", ExecRequest: client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}}}); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"cat", "/tmp/held"}})
+		if err == nil && res.ExitCode == 0 && len(res.Stdout) > 0 {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the process did not come to hold %d MB", mb)
+}
+
+// measureMemory measures one gvisor sandbox holding mb MB (0 = idle) and
+// a native one holding the same.
+func measureMemory(ctx context.Context, c *client.Client, tmpl string, mb, rounds int) (MemoryReport, error) {
+	rep := MemoryReport{HeldMB: mb}
+	limits := &client.Limits{MemoryMB: int64(mb*2 + 512)}
+	var gid, nid string
+	defer func() {
+		for _, id := range []string{gid, nid} {
+			if id != "" {
+				_ = c.DeleteSandbox(context.WithoutCancel(ctx), id)
+			}
+		}
+	}()
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: "gvisor", Limits: limits})
+	if err != nil {
+		return rep, err
+	}
+	gid = sb.SandboxID
+	if sb, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: "native", Limits: limits}); err != nil {
+		return rep, err
+	}
+	nid = sb.SandboxID
+	for _, id := range []string{gid, nid} {
+		if err := holdMemory(ctx, c, id, mb); err != nil {
+			return rep, err
+		}
+	}
+	var ckpt, files, hib, wake, pause, resume []time.Duration
+	for i := 0; i < rounds; i++ {
+		start := time.Now()
+		snap, err := c.CreateSnapshot(ctx, gid, client.NewSnapshot{Memory: true})
+		if err != nil {
+			return rep, fmt.Errorf("snapshot with memory: %w", err)
+		}
+		ckpt = append(ckpt, time.Since(start))
+		rep.ImageBytes = snap.MemoryBytes
+		start = time.Now()
+		if _, err := c.CreateSnapshot(ctx, gid, client.NewSnapshot{}); err != nil {
+			return rep, fmt.Errorf("snapshot: %w", err)
+		}
+		files = append(files, time.Since(start))
+
+		start = time.Now()
+		if _, err := c.HibernateSandbox(ctx, gid); err != nil {
+			return rep, fmt.Errorf("hibernate: %w", err)
+		}
+		hib = append(hib, time.Since(start))
+		start = time.Now()
+		if _, err := c.ResumeSandbox(ctx, gid); err != nil {
+			return rep, fmt.Errorf("wake: %w", err)
+		}
+		wake = append(wake, time.Since(start))
+
+		start = time.Now()
+		if err := c.PauseSandbox(ctx, nid); err != nil {
+			return rep, fmt.Errorf("native pause: %w", err)
+		}
+		pause = append(pause, time.Since(start))
+		start = time.Now()
+		if _, err := c.ResumeSandbox(ctx, nid); err != nil {
+			return rep, fmt.Errorf("native resume: %w", err)
+		}
+		resume = append(resume, time.Since(start))
+	}
+	// The held process must have lived through all of it.
+	if mb > 0 {
+		procs, err := c.ListProcesses(ctx, gid)
+		if err != nil {
+			return rep, err
+		}
+		alive := false
+		for _, p := range procs {
+			alive = alive || (p.Tag == "held" && p.State == "running")
+		}
+		if !alive {
+			return rep, fmt.Errorf("the process holding memory did not survive the hibernations: %+v", procs)
+		}
+	}
+	rep.Checkpoint, rep.FilesOnly = Summarise(ckpt), Summarise(files)
+	rep.Hibernate, rep.Wake = Summarise(hib), Summarise(wake)
+	rep.NativePause, rep.NativeResume = Summarise(pause), Summarise(resume)
+	return rep, nil
+}
+
+// measureFork5 times forks of five from one snapshot of a sandbox on rt:
+// with memory on gvisor, files only on native.
+func measureFork5(ctx context.Context, c *client.Client, tmpl, rt string, rounds int) (Stats, error) {
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: rt})
+	if err != nil {
+		return Stats{}, err
+	}
+	defer func() { _ = c.DeleteSandbox(context.WithoutCancel(ctx), sb.SandboxID) }()
+	snap, err := c.CreateSnapshot(ctx, sb.SandboxID, client.NewSnapshot{Memory: rt == "gvisor"})
+	if err != nil {
+		return Stats{}, err
+	}
+	var samples []time.Duration
+	for i := 0; i < rounds; i++ {
+		start := time.Now()
+		res, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: 5})
+		if err != nil {
+			return Stats{}, err
+		}
+		took := time.Since(start)
+		for _, f := range res {
+			if f.Sandbox == nil {
+				return Stats{}, fmt.Errorf("a fork failed: %+v", f.Error)
+			}
+		}
+		samples = append(samples, took)
+		for _, f := range res {
+			if err := c.DeleteSandbox(ctx, f.Sandbox.SandboxID); err != nil {
+				return Stats{}, err
+			}
+		}
+	}
+	return Summarise(samples), nil
+}
