@@ -151,7 +151,7 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 	if rep.NativeFork5, err = measureFork5(ctx, c, h.tmpl, "native", opts.Rounds); err != nil {
 		return rep, fmt.Errorf("native fork: %w", err)
 	}
-	rep.RatioForkP50 = ratio(rep.NativeFork5, rep.ForkWithMemory5)
+	rep.RatioForkP50 = ratio(rep.ForkWithMemory5, rep.NativeFork5)
 	return rep, nil
 }
 

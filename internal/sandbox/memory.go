@@ -65,13 +65,36 @@ func (h *Host) restore(ctx context.Context, runtimeName string, rs runtime.Spec,
 	return mr.Restore(ctx, runtimeName, rs, dir)
 }
 
-// HasMemoryImage reports whether a snapshot's memory image is on disk.
-func (h *Host) HasMemoryImage(snapID string) bool {
+// runtimeFile names, inside an image, the runtime that wrote it: only that
+// runtime can restore it.
+const runtimeFile = "warren-runtime"
+
+// MemoryImage reports whether a snapshot's memory image is on disk, and
+// the runtime that wrote it ("" if not recorded).
+func (h *Host) MemoryImage(snapID string) (runtimeName string, ok bool) {
 	if h.MemoryDir == "" {
-		return false
+		return "", false
 	}
-	_, err := os.Stat(h.snapshotImage(snapID))
-	return err == nil
+	if _, err := os.Stat(h.snapshotImage(snapID)); err != nil {
+		return "", false
+	}
+	data, _ := os.ReadFile(filepath.Join(h.snapshotImage(snapID), runtimeFile))
+	return strings.TrimSpace(string(data)), true
+}
+
+// recordRuntime writes into an image the runtime holding sandbox id.
+func (h *Host) recordRuntime(ctx context.Context, id, img string) {
+	name := h.Runtime.Name()
+	if ro, ok := h.Runtime.(interface {
+		RuntimeOf(context.Context, string) (string, error)
+	}); ok {
+		if n, err := ro.RuntimeOf(ctx, id); err == nil {
+			name = n
+		}
+	}
+	if err := os.WriteFile(filepath.Join(img, runtimeFile), []byte(name+"\n"), 0o600); err != nil {
+		h.Log.Warn("record the runtime of a memory image", "image", img, "err", err)
+	}
 }
 
 // SnapshotMemory takes a snapshot of the sandbox's files and, at the same
@@ -125,6 +148,7 @@ func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, was
 		_ = h.Storage.Delete(context.WithoutCancel(ctx), snapshotKey(snapID))
 		return SnapshotResult{}, 0, fmt.Errorf("save the memory of sandbox %s: %w", id, err)
 	}
+	h.recordRuntime(ctx, id, img)
 	if conn != nil && !wasPaused {
 		if err := h.waitReady(ctx, conn); err != nil {
 			return SnapshotResult{}, 0, fmt.Errorf("sandbox %s after its memory was saved: %w", id, err)

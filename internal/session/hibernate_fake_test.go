@@ -68,10 +68,10 @@ func (h *fakeHost) SnapshotMemory(ctx context.Context, id, snapID, group string,
 	return res, 8192, nil
 }
 
-func (h *fakeHost) HasMemoryImage(snapID string) bool {
+func (h *fakeHost) MemoryImage(snapID string) (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.images["snapshot-"+snapID]
+	return "memrt", h.images["snapshot-"+snapID]
 }
 
 // A runtime that cannot save memory refuses hibernation and memory
@@ -192,8 +192,11 @@ func TestMemorySnapshotFork(t *testing.T) {
 	if _, err := m.Create(ctx, CreateRequest{Team: "t", Template: snap.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if h.lastSpec.MemoryFrom != snap.ID {
-		t.Errorf("a fork of a memory snapshot restores from %q, want %q", h.lastSpec.MemoryFrom, snap.ID)
+	if h.lastSpec.MemoryFrom != snap.ID || h.lastSpec.Runtime != "memrt" {
+		t.Errorf("a fork of a memory snapshot restores from %q on %q, want %q on the runtime that saved it", h.lastSpec.MemoryFrom, h.lastSpec.Runtime, snap.ID)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "t", Template: snap.ID, Runtime: "other"}); !errdefs.IsInvalid(err) {
+		t.Errorf("a fork of a memory snapshot onto another runtime: %v, want ErrInvalid", err)
 	}
 	if _, err := m.Create(ctx, CreateRequest{Team: "t", Template: snap.ID, FilesOnly: true}); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ type Host interface {
 
 	Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
 	SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (sandbox.SnapshotResult, int64, error)
-	HasMemoryImage(snapID string) bool
+	MemoryImage(snapID string) (runtimeName string, ok bool)
 	DeleteSnapshot(ctx context.Context, snapID string) error
 	Rollback(ctx context.Context, spec sandbox.Spec, snapID string, conn *agentconn.Conn) error
 	Diff(ctx context.Context, from, to string, toLive bool) ([]storage.Change, error)
@@ -274,8 +274,16 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 			rec.Runtime = parent.Runtime // a fork keeps its parent's runtime
 		}
 		if snap.MemoryBytes > 0 && !req.FilesOnly {
-			if !m.host.HasMemoryImage(snap.ID) {
+			rt, ok := m.host.MemoryImage(snap.ID)
+			if !ok {
 				return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing; start from its files only (filesOnly): %w", snap.ID, errdefs.ErrNotFound)
+			}
+			if rt != "" {
+				// Only the runtime that saved the memory can restore it.
+				if req.Runtime != "" && req.Runtime != rt {
+					return store.Sandbox{}, fmt.Errorf("snapshot %s holds memory saved by the %s runtime, which alone can restore it; drop runtime %q or ask for filesOnly: %w", snap.ID, rt, req.Runtime, errdefs.ErrInvalid)
+				}
+				rec.Runtime = rt
 			}
 			spec.MemoryFrom = snap.ID
 		}

@@ -275,7 +275,7 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	spec := specOf(rec)
 	restarted := "processes restarted"
 	if snap.MemoryBytes > 0 {
-		if !m.host.HasMemoryImage(snapID) {
+		if _, ok := m.host.MemoryImage(snapID); !ok {
 			release()
 			return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing: %w", snapID, errdefs.ErrNotFound)
 		}

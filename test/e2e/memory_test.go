@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,14 +42,6 @@ func counterPast(t *testing.T, ctx context.Context, c *client.Client, id string,
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func httpStatus(err error) int {
-	var ae *client.Error
-	if errors.As(err, &ae) {
-		return ae.Code
-	}
-	return 0
 }
 
 // Memory snapshots on gvisor: a process holding its state in memory is
@@ -135,7 +126,7 @@ func TestGVisorMemorySnapshots(t *testing.T) {
 	if err != nil || det.State != "hibernated" {
 		t.Fatalf("after hibernate: %+v, %v", det, err)
 	}
-	if _, err := c.ExecWait(ctx, id, sh("true")); httpStatus(err) != http.StatusConflict {
+	if _, err := c.ExecWait(ctx, id, sh("true")); client.StatusCode(err) != http.StatusConflict {
 		t.Errorf("exec in a hibernated sandbox: %v, want 409", err)
 	}
 	if left := gvisorProcesses(t, id); len(left) > 0 {
@@ -225,10 +216,10 @@ func TestNativeRefusesMemory(t *testing.T) {
 		t.Fatalf("a native sandbox says it can save memory: %+v, %v", det, err)
 	}
 	_, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Memory: true})
-	if httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "gvisor") {
+	if client.StatusCode(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "gvisor") {
 		t.Errorf("memory snapshot of a native sandbox: %v, want 400 naming gvisor", err)
 	}
-	if _, err := c.HibernateSandbox(ctx, id); httpStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "gvisor") {
+	if _, err := c.HibernateSandbox(ctx, id); client.StatusCode(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "gvisor") {
 		t.Errorf("hibernate a native sandbox: %v, want 400 naming gvisor", err)
 	}
 	if _, stderr, code := d.cli("", "sandbox", "hibernate", id); code == 0 || !strings.Contains(stderr, "gvisor") {
