@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -201,7 +202,8 @@ func (m *Manager) createVeth(id, name string, addr netip.Addr, nsFD int) error {
 // configureSandboxSide runs with h in the sandbox's namespace: loopback up,
 // eth0 with addr/32, an on-link route to the gateway and a default route
 // through it. A /32 means the sandbox sends everything, other sandboxes'
-// addresses included, to the gateway.
+// addresses included, to the gateway. It is idempotent (Readdress runs it
+// on a namespace that may keep some of it).
 func (m *Manager) configureSandboxSide(h *netlink.Handle, addr netip.Addr) error {
 	lo, err := h.LinkByName("lo")
 	if err != nil {
@@ -214,17 +216,17 @@ func (m *Manager) configureSandboxSide(h *netlink.Handle, addr netip.Addr) error
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", SandboxInterface, err)
 	}
-	if err := h.AddrAdd(eth, &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
+	if err := h.AddrReplace(eth, &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
 		return fmt.Errorf("address %s: %w", SandboxInterface, err)
 	}
 	if err := h.LinkSetUp(eth); err != nil {
 		return fmt.Errorf("bring up %s: %w", SandboxInterface, err)
 	}
 	gw := m.gateway.AsSlice()
-	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}); err != nil {
+	if err := h.RouteReplace(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}); err != nil {
 		return fmt.Errorf("route to gateway: %w", err)
 	}
-	if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw}); err != nil {
+	if err := h.RouteReplace(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw}); err != nil {
 		return fmt.Errorf("default route: %w", err)
 	}
 	return nil
@@ -280,4 +282,47 @@ func resolvConfNameserver(path string) (string, error) {
 func isNotFound(err error) bool {
 	var nf netlink.LinkNotFoundError
 	return errors.As(err, &nf) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV)
+}
+
+// Readdress puts a sandbox's address and routes back on its eth0 when they
+// are missing. gVisor's runsc (network "sandbox") moves the interface's
+// configuration into its own netstack and deletes it from the namespace;
+// a later runsc run or restore in the same namespace (a rollback, a wake
+// from hibernation) reads the configuration from the interface again, and
+// would find none. With the address present it changes nothing.
+func (m *Manager) Readdress(id string) error {
+	m.mu.RLock()
+	sb := m.sandboxes[id]
+	m.mu.RUnlock()
+	if sb == nil {
+		return fmt.Errorf("network of sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	ns, err := netns.GetFromPath(sb.nsPath)
+	if err != nil {
+		return fmt.Errorf("network of sandbox %s: open namespace: %w", id, err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("network of sandbox %s: netlink: %w", id, err)
+	}
+	defer h.Close()
+	eth, err := h.LinkByName(SandboxInterface)
+	if err != nil {
+		return fmt.Errorf("network of sandbox %s: look up %s: %w", id, SandboxInterface, err)
+	}
+	addrs, err := h.AddrList(eth, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("network of sandbox %s: list addresses: %w", id, err)
+	}
+	for _, a := range addrs {
+		if a.IP.Equal(sb.addr.AsSlice()) {
+			return nil
+		}
+	}
+	if err := m.configureSandboxSide(h, sb.addr); err != nil {
+		return fmt.Errorf("network of sandbox %s: %w", id, err)
+	}
+	m.log.Debug("network: sandbox readdressed", "sandbox", id, "address", sb.addr)
+	return nil
 }

@@ -226,6 +226,10 @@ func (h *Host) attachNetwork(id string, rs *runtime.Spec) error {
 	if err != nil {
 		return err
 	}
+	// A gvisor sandbox's earlier runsc took the address off the interface.
+	if err := m.Readdress(id); err != nil {
+		return err
+	}
 	resolv := filepath.Join(h.socketDir(id), "resolv.conf")
 	content := fmt.Sprintf("# written by warren: the sandbox's resolver answers only names its policy allows\nnameserver %s\noptions edns0\n", att.Gateway)
 	if err := os.WriteFile(resolv, []byte(content), 0o644); err != nil {

@@ -627,3 +627,85 @@ func warrenOnHost(t *testing.T, in *fakenet.Internet) (bridge, table bool) {
 	}
 	return bridge, table
 }
+
+// The gvisor runtime in a network namespace: gVisor's netstack takes over
+// the sandbox's interface and the same host rules hold — allowed, denied,
+// domains through the resolver, never the metadata address — and they
+// still hold after the sandbox is hibernated and woken, and in a fork that
+// carries on with its memory.
+func TestNetworkGVisor(t *testing.T) {
+	runsc := requireRunsc(t)
+	d, _, _ := networkDaemon(t, "--runsc", runsc)
+	c := d.client()
+	ctx := ctxT(t, 5*time.Minute)
+	srv := fakenet.Servers
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor",
+		Network: &client.Network{AllowOut: []string{srv[0], "allowed.example"}, DenyOut: []string{srv[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := sandboxNet{t, c, ctx, sb.SandboxID}
+	if out := g.run("uname -r").Stdout; !strings.Contains(out, "gvisor") {
+		t.Fatalf("not in gVisor: %q", out)
+	}
+	check := func(g sandboxNet) {
+		t.Helper()
+		g.mustReach(srv[0], srv[0])
+		g.mustNotReach(srv[1])
+		g.mustNotReach(srv[2])
+		g.mustReach("allowed.example", srv[0])
+		g.mustNotReach("denied.example")
+		g.mustNotReach(fakenet.MetadataServer)
+		g.mustNotConnect(fmt.Sprintf("10.88.0.1:%d", fakenet.HostPort))
+	}
+	check(g)
+	waitNetEvent(t, c, ctx, sb.SandboxID, "a denied attempt to "+srv[1], func(e client.NetworkEvent) bool {
+		return e.Verdict == "deny" && e.Destination == srv[1]
+	})
+
+	// A live update reaches gVisor's netstack the same way.
+	if err := c.UpdateNetwork(ctx, sb.SandboxID, client.NetworkPolicy{AllowOut: []string{srv[2]}}); err != nil {
+		t.Fatal(err)
+	}
+	g.mustReach(srv[2], srv[2])
+	g.mustNotReach(srv[0])
+	if err := c.UpdateNetwork(ctx, sb.SandboxID, client.NetworkPolicy{AllowOut: []string{srv[0], "allowed.example"}, DenyOut: []string{srv[1]}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Hibernated and woken: the netstack comes back in the same namespace.
+	if _, err := c.HibernateSandbox(ctx, sb.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ResumeSandbox(ctx, sb.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	check(g)
+
+	// A snapshot with memory, forked: the fork has a namespace and address
+	// of its own, and its parent's policy.
+	snap, err := c.CreateSnapshot(ctx, sb.SandboxID, client.NewSnapshot{Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: snap.SnapshotID})
+	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
+		t.Fatalf("fork with memory: %+v, %v", forks, err)
+	}
+	check(sandboxNet{t, c, ctx, forks[0].Sandbox.SandboxID})
+	check(g)
+
+	// A rollback restarts (here: restores) runsc in the same namespace.
+	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: snap.SnapshotID, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	check(g)
+	plain, err := c.CreateSnapshot(ctx, sb.SandboxID, client.NewSnapshot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: plain.SnapshotID, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	check(g)
+}
