@@ -30,8 +30,9 @@ func (b timeoutBody) duration() (*time.Duration, error) {
 
 // pauseSandbox serves POST /sandboxes/{id}/pause. E2B sends {memory?}
 // (the SDK's keepMemory): absent or false freezes the processes in place;
-// true saves them with their memory to disk and frees them — hibernation,
-// for runtimes that can (gvisor; others answer 400).
+// true saves them with their memory to disk and frees them — hibernation —
+// where the runtime can (gvisor). Elsewhere memory:true freezes too: the
+// memory is kept, in RAM, which is what the E2B SDK asks for.
 func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Memory *bool `json:"memory,omitempty"`
@@ -40,7 +41,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if body.Memory != nil && *body.Memory {
+	if body.Memory != nil && *body.Memory && s.savesMemory(r) {
 		if _, err := s.deps.Sessions.Hibernate(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 			writeError(w, r, err)
 			return
@@ -53,6 +54,13 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// savesMemory reports whether the request's sandbox runs on a runtime that
+// can save its memory to disk.
+func (s *Server) savesMemory(r *http.Request) bool {
+	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+	return err == nil && s.detailOf(rec).MemorySnapshot
 }
 
 // hibernateSandbox serves POST /sandboxes/{id}/hibernate: 200 with the

@@ -225,6 +225,24 @@ func TestNativeRefusesMemory(t *testing.T) {
 	if _, stderr, code := d.cli("", "sandbox", "hibernate", id); code == 0 || !strings.Contains(stderr, "gvisor") {
 		t.Errorf("CLI hibernate of a native sandbox: exit %d, %q", code, stderr)
 	}
+	if _, err := c.Fork(ctx, id, client.ForkRequest{Memory: true}); client.StatusCode(err) != http.StatusBadRequest {
+		t.Errorf("fork with memory of a native sandbox: %v, want 400", err)
+	}
+	// E2B's pause {memory: true} (keepMemory) freezes it: memory kept in RAM.
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.addr+"/sandboxes/"+id+"/pause", strings.NewReader(`{"memory":true}`))
+	req.Header.Set("X-API-Key", d.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if det, err := c.GetSandbox(ctx, id); resp.StatusCode != http.StatusNoContent || err != nil || det.State != "paused" {
+		t.Errorf("E2B pause {memory: true} of a native sandbox: %d, then %+v, %v; want 204 and paused", resp.StatusCode, det.State, err)
+	}
+	if _, err := c.ResumeSandbox(ctx, id); err != nil {
+		t.Fatal(err)
+	}
 	if res, err := c.ExecWait(ctx, id, sh("echo still")); err != nil || res.Stdout != "still\n" {
 		t.Errorf("after the refusals: %+v, %v", res, err)
 	}
