@@ -442,7 +442,8 @@ func (s *suite) signalInit(t *testing.T) {
 	if !ok {
 		t.Skipf("the %s runtime does not implement SignalInit", rt.Name())
 	}
-	b := RunScript(t, rt, s.rootfs(t), "trap 'echo got-term > /results/term; exit 0' TERM", nil)
+	// Written aside and renamed: the file appears whole or not at all.
+	b := RunScript(t, rt, s.rootfs(t), "trap 'echo got-term > /results/term.tmp; mv /results/term.tmp /results/term; exit 0' TERM", nil)
 	b.WaitDone(t, scriptTimeout)
 	if err := si.SignalInit(bg, b.Spec.ID, syscall.SIGTERM); err != nil {
 		t.Fatalf("SignalInit: %v", err)
