@@ -280,3 +280,144 @@ func hasEvent(ev []client.SandboxEvent, kind string) bool {
 	}
 	return false
 }
+
+// The issue's own case, with the real base template: a Python process
+// holding a counter in memory; the sandbox is hibernated, the daemon killed
+// and restarted, and the counter goes on after resume; three forks with
+// memory go on counting, each on its own.
+func TestGVisorPythonCounter(t *testing.T) {
+	if os.Getenv("WARREN_TEST_DEBOOTSTRAP") == "" && testing.Short() {
+		t.Skip("set WARREN_TEST_DEBOOTSTRAP=1 (make test does) to build base by debootstrap")
+	}
+	d := gvisorDaemon(t)
+	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)
+	ctx := ctxT(t, 5*time.Minute)
+	c := d.client()
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "base", Runtime: "gvisor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sb.SandboxID
+	const counter = `import os, time
+n = 0
+while True:
+    n += 1
+    with open("/workspace/counter.tmp", "w") as f:
+        f.write(str(n))
+    os.replace("/workspace/counter.tmp", "/workspace/counter")
+    time.sleep(0.05)
+`
+	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "counter", ExecRequest: client.ExecRequest{Cmd: []string{"python3", "-c", counter}}}); err != nil {
+		t.Fatal(err)
+	}
+	before := counterPast(t, ctx, c, id, 5)
+
+	if _, err := c.HibernateSandbox(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(syscall.SIGKILL)
+	d.start()
+	c = d.client()
+	if det, err := c.GetSandbox(ctx, id); err != nil || det.State != "hibernated" {
+		t.Fatalf("after a daemon kill: %+v, %v", det, err)
+	}
+	if _, err := c.ResumeSandbox(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	woke := counterOf(t, ctx, c, id)
+	if woke < before {
+		t.Fatalf("after hibernation, a restart and resume the counter is %d; it was %d (a fresh Python would restart at 1)", woke, before)
+	}
+	counterPast(t, ctx, c, id, woke)
+
+	forks, err := c.Fork(ctx, id, client.ForkRequest{Memory: true, Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range forks {
+		if f.Sandbox == nil {
+			t.Fatalf("fork %d: %+v", i, f.Error)
+		}
+		fid := f.Sandbox.SandboxID
+		first := counterOf(t, ctx, c, fid)
+		if first < woke {
+			t.Errorf("fork %d counts from %d; its parent was past %d", i, first, woke)
+		}
+		counterPast(t, ctx, c, fid, first+3)
+		if _, err := c.ExecWait(ctx, fid, client.ExecRequest{Command: "echo " + strconv.Itoa(i) + " > /workspace/mine"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, f := range forks {
+		res, err := c.ExecWait(ctx, f.Sandbox.SandboxID, client.ExecRequest{Command: "cat /workspace/mine"})
+		if err != nil || strings.TrimSpace(res.Stdout) != strconv.Itoa(i) {
+			t.Errorf("fork %d: /workspace/mine = %+v, %v", i, res, err)
+		}
+	}
+}
+
+// --idle-action hibernate: an idle gvisor sandbox is hibernated (a native
+// one, which cannot be, is paused); a call to a hibernated sandbox with
+// autoResume wakes it with its processes.
+func TestIdleHibernate(t *testing.T) {
+	d := gvisorDaemon(t, "--idle-timeout", "2s", "--idle-action", "hibernate")
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+	g, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor", AutoResume: &client.AutoResume{Enabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "native"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A process that keeps its count in memory and writes it only when
+	// asked (so that it does not look busy).
+	if _, err := c.StartProcess(ctx, g.SandboxID, client.StartProcessRequest{Tag: "mem", ExecRequest: sh(
+		`i=0; while :; do i=$((i+1)); if [ -e /workspace/ask ]; then rm /workspace/ask; echo $i > /workspace/answer; fi; sleep 0.05; done >/dev/null 2>&1`)}); err != nil {
+		t.Fatal(err)
+	}
+	ask := func() int {
+		t.Helper()
+		res, err := c.ExecWait(ctx, g.SandboxID, sh("rm -f /workspace/answer; touch /workspace/ask; while [ ! -s /workspace/answer ]; do sleep 0.05; done; cat /workspace/answer"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
+		return v
+	}
+	first := ask()
+	state := func(id string) string {
+		det, err := c.GetSandbox(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return det.State
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for state(g.SandboxID) != "hibernated" || state(n.SandboxID) != "paused" {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the idle timeout: gvisor %s (want hibernated), native %s (want paused)", state(g.SandboxID), state(n.SandboxID))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// autoResume: the exec wakes it, and the process counted on from
+	// where it was.
+	if again := ask(); again <= first {
+		t.Errorf("after an auto-resume from hibernation the count is %d, before %d", again, first)
+	}
+	if st := state(g.SandboxID); st != "running" {
+		t.Errorf("after a call with autoResume: %s", st)
+	}
+	ev, err := c.SandboxEvents(ctx, g.SandboxID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range ev {
+		kinds = append(kinds, e.Kind+"/"+e.Cause)
+	}
+	if got := strings.Join(kinds, " "); !strings.Contains(got, "idle/timeout hibernated/timeout") || !strings.Contains(got, "resumed/auto-resume") {
+		t.Errorf("events: %s", got)
+	}
+}
