@@ -20,7 +20,7 @@ MCP_DIR     := test/e2e/mcp
 RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 RUNSC         := $(CACHE_DIR)/runsc/$(RUNSC_VERSION)/runsc
 
-.PHONY: all build deps e2b-deps runsc run test test-unit test-e2e bench bench-e2b vet generate clean
+.PHONY: all build deps e2b-deps runsc run test test-unit test-e2e torture bench bench-e2b vet generate clean
 
 all: build
 
@@ -76,6 +76,13 @@ test: build vet e2b-deps runsc
 	cd agent && $(GO) test $(TEST_FLAGS) ./...
 	WARREN_TEST_DEBOOTSTRAP=1 WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) \
 		$(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 ./...
+
+# The crash-consistency torture at full size: 50 clients, the daemon kill -9ed 20 times (make test
+# runs a short version: 8 clients, 3 kills).
+torture: build
+	@test "$$(id -u)" = 0 || { echo "make torture needs root"; exit 1; }
+	WARREN_TORTURE=long WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) \
+		$(GO) test -tags '$(GO_TAGS)' -count=1 -timeout 60m -v -run 'TestTorture' ./test/e2e/
 
 bench: build
 	./bin/warren bench --data-dir $$(mktemp -d /tmp/warren-bench.XXXX)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -61,6 +62,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 			} else {
 				sb, err = m.host.Recover(ctx, rec.ID)
 			}
+			if err == nil && rec.State != StateHibernated {
+				err = m.matchRecord(ctx, rec, sb)
+			}
 			if err != nil {
 				m.log.Warn("sandbox did not survive the restart", "sandbox", rec.ID, "err", err)
 				m.fail(ctx, rec.ID, "lost while the daemon was down: "+err.Error())
@@ -89,6 +93,27 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.log.Warn("drop the network audit of deleted sandboxes", "err", err)
 	}
 	return errors.Join(rerr, m.recoverSnapshots(ctx))
+}
+
+// matchRecord makes a reattached sandbox's processes agree with its
+// record where a daemon died between the two: frozen for the instant of a
+// snapshot (the record says running) they are thawed; running although the
+// record says paused (a pause cut short) they are frozen again.
+func (m *Manager) matchRecord(ctx context.Context, rec store.Sandbox, sb *sandbox.Sandbox) error {
+	switch {
+	case rec.State == StateRunning && sb.Status.State == runtime.StatePaused:
+		m.log.Info("thawing a sandbox the last daemon left frozen", "sandbox", rec.ID)
+		if err := m.host.Resume(ctx, rec.ID, sb.Agent); err != nil {
+			return fmt.Errorf("thaw it: %w", err)
+		}
+		sb.Status.State = runtime.StateRunning
+	case rec.State == StatePaused && sb.Status.State == runtime.StateRunning:
+		if err := m.host.Pause(ctx, rec.ID); err != nil {
+			return fmt.Errorf("pause it as its record says: %w", err)
+		}
+		sb.Status.State = runtime.StatePaused
+	}
+	return nil
 }
 
 // recoverHibernated reattaches to a hibernated sandbox: it has no

@@ -1,0 +1,425 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// tortureScale is how hard the crash-consistency torture goes: the short
+// version runs in `make test`; WARREN_TORTURE=long (`make torture`) is the
+// issue's 50 clients and 20 kills.
+func tortureScale() (clients, kills int) {
+	if os.Getenv("WARREN_TORTURE") == "long" {
+		return 50, 20
+	}
+	clients, kills = 8, 3
+	if v, err := strconv.Atoi(os.Getenv("WARREN_TORTURE_KILLS")); err == nil && v > 0 {
+		kills = v
+	}
+	return clients, kills
+}
+
+// tortureStats counts what the clients did and saw.
+type tortureStats struct {
+	ops, errs atomic.Int64
+	mu        sync.Mutex
+	byOp      map[string]int
+	errByOp   map[string]int
+	ids       sync.Map // every sandbox id a client was given
+}
+
+// ours filters cgroup ids to those of sandboxes this test made (other
+// packages' tests run beside it and make cgroups of their own).
+func (s *tortureStats) ours(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if _, ok := s.ids.Load(id); ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (s *tortureStats) done(op string, err error) {
+	s.ops.Add(1)
+	s.mu.Lock()
+	s.byOp[op]++
+	if err != nil {
+		s.errs.Add(1)
+		s.errByOp[op]++
+	}
+	s.mu.Unlock()
+}
+
+// tortureClient is one agent-like client: it creates sandboxes, runs
+// commands, snapshots, forks, rolls back and deletes, at random, until ctx
+// ends. Errors are expected (the daemon is killed under it); the checks
+// come after each restart.
+func tortureClient(ctx context.Context, c *client.Client, seed uint64, st *tortureStats, mine []string, snaps map[string][]string) {
+	rng := rand.New(rand.NewPCG(seed, seed*7+1))
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	for ctx.Err() == nil {
+		opCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		var op string
+		var err error
+		r := rng.IntN(100)
+		if len(mine) >= 5 && r < 15 {
+			r += 75 // enough of them: a delete instead of a create
+		}
+		switch {
+		case len(mine) < 2 || r < 15:
+			op = "create"
+			var sb client.Sandbox
+			if sb, err = c.CreateSandbox(opCtx, client.NewSandbox{TemplateID: "bb", Timeout: ptr(int64(0))}); err == nil {
+				mine = append(mine, sb.SandboxID)
+				st.ids.Store(sb.SandboxID, true)
+			}
+		case r < 45:
+			op = "exec"
+			_, err = c.ExecWait(opCtx, pick(mine), sh("echo $$ > /workspace/last; cat /workspace/last"))
+		case r < 60:
+			op = "snapshot"
+			id := pick(mine)
+			var s client.Snapshot
+			if s, err = c.CreateSnapshot(opCtx, id, client.NewSnapshot{}); err == nil {
+				snaps[id] = append(snaps[id], s.SnapshotID)
+			}
+		case r < 70:
+			op = "fork"
+			id := pick(mine)
+			var res []client.ForkResult
+			in := client.ForkRequest{Timeout: ptr(int64(0))}
+			if s := snaps[id]; len(s) > 0 {
+				in.SnapshotID = pick(s)
+			}
+			if res, err = c.Fork(opCtx, id, in); err == nil && len(res) == 1 && res[0].Sandbox != nil {
+				mine = append(mine, res[0].Sandbox.SandboxID)
+				st.ids.Store(res[0].Sandbox.SandboxID, true)
+			}
+		case r < 80:
+			op = "rollback"
+			id := pick(mine)
+			if s := snaps[id]; len(s) > 0 {
+				_, err = c.Rollback(opCtx, id, client.RollbackRequest{SnapshotID: pick(s), Force: true})
+			} else {
+				op = "exec"
+				_, err = c.ExecWait(opCtx, id, sh("true"))
+			}
+		case r < 90:
+			op = "delete"
+			i := rng.IntN(len(mine))
+			if err = c.DeleteSandbox(opCtx, mine[i]); err == nil || client.StatusCode(err) == 404 {
+				delete(snaps, mine[i])
+				mine = append(mine[:i], mine[i+1:]...)
+			}
+		default:
+			op = "delete-snapshot"
+			id := pick(mine)
+			if s := snaps[id]; len(s) > 0 {
+				j := rng.IntN(len(s))
+				if err = c.DeleteSnapshot(opCtx, s[j]); err == nil || client.StatusCode(err) == 404 {
+					snaps[id] = append(s[:j], s[j+1:]...)
+				}
+			}
+		}
+		cancel()
+		if ctx.Err() == nil {
+			st.done(op, err)
+		}
+		if err != nil {
+			// The daemon may be gone: do not spin.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestTortureCrashConsistency: clients create, exec, snapshot, fork, roll
+// back and delete while the daemon is kill -9ed at random moments. After
+// every restart: no sandbox is left "creating", every running sandbox
+// answers, every ready snapshot has its volume, and nothing exists on the
+// host (volume, runtime state, socket dir, cgroup, mount) that no record
+// names. At the end everything is deleted and nothing is left at all.
+func TestTortureCrashConsistency(t *testing.T) {
+	clients, kills := tortureScale()
+	d := newDaemon(t, "--max-sandboxes", strconv.Itoa(clients*4+20), "--default-timeout", "0")
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	st := &tortureStats{byOp: map[string]int{}, errByOp: map[string]int{}}
+	before := hostCounts(t, d.dataDir, st)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for round := 1; round <= kills; round++ {
+		c := d.client()
+		mine, snaps := shareOut(t, c, clients)
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := 0; i < clients; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				tortureClient(ctx, c, uint64(round*1000+i), st, mine[i], snaps[i])
+			}(i)
+		}
+		// Kill at a random moment, in the middle of whatever is going on.
+		time.Sleep(time.Duration(800+rng.IntN(2500)) * time.Millisecond)
+		d.stop(syscall.SIGKILL)
+		stop()
+		wg.Wait()
+		d.start()
+		checkConsistent(t, d, round, st)
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("torture: %d clients, %d kills survived, %d operations (%d errors, most while the daemon was down): %v; errors %v",
+		clients, kills, st.ops.Load(), st.errs.Load(), st.byOp, st.errByOp)
+
+	// Delete everything; nothing of any of it may remain.
+	c := d.client()
+	ctx := ctxT(t, 5*time.Minute)
+	all := listAll(t, ctx, c)
+	for _, sb := range all {
+		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil && client.StatusCode(err) != 404 {
+			t.Errorf("delete %s (%s): %v", sb.SandboxID, sb.State, err)
+		}
+	}
+	for _, s := range listAllSnapshots(t, ctx, c) {
+		if err := c.DeleteSnapshot(ctx, s.SnapshotID); err != nil && client.StatusCode(err) != 404 {
+			t.Errorf("delete snapshot %s: %v", s.SnapshotID, err)
+		}
+	}
+	// Snapshot volumes go in the background; a restart reconciles the rest.
+	d.stop(syscall.SIGTERM)
+	d.start()
+	// Sandboxes made by creates the kill cut short are only in records
+	// (failed) or nowhere: every id any record ever named counts.
+	for _, sb := range all {
+		st.ids.Store(sb.SandboxID, true)
+	}
+	after := hostCounts(t, d.dataDir, st)
+	if after != before {
+		t.Errorf("leaks after deleting everything: before %+v, after %+v", before, after)
+	}
+	for _, kind := range []string{"sandboxes", "snapshots"} {
+		if left := dirNames(filepath.Join(d.dataDir, "pool", "volumes", kind)); len(left) > 0 {
+			t.Errorf("%s volumes left: %v", kind, left)
+		}
+	}
+	for _, dir := range []string{"run", "runtime/native", "procs", "sandbox-logs", "memory"} {
+		if left := dirNames(filepath.Join(d.dataDir, dir)); len(left) > 0 {
+			t.Errorf("%s left: %v", dir, left)
+		}
+	}
+}
+
+// shareOut deals the running sandboxes the last round left, and their
+// snapshots, among the clients of the next.
+func shareOut(t *testing.T, c *client.Client, clients int) ([][]string, []map[string][]string) {
+	t.Helper()
+	ctx := ctxT(t, time.Minute)
+	mine := make([][]string, clients)
+	snaps := make([]map[string][]string, clients)
+	owner := map[string]int{}
+	for i := range snaps {
+		snaps[i] = map[string][]string{}
+	}
+	for i, sb := range listAll(t, ctx, c) {
+		if sb.State == "running" {
+			owner[sb.SandboxID] = i % clients
+			mine[i%clients] = append(mine[i%clients], sb.SandboxID)
+		}
+	}
+	for _, s := range listAllSnapshots(t, ctx, c) {
+		if i, ok := owner[s.SandboxID]; ok {
+			snaps[i][s.SandboxID] = append(snaps[i][s.SandboxID], s.SnapshotID)
+		}
+	}
+	return mine, snaps
+}
+
+// checkConsistent checks the invariants after a restart.
+func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
+	t.Helper()
+	ctx := ctxT(t, 3*time.Minute)
+	c := d.client()
+	all := listAll(t, ctx, c)
+	known := map[string]string{}
+	var running []string
+	for _, sb := range all {
+		known[sb.SandboxID] = sb.State
+		st.ids.Store(sb.SandboxID, true)
+		switch sb.State {
+		case "creating":
+			t.Errorf("round %d: sandbox %s is still creating after a restart", round, sb.SandboxID)
+		case "running":
+			running = append(running, sb.SandboxID)
+		}
+	}
+	// Every running sandbox works.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var broken []string
+	sem := make(chan struct{}, 8)
+	for _, id := range running {
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			res, err := c.ExecWait(ctx, id, sh("echo alive"))
+			if err != nil || res.Stdout != "alive\n" {
+				mu.Lock()
+				broken = append(broken, fmt.Sprintf("%s: %+v %v", id, res, err))
+				mu.Unlock()
+			}
+		}(id)
+	}
+	wg.Wait()
+	if len(broken) > 0 {
+		t.Errorf("round %d: running sandboxes that do not answer:\n%s", round, strings.Join(broken, "\n"))
+	}
+	// Every ready snapshot has its volume; every snapshot volume a record.
+	snaps := listAllSnapshots(t, ctx, c)
+	ready := map[string]bool{}
+	for _, s := range snaps {
+		ready[s.SnapshotID] = true
+		if _, err := os.Stat(filepath.Join(d.dataDir, "pool", "volumes", "snapshots", s.SnapshotID)); err != nil && s.State == "ready" {
+			t.Errorf("round %d: ready snapshot %s has no volume: %v", round, s.SnapshotID, err)
+		}
+	}
+	for _, name := range dirNames(filepath.Join(d.dataDir, "pool", "volumes", "snapshots")) {
+		if !ready[name] {
+			t.Errorf("round %d: snapshot volume %s has no usable record", round, name)
+		}
+	}
+	// Nothing of a sandbox no record names: volumes, runtime state,
+	// socket dirs. Live resources (runtime state, cgroups) only for live
+	// sandboxes.
+	for _, dir := range []string{"pool/volumes/sandboxes", "run", "runtime/native"} {
+		for _, name := range dirNames(filepath.Join(d.dataDir, dir)) {
+			state, ok := known[name]
+			switch {
+			case !ok:
+				t.Errorf("round %d: %s/%s belongs to no sandbox record", round, dir, name)
+			case dir == "runtime/native" && state != "running" && state != "paused":
+				t.Errorf("round %d: runtime state of %s sandbox %s", round, state, name)
+			}
+		}
+	}
+	for _, id := range st.ours(sandboxCgroups(t)) {
+		if state := known[id]; state != "running" && state != "paused" {
+			t.Errorf("round %d: cgroup of sandbox %s, which is %q", round, id, state)
+		}
+	}
+	t.Logf("round %d: %d sandboxes (%d running), %d snapshots: consistent", round, len(all), len(running), len(snaps))
+}
+
+// listAll lists the team's sandboxes in every state.
+func listAll(t *testing.T, ctx context.Context, c *client.Client) []client.ListedSandbox {
+	t.Helper()
+	var out []client.ListedSandbox
+	token := ""
+	for {
+		page, next, err := c.ListSandboxes(ctx, client.ListOptions{NextToken: token,
+			States: []string{"creating", "running", "paused", "hibernated", "stopped", "failed"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		token = next
+	}
+}
+
+// listAllSnapshots lists the team's usable snapshots, every page.
+func listAllSnapshots(t *testing.T, ctx context.Context, c *client.Client) []client.Snapshot {
+	t.Helper()
+	var out []client.Snapshot
+	token := ""
+	for {
+		page, next, err := c.ListSnapshots(ctx, client.SnapshotListOptions{NextToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out
+		}
+		token = next
+	}
+}
+
+func dirNames(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sandboxCgroups lists the sandbox ids that have a cgroup under warren's
+// parents (native: warren/<id>; gvisor: warren-gvisor/<id>).
+func sandboxCgroups(t *testing.T) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, de fs.DirEntry, err error) error {
+		if err != nil || !de.IsDir() {
+			return nil
+		}
+		parent := filepath.Base(filepath.Dir(p))
+		if parent == "warren" || parent == "warren-gvisor" {
+			seen[de.Name()] = true
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	var out []string
+	for id := range seen {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// hostCounts are the host resources a data directory's daemon can leak.
+type hostResources struct {
+	Mounts, LoopDevices, Cgroups int
+}
+
+func hostCounts(t *testing.T, dataDir string, st *tortureStats) hostResources {
+	t.Helper()
+	var r hostResources
+	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, dataDir) {
+				r.Mounts++
+			}
+		}
+	}
+	if entries, err := os.ReadDir("/sys/block"); err == nil {
+		for _, e := range entries {
+			if b, err := os.ReadFile(filepath.Join("/sys/block", e.Name(), "loop", "backing_file")); err == nil && strings.Contains(string(b), dataDir) {
+				r.LoopDevices++
+			}
+		}
+	}
+	r.Cgroups = len(st.ours(sandboxCgroups(t)))
+	return r
+}
