@@ -39,10 +39,11 @@ type fakeHost struct {
 	memory     bool                      // it can save memory (see hibernate_fake_test.go)
 	images     map[string]bool           // memory images: snapshot-<id>, hibernate-<id>
 	lastSpec   sandbox.Spec              // the last Create's spec
+	frozen     map[string]bool           // sandboxes whose processes are frozen
 }
 
 func newFakeHost() *fakeHost {
-	return &fakeHost{templates: map[string]bool{"base": true}, alive: map[string]bool{}, networks: map[string]network.Policy{}, images: map[string]bool{}}
+	return &fakeHost{templates: map[string]bool{"base": true}, alive: map[string]bool{}, networks: map[string]network.Policy{}, images: map[string]bool{}, frozen: map[string]bool{}}
 }
 
 func (h *fakeHost) Create(ctx context.Context, spec sandbox.Spec) (*sandbox.Sandbox, error) {
@@ -73,7 +74,11 @@ func (h *fakeHost) Recover(ctx context.Context, id string) (*sandbox.Sandbox, er
 	if !h.alive[id] {
 		return nil, fmt.Errorf("gone: %w", errdefs.ErrUnavailable)
 	}
-	return &sandbox.Sandbox{ID: id}, nil
+	st := runtime.StateRunning
+	if h.frozen[id] {
+		st = runtime.StatePaused
+	}
+	return &sandbox.Sandbox{ID: id, Status: runtime.Status{ID: id, State: st}}, nil
 }
 
 func (h *fakeHost) Destroy(ctx context.Context, id string, _ *agentconn.Conn) error {
@@ -154,6 +159,7 @@ func (h *fakeHost) Pause(ctx context.Context, id string) error {
 	if !h.alive[id] {
 		return errdefs.ErrNotFound
 	}
+	h.frozen[id] = true
 	return nil
 }
 
@@ -168,7 +174,12 @@ func (h *fakeHost) Stop(ctx context.Context, id string, grace time.Duration, _ *
 
 func (h *fakeHost) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error { return nil }
 
-func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) error { return nil }
+func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.frozen, id)
+	return nil
+}
 
 func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {
 	t.Helper()
@@ -361,5 +372,47 @@ func TestWatchFailsDeadSandboxes(t *testing.T) {
 	}
 	if err := m.Delete(ctx, "a", a.ID); err != nil {
 		t.Fatalf("delete a failed sandbox: %v", err)
+	}
+}
+
+// A daemon that died with a sandbox frozen for a snapshot leaves it frozen
+// under a running record; one that died between freezing and recording a
+// pause leaves the opposite. The next daemon makes them agree.
+func TestRecoverMatchesRecords(t *testing.T) {
+	m, h, st := newManager(t, 10)
+	ctx := context.Background()
+	running, err := m.Create(ctx, CreateRequest{Team: "t", Template: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, err := m.Create(ctx, CreateRequest{Team: "t", Template: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pause(ctx, "t", paused.ID); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	h.frozen[running.ID] = true // frozen mid-snapshot
+	delete(h.frozen, paused.ID) // thawed, the record says paused
+	h.mu.Unlock()
+
+	m2 := New(m.cfg, st, h, m.log)
+	if err := m2.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	runningFrozen, pausedFrozen := h.frozen[running.ID], h.frozen[paused.ID]
+	h.mu.Unlock()
+	if runningFrozen {
+		t.Errorf("a running sandbox left frozen by the last daemon is still frozen")
+	}
+	if !pausedFrozen {
+		t.Errorf("a paused sandbox whose processes run was not frozen again")
+	}
+	for id, want := range map[string]store.SandboxState{running.ID: StateRunning, paused.ID: StatePaused} {
+		if got, _ := m2.Get(ctx, "t", id); got.State != want {
+			t.Errorf("sandbox %s is %s, want %s", id, got.State, want)
+		}
 	}
 }
