@@ -11,6 +11,9 @@ import (
 	"github.com/warrenhq/warren/internal/config"
 )
 
+// ErrNoGVisor: the machine cannot run the gvisor suite (no runsc).
+var ErrNoGVisor = errors.New("no gvisor runtime")
+
 // GVisorOptions configure the gvisor suite.
 type GVisorOptions struct {
 	Options
@@ -104,7 +107,7 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 	}
 	gv, ok := findRuntime(health, "gvisor")
 	if !ok || !gv.Available {
-		return rep, fmt.Errorf("the gvisor runtime is not available here (%s): build runsc with `make runsc` or pass --runsc", gv.Error)
+		return rep, fmt.Errorf("the gvisor runtime is not available here (%s): build runsc with `make runsc` or pass --runsc: %w", gv.Error, ErrNoGVisor)
 	}
 	rep.Runsc = gv.Version
 

@@ -39,7 +39,8 @@ type tortureStats struct {
 	mu        sync.Mutex
 	byOp      map[string]int
 	errByOp   map[string]int
-	ids       sync.Map // every sandbox id a client was given
+	samples   map[string]int // "op status message" → count
+	ids       sync.Map       // every sandbox id a client was given
 }
 
 // ours filters cgroup ids to those of sandboxes this test made (other
@@ -61,8 +62,36 @@ func (s *tortureStats) done(op string, err error) {
 	if err != nil {
 		s.errs.Add(1)
 		s.errByOp[op]++
+		msg := err.Error()
+		if len(msg) > 90 {
+			msg = msg[:90]
+		}
+		s.samples[fmt.Sprintf("%s %d %s", op, client.StatusCode(err), msg)]++
 	}
 	s.mu.Unlock()
+}
+
+// report lists the errors by kind, most frequent first.
+func (s *tortureStats) report() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type kv struct {
+		k string
+		n int
+	}
+	var all []kv
+	for k, n := range s.samples {
+		all = append(all, kv{k, n})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n })
+	var b strings.Builder
+	for i, e := range all {
+		if i == 15 {
+			break
+		}
+		fmt.Fprintf(&b, "\n  %5d × %s", e.n, e.k)
+	}
+	return b.String()
 }
 
 // tortureClient is one agent-like client: it creates sandboxes, runs
@@ -158,7 +187,7 @@ func TestTortureCrashConsistency(t *testing.T) {
 	d := newDaemon(t, "--max-sandboxes", strconv.Itoa(clients*4+20), "--default-timeout", "0")
 	d.start()
 	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
-	st := &tortureStats{byOp: map[string]int{}, errByOp: map[string]int{}}
+	st := &tortureStats{byOp: map[string]int{}, errByOp: map[string]int{}, samples: map[string]int{}}
 	before := hostCounts(t, d.dataDir, st)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	for round := 1; round <= kills; round++ {
@@ -184,8 +213,8 @@ func TestTortureCrashConsistency(t *testing.T) {
 			break
 		}
 	}
-	t.Logf("torture: %d clients, %d kills survived, %d operations (%d errors, most while the daemon was down): %v; errors %v",
-		clients, kills, st.ops.Load(), st.errs.Load(), st.byOp, st.errByOp)
+	t.Logf("torture: %d clients, %d kills survived, %d operations (%d errors, most while the daemon was down): %v; errors %v; by kind:%s",
+		clients, kills, st.ops.Load(), st.errs.Load(), st.byOp, st.errByOp, st.report())
 
 	// Delete everything; nothing of any of it may remain.
 	c := d.client()
