@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchQuick runs every benchmark suite at smoke sizes (`warren bench
+// --quick --suite all`), the way CI checks that each scenario still runs:
+// every suite reports, and every measured figure has samples. Nothing is
+// asserted about the numbers.
+func TestBenchQuick(t *testing.T) {
+	bin := filepath.Join(binDir(t), "warren")
+	cmd := exec.Command(bin, "bench", "--quick", "--suite", "all")
+	cmd.Env = os.Environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("warren bench --quick: %v\nstderr:\n%s", err, errb.String())
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("bench output is not JSON: %v\n%s", err, out.String())
+	}
+	for _, suite := range []string{"core", "snapshots", "density", "tools", "network", "gvisor"} {
+		if _, ok := rep[suite]; !ok {
+			t.Errorf("suite %s missing from the report", suite)
+		}
+	}
+	if os.Getenv("WARREN_RUNSC") != "" {
+		if g, _ := rep["gvisor"].(map[string]any); g["skipped"] != nil {
+			t.Errorf("the gvisor suite was skipped although runsc is there: %v", g["skipped"])
+		}
+	}
+	// Every figure (an object with n and p50_ms) has samples.
+	var empty []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		if n, ok := m["n"].(float64); ok {
+			if _, isStats := m["p50_ms"]; isStats && n == 0 {
+				empty = append(empty, path)
+			}
+			return
+		}
+		for k, sub := range m {
+			walk(path+"."+k, sub)
+		}
+	}
+	for suite, v := range rep {
+		walk(suite, v)
+	}
+	if len(empty) > 0 {
+		t.Errorf("figures without samples: %s", strings.Join(empty, ", "))
+	}
+}
