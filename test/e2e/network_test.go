@@ -635,7 +635,7 @@ func warrenOnHost(t *testing.T, in *fakenet.Internet) (bridge, table bool) {
 // carries on with its memory.
 func TestNetworkGVisor(t *testing.T) {
 	runsc := requireRunsc(t)
-	d, _, _ := networkDaemon(t, "--runsc", runsc)
+	d, _, runDir := networkDaemon(t, "--runsc", runsc)
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)
 	srv := fakenet.Servers
@@ -706,6 +706,37 @@ func TestNetworkGVisor(t *testing.T) {
 	}
 	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: plain.SnapshotID, Force: true}); err != nil {
 		t.Fatal(err)
+	}
+	check(g)
+
+	// A reboot, as near as a test gets: hibernated, the daemon killed,
+	// then `warren teardown` takes down every process, namespace, veth,
+	// rule and the pool's mount. The next daemon brings the sandbox back
+	// hibernated; resumed, its process counts on and its network is whole.
+	if _, err := c.StartProcess(ctx, sb.SandboxID, client.StartProcessRequest{ExecRequest: sh(tickerScript)}); err != nil {
+		t.Fatal(err)
+	}
+	before := counterPast(t, ctx, c, sb.SandboxID, 3)
+	if _, err := c.HibernateSandbox(ctx, sb.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	d.stop(syscall.SIGKILL)
+	teardown := exec.Command(filepath.Join(d.bin, "warren"), "teardown", "--yes", "--data-dir", d.dataDir)
+	teardown.Env = append(os.Environ(), "WARREN_NETWORK_RUN_DIR="+runDir)
+	if out, err := teardown.CombinedOutput(); err != nil {
+		t.Fatalf("teardown: %v\n%s", err, out)
+	}
+	d.start()
+	c = d.client()
+	g.c = c
+	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.State != "hibernated" {
+		t.Fatalf("after a teardown and restart: %+v, %v", det, err)
+	}
+	if _, err := c.ResumeSandbox(ctx, sb.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if now := counterOf(t, ctx, c, sb.SandboxID); now < before {
+		t.Errorf("after the reboot-like restart the counter is %d; it was %d", now, before)
 	}
 	check(g)
 }
