@@ -77,8 +77,8 @@ test: build vet e2b-deps runsc
 	WARREN_TEST_DEBOOTSTRAP=1 WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) \
 		$(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 ./...
 
-# The crash-consistency torture at full size: 50 clients, the daemon kill -9ed 20 times (make test
-# runs a short version: 8 clients, 3 kills).
+# The torture at full size: crash consistency (50 clients, the daemon kill -9ed 20 times) and a soak
+# (20 agent-like clients for 10 minutes; WARREN_SOAK=1h for longer). make test runs short versions.
 torture: build
 	@test "$$(id -u)" = 0 || { echo "make torture needs root"; exit 1; }
 	WARREN_TORTURE=long WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) \
