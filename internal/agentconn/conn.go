@@ -24,6 +24,7 @@ import (
 
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/api/gen/warren/agent/v1/agentv1connect"
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -61,9 +62,15 @@ type Conn struct {
 	tools      agentv1connect.ToolsServiceClient
 }
 
-// Listen removes a stale socket file at socketPath, listens there (mode 0666:
-// the sandbox's root must be able to connect, and the directory is private to
-// the sandbox) and accepts agent connections in the background until Close.
+// Listen removes a stale socket file at socketPath, listens there and
+// accepts agent connections in the background until Close.
+//
+// The socket is the daemon's trust in the sandbox: whoever connects is
+// sent every command, file and environment variable the API is given for
+// the sandbox. So only root may connect (mode 0600, owner root, and the
+// peer's uid checked on accept): the agent runs as root, while the
+// commands it runs for clients mostly run as an unprivileged user, who
+// must not be able to take the link over.
 func Listen(ctx context.Context, socketPath string, log *slog.Logger) (*Conn, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -82,7 +89,7 @@ func Listen(ctx context.Context, socketPath string, log *slog.Logger) (*Conn, er
 	ln := l.(*net.UnixListener)
 	// Close must not unlink the path behind a successor's back; we do it.
 	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(socketPath, 0o666); err != nil {
+	if err := os.Chmod(socketPath, 0o600); err != nil {
 		ln.Close()
 		_ = os.Remove(socketPath)
 		return nil, fmt.Errorf("chmod agent socket %s: %w", socketPath, err)
@@ -157,8 +164,34 @@ func (c *Conn) acceptLoop() {
 			time.Sleep(50 * time.Millisecond) // e.g. EMFILE: do not spin
 			continue
 		}
+		if uid, ok := peerUID(nc); !ok || uid != 0 {
+			c.log.Warn("refused an agent connection from a non-root peer", "uid", uid, "known", ok)
+			nc.Close()
+			continue
+		}
 		c.adopt(nc)
 	}
+}
+
+// peerUID returns the uid of the process at the other end of a unix
+// connection (SO_PEERCRED: its credentials when it connected).
+func peerUID(nc net.Conn) (int, bool) {
+	uc, ok := nc.(*net.UnixConn)
+	if !ok {
+		return -1, false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1, false
+	}
+	var cred *unix.Ucred
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil || serr != nil {
+		return -1, false
+	}
+	return int(cred.Uid), true
 }
 
 // adopt makes nc the current connection and closes the previous one.

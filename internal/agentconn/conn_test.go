@@ -3,6 +3,7 @@ package agentconn
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -63,7 +64,7 @@ func TestNoAgent(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	c := listen(t, sock)
 	fi, err := os.Stat(sock)
-	if err != nil || fi.Mode().Perm() != 0o666 || fi.Mode().Type() != os.ModeSocket {
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode().Type() != os.ModeSocket {
 		t.Fatalf("socket: %v %v", fi, err)
 	}
 	if c.Connected() {
@@ -112,5 +113,56 @@ func TestStaleSocketIsReplaced(t *testing.T) {
 	c.Close()
 	if err := c2.WaitReady(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Only root may hold the agent link: the socket is 0600, and a peer that
+// is not root (were the mode ever wider) is refused on accept, so a
+// sandbox's unprivileged processes cannot take over the daemon's commands.
+func TestNonRootPeerRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(dir, "agent.sock")
+	c := listen(t, sock)
+	// Past the mode: the check on accept must hold by itself.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	// A copy nobody may run (the package's build dir is private).
+	bin := filepath.Join(dir, "warren-agent")
+	data, err := os.ReadFile(agentBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	nobody := exec.Command(bin, "--socket", sock, "--workspace", filepath.Join(dir, "ws"))
+	nobody.Stdout, nobody.Stderr = logs, logs
+	nobody.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := nobody.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nobody.Process.Kill(); _ = nobody.Wait() })
+	// The agent dials every 20–200 ms; give it a dozen tries.
+	time.Sleep(2 * time.Second)
+	if c.Connected() {
+		t.Fatalf("an agent running as uid 65534 was adopted; its log:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "connected to daemon") {
+		t.Logf("(the unprivileged agent never saw its connection accepted, as expected)")
+	}
+	// Root still gets in.
+	startAgent(t, sock, filepath.Join(dir, "ws2"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitReady(ctx); err != nil {
+		t.Fatalf("the root agent did not connect: %v", err)
 	}
 }

@@ -511,6 +511,10 @@ func TestGVisorIsolation(t *testing.T) {
 			t.Errorf("the agent (PID 1) holds %q open", line)
 		}
 	}
+	// gVisor's own permission checks keep the agent socket root's.
+	if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused", User: "user"}); err != nil || res.Stdout != "refused\n" {
+		t.Errorf("an unprivileged command and the agent socket: %+v, %v", res, err)
+	}
 	select {
 	case <-accepted:
 		t.Fatal("the host listener accepted a connection from the sandbox")

@@ -73,6 +73,15 @@ func TestIsolation(t *testing.T) {
 	mustFail("reach the daemon's port", "nc -w 2 127.0.0.1 "+daemonPort+" </dev/null")
 	mustFail("mknod a disk", "mknod /tmp/sda b 8 0")
 
+	// The agent's link to the daemon is root's alone: a command running as
+	// the sandbox's unprivileged user cannot connect to its socket (and so
+	// cannot take over the commands and files the daemon sends).
+	if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused; id -u", User: "user"}); err != nil {
+		t.Fatal(err)
+	} else if !strings.HasPrefix(res.Stdout, "refused\n") || strings.TrimSpace(strings.TrimPrefix(res.Stdout, "refused\n")) == "0" {
+		t.Errorf("an unprivileged command and the agent socket: %q %q", res.Stdout, res.Stderr)
+	}
+
 	// /proc/1/root is the sandbox's own root, and only the sandbox's own
 	// processes are visible.
 	if out := run("cat /proc/1/root/etc/hostname; ls /proc/1/root/").Stdout; strings.Contains(out, "lost+found") && strings.Contains(out, "vmlinuz") {
@@ -85,6 +94,7 @@ func TestIsolation(t *testing.T) {
 	// can open /proc/1/fd/N, so a host file there would be writable.
 	for _, line := range strings.Split(strings.TrimSpace(run("for f in /proc/1/fd/*; do readlink $f; done").Stdout), "\n") {
 		switch {
+		case line == "": // closed between the glob and the readlink
 		case line == "/dev/null", strings.HasPrefix(line, "socket:"), strings.HasPrefix(line, "pipe:"),
 			strings.HasPrefix(line, "anon_inode:"), strings.HasPrefix(line, "/.warren/"), strings.HasPrefix(line, "/proc/"),
 			strings.HasPrefix(line, "/sys/fs/cgroup/"): // the sandbox's own read-only cgroup view (Go reads its CPU quota)
