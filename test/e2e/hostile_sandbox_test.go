@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// TestHostileSandbox: a sandbox's root tries to make the daemon, which
+// reads sandbox trees from the host side for diffs, read a host file:
+// symlinks to it, a symlinked directory, and a file swapped with a symlink
+// in a loop while diffs with content are asked for. Hostile paths in the
+// file API get 4xx, never 5xx or host content. Killing its own agent (PID
+// 1) gets the sandbox marked failed with the reason, and nothing leaks.
+func TestHostileSandbox(t *testing.T) {
+	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
+	c := d.client()
+	// A secret on the host, at a path the sandbox knows.
+	secretDir, err := os.MkdirTemp("", "warren-host-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(secretDir) })
+	const secret = "HOST-SECRET-b9f1"
+	secretFile := filepath.Join(secretDir, "secret.txt")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := func(script string) client.ExecResult {
+		t.Helper()
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: script, User: "root", TimeoutMs: 20000})
+		if err != nil {
+			t.Fatalf("%s: %v", script, err)
+		}
+		return res
+	}
+	root("mkdir -p /workspace/d && echo one > /workspace/plain.txt && echo x > /workspace/d/f.txt")
+	base, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root("ln -s " + secretFile + " /workspace/link.txt; ln -s " + secretDir + " /workspace/dirlink; " +
+		"rm -rf /workspace/d && ln -s " + secretDir + " /workspace/d; " +
+		"echo two > /workspace/plain.txt; ln -s /proc/1/root" + secretFile + " /workspace/magic.txt")
+	noSecret := func(what string, v any) {
+		t.Helper()
+		b, _ := json.Marshal(v)
+		if strings.Contains(string(b), secret) {
+			t.Fatalf("%s leaked the host's secret: %s", what, b)
+		}
+	}
+	diff, err := c.Diff(ctx, base.SnapshotID, "live", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecret("diff to live", diff)
+	if diff.Modified == 0 {
+		t.Errorf("the diff missed the modified file: %+v", diff)
+	}
+	after, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff, err = c.Diff(ctx, base.SnapshotID, after.SnapshotID, true); err != nil {
+		t.Fatal(err)
+	}
+	noSecret("diff between snapshots", diff)
+
+	// TOCTOU: a file flips between a regular file and a symlink to the
+	// secret as fast as the sandbox can, while diffs read it.
+	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "flip", ExecRequest: client.ExecRequest{User: "root", Command: "while :; do echo small > /workspace/flip.tmp; mv -f /workspace/flip.tmp /workspace/plain.txt; ln -sf " + secretFile + " /workspace/flip.lnk; mv -f /workspace/flip.lnk /workspace/plain.txt; done"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		d, err := c.Diff(ctx, base.SnapshotID, "live", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noSecret("a diff racing a symlink swap", d)
+	}
+	if err := c.SignalProcess(ctx, id, "flip", "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Hostile paths in the file API: refused or resolved inside, never a
+	// server error, never the host's file.
+	for _, p := range []string{
+		secretFile, "/../../.." + secretFile, "../../../../" + secretFile, "/workspace/../../..", "/workspace/link.txt",
+		"/workspace/dirlink/secret.txt", "/proc/1/root" + secretFile, "/a\x00b", strings.Repeat("n", 300), "/" + strings.Repeat("deep/", 900) + "x",
+	} {
+		q := url.Values{"path": {p}}
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/sandboxes/"+id+"/files?"+q.Encode(), nil)
+		req.Header.Set("X-API-Key", d.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body [4096]byte
+		n, _ := resp.Body.Read(body[:])
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			t.Errorf("GET file %.60q: %d %s", p, resp.StatusCode, body[:n])
+		}
+		if strings.Contains(string(body[:n]), secret) {
+			t.Errorf("GET file %.60q returned the host's secret", p)
+		}
+	}
+	// A giant file name is refused cleanly on write, too.
+	if _, err := c.WriteFile(ctx, id, "/workspace/"+strings.Repeat("x", 5000), strings.NewReader("x"), 0o644, ""); err == nil || client.StatusCode(err) >= 500 {
+		t.Errorf("write of a 5000-byte file name: %v", err)
+	}
+
+	// The sandbox's root ends its own agent (PID 1): the sandbox is failed
+	// with the reason and its processes, cgroups and mounts are freed.
+	root("kill -TERM 1 &")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		det, err := c.GetSandbox(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if det.State == "failed" {
+			if !strings.Contains(det.Reason, "init process") {
+				t.Errorf("failed with reason %q", det.Reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after its agent was killed the sandbox is %s", det.State)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitNoLeftovers(t, ctx, d, id)
+}
+
+// waitNoLeftovers waits until nothing of a failed sandbox's processes,
+// cgroups, mounts and runtime state is left (its record and files stay).
+func waitNoLeftovers(t *testing.T, ctx context.Context, d *daemon, id string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var left []string
+		for _, l := range leftovers(t, d.dataDir, id) {
+			if !strings.HasPrefix(l, "file: "+filepath.Join(d.dataDir, "pool/volumes/sandboxes")) &&
+				!strings.HasPrefix(l, "file: "+filepath.Join(d.dataDir, "sandbox-logs")) {
+				left = append(left, l)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("a failed sandbox left:\n%s", strings.Join(left, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
