@@ -23,6 +23,7 @@ func benchCmd() *cobra.Command {
 	var tools bench.ToolsOptions
 	var gvisor bench.GVisorOptions
 	var quick bool
+	var plot string
 	var network bench.NetworkOptions
 	var httpClient bool
 	cmd := &cobra.Command{
@@ -132,11 +133,17 @@ func benchCmd() *cobra.Command {
 					out["gvisor"] = rep
 				}
 			}
+			if plot != "" {
+				if err := writePlot(plot, suite, out); err != nil {
+					return err
+				}
+			}
 			return printBench(cmd, suite, out)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory) or all")
+	f.StringVar(&plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
 	f.BoolVar(&quick, "quick", false, "tiny sizes for every figure: checks that each scenario runs (a few minutes for --suite all); the numbers mean little")
 	f.IntVar(&gvisor.Rounds, "memory-rounds", 5, "gvisor: rounds of each memory item (checkpoint, hibernate, wake, fork ×5)")
 	f.IntVar(&gvisor.HeldMB, "held-mb", 256, "gvisor: memory the held sandbox's process holds, in MB")
@@ -196,4 +203,21 @@ func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOpt
 	network.DownloadMB, network.Downloads = 8, 3
 	set("memory-rounds", &gvisor.Rounds, 1)
 	set("held-mb", &gvisor.HeldMB, 16)
+}
+
+// writePlot draws the report's figures into an SVG file.
+func writePlot(path, suite string, out map[string]any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--plot: %w", err)
+	}
+	var report any = out
+	if suite != "all" {
+		report = out[suite]
+	}
+	if err := bench.WritePlot(f, "warren bench --suite "+suite, report); err != nil {
+		f.Close()
+		return fmt.Errorf("--plot: %w", err)
+	}
+	return f.Close()
 }

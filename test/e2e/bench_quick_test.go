@@ -16,7 +16,8 @@ import (
 // asserted about the numbers.
 func TestBenchQuick(t *testing.T) {
 	bin := filepath.Join(binDir(t), "warren")
-	cmd := exec.Command(bin, "bench", "--quick", "--suite", "all")
+	plot := filepath.Join(t.TempDir(), "bench.svg")
+	cmd := exec.Command(bin, "bench", "--quick", "--suite", "all", "--plot", plot)
 	cmd.Env = os.Environ()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -60,5 +61,9 @@ func TestBenchQuick(t *testing.T) {
 	}
 	if len(empty) > 0 {
 		t.Errorf("figures without samples: %s", strings.Join(empty, ", "))
+	}
+	svg, err := os.ReadFile(plot)
+	if err != nil || !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "core.exec_true_api") {
+		t.Errorf("--plot wrote %d bytes (%v): %.200s", len(svg), err, svg)
 	}
 }

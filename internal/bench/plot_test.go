@@ -1,0 +1,49 @@
+package bench
+
+import (
+	"encoding/xml"
+	"io"
+	"strings"
+	"testing"
+)
+
+// The plot has one row per measured figure, is well-formed SVG, and skips
+// figures without samples.
+func TestWritePlot(t *testing.T) {
+	report := map[string]any{
+		"core": map[string]any{
+			"exec":   Stats{N: 10, P50: 1.2, P90: 2, P99: 3, Min: 0.9, Max: 4},
+			"create": Stats{N: 5, P50: 50, P90: 60, P99: 70, Min: 45, Max: 80},
+			"empty":  Stats{},
+			"note":   "not a figure",
+		},
+		"gvisor": map[string]any{"wake": Stats{N: 2, P50: 200, P90: 210, P99: 220, Min: 190, Max: 230}},
+	}
+	var b strings.Builder
+	if err := WritePlot(&b, "test <run>", report); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	for _, want := range []string{"core.exec", "core.create", "gvisor.wake", "test &lt;run&gt;"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	if strings.Contains(svg, "core.empty") {
+		t.Errorf("a figure without samples was drawn")
+	}
+	if got := strings.Count(svg, "<rect x="); got != 3 {
+		t.Errorf("%d boxes, want 3", got)
+	}
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		if _, err := dec.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+	}
+	if err := WritePlot(&b, "x", map[string]any{}); err == nil {
+		t.Errorf("a report without figures should be an error")
+	}
+}
