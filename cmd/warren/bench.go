@@ -153,6 +153,8 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&opts.Creates, "creates", 30, "core: sandboxes to create and delete")
 	f.IntVar(&opts.Execs, "execs", 300, "core: exec round trips per method")
 	f.IntVar(&opts.PoolClaims, "pool-claims", 20, "core: creates served from a warm pool (each waits for the refill)")
+	f.IntSliceVar(&opts.Concurrency, "concurrency", []int{1, 10, 50}, "core: numbers of sandboxes busy at once for the concurrency item")
+	f.IntVar(&opts.ExecsEach, "execs-each", 20, "core: execs each sandbox makes in the concurrency item")
 	f.IntVar(&opts.PortRequests, "port-requests", 300, "core: HTTP GETs of each kind through the port route and to the loopback baseline")
 	f.IntVar(&snap.Files, "files", 100_000, "snapshots: files in the workspace")
 	f.IntVar(&snap.WorkspaceMB, "workspace-mb", 1024, "snapshots: total size of the workspace in MB")
@@ -192,6 +194,10 @@ func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOpt
 	set("execs", &opts.Execs, 20)
 	set("pool-claims", &opts.PoolClaims, 3)
 	set("port-requests", &opts.PortRequests, 20)
+	if !cmd.Flags().Changed("concurrency") {
+		opts.Concurrency = []int{1, 3}
+	}
+	set("execs-each", &opts.ExecsEach, 5)
 	set("files", &snap.Files, 500)
 	set("workspace-mb", &snap.WorkspaceMB, 8)
 	set("turns", &snap.Turns, 6)

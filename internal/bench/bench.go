@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ type Options struct {
 	PortRequests int
 	// PoolClaims are creates served from a warm pool.
 	PoolClaims int
+	// Concurrency lists the numbers of sandboxes busy at once for the
+	// concurrency item (default 1, 10, 50); ExecsEach is each one's execs.
+	Concurrency []int
+	ExecsEach   int
 	// WarrenBinary runs the runc-exec-style baseline (`warren exec-naive`);
 	// empty skips it.
 	WarrenBinary string
@@ -75,7 +80,10 @@ type Report struct {
 	// PortRoute: HTTP through the daemon's port route against the same
 	// server on the host's loopback.
 	PortRoute PortRouteReport `json:"port_route"`
-	Targets   Targets         `json:"targets"`
+	// Concurrency: create, exec, turn and delete with 1, 10 and 50
+	// sandboxes at it at once.
+	Concurrency []ConcurrencyLevel `json:"concurrency"`
+	Targets     Targets            `json:"targets"`
 }
 
 // Targets restates the goals the numbers are held against.
@@ -107,10 +115,16 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if opts.PoolClaims <= 0 {
 		opts.PoolClaims = 20
 	}
+	if len(opts.Concurrency) == 0 {
+		opts.Concurrency = []int{1, 10, 50}
+	}
+	if opts.ExecsEach <= 0 {
+		opts.ExecsEach = 20
+	}
 	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
 		cfg.ImageSize = 4 << 30
 		// The pool's sandboxes, and its claims kept to the end, count.
-		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8
+		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + slices.Max(opts.Concurrency)
 		cfg.Pools = []string{poolTemplate + "=1"}
 	})
 	if err != nil {
@@ -242,6 +256,9 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	}
 	if err := c.DeleteSandbox(ctx, keep); err != nil {
 		return rep, fmt.Errorf("delete: %w", err)
+	}
+	if rep.Concurrency, err = measureConcurrency(ctx, c, tmpl, opts.Concurrency, opts.ExecsEach); err != nil {
+		return rep, fmt.Errorf("concurrency: %w", err)
 	}
 	return rep, nil
 }
