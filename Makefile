@@ -11,6 +11,9 @@ GO          ?= go
 GO_TAGS     := seccomp
 APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables
 TEST_FLAGS  ?= -count=1 -timeout 40m
+# Fuzzing: each target's time in make test, and in make fuzz.
+TEST_FUZZTIME ?= 20s
+FUZZTIME      ?= 5m
 # The E2B compatibility suite runs the real `e2b` npm package (pinned in its package.json).
 E2B_DIR     := test/e2e/e2b
 # The MCP conformance test runs the real `@modelcontextprotocol/sdk` npm package, pinned the same way.
@@ -20,7 +23,7 @@ MCP_DIR     := test/e2e/mcp
 RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 RUNSC         := $(CACHE_DIR)/runsc/$(RUNSC_VERSION)/runsc
 
-.PHONY: all build deps e2b-deps runsc run test test-unit test-e2e torture bench bench-e2b vet generate clean
+.PHONY: all build deps e2b-deps runsc run test test-unit test-e2e torture fuzz bench bench-e2b vet generate clean
 
 all: build
 
@@ -76,6 +79,11 @@ test: build vet e2b-deps runsc
 	cd agent && $(GO) test $(TEST_FLAGS) ./...
 	WARREN_TEST_DEBOOTSTRAP=1 WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) \
 		$(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 ./...
+	FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
+
+# Every fuzz target for FUZZTIME each (make test runs them for TEST_FUZZTIME).
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
 # The torture at full size: crash consistency (50 clients, the daemon kill -9ed 20 times) and a soak
 # (20 agent-like clients for 10 minutes; WARREN_SOAK=1h for longer). make test runs short versions.

@@ -154,6 +154,13 @@ func TestTortureSoak(t *testing.T) {
 	tick.Stop()
 	wg.Wait()
 	close(errs)
+	// A client that stopped on an error left its sandbox: delete it too.
+	cleanup := ctxT(t, 2*time.Minute)
+	for _, sb := range listAll(t, cleanup, c) {
+		if err := c.DeleteSandbox(cleanup, sb.SandboxID); err != nil && client.StatusCode(err) != 404 {
+			t.Errorf("delete %s: %v", sb.SandboxID, err)
+		}
+	}
 	n := 0
 	for err := range errs {
 		if n < 20 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 
@@ -97,12 +98,36 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	case libcontainer.Paused:
 		return nil
 	case libcontainer.Running:
-		if err := c.Pause(); err != nil {
-			return fmt.Errorf("sandbox %s: freeze: %w", id, err)
-		}
-		return nil
+		return freeze(ctx, id, c.Pause)
 	}
 	return fmt.Errorf("sandbox %s is %s, not running; only a running sandbox can be paused: %w", id, st, errdefs.ErrConflict)
+}
+
+// freezeAttempts bounds the retries of a freeze that did not take.
+const freezeAttempts = 5
+
+// freeze runs pause, retrying with a growing pause in between: a cgroup v1
+// freezer can stay FREEZING while the sandbox's processes fork and exit,
+// and libcontainer gives up after its own burst of retries (thawing again),
+// which a loaded host sees now and then. A moment later it takes.
+func freeze(ctx context.Context, id string, pause func() error) error {
+	wait := 20 * time.Millisecond
+	var err error
+	for i := 0; i < freezeAttempts; i++ {
+		if err = pause(); err == nil {
+			return nil
+		}
+		if i == freezeAttempts-1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox %s: freeze: %w (then %w)", id, err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+	return fmt.Errorf("sandbox %s: freeze (%d attempts): %w", id, freezeAttempts, err)
 }
 
 // Resume thaws a paused sandbox. Resuming a running sandbox does nothing;
