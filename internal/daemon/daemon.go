@@ -232,7 +232,10 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 			Version: Version, Logger: d.log.With("component", "mcp"),
 		}),
 	})
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	// A client gets 10 s to send its headers (slow ones are cut), and a
+	// kept-alive connection with no request for 2 minutes is closed, so
+	// that idle connections cannot pile up to the file limit.
+	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go d.Sessions.Run(runCtx)
