@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -106,13 +107,34 @@ func (t *groupTable) load() error {
 	return nil
 }
 
+// saveSpaceWait bounds how long save waits for a full pool to free space.
+const saveSpaceWait = 20 * time.Second
+
 // save replaces the file atomically: a crash leaves the old or the new
-// table, never a torn one.
+// table, never a torn one. In a full pool (every write on btrfs needs new
+// space) it waits for space, committing the filesystem so that the
+// volumes just deleted — a delete is what frees a full pool — give theirs
+// back: deleting must work best exactly when the disk is full.
 func (t *groupTable) save() error {
 	b, err := json.MarshalIndent(groupTableJSON{Version: groupTableVersion, Groups: t.groups}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode quota group table: %w", err)
 	}
+	deadline := time.Now().Add(saveSpaceWait)
+	for {
+		err = t.write(b)
+		if !errors.Is(err, unix.ENOSPC) || time.Now().After(deadline) {
+			return err
+		}
+		// A deleted subvolume's space comes back once btrfs's cleaner has
+		// dropped it, which otherwise waits for the next periodic commit.
+		_ = reclaimDeleted(t.fd())
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// write is one attempt of save.
+func (t *groupTable) write(b []byte) error {
 	tmp := t.path + ".tmp" // one writer at a time: we hold the lock
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600)
 	if err != nil {
