@@ -26,7 +26,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.StartProcess(ctx, sb.SandboxID, client.StartProcessRequest{
-		ExecRequest: client.ExecRequest{Command: "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.02; done"},
+		ExecRequest: client.ExecRequest{Command: "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.tmp; mv /tmp/count.tmp /tmp/count; sleep 0.02; done"},
 		Tag:         "counter",
 	}); err != nil {
 		t.Fatal(err)
