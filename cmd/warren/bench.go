@@ -154,6 +154,8 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&opts.Execs, "execs", 300, "core: exec round trips per method")
 	f.IntVar(&opts.PoolClaims, "pool-claims", 20, "core: creates served from a warm pool (each waits for the refill)")
 	f.IntSliceVar(&opts.Concurrency, "concurrency", []int{1, 10, 50}, "core: numbers of sandboxes busy at once for the concurrency item")
+	f.IntVar(&opts.FileOps, "file-ops", 50, "core: 4 KiB file writes and reads through the API (a tenth as many of 10 MB)")
+	f.IntVar(&opts.ForkRounds, "fork-rounds", 5, "core: forks of the live state, of one and of ten")
 	f.IntVar(&opts.ExecsEach, "execs-each", 20, "core: execs each sandbox makes in the concurrency item")
 	f.IntVar(&opts.PortRequests, "port-requests", 300, "core: HTTP GETs of each kind through the port route and to the loopback baseline")
 	f.IntVar(&snap.Files, "files", 100_000, "snapshots: files in the workspace")
@@ -198,6 +200,8 @@ func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOpt
 		opts.Concurrency = []int{1, 3}
 	}
 	set("execs-each", &opts.ExecsEach, 5)
+	set("file-ops", &opts.FileOps, 5)
+	set("fork-rounds", &opts.ForkRounds, 1)
 	set("files", &snap.Files, 500)
 	set("workspace-mb", &snap.WorkspaceMB, 8)
 	set("turns", &snap.Turns, 6)

@@ -39,6 +39,10 @@ type Options struct {
 	// concurrency item (default 1, 10, 50); ExecsEach is each one's execs.
 	Concurrency []int
 	ExecsEach   int
+	// FileOps are the 4 KiB writes and reads (a tenth as many of 10 MB);
+	// ForkRounds the forks of one and of ten.
+	FileOps    int
+	ForkRounds int
 	// WarrenBinary runs the runc-exec-style baseline (`warren exec-naive`);
 	// empty skips it.
 	WarrenBinary string
@@ -80,6 +84,10 @@ type Report struct {
 	// PortRoute: HTTP through the daemon's port route against the same
 	// server on the host's loopback.
 	PortRoute PortRouteReport `json:"port_route"`
+	// Files: PUT/GET /sandboxes/{id}/files of 4 KiB and 10 MB, beside the
+	// host's own disk; Fork: POST /fork of the live state, ×1 and ×10.
+	Files FilesReport `json:"files"`
+	Fork  ForkReport  `json:"fork"`
 	// Concurrency: create, exec, turn and delete with 1, 10 and 50
 	// sandboxes at it at once.
 	Concurrency []ConcurrencyLevel `json:"concurrency"`
@@ -121,10 +129,16 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if opts.ExecsEach <= 0 {
 		opts.ExecsEach = 20
 	}
+	if opts.FileOps <= 0 {
+		opts.FileOps = 50
+	}
+	if opts.ForkRounds <= 0 {
+		opts.ForkRounds = 5
+	}
 	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
 		cfg.ImageSize = 4 << 30
 		// The pool's sandboxes, and its claims kept to the end, count.
-		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + slices.Max(opts.Concurrency)
+		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + max(slices.Max(opts.Concurrency), 10)
 		cfg.Pools = []string{poolTemplate + "=1"}
 	})
 	if err != nil {
@@ -248,6 +262,12 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		resumes = append(resumes, time.Since(start))
 	}
 	rep.Pause, rep.Resume = Summarise(pauses), Summarise(resumes)
+	if rep.Files, err = measureFiles(ctx, c, keep, cfg.DataDir, opts.FileOps); err != nil {
+		return rep, fmt.Errorf("files: %w", err)
+	}
+	if rep.Fork, err = measureForks(ctx, c, keep, opts.ForkRounds); err != nil {
+		return rep, fmt.Errorf("fork: %w", err)
+	}
 	if rep.PoolClaim, err = measurePoolClaims(ctx, h, opts.PoolClaims); err != nil {
 		return rep, fmt.Errorf("pool claims: %w", err)
 	}
