@@ -79,7 +79,7 @@ func TestHostileSandbox(t *testing.T) {
 	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "flip", ExecRequest: client.ExecRequest{User: "root", Command: "while :; do echo small > /workspace/flip.tmp; mv -f /workspace/flip.tmp /workspace/plain.txt; ln -sf " + secretFile + " /workspace/flip.lnk; mv -f /workspace/flip.lnk /workspace/plain.txt; done"}}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 40; i++ {
+	for i := 0; i < 150; i++ {
 		d, err := c.Diff(ctx, base.SnapshotID, "live", true)
 		if err != nil {
 			t.Fatal(err)

@@ -71,6 +71,20 @@ func (e *entry) mode() uint32 { return e.st.Mode & 0o7777 }
 // it. It returns nil for a missing name and for an entry on another device
 // (not part of the tree).
 func (t *tree) statAt(dirFd int, name string) (*entry, error) {
+	// A live tree changes under the walk: a symlink replaced by a file
+	// between the stat and the readlink (EINVAL) is looked at again.
+	// Against a sandbox that keeps flipping it, the last look wins, target
+	// unknown: the diff reports the path changed, which it is.
+	for attempt := 0; ; attempt++ {
+		e, err := t.statOnce(dirFd, name, attempt == 5)
+		if errors.Is(err, unix.EINVAL) {
+			continue
+		}
+		return e, err
+	}
+}
+
+func (t *tree) statOnce(dirFd int, name string, lastTry bool) (*entry, error) {
 	e := &entry{}
 	if err := unix.Fstatat(dirFd, name, &e.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
@@ -88,6 +102,9 @@ func (t *tree) statAt(dirFd int, name string) (*entry, error) {
 			if err != nil {
 				if errors.Is(err, unix.ENOENT) {
 					return nil, nil // removed under us
+				}
+				if errors.Is(err, unix.EINVAL) && lastTry {
+					return e, nil
 				}
 				return nil, fmt.Errorf("read link %s: %w", name, err)
 			}
