@@ -63,7 +63,7 @@ func BenchmarkGrep100k(b *testing.B) {
 	}
 }
 
-func makeTree(b *testing.B, root string) {
+func makeTree(b testing.TB, root string) {
 	b.Helper()
 	var body strings.Builder
 	for i := range 30 {

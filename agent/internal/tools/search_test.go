@@ -227,3 +227,36 @@ func referenceGrep(t *testing.T, dir, pattern string, context, limit int) string
 	}
 	return strings.TrimSuffix(b.String(), "\n") + fmt.Sprintf("\n[%s in %s]", plural(shown, "matching line", "matching lines"), plural(files, "file", "files"))
 }
+
+// TestGrep100kFiles greps the benchmark's tree of 100,000 files (1 in 1000
+// holds the needle) with a binary file and a .git directory holding it too:
+// every match is found, each once, and nothing is read where it must not be.
+func TestGrep100kFiles(t *testing.T) {
+	e := newEnv(t)
+	root := filepath.Join(e.home, "big")
+	makeTree(t, root)
+	writeFile(t, root, "pkg000/blob.bin", "func needle_4711() {}\x00\x01")
+	writeFile(t, root, ".git/objects/needle", "func needle_4711() {}\n")
+
+	got := mustOK(t, e.run(t, "grep", map[string]any{"pattern": `func needle_\d+\(`, "path": "big"}))
+	contains(t, got, "[100 matching lines in 100 files; skipped 1 binary file]")
+	seen := map[string]bool{}
+	for line := range strings.Lines(got) {
+		if strings.HasPrefix(line, "[") {
+			continue
+		}
+		file, _, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasSuffix(file, ".go") || strings.Contains(file, "/.git/") || seen[file] {
+			t.Fatalf("unexpected line %q", line)
+		}
+		seen[file] = true
+	}
+	if len(seen) != 100 {
+		t.Fatalf("%d files matched, want 100", len(seen))
+	}
+	got = mustOK(t, e.run(t, "grep", map[string]any{"pattern": "NEEDLE_4711", "path": "big", "ignoreCase": true, "glob": "pkg00*/**/*.go", "maxResults": 5}))
+	contains(t, got, "showing the first 5 matching lines")
+	if n := strings.Count(got, "needle_4711"); n != 5 {
+		t.Fatalf("maxResults 5 in pkg00*: %d matches shown:\n%s", n, got)
+	}
+}
