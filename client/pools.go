@@ -14,11 +14,16 @@ type Pool struct {
 	Min     int  `json:"min"`
 	Max     int  `json:"max"`
 	Ready   int  `json:"ready"`
-	// Hits are creates served from the pool; Misses creates of the
-	// template that were not (pool empty, or the create asked for env
-	// vars, limits or a quota a pooled sandbox cannot take).
+	// TTLSeconds: a ready sandbox that waited this long is replaced (0 =
+	// never).
+	TTLSeconds float64 `json:"ttlSeconds,omitempty"`
+	// Hits are creates served from the pool (a claim applies the create's
+	// env vars, limits and quota); Misses creates of the template that
+	// found it empty; Expired ready sandboxes replaced because they
+	// outlived the TTL or their template was rebuilt.
 	Hits        int64   `json:"hits"`
 	Misses      int64   `json:"misses"`
+	Expired     int64   `json:"expired"`
 	ClaimP50Ms  float64 `json:"claimP50Ms"`
 	LastFailure string  `json:"lastFailure,omitempty"`
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -9,7 +10,7 @@ import (
 func poolsCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "pools",
-		Short: "Show the warm pools (serve --pool TEMPLATE=MIN[:MAX])",
+		Short: "Show the warm pools (serve --pool TEMPLATE=MIN[:MAX[:TTL]])",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pools, err := a.client().ListPools(cmd.Context())
@@ -20,10 +21,14 @@ func poolsCmd(a *app) *cobra.Command {
 				return printJSON(a.out, pools)
 			}
 			tw := newTable(a.out)
-			row(tw, "TEMPLATE", "READY", "MIN", "MAX", "HITS", "MISSES", "CLAIM P50", "LAST FAILURE")
+			row(tw, "TEMPLATE", "READY", "MIN", "MAX", "TTL", "HITS", "MISSES", "EXPIRED", "CLAIM P50", "LAST FAILURE")
 			for _, p := range pools {
-				row(tw, p.TemplateID, fmt.Sprint(p.Ready), fmt.Sprint(p.Min), fmt.Sprint(p.Max),
-					fmt.Sprint(p.Hits), fmt.Sprint(p.Misses), fmt.Sprintf("%.2fms", p.ClaimP50Ms), orDash(p.LastFailure))
+				ttl := "-"
+				if p.TTLSeconds > 0 {
+					ttl = (time.Duration(p.TTLSeconds) * time.Second).String()
+				}
+				row(tw, p.TemplateID, fmt.Sprint(p.Ready), fmt.Sprint(p.Min), fmt.Sprint(p.Max), ttl,
+					fmt.Sprint(p.Hits), fmt.Sprint(p.Misses), fmt.Sprint(p.Expired), fmt.Sprintf("%.2fms", p.ClaimP50Ms), orDash(p.LastFailure))
 			}
 			return tw.Flush()
 		},

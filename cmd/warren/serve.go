@@ -103,7 +103,7 @@ func serveCmd() *cobra.Command {
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "pause (or kill, --idle-action) a sandbox with no API call, command or process output for this long (0 = never)")
 	f.StringVar(&cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause, hibernate (gvisor sandboxes: memory saved to disk and freed; others are paused) or kill")
 	f.DurationVar(&cfg.PausedRetention, "paused-retention", 0, "kill a sandbox paused for this long (0 = never)")
-	f.StringArrayVar(&cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX]: keep MIN ready sandboxes of TEMPLATE for fast creates (repeatable)")
+	f.StringArrayVar(&cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]]: keep MIN ready sandboxes of TEMPLATE for fast creates, each replaced after TTL unclaimed (repeatable)")
 	f.BoolVar(&debug, "debug", false, "log every request")
 	f.BoolVar(&cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &cfg.Network)
@@ -126,7 +126,7 @@ func networkFlags(cmd *cobra.Command, n *config.NetworkConfig) {
 	f.StringArrayVar(&n.Permit, "network-permit", n.Permit, "CIDR that sandbox policies may allow although it is always denied otherwise (private ranges, link-local), e.g. an internal mirror (repeatable; env WARREN_NETWORK_PERMIT, comma-separated)")
 	f.StringVar(&n.NetNS, "network-netns", n.NetNS, "run the bridge, rules and resolver inside this network namespace (a path) instead of the host's (env WARREN_NETWORK_NETNS)")
 	f.StringVar(&n.RunDir, "network-run-dir", n.RunDir, "where sandbox network namespaces are mounted (default: /run/warren/network on a tmpfs /run, else <data-dir>/network-run; env WARREN_NETWORK_RUN_DIR)")
-	f.StringArrayVar(&n.Pools, "network-pool", nil, "warm pool TEMPLATE=MIN[:MAX] of sandboxes with a network namespace ready (nothing open) for creates that ask for a network (repeatable)")
+	f.StringArrayVar(&n.Pools, "network-pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]] of sandboxes with a network namespace ready (nothing open) for creates that ask for a network (repeatable)")
 }
 
 // templateBuildCmd builds a template into the local data directory. It runs

@@ -48,7 +48,7 @@ type Config struct {
 	IdleTimeout     time.Duration
 	IdleAction      string
 	PausedRetention time.Duration
-	// Pools are warm pools: TEMPLATE=MIN[:MAX] ready sandboxes per template.
+	// Pools are warm pools: TEMPLATE=MIN[:MAX[:TTL]] ready sandboxes per template.
 	Pools []string
 	// MaxTurns is how many turn snapshots a sandbox keeps (older unnamed
 	// turns without forks are pruned; 0 = keep all). -1 (the default)

@@ -40,7 +40,7 @@ type NetworkConfig struct {
 	// RunDir holds the sandboxes' namespace mounts ("": /run/warren/network
 	// when /run is a tmpfs, else <data-dir>/network-run).
 	RunDir string
-	// Pools are warm pools of networked sandboxes: TEMPLATE=MIN[:MAX].
+	// Pools are warm pools of networked sandboxes: TEMPLATE=MIN[:MAX[:TTL]].
 	Pools []string
 }
 

@@ -4,15 +4,19 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 )
 
-// Pool is one parsed --pool (or --network-pool) TEMPLATE=MIN[:MAX].
+// Pool is one parsed --pool (or --network-pool) TEMPLATE=MIN[:MAX[:TTL]].
 type Pool struct {
 	Template string
 	Min, Max int
+	// TTL replaces a ready sandbox that waited this long for a claim (0 =
+	// never), so that claims get recently started ones.
+	TTL time.Duration
 	// Network: the pool's sandboxes have a network namespace (nothing
 	// open) for creates that ask for a network.
 	Network bool
@@ -20,6 +24,9 @@ type Pool struct {
 
 // maxPoolSize bounds one pool: every pooled sandbox is a running sandbox.
 const maxPoolSize = 1000
+
+// minPoolTTL keeps a pool from churning: each replacement is a sandbox start.
+const minPoolTTL = 10 * time.Second
 
 // ParsePools parses every --pool and --network-pool flag.
 func (c *Config) ParsePools() ([]Pool, error) {
@@ -40,20 +47,29 @@ func (c *Config) ParsePools() ([]Pool, error) {
 		s := f.s
 		tmpl, sizes, ok := strings.Cut(s, "=")
 		if !ok {
-			return nil, fmt.Errorf("--pool %q: want TEMPLATE=MIN or TEMPLATE=MIN:MAX: %w", s, errdefs.ErrInvalid)
+			return nil, fmt.Errorf("--pool %q: want TEMPLATE=MIN, TEMPLATE=MIN:MAX or TEMPLATE=MIN:MAX:TTL: %w", s, errdefs.ErrInvalid)
 		}
 		if err := ids.ValidateName("--pool template", tmpl); err != nil {
 			return nil, err
 		}
-		minS, maxS, hasMax := strings.Cut(sizes, ":")
-		lo, err := strconv.Atoi(minS)
+		parts := strings.Split(sizes, ":")
+		if len(parts) > 3 {
+			return nil, fmt.Errorf("--pool %q: want TEMPLATE=MIN[:MAX[:TTL]]: %w", s, errdefs.ErrInvalid)
+		}
+		lo, err := strconv.Atoi(parts[0])
 		if err != nil || lo < 0 || lo > maxPoolSize {
 			return nil, fmt.Errorf("--pool %q: MIN must be 0..%d: %w", s, maxPoolSize, errdefs.ErrInvalid)
 		}
 		hi := lo
-		if hasMax {
-			if hi, err = strconv.Atoi(maxS); err != nil || hi < lo || hi > maxPoolSize {
+		if len(parts) > 1 && parts[1] != "" {
+			if hi, err = strconv.Atoi(parts[1]); err != nil || hi < lo || hi > maxPoolSize {
 				return nil, fmt.Errorf("--pool %q: MAX must be MIN..%d: %w", s, maxPoolSize, errdefs.ErrInvalid)
+			}
+		}
+		var ttl time.Duration
+		if len(parts) > 2 {
+			if ttl, err = time.ParseDuration(parts[2]); err != nil || ttl != 0 && ttl < minPoolTTL {
+				return nil, fmt.Errorf("--pool %q: TTL must be a duration of at least %v (e.g. 10m), or 0 for none: %w", s, minPoolTTL, errdefs.ErrInvalid)
 			}
 		}
 		key := Pool{Template: tmpl, Network: f.network}
@@ -61,7 +77,7 @@ func (c *Config) ParsePools() ([]Pool, error) {
 			return nil, fmt.Errorf("--pool names template %q twice: %w", tmpl, errdefs.ErrInvalid)
 		}
 		seen[key] = true
-		out = append(out, Pool{Template: tmpl, Min: lo, Max: hi, Network: f.network})
+		out = append(out, Pool{Template: tmpl, Min: lo, Max: hi, TTL: ttl, Network: f.network})
 	}
 	return out, nil
 }

@@ -139,13 +139,10 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 
 	vol := sandboxKey(spec.ID)
 	if spec.QuotaBytes > 0 {
-		q, ok := h.Storage.(storage.QuotaGroups)
-		if !ok || spec.Group == "" {
-			return nil, fmt.Errorf("the %s storage cannot enforce a disk quota: %w", h.Storage.Name(), errdefs.ErrUnsupported)
+		if err := h.SetQuota(ctx, spec.Group, spec.QuotaBytes); err != nil {
+			return nil, err
 		}
-		if err := q.SetGroupLimit(ctx, spec.Group, spec.QuotaBytes); err != nil {
-			return nil, fmt.Errorf("set disk quota: %w", err)
-		}
+		q := h.Storage.(storage.QuotaGroups)
 		undo.add("delete quota group", func(ctx context.Context) error { return q.DeleteGroup(ctx, spec.Group) })
 	}
 	src, what := spec.source()
@@ -427,6 +424,29 @@ func (h *Host) Reconcile(ctx context.Context, keep map[string]bool) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// SetEnv replaces the environment variables every later command of a
+// running sandbox starts from (those a create gives): a warm-pool sandbox
+// is started with none and gets its claimer's.
+func (h *Host) SetEnv(ctx context.Context, sb *Sandbox, env map[string]string) error {
+	if _, err := sb.Agent.Process().SetEnv(ctx, connect.NewRequest(&agentv1.SetEnvRequest{Env: env})); err != nil {
+		return fmt.Errorf("set the sandbox's environment: %w", err)
+	}
+	return nil
+}
+
+// SetQuota caps the disk space of a sandbox's quota group (its live volume
+// and its snapshots) at bytes.
+func (h *Host) SetQuota(ctx context.Context, group string, bytes int64) error {
+	q, ok := h.Storage.(storage.QuotaGroups)
+	if !ok || group == "" {
+		return fmt.Errorf("the %s storage cannot enforce a disk quota: %w", h.Storage.Name(), errdefs.ErrUnsupported)
+	}
+	if err := q.SetGroupLimit(ctx, group, bytes); err != nil {
+		return fmt.Errorf("set disk quota: %w", err)
+	}
+	return nil
 }
 
 // Warm runs one trivial command in a new sandbox so that the agent's first

@@ -18,6 +18,8 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 			Ready:       p.Ready,
 			Hits:        p.Hits,
 			Misses:      p.Misses,
+			Expired:     p.Expired,
+			TTLSeconds:  p.TTL.Seconds(),
 			ClaimP50Ms:  float64(p.ClaimP50.Microseconds()) / 1000,
 			LastFailure: p.LastFailure,
 		})

@@ -34,6 +34,8 @@ type Host interface {
 	UpdateLimits(ctx context.Context, id string, l runtime.Limits) error
 	Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (bool, error)
 	Warm(ctx context.Context, sb *sandbox.Sandbox) error
+	SetEnv(ctx context.Context, sb *sandbox.Sandbox, env map[string]string) error
+	SetQuota(ctx context.Context, group string, bytes int64) error
 	Resume(ctx context.Context, id string, conn *agentconn.Conn) error
 	Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error)
 	Wake(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
@@ -66,6 +68,7 @@ type Host interface {
 // Store is what the manager needs of the metadata store.
 type Store interface {
 	CreateSandbox(ctx context.Context, sb store.Sandbox) error
+	GetTemplate(ctx context.Context, name string) (store.Template, error)
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error)
 	CountSandboxes(ctx context.Context, states ...store.SandboxState) (int, error)
@@ -298,8 +301,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	}
 
 	if spec.Snapshot == "" {
-		if sb := m.claim(req); sb != nil {
-			return m.claimed(ctx, sb, rec, now)
+		if e, ok := m.claim(ctx, req); ok {
+			return m.claimed(ctx, e.sb, e.built, rec, now)
 		}
 	}
 	if spec.Snapshot != "" {
@@ -667,8 +670,11 @@ func (m *Manager) Close() {
 		p.mu.Lock()
 		ready := p.ready
 		p.ready = nil
+		ready = append(ready, p.stale...)
+		p.stale = nil
 		p.mu.Unlock()
-		for _, sb := range ready {
+		for _, e := range ready {
+			sb := e.sb
 			if err := m.host.Destroy(context.Background(), sb.ID, sb.Agent); err != nil {
 				m.log.Warn("stop a pooled sandbox", "sandbox", sb.ID, "err", err)
 			}

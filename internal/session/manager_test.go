@@ -40,6 +40,7 @@ type fakeHost struct {
 	images     map[string]bool           // memory images: snapshot-<id>, hibernate-<id>
 	lastSpec   sandbox.Spec              // the last Create's spec
 	frozen     map[string]bool           // sandboxes whose processes are frozen
+	tailored   []string                  // SetEnv, SetQuota and UpdateLimits calls, in order
 }
 
 func newFakeHost() *fakeHost {
@@ -172,7 +173,26 @@ func (h *fakeHost) Stop(ctx context.Context, id string, grace time.Duration, _ *
 	return true, nil
 }
 
-func (h *fakeHost) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error { return nil }
+func (h *fakeHost) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tailored = append(h.tailored, fmt.Sprintf("limits %s %d/%d/%d", id, l.MemoryBytes>>20, l.CPUMillis, l.Pids))
+	return nil
+}
+
+func (h *fakeHost) SetEnv(ctx context.Context, sb *sandbox.Sandbox, env map[string]string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tailored = append(h.tailored, fmt.Sprintf("env %s %v", sb.ID, env))
+	return h.failNext
+}
+
+func (h *fakeHost) SetQuota(ctx context.Context, group string, bytes int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tailored = append(h.tailored, fmt.Sprintf("quota %s %d", group, bytes>>20))
+	return nil
+}
 
 func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) error {
 	h.mu.Lock()
@@ -188,6 +208,9 @@ func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	if err := st.PutTemplate(context.Background(), store.Template{Name: "base", Source: "test"}); err != nil {
+		t.Fatal(err)
+	}
 	h := newFakeHost()
 	m := New(Config{RuntimeName: "fake", MaxSandboxes: max, DefaultLimits: runtime.DefaultLimits,
 		MaxLimits: runtime.Limits{MemoryBytes: 1 << 30, CPUMillis: 4000, Pids: 4096}, DefaultTimeout: time.Minute},

@@ -20,6 +20,8 @@ type PoolConfig struct {
 	// Min ready sandboxes are kept; Max caps how many exist at once (0 =
 	// Min).
 	Min, Max int
+	// TTL replaces a ready sandbox that waited this long (0 = never).
+	TTL time.Duration
 	// Network pools sandboxes with a network namespace on the bridge and
 	// nothing open: only creates that ask for a network claim them, and
 	// get their policy applied (an nftables update, no namespace to make).
@@ -40,7 +42,9 @@ type PoolStats struct {
 	Template    string
 	Network     bool
 	Min, Max    int
+	TTL         time.Duration
 	Ready       int
+	Expired     int64
 	Hits        int64
 	Misses      int64
 	ClaimP50    time.Duration
@@ -53,12 +57,22 @@ type PoolStats struct {
 type pool struct {
 	cfg     PoolConfig
 	mu      sync.Mutex
-	ready   []*sandbox.Sandbox
+	ready   []pooled
 	filling int
 	hits    int64
 	misses  int64
+	expired int64           // replaced: too old, or their template was rebuilt
+	stale   []pooled        // set aside by claims: their template was rebuilt
 	claims  []time.Duration // recent claim latencies, bounded
 	lastErr string
+}
+
+// pooled is a ready sandbox, when it started, and when the template it was
+// made from was built (a rebuild replaces it).
+type pooled struct {
+	sb      *sandbox.Sandbox
+	started time.Time
+	built   time.Time
 }
 
 const (
@@ -78,29 +92,35 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 	return out
 }
 
-// claim takes a ready sandbox for a create that asks for nothing a pooled
-// sandbox cannot give (its own env vars, limits or disk quota are fixed at
-// start). It returns nil on a miss.
-func (m *Manager) claim(req CreateRequest) *sandbox.Sandbox {
+// claim takes a ready sandbox of the create's template. Pooled sandboxes
+// start with the default limits, no env vars and no disk quota; claimed
+// applies the create's own. It returns false on a miss. Sandboxes made from
+// an older build of the template are set aside for the pool loop to
+// remove, never handed out.
+func (m *Manager) claim(ctx context.Context, req CreateRequest) (pooled, bool) {
 	if req.Runtime != "" && req.Runtime != m.cfg.RuntimeName {
-		return nil // pools hold sandboxes of the default runtime
+		return pooled{}, false // pools hold sandboxes of the default runtime
 	}
 	p := m.pools[poolKey(req.Template, req.Network != nil)]
 	if p == nil {
-		return nil
+		return pooled{}, false
 	}
-	eligible := len(req.Env) == 0 && req.DiskBytes == 0 &&
-		m.limitsFor(req.Limits) == m.limitsFor(m.cfg.DefaultLimits)
+	tmpl, err := m.store.GetTemplate(ctx, req.Template)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !eligible || len(p.ready) == 0 {
-		p.misses++
-		return nil
+	for len(p.ready) > 0 && err == nil {
+		e := p.ready[len(p.ready)-1]
+		p.ready = p.ready[:len(p.ready)-1]
+		if !e.built.Equal(tmpl.CreatedAt) {
+			p.stale = append(p.stale, e)
+			m.wakeRefill()
+			continue
+		}
+		p.hits++
+		return e, true
 	}
-	sb := p.ready[len(p.ready)-1]
-	p.ready = p.ready[:len(p.ready)-1]
-	p.hits++
-	return sb
+	p.misses++
+	return pooled{}, false
 }
 
 func (p *pool) recordClaim(d time.Duration) {
@@ -114,7 +134,7 @@ func (p *pool) recordClaim(d time.Duration) {
 
 // claimed turns a pooled sandbox into a team's: its record is written
 // running at once.
-func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, rec store.Sandbox, start time.Time) (store.Sandbox, error) {
+func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, built time.Time, rec store.Sandbox, start time.Time) (store.Sandbox, error) {
 	rec.ID = sb.ID
 	rec.Family = sb.ID
 	rec.State = StateRunning
@@ -122,20 +142,17 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, rec store.Sa
 		// Back to the pool: it is still good (its policy not applied yet).
 		p := m.pools[poolKey(rec.Template, rec.Network != nil)]
 		p.mu.Lock()
-		p.ready = append(p.ready, sb)
+		p.ready = append(p.ready, pooled{sb: sb, started: m.cfg.Now(), built: built})
 		p.mu.Unlock()
 		return store.Sandbox{}, err
 	}
-	if p := policyOf(rec); p != nil {
-		// The pooled sandbox's namespace opened nothing until now.
-		if err := m.host.UpdateNetwork(ctx, rec.ID, *p); err != nil {
-			bg := context.WithoutCancel(ctx)
-			if derr := m.host.Destroy(bg, rec.ID, sb.Agent); derr != nil {
-				m.log.Warn("drop a pooled sandbox whose policy could not be applied", "sandbox", rec.ID, "err", derr)
-			}
-			m.fail(bg, rec.ID, "applying its network policy failed: "+err.Error())
-			return store.Sandbox{}, fmt.Errorf("apply the network policy to a pooled sandbox: %w", err)
+	if err := m.tailor(ctx, sb, rec); err != nil {
+		bg := context.WithoutCancel(ctx)
+		if derr := m.host.Destroy(bg, rec.ID, sb.Agent); derr != nil {
+			m.log.Warn("drop a pooled sandbox that could not be made the claimer's", "sandbox", rec.ID, "err", derr)
 		}
+		m.fail(bg, rec.ID, "claiming it from the warm pool failed: "+err.Error())
+		return store.Sandbox{}, fmt.Errorf("claim a warm sandbox: %w", err)
 	}
 	m.mu.Lock()
 	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now()}
@@ -145,6 +162,33 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, rec store.Sa
 	m.pools[poolKey(rec.Template, rec.Network != nil)].recordClaim(time.Since(start))
 	m.wakeRefill()
 	return rec, nil
+}
+
+// tailor gives a claimed sandbox what its create asked for beyond the
+// pool's defaults: limits, disk quota, env vars and network policy.
+func (m *Manager) tailor(ctx context.Context, sb *sandbox.Sandbox, rec store.Sandbox) error {
+	if l := limitsOf(rec); l != m.limitsFor(m.cfg.DefaultLimits) {
+		if err := m.host.UpdateLimits(ctx, rec.ID, l); err != nil {
+			return fmt.Errorf("set its limits: %w", err)
+		}
+	}
+	if rec.QuotaBytes > 0 {
+		if err := m.host.SetQuota(ctx, rec.ID, rec.QuotaBytes); err != nil {
+			return err
+		}
+	}
+	if len(rec.Env) > 0 {
+		if err := m.host.SetEnv(ctx, sb, rec.Env); err != nil {
+			return err
+		}
+	}
+	if p := policyOf(rec); p != nil {
+		// The pooled sandbox's namespace opened nothing until now.
+		if err := m.host.UpdateNetwork(ctx, rec.ID, *p); err != nil {
+			return fmt.Errorf("apply its network policy: %w", err)
+		}
+	}
+	return nil
 }
 
 func (m *Manager) wakeRefill() {
@@ -163,6 +207,7 @@ func (m *Manager) runPools(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for _, p := range m.pools {
+			m.expirePool(ctx, p)
 			m.fillPool(ctx, p)
 		}
 		select {
@@ -196,6 +241,13 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 		if err != nil || n+m.pooled() >= m.cfg.MaxSandboxes {
 			return
 		}
+		tmpl, err := m.store.GetTemplate(ctx, p.cfg.Template)
+		if err != nil {
+			p.mu.Lock()
+			p.lastErr = err.Error() // not built yet, most likely
+			p.mu.Unlock()
+			return
+		}
 		id := ids.New(20)
 		limits := m.limitsFor(m.cfg.DefaultLimits)
 		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id}
@@ -203,23 +255,53 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 			spec.Network = &network.Policy{}
 		}
 		sb, err := m.host.Create(ctx, spec)
-		p.mu.Lock()
 		if err != nil {
+			p.mu.Lock()
 			p.lastErr = err.Error()
 			p.mu.Unlock()
-			if !errdefs.IsNotFound(err) { // a missing template is expected until it is built
+			if !errdefs.IsNotFound(err) {
 				m.log.Warn("warm pool: start a sandbox", "template", p.cfg.Template, "err", err)
 			}
 			return
 		}
-		p.mu.Unlock()
 		if err := m.host.Warm(ctx, sb); err != nil {
 			m.log.Debug("warm pool: first command", "sandbox", sb.ID, "err", err)
 		}
 		p.mu.Lock()
 		p.lastErr = ""
-		p.ready = append(p.ready, sb)
+		p.ready = append(p.ready, pooled{sb: sb, started: m.cfg.Now(), built: tmpl.CreatedAt})
 		p.mu.Unlock()
+	}
+}
+
+// expirePool removes the ready sandboxes that waited longer than the
+// pool's TTL or whose template was rebuilt (or removed) since they
+// started; fillPool then replaces them.
+func (m *Manager) expirePool(ctx context.Context, p *pool) {
+	tmpl, terr := m.store.GetTemplate(ctx, p.cfg.Template)
+	if terr != nil && !errdefs.IsNotFound(terr) {
+		return // unsure: keep them
+	}
+	now := m.cfg.Now()
+	p.mu.Lock()
+	drop := p.stale
+	p.stale = nil
+	keep := p.ready[:0]
+	for _, e := range p.ready {
+		tooOld := p.cfg.TTL > 0 && now.Sub(e.started) >= p.cfg.TTL
+		if tooOld || terr != nil || !e.built.Equal(tmpl.CreatedAt) {
+			drop = append(drop, e)
+			continue
+		}
+		keep = append(keep, e)
+	}
+	p.ready = keep
+	p.expired += int64(len(drop))
+	p.mu.Unlock()
+	for _, e := range drop {
+		if err := m.host.Destroy(ctx, e.sb.ID, e.sb.Agent); err != nil {
+			m.log.Warn("warm pool: remove an expired sandbox", "sandbox", e.sb.ID, "err", err)
+		}
 	}
 }
 
@@ -238,8 +320,8 @@ func (m *Manager) PoolStats() []PoolStats {
 	var out []PoolStats
 	for _, p := range m.pools {
 		p.mu.Lock()
-		st := PoolStats{Template: p.cfg.Template, Network: p.cfg.Network, Min: p.cfg.Min, Max: p.cfg.Max, Ready: len(p.ready),
-			Hits: p.hits, Misses: p.misses, LastFailure: p.lastErr}
+		st := PoolStats{Template: p.cfg.Template, Network: p.cfg.Network, Min: p.cfg.Min, Max: p.cfg.Max, TTL: p.cfg.TTL,
+			Ready: len(p.ready), Hits: p.hits, Misses: p.misses, Expired: p.expired, LastFailure: p.lastErr}
 		if len(p.claims) > 0 {
 			sorted := append([]time.Duration(nil), p.claims...)
 			slices.Sort(sorted)

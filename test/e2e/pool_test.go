@@ -9,8 +9,8 @@ import (
 )
 
 // TestWarmPool runs a daemon with a pool of 3 ready sandboxes: 3 creates
-// are served from it, it refills, and a create the pool cannot serve (its
-// own env vars) still works, cold.
+// are served from it, it refills, and a create with its own env vars,
+// limits and disk quota is served from it too, with all three applied.
 func TestWarmPool(t *testing.T) {
 	d := newDaemon(t, "--pool", "bb=3")
 	d.start()
@@ -60,17 +60,56 @@ func TestWarmPool(t *testing.T) {
 	if err != nil || det.Metadata["n"] != "x" || det.TemplateID != "bb" {
 		t.Fatalf("claimed sandbox: %+v %v", det, err)
 	}
-	// A create with env vars is not served from the pool, and still works.
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", EnvVars: map[string]string{"K": "v"}})
+	// A create with its own env vars, limits and disk quota is served from
+	// the pool too: the claim applies them.
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", EnvVars: map[string]string{"K": "v"},
+		Limits: &client.Limits{MemoryMB: 96, Pids: 150, DiskMB: 40}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo $K"})
-	if err != nil || strings.TrimSpace(res.Stdout) != "v" {
-		t.Fatalf("cold create with env: %+v %v", res, err)
+	res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo $K; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; true"})
+	if got := strings.Join(strings.Fields(res.Stdout), " "); err != nil || got != "v 100663296 150" {
+		t.Fatalf("claimed with env and limits: %q %v", got, err)
 	}
-	if p, _ := c.ListPools(ctx); p[0].Misses != 1 {
-		t.Fatalf("misses: %+v", p[0])
+	// The quota holds: 30 MB fit, 30 more do not.
+	res, err = c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "dd if=/dev/zero of=/tmp/a bs=1M count=30 2>&1 && sync && dd if=/dev/zero of=/tmp/b bs=1M count=30 2>&1; sync"})
+	if err != nil || !strings.Contains(res.Stdout, "Disk quota exceeded") {
+		t.Fatalf("write past a claimed sandbox's 40 MB quota: %+v %v", res, err)
+	}
+	det, err = c.GetSandbox(ctx, sb.SandboxID)
+	if err != nil || det.MemoryMB != 96 || det.DiskSizeMB != 40 {
+		t.Fatalf("claimed sandbox's record: %+v %v", det, err)
+	}
+	// The env vars outlive a restart of its processes (a rollback).
+	turn, err := c.Turn(ctx, sb.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turn.SnapshotID}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo $K"})
+	if err != nil || strings.TrimSpace(res.Stdout) != "v" {
+		t.Fatalf("env after a rollback of a claimed sandbox: %+v %v", res, err)
+	}
+	if p, _ := c.ListPools(ctx); p[0].Hits != 4 || p[0].Misses != 0 {
+		t.Fatalf("a create with its own env and limits missed the pool: %+v", p[0])
+	}
+	// A rebuilt template replaces the pool's sandboxes.
+	d.mustCLI("template", "build", "bb", "--busybox", "--replace", "--data-dir", d.dataDir)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := c.ListPools(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p[0].Expired >= 3 && p[0].Ready == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not replace its sandboxes after a rebuild: %+v", p[0])
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if out := d.mustCLI("pools"); !strings.Contains(out, "bb") {
 		t.Fatalf("warren pools: %q", out)

@@ -1,29 +1,42 @@
 package initproc
 
 import (
+	"maps"
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/warrenhq/warren/agent/internal/users"
 )
 
-// SandboxEnv is the environment every command starts from: as PID 1 the
-// agent is given the sandbox's envVars (set at create) in its own
-// environment. Outside a sandbox (tests) it is empty. Callers must not
-// change it.
-var SandboxEnv = func() map[string]string {
+// sandboxEnv is the environment every command starts from: the sandbox's
+// envVars. As PID 1 the agent is given them (set at create) in its own
+// environment; SetSandboxEnv replaces them (a claimed warm-pool sandbox).
+// Outside a sandbox (tests) it starts empty. The map is never changed in
+// place: a replacement swaps the pointer.
+var sandboxEnv atomic.Pointer[map[string]string]
+
+func init() {
 	env := map[string]string{}
-	if os.Getpid() != 1 {
-		return env
-	}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
-			env[k] = v
+	if os.Getpid() == 1 {
+		for _, kv := range os.Environ() {
+			if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+				env[k] = v
+			}
 		}
 	}
-	return env
-}()
+	sandboxEnv.Store(&env)
+}
+
+// SetSandboxEnv replaces the sandbox's variables for every later command.
+func SetSandboxEnv(env map[string]string) {
+	c := maps.Clone(env)
+	if c == nil {
+		c = map[string]string{}
+	}
+	sandboxEnv.Store(&c)
+}
 
 // perUser are the variables that follow the user a command runs as, never
 // the sandbox's environment.
@@ -34,7 +47,7 @@ var perUser = map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "SHEL
 // request's overrides; sorted, as exec wants it.
 func CommandEnv(u users.User, term string, overrides map[string]string) []string {
 	env := map[string]string{"PATH": DefaultPath, "TERM": term, "LANG": "C.UTF-8"}
-	for k, v := range SandboxEnv {
+	for k, v := range *sandboxEnv.Load() {
 		if !perUser[k] {
 			env[k] = v
 		}

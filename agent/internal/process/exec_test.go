@@ -241,3 +241,34 @@ func TestLookPath(t *testing.T) {
 		t.Fatalf("relative: %q %v", p, err)
 	}
 }
+
+func TestSetEnvReplacesTheSandboxEnvironment(t *testing.T) {
+	c, _ := newClient(t)
+	t.Cleanup(func() { initproc.SetSandboxEnv(nil) })
+	ctx := context.Background()
+	if _, err := c.SetEnv(ctx, connect.NewRequest(&agentv1.SetEnvRequest{Env: map[string]string{"TEAM": "blue", "LANG": "de_DE.UTF-8"}})); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, c, &agentv1.ExecRequest{Argv: []string{"sh", "-c", "echo $TEAM $LANG $OWN"}, Env: map[string]string{"OWN": "mine"}})
+	if got := r.stdout.String(); got != "blue de_DE.UTF-8 mine\n" {
+		t.Fatalf("after SetEnv: %q", got)
+	}
+	// A command's own variables win over the sandbox's.
+	r = run(t, c, &agentv1.ExecRequest{Argv: []string{"sh", "-c", "echo $TEAM"}, Env: map[string]string{"TEAM": "red"}})
+	if got := r.stdout.String(); got != "red\n" {
+		t.Fatalf("override: %q", got)
+	}
+	// Replaced, not merged.
+	if _, err := c.SetEnv(ctx, connect.NewRequest(&agentv1.SetEnvRequest{Env: map[string]string{"OTHER": "1"}})); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, c, &agentv1.ExecRequest{Argv: []string{"sh", "-c", "echo ${TEAM:-unset} $OTHER"}})
+	if got := r.stdout.String(); got != "unset 1\n" {
+		t.Fatalf("after a second SetEnv: %q", got)
+	}
+	for _, bad := range []map[string]string{{"": "x"}, {"A=B": "x"}, {"A": "x\x00y"}} {
+		if _, err := c.SetEnv(ctx, connect.NewRequest(&agentv1.SetEnvRequest{Env: bad})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Fatalf("SetEnv(%q): %v", bad, err)
+		}
+	}
+}

@@ -589,6 +589,86 @@ func (x *PingResponse) GetVersion() string {
 	return ""
 }
 
+type SetEnvRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Env           map[string]string      `protobuf:"bytes,1,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvRequest) Reset() {
+	*x = SetEnvRequest{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvRequest) ProtoMessage() {}
+
+func (x *SetEnvRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvRequest.ProtoReflect.Descriptor instead.
+func (*SetEnvRequest) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SetEnvRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+type SetEnvResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetEnvResponse) Reset() {
+	*x = SetEnvResponse{}
+	mi := &file_warren_agent_v1_process_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetEnvResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetEnvResponse) ProtoMessage() {}
+
+func (x *SetEnvResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warren_agent_v1_process_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetEnvResponse.ProtoReflect.Descriptor instead.
+func (*SetEnvResponse) Descriptor() ([]byte, []int) {
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{8}
+}
+
 // ProcessRef names a background process: by pid when pid is set, else by tag.
 type ProcessRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -600,7 +680,7 @@ type ProcessRef struct {
 
 func (x *ProcessRef) Reset() {
 	*x = ProcessRef{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[7]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +692,7 @@ func (x *ProcessRef) String() string {
 func (*ProcessRef) ProtoMessage() {}
 
 func (x *ProcessRef) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[7]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +705,7 @@ func (x *ProcessRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessRef.ProtoReflect.Descriptor instead.
 func (*ProcessRef) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{7}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProcessRef) GetPid() int32 {
@@ -657,7 +737,7 @@ type StartRequest struct {
 
 func (x *StartRequest) Reset() {
 	*x = StartRequest{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[8]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +749,7 @@ func (x *StartRequest) String() string {
 func (*StartRequest) ProtoMessage() {}
 
 func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[8]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +762,7 @@ func (x *StartRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
 func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{8}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StartRequest) GetExec() *ExecRequest {
@@ -708,7 +788,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[9]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +800,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[9]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +813,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{9}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StartResponse) GetProcess() *ProcessInfo {
@@ -766,7 +846,7 @@ type ProcessInfo struct {
 
 func (x *ProcessInfo) Reset() {
 	*x = ProcessInfo{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[10]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +858,7 @@ func (x *ProcessInfo) String() string {
 func (*ProcessInfo) ProtoMessage() {}
 
 func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[10]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +871,7 @@ func (x *ProcessInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessInfo.ProtoReflect.Descriptor instead.
 func (*ProcessInfo) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{10}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProcessInfo) GetPid() int32 {
@@ -893,7 +973,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[11]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +985,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[11]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +998,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{11}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{13}
 }
 
 type ListResponse struct {
@@ -932,7 +1012,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[12]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1024,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[12]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1037,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{12}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetInstance() string {
@@ -985,7 +1065,7 @@ type ConnectRequest struct {
 
 func (x *ConnectRequest) Reset() {
 	*x = ConnectRequest{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[13]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1077,7 @@ func (x *ConnectRequest) String() string {
 func (*ConnectRequest) ProtoMessage() {}
 
 func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[13]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1090,7 @@ func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
 func (*ConnectRequest) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{13}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ConnectRequest) GetProcess() *ProcessRef {
@@ -1051,7 +1131,7 @@ type ProcessEvent struct {
 
 func (x *ProcessEvent) Reset() {
 	*x = ProcessEvent{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[14]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1143,7 @@ func (x *ProcessEvent) String() string {
 func (*ProcessEvent) ProtoMessage() {}
 
 func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[14]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1156,7 @@ func (x *ProcessEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessEvent.ProtoReflect.Descriptor instead.
 func (*ProcessEvent) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{14}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ProcessEvent) GetEvent() isProcessEvent_Event {
@@ -1174,7 +1254,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[15]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1266,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[15]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1279,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{15}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Hello) GetInstance() string {
@@ -1217,7 +1297,7 @@ type Synced struct {
 
 func (x *Synced) Reset() {
 	*x = Synced{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[16]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1309,7 @@ func (x *Synced) String() string {
 func (*Synced) ProtoMessage() {}
 
 func (x *Synced) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[16]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1322,7 @@ func (x *Synced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Synced.ProtoReflect.Descriptor instead.
 func (*Synced) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{16}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{18}
 }
 
 type ProcessOutput struct {
@@ -1260,7 +1340,7 @@ type ProcessOutput struct {
 
 func (x *ProcessOutput) Reset() {
 	*x = ProcessOutput{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[17]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1352,7 @@ func (x *ProcessOutput) String() string {
 func (*ProcessOutput) ProtoMessage() {}
 
 func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[17]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1365,7 @@ func (x *ProcessOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessOutput.ProtoReflect.Descriptor instead.
 func (*ProcessOutput) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{17}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ProcessOutput) GetPid() int32 {
@@ -1337,7 +1417,7 @@ type ProcessExited struct {
 
 func (x *ProcessExited) Reset() {
 	*x = ProcessExited{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[18]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1429,7 @@ func (x *ProcessExited) String() string {
 func (*ProcessExited) ProtoMessage() {}
 
 func (x *ProcessExited) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[18]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1442,7 @@ func (x *ProcessExited) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcessExited.ProtoReflect.Descriptor instead.
 func (*ProcessExited) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{18}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ProcessExited) GetPid() int32 {
@@ -1417,7 +1497,7 @@ type SendInputRequest struct {
 
 func (x *SendInputRequest) Reset() {
 	*x = SendInputRequest{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[19]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1509,7 @@ func (x *SendInputRequest) String() string {
 func (*SendInputRequest) ProtoMessage() {}
 
 func (x *SendInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[19]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1522,7 @@ func (x *SendInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendInputRequest.ProtoReflect.Descriptor instead.
 func (*SendInputRequest) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{19}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SendInputRequest) GetProcess() *ProcessRef {
@@ -1467,7 +1547,7 @@ type SendInputResponse struct {
 
 func (x *SendInputResponse) Reset() {
 	*x = SendInputResponse{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[20]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1559,7 @@ func (x *SendInputResponse) String() string {
 func (*SendInputResponse) ProtoMessage() {}
 
 func (x *SendInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[20]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1572,7 @@ func (x *SendInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendInputResponse.ProtoReflect.Descriptor instead.
 func (*SendInputResponse) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{20}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{22}
 }
 
 type CloseStdinRequest struct {
@@ -1504,7 +1584,7 @@ type CloseStdinRequest struct {
 
 func (x *CloseStdinRequest) Reset() {
 	*x = CloseStdinRequest{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[21]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1596,7 @@ func (x *CloseStdinRequest) String() string {
 func (*CloseStdinRequest) ProtoMessage() {}
 
 func (x *CloseStdinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[21]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1609,7 @@ func (x *CloseStdinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStdinRequest.ProtoReflect.Descriptor instead.
 func (*CloseStdinRequest) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{21}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CloseStdinRequest) GetProcess() *ProcessRef {
@@ -1547,7 +1627,7 @@ type CloseStdinResponse struct {
 
 func (x *CloseStdinResponse) Reset() {
 	*x = CloseStdinResponse{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[22]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1639,7 @@ func (x *CloseStdinResponse) String() string {
 func (*CloseStdinResponse) ProtoMessage() {}
 
 func (x *CloseStdinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[22]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1652,7 @@ func (x *CloseStdinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseStdinResponse.ProtoReflect.Descriptor instead.
 func (*CloseStdinResponse) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{22}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{24}
 }
 
 type SendSignalRequest struct {
@@ -1586,7 +1666,7 @@ type SendSignalRequest struct {
 
 func (x *SendSignalRequest) Reset() {
 	*x = SendSignalRequest{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[23]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1678,7 @@ func (x *SendSignalRequest) String() string {
 func (*SendSignalRequest) ProtoMessage() {}
 
 func (x *SendSignalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[23]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1691,7 @@ func (x *SendSignalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSignalRequest.ProtoReflect.Descriptor instead.
 func (*SendSignalRequest) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{23}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SendSignalRequest) GetProcess() *ProcessRef {
@@ -1636,7 +1716,7 @@ type SendSignalResponse struct {
 
 func (x *SendSignalResponse) Reset() {
 	*x = SendSignalResponse{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[24]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1728,7 @@ func (x *SendSignalResponse) String() string {
 func (*SendSignalResponse) ProtoMessage() {}
 
 func (x *SendSignalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[24]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1741,7 @@ func (x *SendSignalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendSignalResponse.ProtoReflect.Descriptor instead.
 func (*SendSignalResponse) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{24}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{26}
 }
 
 type StreamOffsets struct {
@@ -1675,7 +1755,7 @@ type StreamOffsets struct {
 
 func (x *StreamOffsets) Reset() {
 	*x = StreamOffsets{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[25]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1767,7 @@ func (x *StreamOffsets) String() string {
 func (*StreamOffsets) ProtoMessage() {}
 
 func (x *StreamOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[25]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1780,7 @@ func (x *StreamOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamOffsets.ProtoReflect.Descriptor instead.
 func (*StreamOffsets) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{25}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StreamOffsets) GetSeq() uint64 {
@@ -1737,7 +1817,7 @@ type WatchOutputRequest struct {
 
 func (x *WatchOutputRequest) Reset() {
 	*x = WatchOutputRequest{}
-	mi := &file_warren_agent_v1_process_proto_msgTypes[26]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1829,7 @@ func (x *WatchOutputRequest) String() string {
 func (*WatchOutputRequest) ProtoMessage() {}
 
 func (x *WatchOutputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_warren_agent_v1_process_proto_msgTypes[26]
+	mi := &file_warren_agent_v1_process_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1842,7 @@ func (x *WatchOutputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOutputRequest.ProtoReflect.Descriptor instead.
 func (*WatchOutputRequest) Descriptor() ([]byte, []int) {
-	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{26}
+	return file_warren_agent_v1_process_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchOutputRequest) GetInstance() string {
@@ -1815,7 +1895,13 @@ const file_warren_agent_v1_process_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\"\r\n" +
 	"\vPingRequest\"(\n" +
 	"\fPingResponse\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"0\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\"\x82\x01\n" +
+	"\rSetEnvRequest\x129\n" +
+	"\x03env\x18\x01 \x03(\v2'.warren.agent.v1.SetEnvRequest.EnvEntryR\x03env\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x10\n" +
+	"\x0eSetEnvResponse\"0\n" +
 	"\n" +
 	"ProcessRef\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x10\n" +
@@ -1904,10 +1990,11 @@ const file_warren_agent_v1_process_proto_rawDesc = "" +
 	"\fProcessState\x12\x1d\n" +
 	"\x19PROCESS_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15PROCESS_STATE_RUNNING\x10\x01\x12\x18\n" +
-	"\x14PROCESS_STATE_EXITED\x10\x022\xca\x05\n" +
+	"\x14PROCESS_STATE_EXITED\x10\x022\x95\x06\n" +
 	"\x0eProcessService\x12B\n" +
 	"\x04Exec\x12\x1c.warren.agent.v1.ExecRequest\x1a\x1a.warren.agent.v1.ExecEvent0\x01\x12C\n" +
-	"\x04Ping\x12\x1c.warren.agent.v1.PingRequest\x1a\x1d.warren.agent.v1.PingResponse\x12F\n" +
+	"\x04Ping\x12\x1c.warren.agent.v1.PingRequest\x1a\x1d.warren.agent.v1.PingResponse\x12I\n" +
+	"\x06SetEnv\x12\x1e.warren.agent.v1.SetEnvRequest\x1a\x1f.warren.agent.v1.SetEnvResponse\x12F\n" +
 	"\x05Start\x12\x1d.warren.agent.v1.StartRequest\x1a\x1e.warren.agent.v1.StartResponse\x12C\n" +
 	"\x04List\x12\x1c.warren.agent.v1.ListRequest\x1a\x1d.warren.agent.v1.ListResponse\x12K\n" +
 	"\aConnect\x12\x1f.warren.agent.v1.ConnectRequest\x1a\x1d.warren.agent.v1.ProcessEvent0\x01\x12R\n" +
@@ -1931,7 +2018,7 @@ func file_warren_agent_v1_process_proto_rawDescGZIP() []byte {
 }
 
 var file_warren_agent_v1_process_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_warren_agent_v1_process_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_warren_agent_v1_process_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_warren_agent_v1_process_proto_goTypes = []any{
 	(Stream)(0),                // 0: warren.agent.v1.Stream
 	(ProcessState)(0),          // 1: warren.agent.v1.ProcessState
@@ -1942,76 +2029,82 @@ var file_warren_agent_v1_process_proto_goTypes = []any{
 	(*Exited)(nil),             // 6: warren.agent.v1.Exited
 	(*PingRequest)(nil),        // 7: warren.agent.v1.PingRequest
 	(*PingResponse)(nil),       // 8: warren.agent.v1.PingResponse
-	(*ProcessRef)(nil),         // 9: warren.agent.v1.ProcessRef
-	(*StartRequest)(nil),       // 10: warren.agent.v1.StartRequest
-	(*StartResponse)(nil),      // 11: warren.agent.v1.StartResponse
-	(*ProcessInfo)(nil),        // 12: warren.agent.v1.ProcessInfo
-	(*ListRequest)(nil),        // 13: warren.agent.v1.ListRequest
-	(*ListResponse)(nil),       // 14: warren.agent.v1.ListResponse
-	(*ConnectRequest)(nil),     // 15: warren.agent.v1.ConnectRequest
-	(*ProcessEvent)(nil),       // 16: warren.agent.v1.ProcessEvent
-	(*Hello)(nil),              // 17: warren.agent.v1.Hello
-	(*Synced)(nil),             // 18: warren.agent.v1.Synced
-	(*ProcessOutput)(nil),      // 19: warren.agent.v1.ProcessOutput
-	(*ProcessExited)(nil),      // 20: warren.agent.v1.ProcessExited
-	(*SendInputRequest)(nil),   // 21: warren.agent.v1.SendInputRequest
-	(*SendInputResponse)(nil),  // 22: warren.agent.v1.SendInputResponse
-	(*CloseStdinRequest)(nil),  // 23: warren.agent.v1.CloseStdinRequest
-	(*CloseStdinResponse)(nil), // 24: warren.agent.v1.CloseStdinResponse
-	(*SendSignalRequest)(nil),  // 25: warren.agent.v1.SendSignalRequest
-	(*SendSignalResponse)(nil), // 26: warren.agent.v1.SendSignalResponse
-	(*StreamOffsets)(nil),      // 27: warren.agent.v1.StreamOffsets
-	(*WatchOutputRequest)(nil), // 28: warren.agent.v1.WatchOutputRequest
-	nil,                        // 29: warren.agent.v1.ExecRequest.EnvEntry
-	nil,                        // 30: warren.agent.v1.WatchOutputRequest.FromEntry
+	(*SetEnvRequest)(nil),      // 9: warren.agent.v1.SetEnvRequest
+	(*SetEnvResponse)(nil),     // 10: warren.agent.v1.SetEnvResponse
+	(*ProcessRef)(nil),         // 11: warren.agent.v1.ProcessRef
+	(*StartRequest)(nil),       // 12: warren.agent.v1.StartRequest
+	(*StartResponse)(nil),      // 13: warren.agent.v1.StartResponse
+	(*ProcessInfo)(nil),        // 14: warren.agent.v1.ProcessInfo
+	(*ListRequest)(nil),        // 15: warren.agent.v1.ListRequest
+	(*ListResponse)(nil),       // 16: warren.agent.v1.ListResponse
+	(*ConnectRequest)(nil),     // 17: warren.agent.v1.ConnectRequest
+	(*ProcessEvent)(nil),       // 18: warren.agent.v1.ProcessEvent
+	(*Hello)(nil),              // 19: warren.agent.v1.Hello
+	(*Synced)(nil),             // 20: warren.agent.v1.Synced
+	(*ProcessOutput)(nil),      // 21: warren.agent.v1.ProcessOutput
+	(*ProcessExited)(nil),      // 22: warren.agent.v1.ProcessExited
+	(*SendInputRequest)(nil),   // 23: warren.agent.v1.SendInputRequest
+	(*SendInputResponse)(nil),  // 24: warren.agent.v1.SendInputResponse
+	(*CloseStdinRequest)(nil),  // 25: warren.agent.v1.CloseStdinRequest
+	(*CloseStdinResponse)(nil), // 26: warren.agent.v1.CloseStdinResponse
+	(*SendSignalRequest)(nil),  // 27: warren.agent.v1.SendSignalRequest
+	(*SendSignalResponse)(nil), // 28: warren.agent.v1.SendSignalResponse
+	(*StreamOffsets)(nil),      // 29: warren.agent.v1.StreamOffsets
+	(*WatchOutputRequest)(nil), // 30: warren.agent.v1.WatchOutputRequest
+	nil,                        // 31: warren.agent.v1.ExecRequest.EnvEntry
+	nil,                        // 32: warren.agent.v1.SetEnvRequest.EnvEntry
+	nil,                        // 33: warren.agent.v1.WatchOutputRequest.FromEntry
 }
 var file_warren_agent_v1_process_proto_depIdxs = []int32{
-	29, // 0: warren.agent.v1.ExecRequest.env:type_name -> warren.agent.v1.ExecRequest.EnvEntry
+	31, // 0: warren.agent.v1.ExecRequest.env:type_name -> warren.agent.v1.ExecRequest.EnvEntry
 	4,  // 1: warren.agent.v1.ExecEvent.started:type_name -> warren.agent.v1.Started
 	5,  // 2: warren.agent.v1.ExecEvent.output:type_name -> warren.agent.v1.Output
 	6,  // 3: warren.agent.v1.ExecEvent.exited:type_name -> warren.agent.v1.Exited
 	0,  // 4: warren.agent.v1.Output.stream:type_name -> warren.agent.v1.Stream
-	2,  // 5: warren.agent.v1.StartRequest.exec:type_name -> warren.agent.v1.ExecRequest
-	12, // 6: warren.agent.v1.StartResponse.process:type_name -> warren.agent.v1.ProcessInfo
-	1,  // 7: warren.agent.v1.ProcessInfo.state:type_name -> warren.agent.v1.ProcessState
-	6,  // 8: warren.agent.v1.ProcessInfo.exited:type_name -> warren.agent.v1.Exited
-	12, // 9: warren.agent.v1.ListResponse.processes:type_name -> warren.agent.v1.ProcessInfo
-	9,  // 10: warren.agent.v1.ConnectRequest.process:type_name -> warren.agent.v1.ProcessRef
-	17, // 11: warren.agent.v1.ProcessEvent.hello:type_name -> warren.agent.v1.Hello
-	12, // 12: warren.agent.v1.ProcessEvent.started:type_name -> warren.agent.v1.ProcessInfo
-	19, // 13: warren.agent.v1.ProcessEvent.output:type_name -> warren.agent.v1.ProcessOutput
-	20, // 14: warren.agent.v1.ProcessEvent.exited:type_name -> warren.agent.v1.ProcessExited
-	18, // 15: warren.agent.v1.ProcessEvent.synced:type_name -> warren.agent.v1.Synced
-	0,  // 16: warren.agent.v1.ProcessOutput.stream:type_name -> warren.agent.v1.Stream
-	6,  // 17: warren.agent.v1.ProcessExited.exited:type_name -> warren.agent.v1.Exited
-	9,  // 18: warren.agent.v1.SendInputRequest.process:type_name -> warren.agent.v1.ProcessRef
-	9,  // 19: warren.agent.v1.CloseStdinRequest.process:type_name -> warren.agent.v1.ProcessRef
-	9,  // 20: warren.agent.v1.SendSignalRequest.process:type_name -> warren.agent.v1.ProcessRef
-	30, // 21: warren.agent.v1.WatchOutputRequest.from:type_name -> warren.agent.v1.WatchOutputRequest.FromEntry
-	27, // 22: warren.agent.v1.WatchOutputRequest.FromEntry.value:type_name -> warren.agent.v1.StreamOffsets
-	2,  // 23: warren.agent.v1.ProcessService.Exec:input_type -> warren.agent.v1.ExecRequest
-	7,  // 24: warren.agent.v1.ProcessService.Ping:input_type -> warren.agent.v1.PingRequest
-	10, // 25: warren.agent.v1.ProcessService.Start:input_type -> warren.agent.v1.StartRequest
-	13, // 26: warren.agent.v1.ProcessService.List:input_type -> warren.agent.v1.ListRequest
-	15, // 27: warren.agent.v1.ProcessService.Connect:input_type -> warren.agent.v1.ConnectRequest
-	21, // 28: warren.agent.v1.ProcessService.SendInput:input_type -> warren.agent.v1.SendInputRequest
-	23, // 29: warren.agent.v1.ProcessService.CloseStdin:input_type -> warren.agent.v1.CloseStdinRequest
-	25, // 30: warren.agent.v1.ProcessService.SendSignal:input_type -> warren.agent.v1.SendSignalRequest
-	28, // 31: warren.agent.v1.ProcessService.WatchOutput:input_type -> warren.agent.v1.WatchOutputRequest
-	3,  // 32: warren.agent.v1.ProcessService.Exec:output_type -> warren.agent.v1.ExecEvent
-	8,  // 33: warren.agent.v1.ProcessService.Ping:output_type -> warren.agent.v1.PingResponse
-	11, // 34: warren.agent.v1.ProcessService.Start:output_type -> warren.agent.v1.StartResponse
-	14, // 35: warren.agent.v1.ProcessService.List:output_type -> warren.agent.v1.ListResponse
-	16, // 36: warren.agent.v1.ProcessService.Connect:output_type -> warren.agent.v1.ProcessEvent
-	22, // 37: warren.agent.v1.ProcessService.SendInput:output_type -> warren.agent.v1.SendInputResponse
-	24, // 38: warren.agent.v1.ProcessService.CloseStdin:output_type -> warren.agent.v1.CloseStdinResponse
-	26, // 39: warren.agent.v1.ProcessService.SendSignal:output_type -> warren.agent.v1.SendSignalResponse
-	16, // 40: warren.agent.v1.ProcessService.WatchOutput:output_type -> warren.agent.v1.ProcessEvent
-	32, // [32:41] is the sub-list for method output_type
-	23, // [23:32] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	32, // 5: warren.agent.v1.SetEnvRequest.env:type_name -> warren.agent.v1.SetEnvRequest.EnvEntry
+	2,  // 6: warren.agent.v1.StartRequest.exec:type_name -> warren.agent.v1.ExecRequest
+	14, // 7: warren.agent.v1.StartResponse.process:type_name -> warren.agent.v1.ProcessInfo
+	1,  // 8: warren.agent.v1.ProcessInfo.state:type_name -> warren.agent.v1.ProcessState
+	6,  // 9: warren.agent.v1.ProcessInfo.exited:type_name -> warren.agent.v1.Exited
+	14, // 10: warren.agent.v1.ListResponse.processes:type_name -> warren.agent.v1.ProcessInfo
+	11, // 11: warren.agent.v1.ConnectRequest.process:type_name -> warren.agent.v1.ProcessRef
+	19, // 12: warren.agent.v1.ProcessEvent.hello:type_name -> warren.agent.v1.Hello
+	14, // 13: warren.agent.v1.ProcessEvent.started:type_name -> warren.agent.v1.ProcessInfo
+	21, // 14: warren.agent.v1.ProcessEvent.output:type_name -> warren.agent.v1.ProcessOutput
+	22, // 15: warren.agent.v1.ProcessEvent.exited:type_name -> warren.agent.v1.ProcessExited
+	20, // 16: warren.agent.v1.ProcessEvent.synced:type_name -> warren.agent.v1.Synced
+	0,  // 17: warren.agent.v1.ProcessOutput.stream:type_name -> warren.agent.v1.Stream
+	6,  // 18: warren.agent.v1.ProcessExited.exited:type_name -> warren.agent.v1.Exited
+	11, // 19: warren.agent.v1.SendInputRequest.process:type_name -> warren.agent.v1.ProcessRef
+	11, // 20: warren.agent.v1.CloseStdinRequest.process:type_name -> warren.agent.v1.ProcessRef
+	11, // 21: warren.agent.v1.SendSignalRequest.process:type_name -> warren.agent.v1.ProcessRef
+	33, // 22: warren.agent.v1.WatchOutputRequest.from:type_name -> warren.agent.v1.WatchOutputRequest.FromEntry
+	29, // 23: warren.agent.v1.WatchOutputRequest.FromEntry.value:type_name -> warren.agent.v1.StreamOffsets
+	2,  // 24: warren.agent.v1.ProcessService.Exec:input_type -> warren.agent.v1.ExecRequest
+	7,  // 25: warren.agent.v1.ProcessService.Ping:input_type -> warren.agent.v1.PingRequest
+	9,  // 26: warren.agent.v1.ProcessService.SetEnv:input_type -> warren.agent.v1.SetEnvRequest
+	12, // 27: warren.agent.v1.ProcessService.Start:input_type -> warren.agent.v1.StartRequest
+	15, // 28: warren.agent.v1.ProcessService.List:input_type -> warren.agent.v1.ListRequest
+	17, // 29: warren.agent.v1.ProcessService.Connect:input_type -> warren.agent.v1.ConnectRequest
+	23, // 30: warren.agent.v1.ProcessService.SendInput:input_type -> warren.agent.v1.SendInputRequest
+	25, // 31: warren.agent.v1.ProcessService.CloseStdin:input_type -> warren.agent.v1.CloseStdinRequest
+	27, // 32: warren.agent.v1.ProcessService.SendSignal:input_type -> warren.agent.v1.SendSignalRequest
+	30, // 33: warren.agent.v1.ProcessService.WatchOutput:input_type -> warren.agent.v1.WatchOutputRequest
+	3,  // 34: warren.agent.v1.ProcessService.Exec:output_type -> warren.agent.v1.ExecEvent
+	8,  // 35: warren.agent.v1.ProcessService.Ping:output_type -> warren.agent.v1.PingResponse
+	10, // 36: warren.agent.v1.ProcessService.SetEnv:output_type -> warren.agent.v1.SetEnvResponse
+	13, // 37: warren.agent.v1.ProcessService.Start:output_type -> warren.agent.v1.StartResponse
+	16, // 38: warren.agent.v1.ProcessService.List:output_type -> warren.agent.v1.ListResponse
+	18, // 39: warren.agent.v1.ProcessService.Connect:output_type -> warren.agent.v1.ProcessEvent
+	24, // 40: warren.agent.v1.ProcessService.SendInput:output_type -> warren.agent.v1.SendInputResponse
+	26, // 41: warren.agent.v1.ProcessService.CloseStdin:output_type -> warren.agent.v1.CloseStdinResponse
+	28, // 42: warren.agent.v1.ProcessService.SendSignal:output_type -> warren.agent.v1.SendSignalResponse
+	18, // 43: warren.agent.v1.ProcessService.WatchOutput:output_type -> warren.agent.v1.ProcessEvent
+	34, // [34:44] is the sub-list for method output_type
+	24, // [24:34] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_warren_agent_v1_process_proto_init() }
@@ -2024,7 +2117,7 @@ func file_warren_agent_v1_process_proto_init() {
 		(*ExecEvent_Output)(nil),
 		(*ExecEvent_Exited)(nil),
 	}
-	file_warren_agent_v1_process_proto_msgTypes[14].OneofWrappers = []any{
+	file_warren_agent_v1_process_proto_msgTypes[16].OneofWrappers = []any{
 		(*ProcessEvent_Hello)(nil),
 		(*ProcessEvent_Started)(nil),
 		(*ProcessEvent_Output)(nil),
@@ -2037,7 +2130,7 @@ func file_warren_agent_v1_process_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_warren_agent_v1_process_proto_rawDesc), len(file_warren_agent_v1_process_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

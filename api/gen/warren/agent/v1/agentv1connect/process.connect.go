@@ -40,6 +40,8 @@ const (
 	ProcessServiceExecProcedure = "/warren.agent.v1.ProcessService/Exec"
 	// ProcessServicePingProcedure is the fully-qualified name of the ProcessService's Ping RPC.
 	ProcessServicePingProcedure = "/warren.agent.v1.ProcessService/Ping"
+	// ProcessServiceSetEnvProcedure is the fully-qualified name of the ProcessService's SetEnv RPC.
+	ProcessServiceSetEnvProcedure = "/warren.agent.v1.ProcessService/SetEnv"
 	// ProcessServiceStartProcedure is the fully-qualified name of the ProcessService's Start RPC.
 	ProcessServiceStartProcedure = "/warren.agent.v1.ProcessService/Start"
 	// ProcessServiceListProcedure is the fully-qualified name of the ProcessService's List RPC.
@@ -68,6 +70,11 @@ type ProcessServiceClient interface {
 	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.ServerStreamForClient[v1.ExecEvent], error)
 	// Ping answers at once; the daemon uses it to see that the agent is up.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// SetEnv replaces the sandbox's environment variables (those given at
+	// create), which every later command starts from. The daemon sends it when
+	// it hands a warm-pool sandbox, started with none, to a create that asks
+	// for some.
+	SetEnv(context.Context, *connect.Request[v1.SetEnvRequest]) (*connect.Response[v1.SetEnvResponse], error)
 	// Start starts a background process and answers at once with its pid. The
 	// process keeps running with no client; its output is kept in a bounded
 	// ring in the agent and streamed by Connect and WatchOutput.
@@ -114,6 +121,12 @@ func NewProcessServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+ProcessServicePingProcedure,
 			connect.WithSchema(processServiceMethods.ByName("Ping")),
+			connect.WithClientOptions(opts...),
+		),
+		setEnv: connect.NewClient[v1.SetEnvRequest, v1.SetEnvResponse](
+			httpClient,
+			baseURL+ProcessServiceSetEnvProcedure,
+			connect.WithSchema(processServiceMethods.ByName("SetEnv")),
 			connect.WithClientOptions(opts...),
 		),
 		start: connect.NewClient[v1.StartRequest, v1.StartResponse](
@@ -165,6 +178,7 @@ func NewProcessServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 type processServiceClient struct {
 	exec        *connect.Client[v1.ExecRequest, v1.ExecEvent]
 	ping        *connect.Client[v1.PingRequest, v1.PingResponse]
+	setEnv      *connect.Client[v1.SetEnvRequest, v1.SetEnvResponse]
 	start       *connect.Client[v1.StartRequest, v1.StartResponse]
 	list        *connect.Client[v1.ListRequest, v1.ListResponse]
 	connect     *connect.Client[v1.ConnectRequest, v1.ProcessEvent]
@@ -182,6 +196,11 @@ func (c *processServiceClient) Exec(ctx context.Context, req *connect.Request[v1
 // Ping calls warren.agent.v1.ProcessService.Ping.
 func (c *processServiceClient) Ping(ctx context.Context, req *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
 	return c.ping.CallUnary(ctx, req)
+}
+
+// SetEnv calls warren.agent.v1.ProcessService.SetEnv.
+func (c *processServiceClient) SetEnv(ctx context.Context, req *connect.Request[v1.SetEnvRequest]) (*connect.Response[v1.SetEnvResponse], error) {
+	return c.setEnv.CallUnary(ctx, req)
 }
 
 // Start calls warren.agent.v1.ProcessService.Start.
@@ -227,6 +246,11 @@ type ProcessServiceHandler interface {
 	Exec(context.Context, *connect.Request[v1.ExecRequest], *connect.ServerStream[v1.ExecEvent]) error
 	// Ping answers at once; the daemon uses it to see that the agent is up.
 	Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error)
+	// SetEnv replaces the sandbox's environment variables (those given at
+	// create), which every later command starts from. The daemon sends it when
+	// it hands a warm-pool sandbox, started with none, to a create that asks
+	// for some.
+	SetEnv(context.Context, *connect.Request[v1.SetEnvRequest]) (*connect.Response[v1.SetEnvResponse], error)
 	// Start starts a background process and answers at once with its pid. The
 	// process keeps running with no client; its output is kept in a bounded
 	// ring in the agent and streamed by Connect and WatchOutput.
@@ -269,6 +293,12 @@ func NewProcessServiceHandler(svc ProcessServiceHandler, opts ...connect.Handler
 		ProcessServicePingProcedure,
 		svc.Ping,
 		connect.WithSchema(processServiceMethods.ByName("Ping")),
+		connect.WithHandlerOptions(opts...),
+	)
+	processServiceSetEnvHandler := connect.NewUnaryHandler(
+		ProcessServiceSetEnvProcedure,
+		svc.SetEnv,
+		connect.WithSchema(processServiceMethods.ByName("SetEnv")),
 		connect.WithHandlerOptions(opts...),
 	)
 	processServiceStartHandler := connect.NewUnaryHandler(
@@ -319,6 +349,8 @@ func NewProcessServiceHandler(svc ProcessServiceHandler, opts ...connect.Handler
 			processServiceExecHandler.ServeHTTP(w, r)
 		case ProcessServicePingProcedure:
 			processServicePingHandler.ServeHTTP(w, r)
+		case ProcessServiceSetEnvProcedure:
+			processServiceSetEnvHandler.ServeHTTP(w, r)
 		case ProcessServiceStartProcedure:
 			processServiceStartHandler.ServeHTTP(w, r)
 		case ProcessServiceListProcedure:
@@ -348,6 +380,10 @@ func (UnimplementedProcessServiceHandler) Exec(context.Context, *connect.Request
 
 func (UnimplementedProcessServiceHandler) Ping(context.Context, *connect.Request[v1.PingRequest]) (*connect.Response[v1.PingResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.Ping is not implemented"))
+}
+
+func (UnimplementedProcessServiceHandler) SetEnv(context.Context, *connect.Request[v1.SetEnvRequest]) (*connect.Response[v1.SetEnvResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("warren.agent.v1.ProcessService.SetEnv is not implemented"))
 }
 
 func (UnimplementedProcessServiceHandler) Start(context.Context, *connect.Request[v1.StartRequest]) (*connect.Response[v1.StartResponse], error) {
