@@ -186,6 +186,7 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 	h.Procs.Attach(spec.ID, conn)
 	h.Log.Debug("sandbox created", "sandbox", spec.ID,
 		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
+	h.Logs.Prepare(spec.ID)
 	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
 }
 
@@ -449,11 +450,13 @@ func (h *Host) SetQuota(ctx context.Context, group string, bytes int64) error {
 	return nil
 }
 
-// Warm runs one trivial command in a new sandbox so that the agent's first
-// real command does not pay for faulting in its exec path (used for pooled
-// sandboxes, which wait for a claim).
+// Warm runs what a sandbox's first commands will: the default user's login
+// shell in the default directory, and echo. A new sandbox's root is a new
+// btrfs subvolume whose inodes and pages are cold (the page cache is not
+// shared with the template), so this takes that cost off a pooled
+// sandbox's first real command.
 func (h *Host) Warm(ctx context.Context, sb *Sandbox) error {
-	stream, err := sb.Agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Argv: []string{"true"}, User: "root"}))
+	stream, err := sb.Agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{ShellCommand: "echo warm >/dev/null; true"}))
 	if err != nil {
 		return err
 	}

@@ -191,6 +191,18 @@ func (l *Logs) Exited(id string, p procs.ProcessID, exit procs.Exit) {
 	s.mark(p, kindExited, Entry{Level: level, Message: "exited: " + how})
 }
 
+// Prepare finds or makes a sandbox's log on disk ahead of its first entry,
+// so that the first entry costs only its write (a warm-pool sandbox's log
+// is made while it waits, not when it is claimed).
+func (l *Logs) Prepare(id string) {
+	if s := l.get(id); s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.loadLocked()
+		s.openLocked()
+	}
+}
+
 // Event records a step of the sandbox's life.
 func (l *Logs) Event(id string, level, message string) {
 	if s := l.get(id); s != nil {

@@ -236,6 +236,27 @@ func (s *sandboxLog) append(e Entry) {
 	s.appendLocked(e)
 }
 
+// openLocked opens the current file for appending, making it if need be.
+func (s *sandboxLog) openLocked() bool {
+	if s.file != nil {
+		return true
+	}
+	if s.closed {
+		return false
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		s.log.Warn("make sandbox log dir", "err", err)
+		return false
+	}
+	f, err := os.OpenFile(s.current(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		s.log.Warn("open sandbox log", "err", err)
+		return false
+	}
+	s.file = f
+	return true
+}
+
 // appendLocked numbers, times and writes entries in one write. Times never
 // go backwards within a log, so that a time cursor is a position.
 func (s *sandboxLog) appendLocked(batch ...Entry) {
@@ -266,17 +287,8 @@ func (s *sandboxLog) appendLocked(batch ...Entry) {
 		}
 		s.size = 0
 	}
-	if s.file == nil {
-		if err := os.MkdirAll(s.dir, 0o700); err != nil {
-			s.log.Warn("make sandbox log dir", "err", err)
-			return
-		}
-		f, err := os.OpenFile(s.current(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-		if err != nil {
-			s.log.Warn("open sandbox log", "err", err)
-			return
-		}
-		s.file = f
+	if !s.openLocked() {
+		return
 	}
 	n, err := s.file.Write(buf.Bytes())
 	s.size += int64(n)

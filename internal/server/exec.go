@@ -90,7 +90,28 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	logged := s.execLog(id, &req)
 
 	if r.URL.Query().Get("wait") == "true" {
-		res, err := collect(stream, limit, logged)
+		// The log is written once the client has its answer, as when
+		// streaming: it is not on the command's round trip.
+		// Past the output cap (the agent is untrusted) events are logged
+		// as they come instead of held.
+		var held []*agentv1.ExecEvent
+		var heldBytes uint64
+		flush := func() {
+			for _, ev := range held {
+				logged(ev)
+			}
+			held = nil
+		}
+		defer flush()
+		res, err := collect(stream, limit, func(ev *agentv1.ExecEvent) {
+			if heldBytes > limit {
+				flush()
+				logged(ev)
+				return
+			}
+			held = append(held, ev)
+			heldBytes += uint64(len(ev.GetOutput().GetData()))
+		})
 		if err != nil {
 			writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
 			return

@@ -1,0 +1,29 @@
+package session
+
+import (
+	"context"
+	"testing"
+)
+
+// BenchmarkPoolClaim is the session's and the store's share of a create
+// served from a warm pool (the host is a fake).
+func BenchmarkPoolClaim(b *testing.B) {
+	ctx := context.Background()
+	m, _, _ := newManager(&testing.T{}, 1<<20)
+	m.pools = newPools([]PoolConfig{{Template: "base", Min: 1}})
+	p := m.pools["base"]
+	for b.Loop() {
+		b.StopTimer()
+		m.fillPool(ctx, p)
+		b.StartTimer()
+		rec, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := m.Delete(ctx, "a", rec.ID); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
