@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // Stats is one reading of a sandbox's resource counters.
@@ -28,4 +30,29 @@ type StatsReader interface {
 	// Stats reads id's counters. A sandbox that does not exist, or whose
 	// resources are gone (stopped), is ErrNotFound.
 	Stats(ctx context.Context, id string) (Stats, error)
+}
+
+// LivenessChecker is implemented by runtimes that can tell whether a
+// sandbox's init process lives more cheaply than Status (the liveness watch
+// asks once a second for every sandbox). Optional, like StatsReader.
+type LivenessChecker interface {
+	// Alive reports whether id's init process runs (paused counts as
+	// running). A sandbox that does not exist is not alive, and no error.
+	Alive(ctx context.Context, id string) (bool, error)
+}
+
+// IsAlive asks rt whether id's init process runs: through Alive when rt is
+// a LivenessChecker, else from its Status (stopped or missing: not alive).
+func IsAlive(ctx context.Context, rt Runtime, id string) (bool, error) {
+	if lc, ok := rt.(LivenessChecker); ok {
+		return lc.Alive(ctx, id)
+	}
+	st, err := rt.Status(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return st.State != StateStopped, nil
 }

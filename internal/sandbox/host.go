@@ -309,14 +309,7 @@ func (h *Host) Attach(ctx context.Context, id string) (*Sandbox, error) {
 // Alive reports whether the sandbox's processes are still there (running
 // or paused).
 func (h *Host) Alive(ctx context.Context, id string) (bool, error) {
-	st, err := h.Runtime.Status(ctx, id)
-	if errdefs.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return st.State != runtime.StateStopped, nil
+	return runtime.IsAlive(ctx, h.Runtime, id)
 }
 
 // Destroy kills the sandbox's processes and removes everything it had. It

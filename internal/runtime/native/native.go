@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"os"
 
 	// Registers the device-cgroup backends (v1 files, v2 eBPF); without
@@ -51,6 +52,7 @@ type Runtime struct {
 	log          *slog.Logger
 	host         hostFacts
 	locks        keylock.Locks
+	facts        sync.Map // id → facts
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

@@ -166,6 +166,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	}
 	unlock := r.locks.Lock(id)
 	defer unlock()
+	r.forget(id)
 	c, err := r.load(id)
 	if errdefs.IsNotFound(err) {
 		dir := filepath.Join(r.stateDir, id)

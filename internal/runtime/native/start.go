@@ -32,6 +32,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 	}
 	unlock := r.locks.Lock(spec.ID)
 	defer unlock()
+	r.forget(spec.ID)
 
 	cfg, err := r.buildConfig(spec)
 	if err != nil {

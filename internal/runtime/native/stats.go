@@ -28,20 +28,16 @@ var _ runtime.StatsReader = (*Runtime)(nil)
 // own cgroup, so a sandbox started by an earlier daemon in another cgroup
 // is read correctly.
 func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
-	c, err := r.load(id)
-	if err != nil {
-		return runtime.Stats{}, err
-	}
-	st, err := c.State()
+	f, err := r.factsOf(id)
 	if err != nil {
 		return runtime.Stats{}, fmt.Errorf("sandbox %s: read state: %w", id, err)
 	}
 	// A hybrid host (v1 controllers plus an empty v2 hierarchy) lists both;
 	// the v1 memory controller says where the counters are.
 	var s runtime.Stats
-	if _, v1 := st.CgroupPaths["memory"]; v1 {
-		s, err = statsV1(st.CgroupPaths)
-	} else if dir, ok := st.CgroupPaths[""]; ok {
+	if _, v1 := f.cgroupPaths["memory"]; v1 {
+		s, err = statsV1(f.cgroupPaths)
+	} else if dir, ok := f.cgroupPaths[""]; ok {
 		s, err = statsV2(dir)
 	} else {
 		err = fmt.Errorf("no memory cgroup in the sandbox's state")

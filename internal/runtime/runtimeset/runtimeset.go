@@ -303,6 +303,19 @@ func (s *Set) Stats(ctx context.Context, id string) (runtime.Stats, error) {
 	return sr.Stats(ctx, id)
 }
 
+// Alive reports whether id's init process runs, through its runtime's
+// LivenessChecker when it has one, else its Status.
+func (s *Set) Alive(ctx context.Context, id string) (bool, error) {
+	rt, err := s.find(ctx, id)
+	if errdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return runtime.IsAlive(ctx, rt, id)
+}
+
 // UpdateLimits changes id's limits, if its runtime can.
 func (s *Set) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error {
 	rt, err := s.find(ctx, id)

@@ -82,6 +82,7 @@ func (s *suite) lifecycle(t *testing.T) {
 	if !alive {
 		t.Fatalf("init pid %d is not a live host process", b.Status.InitPID)
 	}
+	mustAlive(t, rt, id, true)
 	st := mustStatus(t, rt, id, runtime.StateRunning)
 	if st.InitPID != b.Status.InitPID {
 		t.Errorf("Status pid %d != Start pid %d", st.InitPID, b.Status.InitPID)
@@ -96,6 +97,7 @@ func (s *suite) lifecycle(t *testing.T) {
 			t.Fatalf("Pause: %v", err)
 		}
 		mustStatus(t, rt, id, runtime.StatePaused)
+		mustAlive(t, rt, id, true)
 		if err := rt.Pause(bg, id); err != nil {
 			t.Errorf("Pause of a paused sandbox: %v; want nil", err)
 		}
@@ -127,6 +129,7 @@ func (s *suite) lifecycle(t *testing.T) {
 	if _, err := rt.Status(bg, id); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Status after Destroy = %v; want ErrNotFound", err)
 	}
+	mustAlive(t, rt, id, false)
 	if list := mustList(t, rt); slices.Contains(list, id) {
 		t.Errorf("List() after Destroy still has %s", id)
 	}
@@ -291,6 +294,16 @@ func (s *suite) specApplied(t *testing.T) {
 	}
 }
 
+// mustAlive checks runtime.IsAlive (the runtime's own liveness check when
+// it has one) against want.
+func mustAlive(t *testing.T, rt runtime.Runtime, id string, want bool) {
+	t.Helper()
+	alive, err := runtime.IsAlive(bg, rt, id)
+	if err != nil || alive != want {
+		t.Fatalf("IsAlive(%s) = %v, %v; want %v", id, alive, err, want)
+	}
+}
+
 func (s *suite) initExits(t *testing.T) {
 	rt := s.newRuntime(t)
 	spec, results := NewSpec(t, s.rootfs(t), []string{"/bin/sh", "-c", "echo bye > /results/bye"})
@@ -305,6 +318,7 @@ func (s *suite) initExits(t *testing.T) {
 			if st.InitPID != 0 {
 				t.Errorf("stopped sandbox reports init pid %d; want 0", st.InitPID)
 			}
+			mustAlive(t, rt, b.Spec.ID, false)
 			break
 		}
 		if time.Now().After(deadline) {
@@ -342,6 +356,7 @@ func (s *suite) recover(t *testing.T) {
 	if st.State != runtime.StateRunning || st.InitPID != b.Status.InitPID {
 		t.Fatalf("Recover = %+v; want running with pid %d", st, b.Status.InitPID)
 	}
+	mustAlive(t, rt2, b.Spec.ID, true)
 	if rt2.Capabilities().Pause {
 		if err := rt2.Pause(bg, b.Spec.ID); err != nil {
 			t.Fatalf("Pause after Recover: %v", err)
