@@ -18,8 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"os"
+	"sync"
 
 	// Registers the device-cgroup backends (v1 files, v2 eBPF); without
 	// it libcontainer cannot restrict devices and refuses to start.
