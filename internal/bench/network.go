@@ -87,6 +87,14 @@ type DownloadReport struct {
 	BestRatio float64 `json:"best_ratio"`
 	Target    float64 `json:"target_ratio"`
 	Met       bool    `json:"met"`
+	// Routed: the same download across three plain namespaces (client →
+	// router → server: two veth pairs and a routing hop, as many as a
+	// sandbox's path crosses) without warren's bridge, rules, conntrack or
+	// NAT: RoutedRatio is the share of warren's own layers.
+	RoutedMBps     []float64 `json:"routed_mb_per_s"`
+	RoutedP50MBps  float64   `json:"routed_p50_mb_per_s"`
+	RoutedRatio    float64   `json:"ratio_vs_routed"`
+	RoutedRatioMet bool      `json:"ratio_vs_routed_met"`
 	// InSandboxNc: the same download by busybox nc inside the sandbox
 	// (its own CPU limit and pipe included), as an exec, for reference.
 	InSandboxNcMBps float64 `json:"in_sandbox_nc_mb_per_s,omitempty"`
@@ -226,6 +234,7 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 	rep.Download, err = measureDownloads(ctx, h, in, runDir, int64(opts.DownloadMB)<<20, opts.Downloads)
 	rep.Download.Target = 0.8
 	rep.Download.Met = rep.Download.Ratio >= rep.Download.Target
+	rep.Download.RoutedRatioMet = rep.Download.RoutedRatio >= rep.Download.Target
 	return rep, err
 }
 
@@ -314,28 +323,39 @@ func measureDownloads(ctx context.Context, h *harness, in *fakenet.Internet, run
 	if err != nil {
 		return rep, err
 	}
+	routedNS, routedAddr, err := routedPath(in)
+	if err != nil {
+		return rep, fmt.Errorf("routed baseline: %w", err)
+	}
 	upstream := net.JoinHostPort(fakenet.Servers[0], strconv.Itoa(fakenet.DownloadPort))
-	var through, plain, ratios []float64
+	var through, plain, routed, ratios, routedRatios []float64
 	for i := range n + 1 {
-		// Each pair back to back, in alternating order.
-		var a, b time.Duration
-		for j := range 2 {
-			if (i+j)%2 == 0 {
-				if a, err = download(sandboxNS, upstream, size); err != nil {
-					return rep, fmt.Errorf("download through the sandbox's network: %w", err)
-				}
-			} else if b, err = download(clientNS, serverAddr, size); err != nil {
-				return rep, fmt.Errorf("download between plain namespaces: %w", err)
+		// Each trio back to back, in rotating order, so that drift in the
+		// machine's speed falls on all three alike.
+		var a, b, c time.Duration
+		for j := range 3 {
+			switch (i + j) % 3 {
+			case 0:
+				a, err = download(sandboxNS, upstream, size)
+			case 1:
+				b, err = download(clientNS, serverAddr, size)
+			case 2:
+				c, err = download(routedNS, routedAddr, size)
+			}
+			if err != nil {
+				return rep, fmt.Errorf("download %d of kind %d: %w", i, (i+j)%3, err)
 			}
 		}
 		if i > 0 {
-			through, plain = append(through, mbps(size, a)), append(plain, mbps(size, b))
+			through, plain, routed = append(through, mbps(size, a)), append(plain, mbps(size, b)), append(routed, mbps(size, c))
 			ratios = append(ratios, b.Seconds()/a.Seconds())
+			routedRatios = append(routedRatios, c.Seconds()/a.Seconds())
 		}
 	}
-	rep.SandboxMBps, rep.BaselineMBps = through, plain
-	rep.SandboxP50MBps, rep.BaselineP50MBps = median(through), median(plain)
+	rep.SandboxMBps, rep.BaselineMBps, rep.RoutedMBps = through, plain, routed
+	rep.SandboxP50MBps, rep.BaselineP50MBps, rep.RoutedP50MBps = median(through), median(plain), median(routed)
 	rep.Ratio = rounded(median(ratios))
+	rep.RoutedRatio = rounded(median(routedRatios))
 	rep.BestRatio = rounded(slices.Max(through) / slices.Max(plain))
 
 	// For reference: busybox nc in the sandbox.
@@ -385,32 +405,117 @@ func plainPair(in *fakenet.Internet) (string, string, error) {
 	if err := cl.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0p", PeerNamespace: netlink.NsFd(sh)}); err != nil {
 		return "", "", err
 	}
-	for _, s := range []struct {
-		h          *netlink.Handle
-		name, addr string
-	}{{cl, "eth0", "10.99.0.1/30"}, {sl, "eth0p", "10.99.0.2/30"}, {cl, "lo", ""}, {sl, "lo", ""}} {
-		l, err := s.h.LinkByName(s.name)
-		if err != nil {
-			return "", "", err
-		}
-		if s.addr != "" {
-			a, err := netlink.ParseAddr(s.addr)
-			if err != nil {
-				return "", "", err
-			}
-			if err := s.h.AddrAdd(l, a); err != nil {
-				return "", "", err
-			}
-		}
-		if err := s.h.LinkSetUp(l); err != nil {
-			return "", "", err
-		}
+	if err := bringUp([]linkSetup{{cl, "eth0", "10.99.0.1/30"}, {sl, "eth0p", "10.99.0.2/30"}, {cl, "lo", ""}, {sl, "lo", ""}}); err != nil {
+		return "", "", err
 	}
 	addr := net.JoinHostPort("10.99.0.2", strconv.Itoa(fakenet.DownloadPort))
 	if err := in.ServeDownload(serverNS, addr); err != nil {
 		return "", "", err
 	}
 	return clientNS, addr, nil
+}
+
+// routedPath makes three plain namespaces, client → router → server, joined
+// by veth pairs, with a download server in the last: a download from the
+// client crosses as many links and one routing hop as a sandbox's download
+// does (sandbox → fake host → upstream), without warren's bridge, rules,
+// conntrack or NAT. It returns the client's namespace and the server's
+// address.
+func routedPath(in *fakenet.Internet) (string, string, error) {
+	var paths [3]string
+	for i, name := range []string{"routed-client", "routed-router", "routed-server"} {
+		p, err := in.NewNS(name)
+		if err != nil {
+			return "", "", err
+		}
+		paths[i] = p
+	}
+	var handles [3]*netlink.Handle
+	var nsFDs [3]netns.NsHandle
+	for i, p := range paths {
+		nsh, err := netns.GetFromPath(p)
+		if err != nil {
+			return "", "", err
+		}
+		defer nsh.Close()
+		nsFDs[i] = nsh
+		h, err := netlink.NewHandleAt(nsh)
+		if err != nil {
+			return "", "", err
+		}
+		defer h.Close()
+		handles[i] = h
+	}
+	client, router, server := handles[0], handles[1], handles[2]
+	// client eth0 10.98.1.2/30 — router c0 10.98.1.1/30; router s0
+	// 10.98.2.1/30 — server eth0 10.98.2.2/30.
+	for _, l := range []struct {
+		h          *netlink.Handle
+		name, peer string
+		peerNS     netns.NsHandle
+	}{
+		{router, "c0", "eth0", nsFDs[0]},
+		{router, "s0", "eth0", nsFDs[2]},
+	} {
+		la := netlink.NewLinkAttrs()
+		la.Name = l.name
+		if err := l.h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: l.peer, PeerNamespace: netlink.NsFd(l.peerNS)}); err != nil {
+			return "", "", err
+		}
+	}
+	if err := bringUp([]linkSetup{
+		{router, "c0", "10.98.1.1/30"}, {router, "s0", "10.98.2.1/30"}, {router, "lo", ""},
+		{client, "eth0", "10.98.1.2/30"}, {client, "lo", ""},
+		{server, "eth0", "10.98.2.2/30"}, {server, "lo", ""},
+	}); err != nil {
+		return "", "", err
+	}
+	if err := client.RouteAdd(&netlink.Route{Gw: net.ParseIP("10.98.1.1")}); err != nil {
+		return "", "", err
+	}
+	if err := server.RouteAdd(&netlink.Route{Gw: net.ParseIP("10.98.2.1")}); err != nil {
+		return "", "", err
+	}
+	// The router is a namespace of the bench's own: it forwards.
+	if err := fakenet.InNS(paths[1], func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+	}); err != nil {
+		return "", "", err
+	}
+	addr := net.JoinHostPort("10.98.2.2", strconv.Itoa(fakenet.DownloadPort))
+	if err := in.ServeDownload(paths[2], addr); err != nil {
+		return "", "", err
+	}
+	return paths[0], addr, nil
+}
+
+// linkSetup is an interface of a namespace to bring up, with an address
+// ("" for none).
+type linkSetup struct {
+	h          *netlink.Handle
+	name, addr string
+}
+
+func bringUp(links []linkSetup) error {
+	for _, s := range links {
+		l, err := s.h.LinkByName(s.name)
+		if err != nil {
+			return err
+		}
+		if s.addr != "" {
+			a, err := netlink.ParseAddr(s.addr)
+			if err != nil {
+				return err
+			}
+			if err := s.h.AddrAdd(l, a); err != nil {
+				return err
+			}
+		}
+		if err := s.h.LinkSetUp(l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // download fetches size bytes from addr with a connection made inside the
