@@ -12,7 +12,7 @@ GO_TAGS     := seccomp
 APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables
 TEST_FLAGS  ?= -count=1 -timeout 40m
 # Fuzzing: each target's time in make test, and in make fuzz.
-TEST_FUZZTIME ?= 20s
+TEST_FUZZTIME ?= 60s
 FUZZTIME      ?= 5m
 # The E2B compatibility suite runs the real `e2b` npm package (pinned in its package.json).
 E2B_DIR     := test/e2e/e2b
