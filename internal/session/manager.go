@@ -68,6 +68,7 @@ type Host interface {
 // Store is what the manager needs of the metadata store.
 type Store interface {
 	CreateSandbox(ctx context.Context, sb store.Sandbox) error
+	CreateSandboxRecorded(ctx context.Context, sb store.Sandbox, edge store.LineageEdge, ev store.Event) error
 	GetTemplate(ctx context.Context, name string) (store.Template, error)
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error)
@@ -377,6 +378,12 @@ func (m *Manager) snapshotAsSource(ctx context.Context, team, name string) (*sto
 
 // reserve inserts the record in "creating" unless the sandbox limit is hit.
 func (m *Manager) reserve(ctx context.Context, rec store.Sandbox) error {
+	return m.reserveWith(ctx, rec, func() error { return m.store.CreateSandbox(ctx, rec) })
+}
+
+// reserveWith runs create (which writes rec's record) if the server's
+// sandbox limit has room.
+func (m *Manager) reserveWith(ctx context.Context, rec store.Sandbox, create func() error) error {
 	m.createMu.Lock()
 	defer m.createMu.Unlock()
 	n, err := m.store.CountSandboxes(ctx, liveStates...)
@@ -386,7 +393,7 @@ func (m *Manager) reserve(ctx context.Context, rec store.Sandbox) error {
 	if n >= m.cfg.MaxSandboxes {
 		return fmt.Errorf("%d sandboxes are running, the most this server allows (--max-sandboxes); delete one first: %w", n, errdefs.ErrResourceExhausted)
 	}
-	return m.store.CreateSandbox(ctx, rec)
+	return create()
 }
 
 func (m *Manager) fail(ctx context.Context, id, reason string) {

@@ -138,13 +138,21 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, built time.T
 	rec.ID = sb.ID
 	rec.Family = sb.ID
 	rec.State = StateRunning
-	if err := m.reserve(ctx, rec); err != nil {
+	// The record, its lineage edge and its "created" event in one commit.
+	now := m.cfg.Now().UTC()
+	ev := store.Event{SandboxID: rec.ID, Team: rec.Team, At: now, Kind: "created", To: StateRunning, Cause: CausePool,
+		Detail: "claimed from the warm pool of " + rec.Template}
+	edge := store.LineageEdge{Family: rec.Family, Kind: EdgeCreatedFrom, From: rec.ID, To: rec.Template, At: now}
+	if err := m.reserveWith(ctx, rec, func() error { return m.store.CreateSandboxRecorded(ctx, rec, edge, ev) }); err != nil {
 		// Back to the pool: it is still good (its policy not applied yet).
 		p := m.pools[poolKey(rec.Template, rec.Network != nil)]
 		p.mu.Lock()
 		p.ready = append(p.ready, pooled{sb: sb, started: m.cfg.Now(), built: built})
 		p.mu.Unlock()
 		return store.Sandbox{}, err
+	}
+	if m.cfg.OnEvent != nil {
+		m.cfg.OnEvent(ev)
 	}
 	if err := m.tailor(ctx, sb, rec); err != nil {
 		bg := context.WithoutCancel(ctx)
@@ -157,8 +165,6 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, built time.T
 	m.mu.Lock()
 	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now()}
 	m.mu.Unlock()
-	m.edge(context.WithoutCancel(ctx), rec.Family, EdgeCreatedFrom, rec.ID, rec.Template)
-	m.event(ctx, rec, "created", "", StateRunning, CausePool, "claimed from the warm pool of "+rec.Template)
 	m.pools[poolKey(rec.Template, rec.Network != nil)].recordClaim(time.Since(start))
 	m.wakeRefill()
 	return rec, nil

@@ -33,6 +33,10 @@ const maxEventDetail = 2048
 
 // AddEvent appends to a sandbox's history.
 func (s *Store) AddEvent(ctx context.Context, e Event) error {
+	return insertEvent(ctx, s.w, e)
+}
+
+func insertEvent(ctx context.Context, ex execer, e Event) error {
 	if err := ids.Validate("sandbox id", e.SandboxID); err != nil {
 		return err
 	}
@@ -45,7 +49,7 @@ func (s *Store) AddEvent(ctx context.Context, e Event) error {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO sandbox_events
+	_, err := ex.ExecContext(ctx, `INSERT INTO sandbox_events
 		(sandbox_id, team, at, kind, from_state, to_state, cause, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.SandboxID, e.Team, toNanos(e.At), e.Kind, string(e.From), string(e.To), e.Cause, e.Detail)
 	if err != nil {

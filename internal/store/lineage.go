@@ -45,6 +45,10 @@ type LineageEdge struct {
 // AddLineageEdge records an edge. ID is assigned (the one given is
 // ignored); At defaults to now.
 func (s *Store) AddLineageEdge(ctx context.Context, e LineageEdge) error {
+	return insertEdge(ctx, s.w, e)
+}
+
+func insertEdge(ctx context.Context, ex execer, e LineageEdge) error {
 	if err := ids.Validate("family", e.Family); err != nil {
 		return fmt.Errorf("lineage edge: %w", err)
 	}
@@ -61,7 +65,7 @@ func (s *Store) AddLineageEdge(ctx context.Context, e LineageEdge) error {
 	if e.At.IsZero() {
 		e.At = time.Now()
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO lineage_edges (family, kind, from_id, to_id, at) VALUES (?, ?, ?, ?, ?)`,
+	_, err := ex.ExecContext(ctx, `INSERT INTO lineage_edges (family, kind, from_id, to_id, at) VALUES (?, ?, ?, ?, ?)`,
 		e.Family, string(e.Kind), e.From, e.To, toNanos(e.At))
 	if err != nil {
 		return fmt.Errorf("add %s edge %s → %s: %w", e.Kind, e.From, e.To, dbErr(err))

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -392,4 +393,38 @@ func containsAll(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// CreateSandboxRecorded writes the record, its edge and its event together,
+// or none of them.
+func TestCreateSandboxRecorded(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	sb := Sandbox{ID: "sb1", Team: "acme", Template: "base", Runtime: "native", State: StateRunning, CreatedAt: at}
+	edge := LineageEdge{Family: "sb1", Kind: "created-from", From: "sb1", To: "base", At: at}
+	ev := Event{SandboxID: "sb1", Team: "acme", At: at, Kind: "created", To: StateRunning, Cause: "pool"}
+	if err := s.CreateSandboxRecorded(ctx, sb, edge, ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSandbox(ctx, "sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if edges, err := s.ListLineage(ctx, "sb1"); err != nil || len(edges) != 1 || edges[0].To != "base" {
+		t.Fatalf("edges %+v, %v", edges, err)
+	}
+	if evs, err := s.ListEvents(ctx, "sb1", 0, 0); err != nil || len(evs) != 1 || evs[0].Kind != "created" {
+		t.Fatalf("events %+v, %v", evs, err)
+	}
+	// A bad event: nothing of the second sandbox is written.
+	sb.ID, edge.Family, edge.From, ev.SandboxID, ev.Kind = "sb2", "sb2", "sb2", "sb2", ""
+	if err := s.CreateSandboxRecorded(ctx, sb, edge, ev); !errors.Is(err, errdefs.ErrInvalid) {
+		t.Fatalf("bad event: %v", err)
+	}
+	if _, err := s.GetSandbox(ctx, "sb2"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("sb2 was created: %v", err)
+	}
+	if edges, _ := s.ListLineage(ctx, "sb2"); len(edges) != 0 {
+		t.Fatalf("sb2's edge was written: %+v", edges)
+	}
 }
