@@ -28,7 +28,7 @@ func (r *Runtime) factsOf(id string) (facts, error) {
 	if f, ok := r.facts.Load(id); ok {
 		return f.(facts), nil
 	}
-	c, err := r.load(id)
+	c, err := r.loadFresh(id)
 	if err != nil {
 		return facts{}, err
 	}
@@ -43,8 +43,12 @@ func (r *Runtime) factsOf(id string) (facts, error) {
 	return f, nil
 }
 
-// forget drops id's facts: its container is going away or being replaced.
-func (r *Runtime) forget(id string) { r.facts.Delete(id) }
+// forget drops what is kept of id (its facts and its loaded container):
+// its container is going away or being replaced.
+func (r *Runtime) forget(id string) {
+	r.facts.Delete(id)
+	r.containers.Delete(id)
+}
 
 // Alive checks id's init process in /proc: the same process (its start
 // time matches, so a reused pid is not taken for it) and not a zombie.

@@ -53,6 +53,7 @@ type Runtime struct {
 	host         hostFacts
 	locks        keylock.Locks
 	facts        sync.Map // id → facts
+	containers   sync.Map // id → *libcontainer.Container, see load
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

@@ -15,10 +15,34 @@ import (
 	"github.com/warrenhq/warren/internal/runtime"
 )
 
-// load reads id's container from its state directory. Each call loads a
-// fresh view, so a sandbox started by an earlier daemon and one started by
-// this one are handled the same way.
+// load returns id's container as its state directory describes it (so a
+// sandbox started by an earlier daemon and one started by this one are
+// handled the same way), read once and then kept. Callers hold id's lock.
 func (r *Runtime) load(id string) (*libcontainer.Container, error) {
+	if err := ids.Validate("sandbox id", id); err != nil {
+		return nil, err
+	}
+	// Decoding the state file is most of a pause's or a resume's time, and
+	// the container does not change under us (every change is made here,
+	// under the sandbox's lock): keep the loaded one while its state file
+	// is there.
+	if c, ok := r.containers.Load(id); ok {
+		if _, err := os.Stat(filepath.Join(r.stateDir, id, "state.json")); err == nil {
+			return c.(*libcontainer.Container), nil
+		}
+		r.containers.Delete(id)
+	}
+	c, err := r.loadFresh(id)
+	if err != nil {
+		return nil, err
+	}
+	r.containers.Store(id, c)
+	return c, nil
+}
+
+// loadFresh reads id's container from its state directory, bypassing the
+// cache (for readers that do not hold the sandbox's lock).
+func (r *Runtime) loadFresh(id string) (*libcontainer.Container, error) {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return nil, err
 	}
@@ -182,6 +206,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	defer r.forget(id)
 	if err := r.teardown(c); err != nil {
 		return fmt.Errorf("sandbox %s: destroy: %w", id, err)
 	}
