@@ -18,7 +18,12 @@ while IFS= read -r file; do
 	esac
 	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$file" | sed 's/^func //'); do
 		echo "fuzz: $mod/$dir $target for $FUZZTIME"
-		if ! (cd "$mod" && $GO test -tags seccomp -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "./$dir/" 2>&1 | tail -3); then
+		# The whole output of a failure (the crasher and what it broke), the
+		# last lines of a pass.
+		if out=$(cd "$mod" && $GO test -tags seccomp -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "./$dir/" 2>&1); then
+			tail -3 <<<"$out"
+		else
+			tail -40 <<<"$out"
 			failed=1
 		fi
 	done
