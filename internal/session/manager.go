@@ -303,7 +303,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 
 	if spec.Snapshot == "" {
 		if e, ok := m.claim(ctx, req); ok {
-			return m.claimed(ctx, e.sb, e.built, rec, now)
+			return m.claimed(ctx, e, rec, now)
 		}
 	}
 	if spec.Snapshot != "" {

@@ -134,7 +134,8 @@ func (p *pool) recordClaim(d time.Duration) {
 
 // claimed turns a pooled sandbox into a team's: its record is written
 // running at once.
-func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, built time.Time, rec store.Sandbox, start time.Time) (store.Sandbox, error) {
+func (m *Manager) claimed(ctx context.Context, e pooled, rec store.Sandbox, start time.Time) (store.Sandbox, error) {
+	sb := e.sb
 	rec.ID = sb.ID
 	rec.Family = sb.ID
 	rec.State = StateRunning
@@ -147,7 +148,7 @@ func (m *Manager) claimed(ctx context.Context, sb *sandbox.Sandbox, built time.T
 		// Back to the pool: it is still good (its policy not applied yet).
 		p := m.pools[poolKey(rec.Template, rec.Network != nil)]
 		p.mu.Lock()
-		p.ready = append(p.ready, pooled{sb: sb, started: m.cfg.Now(), built: built})
+		p.ready = append(p.ready, e)
 		p.mu.Unlock()
 		return store.Sandbox{}, err
 	}
