@@ -272,6 +272,7 @@ func (d *Daemon) Close() error {
 	if d.audit != nil {
 		d.audit.close()
 	}
+	d.Logs.Close()
 	if d.Store != nil {
 		errs = append(errs, d.Store.Close())
 	}

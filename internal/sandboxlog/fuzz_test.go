@@ -17,6 +17,7 @@ func FuzzOutput(f *testing.F) {
 	f.Add([]byte("\n\n\xff\xfe\n"), uint8(1), uint8(3))
 	f.Fuzz(func(t *testing.T, data []byte, chunk, replay uint8) {
 		l := New(Options{Dir: t.TempDir()})
+		defer l.Close() // thousands of iterations must not run out of fds
 		p := procs.ProcessID{PID: 3, Seq: 1}
 		step := int(chunk)%64 + 1
 		for off := 0; off < len(data); off += step {

@@ -109,6 +109,7 @@ type Logs struct {
 	mu      sync.Mutex
 	logs    map[string]*sandboxLog
 	removed map[string]time.Time
+	closed  bool
 }
 
 // New returns the logs stored under opts.Dir.
@@ -135,7 +136,7 @@ func (l *Logs) get(id string) *sandboxLog {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, gone := l.removed[id]; gone {
+	if _, gone := l.removed[id]; gone || l.closed {
 		return nil
 	}
 	s := l.logs[id]
@@ -236,6 +237,22 @@ func (l *Logs) Remove(id string) error {
 		return fmt.Errorf("remove log of %s: %w", id, err)
 	}
 	return nil
+}
+
+// Close closes every log's open file; later writes are dropped. The logs
+// stay on disk for the next daemon.
+func (l *Logs) Close() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	open := l.logs
+	l.logs = map[string]*sandboxLog{}
+	l.closed = true
+	l.mu.Unlock()
+	for _, s := range open {
+		s.close()
+	}
 }
 
 // Reconcile deletes the log of every sandbox not in keep.

@@ -284,3 +284,37 @@ func TestReplayAfterRestart(t *testing.T) {
 		t.Fatalf("after the replay:\n got %q\nwant %q", got, want)
 	}
 }
+
+func TestCloseReleasesFilesAndKeepsLogs(t *testing.T) {
+	dir := t.TempDir()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	l := New(Options{Dir: dir})
+	for i := range 50 {
+		l.Event(fmt.Sprintf("sbx%d", i), "info", "created")
+	}
+	if n := fds(); n < before+50 {
+		t.Fatalf("%d fds open with 50 logs, %d before: the logs should hold their files", n, before)
+	}
+	l.Close()
+	if n := fds(); n > before {
+		t.Fatalf("%d fds open after Close, %d before", n, before)
+	}
+	l.Event("sbx0", "info", "after close") // dropped, no panic
+
+	again := New(Options{Dir: dir})
+	defer again.Close()
+	p, err := again.Read(context.Background(), "sbx0", Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := messages(p.Entries); len(got) != 1 || got[0] != "created" {
+		t.Fatalf("after reopening: %q, want [created]", got)
+	}
+}
