@@ -26,6 +26,7 @@ func benchCmd() *cobra.Command {
 	var plot string
 	var network bench.NetworkOptions
 	var httpClient bool
+	var debug bool
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure warren's latencies and print JSON (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native)",
@@ -58,7 +59,11 @@ func benchCmd() *cobra.Command {
 			if exe, err := os.Executable(); err == nil {
 				opts.WarrenBinary = exe
 			}
-			opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			level := slog.LevelWarn
+			if debug {
+				level = slog.LevelDebug // e.g. each snapshot's phases
+			}
+			opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			// Each suite gets its own daemon; with both, each its own data
 			// directory beside the other.
 			dataDir := func(name string) string {
@@ -143,6 +148,7 @@ func benchCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory) or all")
+	f.BoolVar(&debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.StringVar(&plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
 	f.BoolVar(&quick, "quick", false, "tiny sizes for every figure: checks that each scenario runs (a few minutes for --suite all); the numbers mean little")
 	f.IntVar(&gvisor.Rounds, "memory-rounds", 5, "gvisor: rounds of each memory item (checkpoint, hibernate, wake, fork ×5)")
@@ -161,6 +167,8 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&snap.Files, "files", 100_000, "snapshots: files in the workspace")
 	f.IntVar(&snap.WorkspaceMB, "workspace-mb", 1024, "snapshots: total size of the workspace in MB")
 	f.IntVar(&snap.Turns, "turns", 300, "snapshots: turns (25 files written, then a turn snapshot)")
+	f.IntVar(&snap.ArchiveAfter, "archive-after", 0, "snapshots: turns kept in the pool before archiving (default: the daemon's)")
+	f.IntVar(&snap.AnchorEvery, "anchor-every", 0, "snapshots: spacing of the turns kept as archive anchors (default: the daemon's)")
 	f.IntVar(&snap.Concurrent, "concurrent", 32, "snapshots: forks taking a turn snapshot at once")
 	f.StringVar(&opts.Storage, "storage", "btrfs", "storage backend")
 	f.StringVar(&opts.Template, "template", "", "an existing template in --data-dir (default: build a busybox one)")

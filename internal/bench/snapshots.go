@@ -2,11 +2,15 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
@@ -26,6 +30,9 @@ type SnapshotOptions struct {
 	Turns int
 	// Concurrent is how many forks take a turn snapshot at once.
 	Concurrent int
+	// ArchiveAfter and AnchorEvery override the daemon's archiving
+	// settings when positive.
+	ArchiveAfter, AnchorEvery int
 	// Progress, when set, receives a line as each phase starts.
 	Progress io.Writer
 }
@@ -59,6 +66,16 @@ type SnapshotReport struct {
 	TurnFrozen Stats `json:"turn_frozen"`
 	// TurnWriteExec is the exec that wrote each turn's files (context).
 	TurnWriteExec Stats `json:"turn_write_exec"`
+	// TurnRaw is the floor: every tenth turn, the bench itself writes a
+	// turn's files into the sandbox's volume from the host and times
+	// syncfs plus the btrfs snapshot ioctl — what the filesystem alone
+	// costs for the same tree at the same point of its history (the raw
+	// snapshot is deleted at once). TurnOverRaw is turn p50 / raw p50.
+	TurnRaw     Stats   `json:"turn_baseline_raw_btrfs"`
+	TurnOverRaw float64 `json:"turn_vs_raw_btrfs_p50_ratio"`
+	// TurnRawFlatness is the raw floor's own growth: the p50 of its last
+	// samples over its first (as many as turn_first and turn_last cover).
+	TurnRawFlatness float64 `json:"turn_baseline_raw_btrfs_flatness_p50_ratio"`
 
 	// Diff: GET /snapshots/{turn k-1}/diff?to={turn k}, as the client sees
 	// it, and the server's own tookMs.
@@ -177,6 +194,12 @@ func RunSnapshots(ctx context.Context, opts SnapshotOptions) (_ SnapshotReport, 
 		cfg.ImageSize = max(16<<30, 4*total)
 		cfg.MaxSandboxes = opts.Concurrent + 4
 		cfg.MaxTurns = 0 // keep every turn: nothing is pruned under the measurement
+		if opts.ArchiveAfter > 0 {
+			cfg.ArchiveAfter = opts.ArchiveAfter
+		}
+		if opts.AnchorEvery > 0 {
+			cfg.AnchorEvery = opts.AnchorEvery
+		}
 		cfg.DefaultDiskBytes = 0
 	})
 	if err != nil {
@@ -244,7 +267,7 @@ func (s *snapSuite) workspace(ctx context.Context) error {
 // runTurns runs the turns and times each turn snapshot.
 func (s *snapSuite) runTurns(ctx context.Context) error {
 	c := s.h.c
-	var turn, frozen, execs []time.Duration
+	var turn, frozen, execs, raw []time.Duration
 	for t := 1; t <= s.opts.Turns; t++ {
 		start := time.Now()
 		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t)})
@@ -264,6 +287,13 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 		turn = append(turn, time.Since(start))
 		frozen = append(frozen, time.Duration(snap.FrozenMs*float64(time.Millisecond)))
 		s.turns = append(s.turns, snap)
+		if t%10 == 0 {
+			d, err := s.rawTurn(ctx, t)
+			if err != nil {
+				return fmt.Errorf("turn %d: raw baseline: %w", t, err)
+			}
+			raw = append(raw, d)
+		}
 	}
 	k := min(100, len(turn)/2)
 	s.rep.TurnAll = Summarise(turn)
@@ -274,7 +304,50 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	}
 	s.rep.TurnFrozen = Summarise(frozen)
 	s.rep.TurnWriteExec = Summarise(execs)
+	s.rep.TurnRaw = Summarise(raw)
+	s.rep.TurnOverRaw = ratio(s.rep.TurnAll, s.rep.TurnRaw)
+	if kr := k / 10; kr > 0 && len(raw) >= 2*kr {
+		s.rep.TurnRawFlatness = ratio(Summarise(raw[len(raw)-kr:]), Summarise(raw[:kr]))
+	}
 	return nil
+}
+
+// rawTurn writes a turn's worth of files into the sandbox's volume from the
+// host, then times syncfs and a read-only btrfs snapshot of the volume, as
+// a turn does without warren around it; the snapshot is deleted after.
+func (s *snapSuite) rawTurn(ctx context.Context, t int) (time.Duration, error) {
+	live := storage.Key{Kind: storage.KindSandbox, Name: s.id}
+	vol := s.h.d.Storage.Path(live)
+	buf := make([]byte, turnFileBytes)
+	for j := 0; j < turnFiles; j++ {
+		n := (t-1)*turnFiles + j
+		p := filepath.Join(vol, template.Workspace, fmt.Sprintf("%s/raw%d-%02d", s.l.dir(n*13), t, j))
+		if j%2 == 1 {
+			p = filepath.Join(vol, template.Workspace, s.l.file(n*104729%s.l.files))
+		}
+		if _, err := rand.Read(buf); err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			return 0, err
+		}
+	}
+	key := storage.Key{Kind: storage.KindScratch, Name: fmt.Sprintf("bench-raw-%d", t)}
+	start := time.Now()
+	f, err := os.Open(vol)
+	if err != nil {
+		return 0, err
+	}
+	err = unix.Syncfs(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return 0, fmt.Errorf("syncfs: %w", err)
+	}
+	if _, err := s.h.d.Storage.Snapshot(ctx, live, key, storage.SnapshotOptions{ReadOnly: true}); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	return took, s.h.d.Storage.Delete(ctx, key)
 }
 
 // turnCommand is turn t's shell command: turnFiles files of turnFileBytes,
