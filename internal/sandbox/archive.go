@@ -68,17 +68,21 @@ func (h *Host) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (st
 	return path, nil
 }
 
-// RestoreSnapshot brings an archived snapshot's volume back from its
-// stream; parentID must still be in the pool.
-func (h *Host) RestoreSnapshot(ctx context.Context, snapID, parentID, path string) error {
+// RestoreSnapshot brings an archived snapshot's volume back from a chain of
+// streams: paths[0] is a delta against baseID, which must be in the pool,
+// each later one against the snapshot the one before rebuilds, and the last
+// is snapID's own.
+func (h *Host) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths []string) error {
 	a, err := h.archiver()
 	if err != nil {
 		return err
 	}
-	if err := inArchive(a, path); err != nil {
-		return err
+	for _, p := range paths {
+		if err := inArchive(a, p); err != nil {
+			return err
+		}
 	}
-	if err := a.Restore(ctx, path, snapshotKey(parentID), snapshotKey(snapID)); err != nil {
+	if err := a.Restore(ctx, paths, snapshotKey(baseID), snapshotKey(snapID)); err != nil {
 		return fmt.Errorf("restore snapshot %s: %w", snapID, err)
 	}
 	return nil

@@ -13,23 +13,32 @@ import (
 
 // Archiving keeps a long turn history cheap. A btrfs snapshot costs more
 // the more snapshots of the same lineage the pool holds, so old turns leave
-// the pool: each becomes a stream file, an incremental send against an
-// "anchor" turn that stays (turn 1, AnchorEvery+1, 2·AnchorEvery+1, …), and
-// comes back on demand when an operation needs its volume.
+// the pool: each becomes a stream file, an incremental send against the turn
+// before it (a chain: a turn's stream holds only that turn's changes, so the
+// send costs what the turn wrote, tens of ms), and comes back on demand when
+// an operation needs its volume. Anchors — turn 1, AnchorEvery+1,
+// 2·AnchorEvery+1, … — stay in the pool and bound a chain: a restore replays
+// at most AnchorEvery-1 streams, in one receive.
 //
 //	creating ──► ready ──(archiver)──► archived
 //	               ▲                      │
 //	               └──(restore on use)────┘
 //	ready, archived ──(delete)──► deleted
 //
-// A restored snapshot keeps its stream: both volumes are read-only, so the
+// A turn's volume stays in the pool after its stream is written until the
+// next turn's stream is written against it (ready, with a stream). A
+// restored snapshot keeps its stream: both volumes are read-only, so the
 // stream stays valid and archiving it again only drops the volume.
+//
+// Deleting a snapshot that archived snapshots are deltas against keeps its
+// stream as a link of their chain (deleted, with a stream) and drops it once
+// nothing needs it; an anchor, which has no stream, is refused instead.
 //
 // Locks: a snapshot's volume is used under its read lock (useSnapshot);
 // moving it in or out of the pool and deleting it take the write lock. When
 // one operation holds two snapshots' locks it takes the newer first (an
-// archived turn is newer than its anchor), so no two operations wait on
-// each other.
+// archived turn is newer than the snapshots its chain starts from), so no
+// two operations wait on each other.
 
 // SnapArchived is the state of a snapshot whose volume is a stream file.
 const SnapArchived = store.SnapshotState("archived")
@@ -174,32 +183,90 @@ func (m *Manager) restoreLocked(ctx context.Context, id string) error {
 		return nil // restored (or deleted) meanwhile; the caller looks again
 	}
 	start := time.Now()
+	links := 0
 	if !m.host.HasSnapshot(ctx, id) {
-		if err := m.host.RestoreSnapshot(ctx, id, snap.ArchiveParent, snap.ArchivePath); err != nil {
+		base, paths, err := m.archiveChain(ctx, snap)
+		if err != nil {
 			return fmt.Errorf("restore archived snapshot %s: %w", id, err)
 		}
+		// The base is older than id (see the lock order above).
+		unlockBase := m.lockSnapshot(base, false)
+		b, err := m.store.GetSnapshot(ctx, base)
+		if err == nil && b.State != SnapReady {
+			err = fmt.Errorf("snapshot %s, which the chain starts from, is %s now; try again: %w", base, b.State, errdefs.ErrConflict)
+		}
+		if err == nil {
+			err = m.host.RestoreSnapshot(ctx, id, base, paths)
+		}
+		unlockBase()
+		if err != nil {
+			return fmt.Errorf("restore archived snapshot %s: %w", id, err)
+		}
+		links = len(paths)
 	}
 	if err := m.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapArchived}, SnapReady); err != nil {
 		return err
 	}
-	m.log.Info("restored archived snapshot", "snapshot", id, "took", time.Since(start))
+	m.log.Info("restored archived snapshot", "snapshot", id, "streams", links, "took", time.Since(start))
 	return nil
 }
 
+// maxChain bounds the walk down an archive chain (a cycle would be a bug).
+const maxChain = 100_000
+
+// archiveChain finds the streams that rebuild an archived snapshot: from
+// the nearest snapshot down its chain whose volume is in the pool (the base)
+// up to the snapshot itself, oldest first.
+func (m *Manager) archiveChain(ctx context.Context, snap store.Snapshot) (base string, paths []string, err error) {
+	cur := snap
+	for range maxChain {
+		if cur.ArchivePath == "" || cur.ArchiveParent == "" {
+			return "", nil, fmt.Errorf("snapshot %s has no stream, so %s cannot be rebuilt: %w", cur.ID, snap.ID, errdefs.ErrNotFound)
+		}
+		paths = append(paths, cur.ArchivePath)
+		parent, err := m.store.GetSnapshot(ctx, cur.ArchiveParent)
+		if err != nil {
+			return "", nil, fmt.Errorf("snapshot %s's stream is a delta against %s: %w", cur.ID, cur.ArchiveParent, err)
+		}
+		if parent.State == SnapReady {
+			slices.Reverse(paths)
+			return parent.ID, paths, nil
+		}
+		if parent.State == SnapCreating {
+			return "", nil, fmt.Errorf("snapshot %s is still being taken: %w", parent.ID, errdefs.ErrConflict)
+		}
+		cur = parent
+	}
+	return "", nil, fmt.Errorf("the archive chain of %s is longer than %d: %w", snap.ID, maxChain, errdefs.ErrInvalid)
+}
+
+// lockChainChange takes what a change to id's place in an archive chain
+// needs: its exclusive lock, then archiveMu.
+func (m *Manager) lockChainChange(id string) (unlock func()) {
+	unlockSnap := m.lockSnapshot(id, true)
+	m.archiveMu.Lock()
+	return func() {
+		m.archiveMu.Unlock()
+		unlockSnap()
+	}
+}
+
 // dropSnapshot tombstones a ready or archived snapshot and frees its volume
-// and stream. An anchor that archived snapshots are deltas against is
+// and stream. A snapshot that archived snapshots are deltas against keeps
+// its stream as a link of their chain; an anchor without a stream is
 // refused: they could not be restored without it.
 func (m *Manager) dropSnapshot(ctx context.Context, id string) error {
 	ctx = context.WithoutCancel(ctx)
-	unlock := m.lockSnapshot(id, true)
-	defer unlock()
+	defer m.lockChainChange(id)()
 	snap, err := m.store.GetSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}
-	if n, err := m.store.CountArchivedOn(ctx, id); err != nil {
+	n, err := m.store.CountArchivedOn(ctx, id)
+	if err != nil {
 		return err
-	} else if n > 0 {
+	}
+	if n > 0 && snap.ArchivePath == "" {
 		return fmt.Errorf("snapshot %s is the anchor of %d archived snapshot(s), which cannot be restored without it; delete those first: %w", id, n, errdefs.ErrConflict)
 	}
 	if err := m.store.UpdateSnapshotState(ctx, id, usableStates, SnapDeleted); err != nil {
@@ -208,12 +275,59 @@ func (m *Manager) dropSnapshot(ctx context.Context, id string) error {
 	if snap.State == SnapReady {
 		m.deleteVolumeLater(id)
 	}
-	if snap.ArchivePath != "" {
-		if err := m.host.RemoveArchive(snap.ArchivePath); err != nil {
-			m.log.Warn("remove archive stream", "snapshot", id, "err", err)
-		}
+	if n > 0 {
+		return nil // the stream stays, a link of the chains that need it
 	}
+	m.removeLink(ctx, snap)
+	m.dropUnneededLinks(ctx, snap.ArchiveParent)
 	return nil
+}
+
+// removeLink removes a deleted snapshot's stream. Ready snapshots whose
+// streams are deltas against it have their volumes: their streams go too,
+// and the archiver writes new ones. The caller holds archiveMu.
+func (m *Manager) removeLink(ctx context.Context, s store.Snapshot) {
+	deps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{ArchiveParent: s.ID, States: []store.SnapshotState{SnapReady}, WithStream: true})
+	if err != nil {
+		m.log.Warn("list streams made against a deleted snapshot", "snapshot", s.ID, "err", err)
+	}
+	for _, d := range deps {
+		m.forgetStream(ctx, d)
+	}
+	m.forgetStream(ctx, s)
+}
+
+// forgetStream removes a snapshot's stream and its record of it.
+func (m *Manager) forgetStream(ctx context.Context, s store.Snapshot) {
+	if s.ArchivePath == "" {
+		return
+	}
+	if err := m.store.SetSnapshotArchive(ctx, s.ID, "", ""); err != nil {
+		m.log.Warn("forget archive stream", "snapshot", s.ID, "err", err)
+		return
+	}
+	if err := m.host.RemoveArchive(s.ArchivePath); err != nil {
+		m.log.Warn("remove archive stream", "snapshot", s.ID, "err", err)
+	}
+}
+
+// dropUnneededLinks walks down a chain from id and removes the streams of
+// deleted links that nothing needs any more. The caller holds archiveMu.
+func (m *Manager) dropUnneededLinks(ctx context.Context, id string) {
+	for range maxChain {
+		if id == "" {
+			return
+		}
+		s, err := m.store.GetSnapshot(ctx, id)
+		if err != nil || s.State != SnapDeleted || s.ArchivePath == "" {
+			return
+		}
+		if n, err := m.store.CountArchivedOn(ctx, id); err != nil || n > 0 {
+			return
+		}
+		m.removeLink(ctx, s)
+		id = s.ArchiveParent
+	}
 }
 
 // archiveLater asks the archiver to look at a sandbox's turns.
@@ -269,44 +383,78 @@ func (m *Manager) runArchiver(ctx context.Context) {
 	}
 }
 
-// archiveJob is one turn to archive and the anchor its stream is a delta
-// against.
-type archiveJob struct {
-	snap, anchor store.Snapshot
+// archiveStep is one step of archiving a sandbox's turns: write snap's
+// stream against parent (when parent is set), then drop the volumes in drop
+// (each once its stream is written; a step whose send failed drops
+// nothing).
+type archiveStep struct {
+	snap, parent store.Snapshot
+	drop         []store.Snapshot
 }
 
-// planArchive picks the turns of one sandbox to archive. turns are its
-// ready and archived turn snapshots. The newest keep turns stay; anchors
-// (turn ≡ 1 mod every) stay; turns with forks stay; the rest are archived
-// against the newest ready anchor below them, and stay when there is none.
-func planArchive(turns []store.Snapshot, keep, every int, forked func(id string) bool) []archiveJob {
+// planArchive picks the steps that archive one sandbox's turns. turns are
+// its ready and archived turn snapshots. The newest keep turns stay, and so
+// do anchors (turn ≡ 1 mod every) and turns with forks (their streams are
+// written all the same, so the chain goes on through them). Every other
+// ready turn gets a stream against the nearest older turn in the pool; a
+// volume is dropped once its stream exists and the next turn's stream no
+// longer needs it.
+func planArchive(turns []store.Snapshot, keep, every int, forked func(id string) bool) []archiveStep {
 	if keep <= 0 || every <= 0 || len(turns) <= keep {
 		return nil
 	}
 	turns = slices.Clone(turns)
 	slices.SortFunc(turns, func(a, b store.Snapshot) int { return a.Turn - b.Turn })
 	old := len(turns) - keep
-	var jobs []archiveJob
-	var anchor *store.Snapshot
-	for i := range turns[:old] {
-		t := &turns[i]
-		if isAnchor(t.Turn, every) {
-			if t.State == SnapReady {
-				anchor = t
-			}
-			continue
-		}
-		if t.State != SnapReady || anchor == nil || forked(t.ID) {
-			continue
-		}
-		jobs = append(jobs, archiveJob{snap: *t, anchor: *anchor})
+	droppable := func(i int) bool {
+		return i < old && !isAnchor(turns[i].Turn, every) && turns[i].State == SnapReady && !forked(turns[i].ID)
 	}
-	return jobs
+	streamed := make([]bool, len(turns)) // a stream exists, or will once its step runs
+	inPool := make([]bool, len(turns))   // the volume is there, and no step drops it
+	for i, t := range turns {
+		streamed[i] = t.ArchivePath != ""
+		inPool[i] = t.State == SnapReady
+	}
+	// nearest is the nearest older turn whose volume stays for i's send.
+	nearest := func(i int) int {
+		for j := i - 1; j >= 0; j-- {
+			if inPool[j] {
+				return j
+			}
+		}
+		return -1
+	}
+	var steps []archiveStep
+	for i := range turns[:old] {
+		t := turns[i]
+		if t.State != SnapReady || isAnchor(t.Turn, every) {
+			continue
+		}
+		step := archiveStep{snap: t}
+		if p := nearest(i); !streamed[i] && p >= 0 {
+			step.parent = turns[p]
+			streamed[i] = true
+			if droppable(p) && streamed[p] {
+				step.drop = append(step.drop, turns[p])
+				inPool[p] = false
+			}
+		}
+		// This turn's own volume goes now when the next turn will not be
+		// sent against it: the next is an anchor or has its stream.
+		if next := turns[i+1]; droppable(i) && streamed[i] && (isAnchor(next.Turn, every) || next.ArchivePath != "" || next.State != SnapReady) {
+			step.drop = append(step.drop, t)
+			inPool[i] = false
+		}
+		if step.parent.ID != "" || len(step.drop) > 0 {
+			steps = append(steps, step)
+		}
+	}
+	return steps
 }
 
 func isAnchor(turn, every int) bool { return turn%every == 1%every }
 
-// archiveSandbox archives what planArchive picks for one sandbox.
+// archiveSandbox runs what planArchive picks for one sandbox.
 func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 	turns, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: sandboxID,
 		Kinds: []store.SnapshotKind{KindTurn}, States: usableStates})
@@ -318,12 +466,23 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 		n, err := m.store.CountForksOf(ctx, id)
 		return err != nil || n > 0
 	}
-	for _, job := range planArchive(turns, m.cfg.ArchiveAfter, m.cfg.AnchorEvery, forked) {
+	for _, step := range planArchive(turns, m.cfg.ArchiveAfter, m.cfg.AnchorEvery, forked) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := m.archiveOne(ctx, job); err != nil {
-			m.log.Warn("archive turn snapshot", "snapshot", job.snap.ID, "anchor", job.anchor.ID, "err", err)
+		if step.parent.ID != "" {
+			if err := m.sendOne(ctx, step.snap, step.parent); err != nil {
+				m.log.Warn("archive turn snapshot", "snapshot", step.snap.ID, "parent", step.parent.ID, "err", err)
+				continue
+			}
+		}
+		for _, d := range step.drop {
+			if err := m.dropVolume(ctx, d.ID); err != nil {
+				m.log.Warn("drop the volume of an archived turn", "snapshot", d.ID, "err", err)
+			}
+		}
+		if step.parent.ID == "" {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -333,32 +492,30 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 	}
 }
 
-// archiveOne writes a turn's stream (while the volume stays usable), then
-// records it and drops the volume under the turn's exclusive lock.
-func (m *Manager) archiveOne(ctx context.Context, job archiveJob) error {
+// sendOne writes a turn's stream against parent (both volumes stay usable
+// meanwhile) and records it; the turn stays ready.
+func (m *Manager) sendOne(ctx context.Context, snap, parent store.Snapshot) error {
 	ctx = context.WithoutCancel(ctx)
-	id, anchorID := job.snap.ID, job.anchor.ID
+	id, parentID := snap.ID, parent.ID
 	unlockSnap := m.lockSnapshot(id, false)
-	unlockAnchor := m.lockSnapshot(anchorID, false)
-	snap, err := m.store.GetSnapshot(ctx, id)
-	if err == nil && snap.State != SnapReady {
-		err = fmt.Errorf("snapshot %s is %s now: %w", id, snap.State, errdefs.ErrConflict)
-	}
-	anchor, aerr := m.store.GetSnapshot(ctx, anchorID)
-	if err == nil && aerr == nil && anchor.State != SnapReady {
-		aerr = fmt.Errorf("anchor %s is %s now: %w", anchorID, anchor.State, errdefs.ErrConflict)
+	unlockParent := m.lockSnapshot(parentID, false)
+	cur, err := m.store.GetSnapshot(ctx, id)
+	if err == nil && (cur.State != SnapReady || cur.ArchivePath != "") {
+		err = fmt.Errorf("snapshot %s is %s (stream %q) now: %w", id, cur.State, cur.ArchivePath, errdefs.ErrConflict)
 	}
 	if err == nil {
-		err = aerr
+		var p store.Snapshot
+		if p, err = m.store.GetSnapshot(ctx, parentID); err == nil && p.State != SnapReady {
+			err = fmt.Errorf("parent %s is %s now: %w", parentID, p.State, errdefs.ErrConflict)
+		}
 	}
-	path := snap.ArchivePath
 	start := time.Now()
-	reused := err == nil && snap.ArchiveParent == anchorID && m.host.HasArchive(path)
-	if err == nil && !reused {
-		path, err = m.host.ArchiveSnapshot(ctx, id, anchorID)
+	var path string
+	if err == nil {
+		path, err = m.host.ArchiveSnapshot(ctx, id, parentID)
 	}
 	sent := time.Since(start)
-	unlockAnchor()
+	unlockParent()
 	unlockSnap()
 	if err != nil {
 		return err
@@ -366,27 +523,50 @@ func (m *Manager) archiveOne(ctx context.Context, job archiveJob) error {
 
 	unlockSnap = m.lockSnapshot(id, true)
 	defer unlockSnap()
-	unlockAnchor = m.lockSnapshot(anchorID, false)
-	defer unlockAnchor()
-	snap, err = m.store.GetSnapshot(ctx, id)
+	unlockParent = m.lockSnapshot(parentID, false)
+	defer unlockParent()
+	m.archiveMu.Lock()
+	defer m.archiveMu.Unlock()
+	cur, err = m.store.GetSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}
-	anchor, err = m.store.GetSnapshot(ctx, anchorID)
+	p, err := m.store.GetSnapshot(ctx, parentID)
 	if err != nil {
 		return err
 	}
-	if snap.State != SnapReady || anchor.State != SnapReady {
+	if cur.State != SnapReady || cur.ArchivePath != "" || !(p.State == SnapReady || p.State == SnapArchived || p.ArchivePath != "") {
 		// Deleted meanwhile: a deleted snapshot's stream is garbage, and so
-		// is a stream against a deleted anchor.
-		if snap.State == SnapReady && snap.ArchivePath == path {
-			_ = m.store.SetSnapshotArchive(ctx, id, "", "")
-		}
+		// is a stream against a parent that can no longer be rebuilt.
 		_ = m.host.RemoveArchive(path)
-		return fmt.Errorf("snapshot %s (%s) or anchor %s (%s) changed state while archiving: %w", id, snap.State, anchorID, anchor.State, errdefs.ErrConflict)
+		return fmt.Errorf("snapshot %s (%s) or parent %s (%s) changed while archiving: %w", id, cur.State, parentID, p.State, errdefs.ErrConflict)
 	}
-	if err := m.store.SetSnapshotArchive(ctx, id, anchorID, path); err != nil {
+	if err := m.store.SetSnapshotArchive(ctx, id, parentID, path); err != nil {
+		_ = m.host.RemoveArchive(path)
 		return err
+	}
+	m.log.Debug("archived turn snapshot", "snapshot", id, "turn", cur.Turn, "parent", parentID, "send", sent)
+	return nil
+}
+
+// dropVolume moves a ready snapshot that has its stream out of the pool
+// (archived), under its exclusive lock.
+func (m *Manager) dropVolume(ctx context.Context, id string) error {
+	ctx = context.WithoutCancel(ctx)
+	defer m.lockChainChange(id)()
+	snap, err := m.store.GetSnapshot(ctx, id)
+	if err != nil {
+		return err
+	}
+	if snap.State != SnapReady || snap.ArchivePath == "" || !m.host.HasArchive(snap.ArchivePath) {
+		return nil // changed meanwhile: the next pass looks again
+	}
+	if _, _, err := m.archiveChain(ctx, snap); err != nil {
+		// A link below is gone (its stream lost in a crash, say): this
+		// stream could not rebuild the volume, so the volume stays and the
+		// archiver sends it again.
+		m.forgetStream(ctx, snap)
+		return fmt.Errorf("keep the volume of %s: %w", id, err)
 	}
 	if err := m.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapReady}, SnapArchived); err != nil {
 		return err
@@ -398,7 +578,6 @@ func (m *Manager) archiveOne(ctx context.Context, job archiveJob) error {
 		}
 		return fmt.Errorf("drop the volume of archived snapshot %s: %w", id, err)
 	}
-	m.log.Debug("archived turn snapshot", "snapshot", id, "turn", snap.Turn, "anchor", anchorID, "send", sent, "reused", reused)
 	return nil
 }
 

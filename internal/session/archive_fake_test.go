@@ -27,17 +27,29 @@ func (h *fakeHost) ArchiveSnapshot(ctx context.Context, snapID, parentID string)
 	return p, nil
 }
 
-func (h *fakeHost) RestoreSnapshot(ctx context.Context, snapID, parentID, path string) error {
+func (h *fakeHost) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths []string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.streams[path] != parentID || !h.snaps[parentID] {
-		return fmt.Errorf("restore %s: parent %s gone: %w", snapID, parentID, errdefs.ErrNotFound)
+	if len(paths) == 0 || !h.snaps[baseID] {
+		return fmt.Errorf("restore %s: base %s gone: %w", snapID, baseID, errdefs.ErrNotFound)
+	}
+	// Each stream is a delta against what the one before rebuilds.
+	parent := baseID
+	for _, p := range paths {
+		if got, ok := h.streams[p]; !ok || got != parent {
+			return fmt.Errorf("restore %s: stream %s is not a delta against %s: %w", snapID, p, parent, errdefs.ErrNotFound)
+		}
+		parent = strings.TrimSuffix(strings.TrimPrefix(p, "/archive/"), ".stream")
+	}
+	if parent != snapID {
+		return fmt.Errorf("restore %s: the chain rebuilds %s: %w", snapID, parent, errdefs.ErrInvalid)
 	}
 	if h.snaps[snapID] {
 		return fmt.Errorf("restore %s: %w", snapID, errdefs.ErrAlreadyExists)
 	}
 	h.snaps[snapID] = true
 	h.restored = append(h.restored, snapID)
+	h.chains = append(h.chains, len(paths))
 	return nil
 }
 

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -17,12 +19,30 @@ func turnsOf(states map[int]store.SnapshotState) []store.Snapshot {
 	return out
 }
 
-func jobTurns(jobs []archiveJob) (turns, anchors []int) {
-	for _, j := range jobs {
-		turns = append(turns, j.snap.Turn)
-		anchors = append(anchors, j.anchor.Turn)
+// stepsOf renders steps as "turn<parent drop [turns]" ("turn" alone when
+// nothing is sent).
+func stepsOf(steps []archiveStep) []string {
+	var out []string
+	for _, st := range steps {
+		s := strconv.Itoa(st.snap.Turn)
+		if st.parent.ID != "" {
+			s += "<" + strconv.Itoa(st.parent.Turn)
+		}
+		var drops []int
+		for _, d := range st.drop {
+			drops = append(drops, d.Turn)
+		}
+		out = append(out, fmt.Sprintf("%s drop %v", s, drops))
 	}
-	return turns, anchors
+	return out
+}
+
+func step(turn, parent int, drops ...int) string {
+	s := strconv.Itoa(turn)
+	if parent > 0 {
+		s += "<" + strconv.Itoa(parent)
+	}
+	return fmt.Sprintf("%s drop %v", s, drops)
 }
 
 func TestPlanArchive(t *testing.T) {
@@ -32,35 +52,66 @@ func TestPlanArchive(t *testing.T) {
 	}
 	all[3] = SnapArchived // done already
 	noForks := func(string) bool { return false }
-	turns, anchors := jobTurns(planArchive(turnsOf(all), 8, 20, noForks))
-	var want, wantAnchors []int
-	for n := 2; n <= 52; n++ {
-		if n == 3 || n == 21 || n == 41 {
-			continue
+	// A chain: each turn against the one before, whose volume then goes;
+	// anchors 1, 21, 41 stay; a turn before an anchor goes after its own
+	// send; turn 52, the newest old one, stays for turn 53's send.
+	want := []string{step(2, 1, 2), step(4, 1)}
+	for n := 5; n <= 52; n++ {
+		switch {
+		case n == 21 || n == 41:
+		case n == 22 || n == 42:
+			want = append(want, step(n, n-1))
+		case n == 20 || n == 40:
+			want = append(want, step(n, n-1, n-1, n))
+		default:
+			want = append(want, step(n, n-1, n-1))
 		}
-		want = append(want, n)
-		wantAnchors = append(wantAnchors, (n-1)/20*20+1)
 	}
-	if !slices.Equal(turns, want) || !slices.Equal(anchors, wantAnchors) {
-		t.Errorf("archived turns %v against %v\nwant %v against %v", turns, anchors, want, wantAnchors)
+	if got := stepsOf(planArchive(turnsOf(all), 8, 20, noForks)); !slices.Equal(got, want) {
+		t.Errorf("steps\n%v\nwant\n%v", got, want)
 	}
 
-	// Forked turns stay; a missing anchor sends its block to the one
-	// before; turns with no anchor below stay.
+	// A forked turn is sent but stays; turns with no turn below in the pool
+	// stay; with anchor 21 gone, the chain runs on through 20.
 	delete(all, 21)
 	for n := 1; n <= 4; n++ {
 		delete(all, n)
 	}
 	forked := func(id string) bool { return id == "t"+store.TurnName(30) }
-	turns, anchors = jobTurns(planArchive(turnsOf(all), 8, 20, forked))
-	if slices.Contains(turns, 30) || slices.Contains(turns, 10) {
-		t.Errorf("archived a forked turn or one without an anchor: %v", turns)
+	want = nil
+	for n := 6; n <= 52; n++ {
+		switch {
+		case n == 21 || n == 41:
+		case n == 6 || n == 31 || n == 42:
+			want = append(want, step(n, n-1))
+		case n == 22:
+			want = append(want, step(n, 20, 20))
+		case n == 40:
+			want = append(want, step(n, n-1, n-1, n))
+		default:
+			want = append(want, step(n, n-1, n-1))
+		}
 	}
-	if len(turns) != 52-41 || turns[0] != 42 {
-		t.Errorf("with anchors 1 and 21 gone, want only 42..52 archived; got %v", turns)
+	if got := stepsOf(planArchive(turnsOf(all), 8, 20, forked)); !slices.Equal(got, want) {
+		t.Errorf("with forks and gaps, steps\n%v\nwant\n%v", got, want)
 	}
-	if jobs := planArchive(turnsOf(all), 0, 20, noForks); jobs != nil {
-		t.Errorf("archiving off, got %d jobs", len(jobs))
+	if steps := planArchive(turnsOf(all), 0, 20, noForks); steps != nil {
+		t.Errorf("archiving off, got %d steps", len(steps))
+	}
+
+	// A restored turn (ready, with its stream) is not sent again; it goes
+	// once the turn after it has been sent against it.
+	turns := turnsOf(map[int]store.SnapshotState{1: SnapReady, 2: SnapArchived, 3: SnapReady, 4: SnapReady, 5: SnapReady})
+	for i := range turns {
+		if turns[i].Turn == 2 || turns[i].Turn == 3 {
+			turns[i].ArchivePath = "/archive/x.stream"
+		}
+	}
+	if got, want := stepsOf(planArchive(turns, 2, 100, noForks)), []string{}; len(got) != 0 {
+		t.Errorf("restored turn 3 with turn 4 still to come: %v, want %v", got, want)
+	}
+	if got, want := stepsOf(planArchive(turns, 1, 100, noForks)), []string{step(4, 3, 3)}; !slices.Equal(got, want) {
+		t.Errorf("restored turn 3, turn 4 old: %v, want %v", got, want)
 	}
 }
 
@@ -96,10 +147,11 @@ func TestArchiveRestoreOnDemand(t *testing.T) {
 		}
 		return s.State
 	}
-	// Anchors 1, 6, 11; the newest four (9-12); the forked turn 3 stay.
+	// Anchors 1, 6, 11; the newest four (9-12); the forked turn 3; turn 8,
+	// the newest old one, until turn 9 is sent against it.
 	for n := 1; n <= 12; n++ {
 		want := SnapArchived
-		if n == 1 || n == 6 || n == 11 || n >= 9 || n == 3 {
+		if n == 1 || n == 6 || n == 11 || n >= 8 || n == 3 {
 			want = SnapReady
 		}
 		if got := state(n); got != want {
@@ -112,8 +164,11 @@ func TestArchiveRestoreOnDemand(t *testing.T) {
 	if s, _ := st.GetSnapshot(ctx, named.ID); s.State != SnapReady {
 		t.Errorf("named snapshot is %s", s.State)
 	}
-	if s, _ := st.GetSnapshot(ctx, turn[8]); s.ArchiveParent != turn[6] || !h.HasArchive(s.ArchivePath) {
-		t.Errorf("turn 8 archived against %s at %q, want turn 6's id", s.ArchiveParent, s.ArchivePath)
+	if s, _ := st.GetSnapshot(ctx, turn[8]); s.ArchiveParent != turn[7] || !h.HasArchive(s.ArchivePath) {
+		t.Errorf("turn 8 archived against %s at %q, want turn 7's id", s.ArchiveParent, s.ArchivePath)
+	}
+	if s, _ := st.GetSnapshot(ctx, turn[4]); s.ArchiveParent != turn[3] {
+		t.Errorf("turn 4 archived against %s, want the forked turn 3", s.ArchiveParent)
 	}
 	list, _ := m.ListSnapshots(ctx, "a", store.SnapshotFilter{SandboxID: sb.ID, Kinds: []store.SnapshotKind{KindTurn}})
 	if len(list) != 12 {
@@ -121,16 +176,33 @@ func TestArchiveRestoreOnDemand(t *testing.T) {
 	}
 	ready, _ := m.ListSnapshots(ctx, "a", store.SnapshotFilter{SandboxID: sb.ID, Kinds: []store.SnapshotKind{KindTurn},
 		States: []store.SnapshotState{SnapReady}})
-	if len(ready) != 7 {
-		t.Errorf("ready listing has %d turns, want 7", len(ready))
+	if len(ready) != 8 {
+		t.Errorf("ready listing has %d turns, want 8", len(ready))
 	}
 
-	// Rollback restores on demand.
-	if _, err := m.Rollback(ctx, "a", sb.ID, turn[2], false); err != nil {
+	// An anchor with archived dependents is not deleted; an archived turn
+	// others are deltas against is, and its stream stays as their link.
+	if err := m.DeleteSnapshot(ctx, "a", turn[1]); !errdefs.IsConflict(err) {
+		t.Errorf("delete of an anchor: %v, want ErrConflict", err)
+	}
+	s4, _ := st.GetSnapshot(ctx, turn[4])
+	if err := m.DeleteSnapshot(ctx, "a", turn[4]); err != nil {
 		t.Fatal(err)
 	}
-	if state(2) != SnapReady || !slices.Contains(h.restored, turn[2]) {
-		t.Errorf("turn 2 after rollback: %s, restored %v", state(2), h.restored)
+	if state(4) != SnapDeleted || !h.HasArchive(s4.ArchivePath) {
+		t.Errorf("deleted link turn 4: %s, stream kept %t", state(4), h.HasArchive(s4.ArchivePath))
+	}
+	if _, err := m.Rollback(ctx, "a", sb.ID, turn[4], false); !errdefs.IsNotFound(err) {
+		t.Errorf("rollback to deleted turn 4: %v, want ErrNotFound", err)
+	}
+
+	// Rollback restores on demand, through the deleted link: 4's and 5's
+	// streams over the forked turn 3.
+	if _, err := m.Rollback(ctx, "a", sb.ID, turn[5], false); err != nil {
+		t.Fatal(err)
+	}
+	if state(5) != SnapReady || !slices.Contains(h.restored, turn[5]) || h.chains[len(h.chains)-1] != 2 {
+		t.Errorf("turn 5 after rollback: %s, restored %v, chains %v", state(5), h.restored, h.chains)
 	}
 	// Diff restores both sides; create-from-snapshot restores its source.
 	if _, err := m.Diff(ctx, "a", turn[7], turn[8]); err != nil {
@@ -139,49 +211,42 @@ func TestArchiveRestoreOnDemand(t *testing.T) {
 	if state(7) != SnapReady || state(8) != SnapReady {
 		t.Errorf("after diff: turn 7 %s, turn 8 %s", state(7), state(8))
 	}
-	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: turn[5]}); err != nil {
+	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: turn[2]}); err != nil {
 		t.Fatal(err)
 	}
-	if state(5) != SnapReady {
-		t.Errorf("turn 5 after create from it: %s", state(5))
+	if state(2) != SnapReady {
+		t.Errorf("turn 2 after create from it: %s", state(2))
 	}
 
-	// An anchor with archived dependents is not deleted; an archived
-	// snapshot is (its stream goes).
-	if err := m.DeleteSnapshot(ctx, "a", turn[1]); !errdefs.IsConflict(err) {
-		t.Errorf("delete of an anchor: %v, want ErrConflict", err)
-	}
-	s4, _ := st.GetSnapshot(ctx, turn[4])
-	if err := m.DeleteSnapshot(ctx, "a", turn[4]); err != nil {
-		t.Fatal(err)
-	}
-	if state(4) != SnapDeleted || h.HasArchive(s4.ArchivePath) {
-		t.Errorf("deleted archived turn: %s, stream kept %t", state(4), h.HasArchive(s4.ArchivePath))
-	}
-
-	// Archiving again reuses the streams of restored turns (no new send)
-	// and leaves turn 5 in the pool while its fork lives.
+	// Archiving again sends nothing (restored turns keep their streams),
+	// drops 5 and 7 again and leaves turn 2 in the pool while its fork
+	// lives.
 	sends := len(h.archived)
 	m.archiveSandbox(ctx, sb.ID)
 	if len(h.archived) != sends {
 		t.Errorf("re-archiving sent %v again", h.archived[sends:])
 	}
-	for _, n := range []int{2, 7, 8} {
+	for _, n := range []int{5, 7} {
 		if state(n) != SnapArchived {
 			t.Errorf("turn %d not archived again: %s", n, state(n))
 		}
 	}
-	if state(5) != SnapReady {
-		t.Errorf("turn 5 has a fork now and was archived")
+	if state(2) != SnapReady {
+		t.Errorf("turn 2 has a fork now and was archived")
 	}
-	// Deleting turn 1's dependents frees it.
-	for _, n := range []int{2} {
-		if err := m.DeleteSnapshot(ctx, "a", turn[n]); err != nil {
-			t.Fatal(err)
-		}
+	// Deleting turn 5, the last that needs the deleted link 4, drops 4's
+	// stream too; anchor 1 is then free to go (turn 2 has its volume).
+	if err := m.DeleteSnapshot(ctx, "a", turn[5]); err != nil {
+		t.Fatal(err)
+	}
+	if h.HasArchive(s4.ArchivePath) {
+		t.Error("deleted link turn 4 kept its stream with nothing needing it")
 	}
 	if err := m.DeleteSnapshot(ctx, "a", turn[1]); err != nil {
 		t.Errorf("delete of an anchor without dependents: %v", err)
+	}
+	if s, _ := st.GetSnapshot(ctx, turn[2]); s.ArchivePath != "" || state(2) != SnapReady {
+		t.Errorf("turn 2 kept a stream against deleted turn 1: %+v", s)
 	}
 }
 
@@ -201,7 +266,7 @@ func TestArchiveRecovery(t *testing.T) {
 		}
 		turn[n] = tr.ID
 	}
-	m.archiveSandbox(ctx, sb.ID) // 2, 3, 4 archived
+	m.archiveSandbox(ctx, sb.ID) // 2, 3 archived; 4 streamed, its volume kept for 5
 	get := func(n int) store.Snapshot {
 		s, err := st.GetSnapshot(ctx, turn[n])
 		if err != nil {
@@ -224,7 +289,7 @@ func TestArchiveRecovery(t *testing.T) {
 	if err := m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for n, want := range map[int]store.SnapshotState{1: SnapReady, 2: SnapReady, 3: SnapDeleted, 4: SnapArchived, 5: SnapArchived} {
+	for n, want := range map[int]store.SnapshotState{1: SnapReady, 2: SnapReady, 3: SnapDeleted, 4: SnapReady, 5: SnapArchived} {
 		if got := get(n).State; got != want {
 			t.Errorf("turn %d after recovery: %s, want %s", n, got, want)
 		}
@@ -235,4 +300,19 @@ func TestArchiveRecovery(t *testing.T) {
 	if !h.HasArchive(get(4).ArchivePath) || !h.HasArchive(get(2).ArchivePath) {
 		t.Error("a stream a record names was removed")
 	}
+	// Turn 4's stream is a delta against turn 3, whose stream is lost: its
+	// volume stays until it is sent again against a turn that is there.
+	m.archiveSandbox(ctx, sb.ID)
+	if got := get(4); got.State != SnapReady || got.ArchivePath != "" {
+		t.Errorf("turn 4 over a broken chain: %s, stream %q; want ready without a stream", got.State, got.ArchivePath)
+	}
+	m.archiveSandbox(ctx, sb.ID)
+	if got := get(4); got.State != SnapArchived || got.ArchiveParent != turn[1] {
+		t.Errorf("turn 4 archived again: %s against %s, want archived against turn 1", got.State, got.ArchiveParent)
+	}
+	unlock, err := m.useSnapshot(ctx, turn[4])
+	if err != nil {
+		t.Fatalf("restore turn 4: %v", err)
+	}
+	unlock()
 }

@@ -59,7 +59,7 @@ type Host interface {
 
 	CanArchive() bool
 	ArchiveSnapshot(ctx context.Context, snapID, parentID string) (string, error)
-	RestoreSnapshot(ctx context.Context, snapID, parentID, path string) error
+	RestoreSnapshot(ctx context.Context, snapID, baseID string, paths []string) error
 	HasArchive(path string) bool
 	RemoveArchive(path string) error
 	ReconcileArchives(keep map[string]bool) error
@@ -192,6 +192,9 @@ type Manager struct {
 	snapLocks      map[string]*snapLock // a snapshot's volume in use (shared) or moving (exclusive)
 	archiveQ       chan string          // sandboxes whose turns the archiver should look at
 	archivePending map[string]bool      // sandboxes queued in archiveQ
+	// archiveMu orders changes to archive chains (streams recorded, volumes
+	// dropped, links kept or removed); taken after any snapshot lock.
+	archiveMu sync.Mutex
 }
 
 // liveSandbox is a running sandbox this daemon is attached to. The team is

@@ -34,6 +34,7 @@ type fakeHost struct {
 	streams    map[string]string // archive stream path -> parent snapshot
 	archived   []string
 	restored   []string
+	chains     []int                     // streams each restore replayed
 	networks   map[string]network.Policy // sandboxes with a network, and their policies
 	netFail    error                     // NetworkAvailable's answer
 	memory     bool                      // it can save memory (see hibernate_fake_test.go)

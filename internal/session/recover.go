@@ -148,5 +148,22 @@ func (m *Manager) recoverSnapshots(ctx context.Context) error {
 			keepStreams[s.ArchivePath] = true
 		}
 	}
+	// Deleted snapshots kept as links of archive chains: their streams stay
+	// while something needs them.
+	links, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{States: []store.SnapshotState{SnapDeleted}, WithStream: true})
+	if err != nil {
+		return fmt.Errorf("list archive chain links: %w", err)
+	}
+	for _, l := range links {
+		n, err := m.store.CountArchivedOn(ctx, l.ID)
+		if err == nil && n > 0 && m.host.HasArchive(l.ArchivePath) {
+			keepStreams[l.ArchivePath] = true
+			continue
+		}
+		m.log.Info("dropping an archive chain link nothing needs or whose stream is gone", "snapshot", l.ID)
+		if err := m.store.SetSnapshotArchive(ctx, l.ID, "", ""); err != nil {
+			m.log.Warn("forget archive stream", "snapshot", l.ID, "err", err)
+		}
+	}
 	return errors.Join(m.host.ReconcileSnapshots(ctx, keep), m.host.ReconcileArchives(keepStreams))
 }

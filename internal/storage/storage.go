@@ -156,7 +156,9 @@ type Archiver interface {
 	// Archive writes key's content, as a delta against parent, to the file
 	// dst. key and parent must be read-only. The volume is not deleted.
 	Archive(ctx context.Context, key, parent Key, dst string) error
-	// Restore rebuilds key (read-only) from the stream at src; parent must
-	// exist and be the one the stream was made against.
-	Restore(ctx context.Context, src string, parent, key Key) error
+	// Restore rebuilds key (read-only) from a chain of streams: srcs[0] is
+	// a delta against parent (which must exist), each later stream a delta
+	// against the volume the one before it describes, and the last one is
+	// key's. Only key is kept.
+	Restore(ctx context.Context, srcs []string, parent, key Key) error
 }

@@ -96,7 +96,11 @@ type SnapshotFilter struct {
 	Team, SandboxID, Family, Name string // "" = any
 	States                        []SnapshotState
 	Kinds                         []SnapshotKind
-	Limit                         int // 0 = no limit
+	// ArchiveParent selects the snapshots whose stream is a delta against
+	// it; WithStream only snapshots that have a stream.
+	ArchiveParent string
+	WithStream    bool
+	Limit         int // 0 = no limit
 	// After is the id or Cursor() of the last snapshot of the previous page.
 	// Snapshots are ordered by creation time, then id.
 	After string
@@ -258,6 +262,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot
 		{"sandbox_id", f.SandboxID, ids.Validate, "sandbox id"},
 		{"family", f.Family, ids.Validate, "family"},
 		{"name", f.Name, ids.ValidateName, "snapshot name"},
+		{"archive_parent", f.ArchiveParent, ids.Validate, "snapshot id"},
 	} {
 		if c.v == "" {
 			continue
@@ -279,6 +284,9 @@ func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot
 		for _, k := range f.Kinds {
 			args = append(args, string(k))
 		}
+	}
+	if f.WithStream {
+		where = append(where, `archive_path != ''`)
 	}
 	return runList(ctx, s, listQuery{table: "snapshots", kind: "snapshot", cols: snapshotCols,
 		where: where, args: args, after: f.After, limit: f.Limit}, scanSnapshot)
@@ -354,12 +362,13 @@ func (s *Store) SetSnapshotMemory(ctx context.Context, id string, bytes int64) e
 	return oneRow(res, err, "set memory image of snapshot", id)
 }
 
-// CountArchivedOn counts the archived snapshots whose stream is a delta
-// against parentID: they cannot be restored without it.
+// CountArchivedOn counts the snapshots that cannot be rebuilt without
+// parentID: those whose stream is a delta against it and that have no volume
+// (archived, or deleted but kept as a link of an archive chain).
 func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, error) {
 	var n int
-	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM snapshots WHERE archive_parent = ? AND state = ?`,
-		parentID, string(SnapshotArchived)).Scan(&n)
+	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM snapshots WHERE archive_parent = ? AND archive_path != '' AND state IN (?, ?)`,
+		parentID, string(SnapshotArchived), string(SnapshotDeleted)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count snapshots archived against %s: %w", parentID, dbErr(err))
 	}

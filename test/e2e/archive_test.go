@@ -12,8 +12,10 @@ import (
 )
 
 // TestArchivedTurns runs 60 turns with --archive-after 8 --anchor-every 20:
-// old turns leave the pool as send streams, survive a kill -9 of the daemon
-// mid-archive, and roll back byte-for-byte.
+// old turns leave the pool as a chain of send streams (each against the
+// turn before), survive a kill -9 of the daemon mid-archive, and roll back
+// byte-for-byte; a deleted turn stays a link of the chain while later turns
+// need it.
 func TestArchivedTurns(t *testing.T) {
 	d := newDaemon(t, "--archive-after", "8", "--anchor-every", "20")
 	d.start()
@@ -69,7 +71,8 @@ func TestArchivedTurns(t *testing.T) {
 		}
 		return out
 	}
-	isKept := func(n int) bool { return n%20 == 1 || n > 52 }
+	// Anchors, the newest 8, and turn 52 until turn 53 is sent against it.
+	isKept := func(n int) bool { return n%20 == 1 || n >= 52 }
 
 	// Kill the daemon while the archiver works through the backlog.
 	deadline := time.Now().Add(30 * time.Second)
@@ -111,8 +114,8 @@ func TestArchivedTurns(t *testing.T) {
 		t.Fatalf("after kill -9: %d turns listed, want 60", got)
 	}
 
-	// Wait for the archiver to finish: the pool then holds the anchors and
-	// the newest 8 turns.
+	// Wait for the archiver to finish: the pool then holds the anchors, the
+	// newest 8 turns and turn 52.
 	deadline = time.Now().Add(2 * time.Minute)
 	for {
 		pending := 0
@@ -174,11 +177,30 @@ func TestArchivedTurns(t *testing.T) {
 	if err := c.DeleteSnapshot(ctx, turns[21]); err == nil {
 		t.Error("deleting anchor turn 21 succeeded while archived turns depend on it")
 	}
-	// An archived turn is deleted with its stream.
+	// An archived turn that later turns are deltas against is deleted, but
+	// its stream stays as their link: turn 31 still rolls back through it.
 	if err := c.DeleteSnapshot(ctx, turns[30]); err != nil {
 		t.Fatal(err)
 	}
-	if _, stream := onDisk(turns[30]); stream {
-		t.Error("deleted archived turn 30 kept its stream")
+	if s, err := c.GetSnapshot(ctx, turns[30]); err != nil || s.State != "deleted" {
+		t.Errorf("turn 30 after delete: %+v %v", s, err)
+	}
+	if _, stream := onDisk(turns[30]); !stream {
+		t.Error("deleted turn 30 lost the stream turn 31 needs")
+	}
+	start = time.Now()
+	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[31]}); err != nil {
+		t.Fatalf("rollback to turn 31 through deleted turn 30: %v", err)
+	}
+	t.Logf("rollback to archived turn 31 (a chain of 10 streams through a deleted one): %v", time.Since(start))
+	if got := run("tail -n 1 /workspace/log.txt"); got != "log line 31\n" {
+		t.Errorf("after rollback to turn 31: the log ends %q", got)
+	}
+	// An archived turn nothing needs is deleted with its stream.
+	if err := c.DeleteSnapshot(ctx, turns[40]); err != nil {
+		t.Fatal(err)
+	}
+	if _, stream := onDisk(turns[40]); stream {
+		t.Error("deleted archived turn 40 kept its stream")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,29 +76,42 @@ func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst stri
 	return syncPath(filepath.Dir(dst))
 }
 
-// Restore implements storage.Archiver: `btrfs receive` into a fresh scratch
-// volume (receive finds the parent by its UUID among the pool's
-// subvolumes), then a read-only snapshot of the received subvolume is put at
-// key's path. A crash leaves only the scratch volume, which start-up
-// removes.
-func (s *Storage) Restore(ctx context.Context, src string, parent, key storage.Key) error {
+// Restore implements storage.Archiver: one `btrfs receive` reads the
+// streams one after the other into a fresh scratch volume (receive finds
+// each stream's parent by its UUID among the pool's subvolumes: the first in
+// the pool, the others among those just received), then a read-only
+// snapshot of the last received subvolume is put at key's path. A crash
+// leaves only the scratch volume, which start-up removes.
+func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storage.Key) error {
 	if err := parent.Validate(); err != nil {
 		return err
 	}
 	if err := key.Validate(); err != nil {
 		return err
 	}
+	if len(srcs) == 0 {
+		return fmt.Errorf("restore %s: no stream: %w", key, errdefs.ErrInvalid)
+	}
 	if _, err := s.Stat(ctx, parent); err != nil {
 		if errdefs.IsNotFound(err) {
-			return fmt.Errorf("restore %s: the volume %s its stream is a delta against is gone, so it cannot be rebuilt: %w", key, parent, errdefs.ErrNotFound)
+			return fmt.Errorf("restore %s: the volume its streams start from (%s) is gone, so it cannot be rebuilt: %w", key, parent, errdefs.ErrNotFound)
 		}
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	if _, err := s.Stat(ctx, key); err == nil {
 		return fmt.Errorf("restore %s: the volume exists already: %w", key, errdefs.ErrAlreadyExists)
 	}
-	if st, err := os.Stat(src); err != nil || !st.Mode().IsRegular() {
-		return fmt.Errorf("restore %s: stream %s is missing: %w", key, src, errdefs.ErrNotFound)
+	var files []io.Reader
+	for _, src := range srcs {
+		f, err := os.Open(src)
+		if err != nil {
+			return fmt.Errorf("restore %s: stream %s is missing: %w", key, src, errdefs.ErrNotFound)
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			return fmt.Errorf("restore %s: stream %s is not a file: %w", key, src, errdefs.ErrInvalid)
+		}
+		files = append(files, f)
 	}
 	bin, err := btrfsBinary()
 	if err != nil {
@@ -111,18 +125,20 @@ func (s *Storage) Restore(ctx context.Context, src string, parent, key storage.K
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
-	// The scratch volume holds the received one until it is renamed out;
-	// Delete drops whatever nested subvolume a failed receive left.
+	// The scratch volume holds the received ones until the last is
+	// snapshotted out; Delete drops every nested subvolume.
 	defer func() {
 		if err := s.Delete(context.WithoutCancel(ctx), scratch); err != nil {
 			s.log.Warn("remove restore scratch volume", "volume", scratch.String(), "err", err)
 		}
 	}()
-	out, err := exec.CommandContext(ctx, bin, "receive", "-f", src, dir).CombinedOutput()
+	cmd := exec.CommandContext(ctx, bin, "receive", dir)
+	cmd.Stdin = io.MultiReader(files...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		msg := strings.TrimSpace(string(out))
 		if strings.Contains(msg, "cannot find parent subvolume") {
-			return fmt.Errorf("restore %s: the volume its stream is a delta against is not in the pool (%s): %w", key, msg, errdefs.ErrNotFound)
+			return fmt.Errorf("restore %s: a volume its streams are deltas against is not in the pool (%s): %w", key, msg, errdefs.ErrNotFound)
 		}
 		return fmt.Errorf("restore %s: btrfs receive: %v: %s", key, err, msg)
 	}
@@ -130,10 +146,16 @@ func (s *Storage) Restore(ctx context.Context, src string, parent, key storage.K
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
-	if len(entries) != 1 || !entries[0].IsDir() {
-		return fmt.Errorf("restore %s: stream %s did not hold exactly one volume (%d entries): %w", key, src, len(entries), errdefs.ErrInvalid)
+	if len(entries) != len(srcs) {
+		return fmt.Errorf("restore %s: %d streams made %d volumes: %w", key, len(srcs), len(entries), errdefs.ErrInvalid)
 	}
-	if err := s.placeReceived(filepath.Join(dir, entries[0].Name()), key); err != nil {
+	// The last stream's volume carries the name of the snapshot it was
+	// sent from, which is key's.
+	last := filepath.Join(dir, key.Name)
+	if fi, err := os.Lstat(last); err != nil || !fi.IsDir() {
+		return fmt.Errorf("restore %s: the streams did not rebuild a volume named %s: %w", key, key.Name, errdefs.ErrInvalid)
+	}
+	if err := s.placeReceived(last, key); err != nil {
 		return err
 	}
 	if err := s.checkRestored(ctx, key); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -51,7 +52,7 @@ func TestArchiveRestore(t *testing.T) {
 	must(t, s.Delete(ctx, snapshotKey("turn")))
 
 	start := time.Now()
-	must(t, s.Restore(ctx, dst, snapshotKey("anchor"), snapshotKey("turn")))
+	must(t, s.Restore(ctx, []string{dst}, snapshotKey("anchor"), snapshotKey("turn")))
 	t.Logf("restore took %v (stream %d bytes)", time.Since(start), fileSize(t, dst))
 	info, err := s.Stat(ctx, snapshotKey("turn"))
 	must(t, err)
@@ -65,7 +66,7 @@ func TestArchiveRestore(t *testing.T) {
 
 	// A restored volume can be archived again and serves as a source.
 	mustSnapshot(t, s, snapshotKey("turn"), sandboxKey("rolled-back"), false)
-	if err := s.Restore(ctx, dst, snapshotKey("anchor"), snapshotKey("turn")); !errdefs.IsAlreadyExists(err) {
+	if err := s.Restore(ctx, []string{dst}, snapshotKey("anchor"), snapshotKey("turn")); !errdefs.IsAlreadyExists(err) {
 		t.Errorf("restore over an existing volume: %v, want ErrAlreadyExists", err)
 	}
 
@@ -73,7 +74,7 @@ func TestArchiveRestore(t *testing.T) {
 	// nothing left behind.
 	must(t, s.Delete(ctx, snapshotKey("turn")))
 	must(t, s.Delete(ctx, snapshotKey("anchor")))
-	err = s.Restore(ctx, dst, snapshotKey("anchor"), snapshotKey("turn"))
+	err = s.Restore(ctx, []string{dst}, snapshotKey("anchor"), snapshotKey("turn"))
 	if !errdefs.IsNotFound(err) {
 		t.Errorf("restore without the parent: %v, want ErrNotFound", err)
 	}
@@ -81,7 +82,7 @@ func TestArchiveRestore(t *testing.T) {
 	// Another volume under the parent's name is not the parent: receive
 	// looks it up by UUID and does not find it.
 	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("anchor"), true)
-	err = s.Restore(ctx, dst, snapshotKey("anchor"), snapshotKey("turn"))
+	err = s.Restore(ctx, []string{dst}, snapshotKey("anchor"), snapshotKey("turn"))
 	if !errdefs.IsNotFound(err) {
 		t.Errorf("restore against an impostor parent: %v, want ErrNotFound", err)
 	}
@@ -139,4 +140,65 @@ func hashTree(t *testing.T, root string) map[string]string {
 	})
 	must(t, err)
 	return out
+}
+
+// TestArchiveChain archives each of several snapshots against the one
+// before and rebuilds them from the chain: in one receive from the first
+// parent, link by link from a restored volume, and a restored volume serves
+// as the parent of a later send.
+func TestArchiveChain(t *testing.T) {
+	testutil.RequireBinary(t, "btrfs")
+	ctx := context.Background()
+	s := newPool(t, t.TempDir())
+	live, err := s.Create(ctx, sandboxKey("live"))
+	must(t, err)
+	fillTree(t, live, 100)
+	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t0"), true)
+	stream := func(n int) string { return filepath.Join(s.ArchiveDir(), fmt.Sprintf("t%d.stream", n)) }
+	const links = 5
+	for n := 1; n <= links; n++ {
+		must(t, os.WriteFile(filepath.Join(live, fmt.Sprintf("d%d", n), "f0"), []byte(fmt.Sprintf("turn %d", n)), 0o644))
+		must(t, os.WriteFile(filepath.Join(live, fmt.Sprintf("new%d", n)), make([]byte, 64<<10), 0o600))
+		must(t, os.Remove(filepath.Join(live, fmt.Sprintf("d%d", (n+50)%10), fmt.Sprintf("f%d", n+50))))
+		mustSnapshot(t, s, sandboxKey("live"), snapshotKey(fmt.Sprintf("t%d", n)), true)
+		mustSnapshot(t, s, snapshotKey(fmt.Sprintf("t%d", n)), snapshotKey(fmt.Sprintf("ref%d", n)), true)
+		must(t, s.Archive(ctx, snapshotKey(fmt.Sprintf("t%d", n)), snapshotKey(fmt.Sprintf("t%d", n-1)), stream(n)))
+	}
+	for n := 1; n <= links; n++ {
+		must(t, s.Delete(ctx, snapshotKey(fmt.Sprintf("t%d", n))))
+	}
+	var chain []string
+	for n := 1; n <= links; n++ {
+		chain = append(chain, stream(n))
+	}
+	start := time.Now()
+	must(t, s.Restore(ctx, chain, snapshotKey("t0"), snapshotKey("t5")))
+	t.Logf("restore through %d streams took %v", links, time.Since(start))
+	assertSameTree(t, s.Path(snapshotKey("ref5")), s.Path(snapshotKey("t5")))
+
+	// Link by link: t2 from t0, then t3 from the restored t2.
+	must(t, s.Restore(ctx, chain[:2], snapshotKey("t0"), snapshotKey("t2")))
+	must(t, s.Restore(ctx, chain[2:3], snapshotKey("t2"), snapshotKey("t3")))
+	assertSameTree(t, s.Path(snapshotKey("ref3")), s.Path(snapshotKey("t3")))
+
+	// A restored volume as the parent of a send, and that stream restores.
+	must(t, os.WriteFile(filepath.Join(live, "after"), []byte("six"), 0o644))
+	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t6"), true)
+	mustSnapshot(t, s, snapshotKey("t6"), snapshotKey("ref6"), true)
+	must(t, s.Archive(ctx, snapshotKey("t6"), snapshotKey("t5"), stream(6)))
+	must(t, s.Delete(ctx, snapshotKey("t6")))
+	must(t, s.Restore(ctx, []string{stream(6)}, snapshotKey("t5"), snapshotKey("t6")))
+	assertSameTree(t, s.Path(snapshotKey("ref6")), s.Path(snapshotKey("t6")))
+
+	// A chain that does not rebuild the key: refused, nothing left.
+	must(t, s.Delete(ctx, snapshotKey("t3")))
+	if err := s.Restore(ctx, chain[:1], snapshotKey("t0"), snapshotKey("t3")); !errdefs.IsInvalid(err) {
+		t.Errorf("restore of t3 from t1's stream: %v, want ErrInvalid", err)
+	}
+	if err := s.Restore(ctx, nil, snapshotKey("t2"), snapshotKey("t3")); !errdefs.IsInvalid(err) {
+		t.Errorf("restore from no stream: %v, want ErrInvalid", err)
+	}
+	if scratch, err := s.List(ctx, storage.KindScratch); err != nil || len(scratch) != 0 {
+		t.Errorf("scratch volumes left: %v, %v", scratch, err)
+	}
 }
