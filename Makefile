@@ -92,8 +92,10 @@ torture: build
 	WARREN_TORTURE=long WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) \
 		$(GO) test -tags '$(GO_TAGS)' -count=1 -timeout 60m -v -run 'TestTorture' ./test/e2e/
 
-bench: build
-	./bin/warren bench --data-dir $$(mktemp -d /tmp/warren-bench.XXXX)
+# Every suite in one report: JSON on stdout (bench.json), a readable table on stderr, a chart beside it.
+BENCH_SUITE ?= all
+bench: build runsc
+	WARREN_RUNSC=$(RUNSC) ./bin/warren bench --suite $(BENCH_SUITE) --plot bench.svg --data-dir $$(mktemp -d /tmp/warren-bench.XXXX) | tee bench.json
 
 # E2B SDK latency (JSON): against E2B_API_URL/E2B_SANDBOX_URL/E2B_API_KEY/E2B_DOMAIN when set,
 # else against a throwaway daemon started from ./bin/warren.

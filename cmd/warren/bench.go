@@ -24,12 +24,13 @@ func benchCmd() *cobra.Command {
 	var gvisor bench.GVisorOptions
 	var quick bool
 	var plot string
+	var table bool
 	var network bench.NetworkOptions
 	var httpClient bool
 	var debug bool
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure warren's latencies and print JSON (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native)",
+		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if httpClient {
@@ -143,12 +144,19 @@ func benchCmd() *cobra.Command {
 					return err
 				}
 			}
+			if table {
+				// stderr: stdout stays one JSON document for tools.
+				if err := bench.WriteTable(cmd.ErrOrStderr(), "warren bench --suite "+suite, reportOf(suite, out)); err != nil {
+					return err
+				}
+			}
 			return printBench(cmd, suite, out)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory) or all")
 	f.BoolVar(&debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
+	f.BoolVar(&table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
 	f.StringVar(&plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
 	f.BoolVar(&quick, "quick", false, "tiny sizes for every figure: checks that each scenario runs (a few minutes for --suite all); the numbers mean little")
 	f.IntVar(&gvisor.Rounds, "memory-rounds", 5, "gvisor: rounds of each memory item (checkpoint, hibernate, wake, fork ×5)")
@@ -185,10 +193,16 @@ func benchCmd() *cobra.Command {
 func printBench(cmd *cobra.Command, suite string, out map[string]any) error {
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
+	return enc.Encode(reportOf(suite, out))
+}
+
+// reportOf is what a run reports: one suite's report as it is, or all of
+// them under their names.
+func reportOf(suite string, out map[string]any) any {
 	if suite != "all" {
-		return enc.Encode(out[suite])
+		return out[suite]
 	}
-	return enc.Encode(out)
+	return out
 }
 
 // quickSizes shrinks every suite to a smoke run, leaving alone what the
@@ -229,11 +243,7 @@ func writePlot(path, suite string, out map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("--plot: %w", err)
 	}
-	var report any = out
-	if suite != "all" {
-		report = out[suite]
-	}
-	if err := bench.WritePlot(f, "warren bench --suite "+suite, report); err != nil {
+	if err := bench.WritePlot(f, "warren bench --suite "+suite, reportOf(suite, out)); err != nil {
 		f.Close()
 		return fmt.Errorf("--plot: %w", err)
 	}

@@ -19,12 +19,8 @@ type figure struct {
 // figures finds every Stats object in a report (any value that marshals to
 // JSON), named by its path, in path order.
 func figures(report any) ([]figure, error) {
-	data, err := json.Marshal(report)
+	tree, err := jsonTree(report)
 	if err != nil {
-		return nil, err
-	}
-	var tree any
-	if err := json.Unmarshal(data, &tree); err != nil {
 		return nil, err
 	}
 	var out []figure
@@ -49,6 +45,20 @@ func figures(report any) ([]figure, error) {
 	walk("", tree)
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// jsonTree is a report as the generic maps and values its JSON decodes to,
+// so that figures are found the same way whatever Go types hold them.
+func jsonTree(report any) (any, error) {
+	data, err := json.Marshal(report)
+	if err != nil {
+		return nil, err
+	}
+	var tree any
+	if err := json.Unmarshal(data, &tree); err != nil {
+		return nil, err
+	}
+	return tree, nil
 }
 
 // Plot layout, in SVG user units.

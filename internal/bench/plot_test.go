@@ -47,3 +47,31 @@ func TestWritePlot(t *testing.T) {
 		t.Errorf("a report without figures should be an error")
 	}
 }
+
+// The table has a row per measured figure and lists the derived ratios.
+func TestWriteTable(t *testing.T) {
+	report := map[string]any{
+		"core": map[string]any{
+			"exec":          Stats{N: 10, P50: 1.2, P90: 2, P99: 3, Min: 0.9, Max: 4},
+			"empty":         Stats{},
+			"ratio_p50":     12.5,
+			"turn_flatness": 1.1,
+			"count":         7,
+		},
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, "warren bench", report); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"warren bench", "core.exec", "1.20", "core.ratio_p50", "12.5", "core.turn_flatness"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, unwanted := range []string{"core.empty", "core.count"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("the table shows %q:\n%s", unwanted, out)
+		}
+	}
+}

@@ -62,6 +62,10 @@ func TestBenchQuick(t *testing.T) {
 	if len(empty) > 0 {
 		t.Errorf("figures without samples: %s", strings.Join(empty, ", "))
 	}
+	// The readable table goes to stderr, beside the JSON.
+	if table := errb.String(); !strings.Contains(table, "p50 ms") || !strings.Contains(table, "core.exec_true_api") {
+		t.Errorf("no readable table on stderr:\n%.2000s", table)
+	}
 	svg, err := os.ReadFile(plot)
 	if err != nil || !strings.HasPrefix(string(svg), "<svg") || !strings.Contains(string(svg), "core.exec_true_api") {
 		t.Errorf("--plot wrote %d bytes (%v): %.200s", len(svg), err, svg)
