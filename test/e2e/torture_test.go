@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -117,9 +118,19 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, st *tortu
 				mine = append(mine, sb.SandboxID)
 				st.ids.Store(sb.SandboxID, true)
 			}
-		case r < 45:
+		case r < 38:
 			op = "exec"
 			_, err = c.ExecWait(opCtx, pick(mine), sh("echo $$ > /workspace/last; cat /workspace/last"))
+		case r < 45:
+			// Pause then resume: a kill between the two leaves a paused
+			// sandbox, which must resume after the restart.
+			op = "pause"
+			id := pick(mine)
+			if err = c.PauseSandbox(opCtx, id); err == nil {
+				st.done(op, nil)
+				op = "resume"
+				_, err = c.ResumeSandbox(opCtx, id)
+			}
 		case r < 60:
 			op = "snapshot"
 			id := pick(mine)
@@ -295,6 +306,14 @@ func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
 			t.Errorf("round %d: sandbox %s is still creating after a restart", round, sb.SandboxID)
 		case "running":
 			running = append(running, sb.SandboxID)
+		case "paused":
+			// A pause the kill caught before its resume: it must resume.
+			if _, err := c.ResumeSandbox(ctx, sb.SandboxID); err != nil {
+				t.Errorf("round %d: resume paused sandbox %s after a restart: %v", round, sb.SandboxID, err)
+				continue
+			}
+			known[sb.SandboxID] = "running"
+			running = append(running, sb.SandboxID)
 		}
 	}
 	// Every running sandbox works.
@@ -334,6 +353,18 @@ func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
 			t.Errorf("round %d: snapshot volume %s has no usable record", round, name)
 		}
 	}
+	// Every btrfs subvolume of the pool is a volume some record names (or
+	// a template's): a crash leaves no unnamed subvolume behind.
+	for _, path := range poolSubvolumes(t, d.dataDir) {
+		kind, name := filepath.Base(filepath.Dir(path)), filepath.Base(path)
+		switch {
+		case kind == "templates":
+		case kind == "sandboxes" && known[name] != "":
+		case kind == "snapshots" && ready[name]:
+		default:
+			t.Errorf("round %d: subvolume %s belongs to no record", round, path)
+		}
+	}
 	// Nothing of a sandbox no record names: volumes, runtime state,
 	// socket dirs. Live resources (runtime state, cgroups) only for live
 	// sandboxes.
@@ -351,6 +382,31 @@ func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
 	for _, id := range st.ours(sandboxCgroups(t)) {
 		if state := known[id]; state != "running" && state != "paused" {
 			t.Errorf("round %d: cgroup of sandbox %s, which is %q", round, id, state)
+		}
+	}
+	// A listed snapshot works: a sandbox made from it runs (a few, at
+	// random: each costs a sandbox start).
+	usable := 0
+	for _, i := range rand.Perm(len(snaps)) {
+		if usable == 3 {
+			break
+		}
+		s := snaps[i]
+		if s.State != "ready" {
+			continue
+		}
+		usable++
+		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: s.SnapshotID, Timeout: ptr(int64(0))})
+		if err != nil {
+			t.Errorf("round %d: create from listed snapshot %s: %v", round, s.SnapshotID, err)
+			continue
+		}
+		st.ids.Store(sb.SandboxID, true)
+		if res, err := c.ExecWait(ctx, sb.SandboxID, sh("test -d /workspace && echo alive")); err != nil || res.Stdout != "alive\n" {
+			t.Errorf("round %d: sandbox from snapshot %s: %+v %v", round, s.SnapshotID, res, err)
+		}
+		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+			t.Errorf("round %d: delete sandbox from snapshot %s: %v", round, s.SnapshotID, err)
 		}
 	}
 	t.Logf("round %d: %d sandboxes (%d running), %d snapshots: consistent", round, len(all), len(running), len(snaps))
@@ -429,7 +485,24 @@ func sandboxCgroups(t *testing.T) []string {
 
 // hostCounts are the host resources a data directory's daemon can leak.
 type hostResources struct {
-	Mounts, LoopDevices, Cgroups int
+	Mounts, LoopDevices, Cgroups, Subvolumes int
+}
+
+// poolSubvolumes lists the paths of the btrfs subvolumes in a data
+// directory's pool, relative to the pool, as btrfs itself knows them.
+func poolSubvolumes(t *testing.T, dataDir string) []string {
+	t.Helper()
+	out, err := exec.Command("btrfs", "subvolume", "list", filepath.Join(dataDir, "pool")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("btrfs subvolume list: %v: %s", err, out)
+	}
+	var paths []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if _, path, ok := strings.Cut(l, " path "); ok {
+			paths = append(paths, path)
+		}
+	}
+	return paths
 }
 
 func hostCounts(t *testing.T, dataDir string, st *tortureStats) hostResources {
@@ -450,5 +523,6 @@ func hostCounts(t *testing.T, dataDir string, st *tortureStats) hostResources {
 		}
 	}
 	r.Cgroups = len(st.ours(sandboxCgroups(t)))
+	r.Subvolumes = len(poolSubvolumes(t, dataDir))
 	return r
 }
