@@ -103,19 +103,39 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	}
 	first := stream.Msg()
 	w.Header().Set("Content-Type", "application/octet-stream")
-	if info := first.GetInfo(); info != nil && info.GetSize() >= 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(info.GetSize(), 10))
+	// The agent reads to EOF, so what arrives can differ from the size stat
+	// gave: procfs and sysfs report 0 for files that have content, and a
+	// file may grow or shrink while it is read. A known size is announced
+	// and delivered exactly (the file as it was when stat'ed, cut there if
+	// it grew); a zero size is streamed without a length.
+	size := int64(-1)
+	if info := first.GetInfo(); info != nil && info.GetSize() > 0 {
+		size = info.GetSize()
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	}
 	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(first.GetData()); err != nil {
+	written := int64(0)
+	write := func(data []byte) error {
+		if size >= 0 && written+int64(len(data)) > size {
+			data = data[:size-written]
+		}
+		n, err := w.Write(data)
+		written += int64(n)
+		return err
+	}
+	if err := write(first.GetData()); err != nil {
 		return
 	}
-	for stream.Receive() {
-		if _, err := w.Write(stream.Msg().GetData()); err != nil {
+	for (size < 0 || written < size) && stream.Receive() {
+		if err := write(stream.Msg().GetData()); err != nil {
 			return
 		}
 	}
-	if err := stream.Err(); err != nil {
+	err = stream.Err()
+	if err == nil && size >= 0 && written < size {
+		err = fmt.Errorf("the file shrank to %d of the %d bytes announced while it was read", written, size)
+	}
+	if err != nil {
 		// Too late for a status: cut the response so the client sees a
 		// short body rather than a silently truncated file.
 		s.deps.Log.Warn("read file cut short", "path", p, "err", err)
