@@ -248,25 +248,12 @@ func hasRunning(procs []client.ProcessInfo, pid int32) bool {
 func TestGVisorE2BCreate(t *testing.T) {
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 2*time.Minute)
-	post := func(body string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.addr+"/sandboxes", strings.NewReader(body))
-		req.Header.Set("X-API-Key", d.key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
-	code, body := post(`{"templateID":"bb","timeout":120,"runtime":"gvisor","metadata":{"who":"e2b"}}`)
+	code, body := d.postAPI(ctx, "/sandboxes", `{"templateID":"bb","timeout":120,"runtime":"gvisor","metadata":{"who":"e2b"}}`)
 	if code != http.StatusCreated {
 		t.Fatalf("E2B create with runtime gvisor: %d %s", code, body)
 	}
 	var sb client.Sandbox
-	if err := json.Unmarshal(body, &sb); err != nil || sb.SandboxID == "" || sb.EnvdAccessToken == "" {
+	if err := json.Unmarshal([]byte(body), &sb); err != nil || sb.SandboxID == "" || sb.EnvdAccessToken == "" {
 		t.Fatalf("create answer %s: %v", body, err)
 	}
 	c := d.client()
@@ -276,8 +263,8 @@ func TestGVisorE2BCreate(t *testing.T) {
 	if res, err := c.ExecWait(ctx, sb.SandboxID, sh("uname -r")); err != nil || !strings.Contains(res.Stdout, "gvisor") {
 		t.Errorf("exec: %+v, %v", res, err)
 	}
-	code, body = post(`{"templateID":"bb","runtime":"kvm"}`)
-	if code != http.StatusBadRequest || !strings.Contains(string(body), "kvm") {
+	code, body = d.postAPI(ctx, "/sandboxes", `{"templateID":"bb","runtime":"kvm"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, "kvm") {
 		t.Errorf("create with an unknown runtime: %d %s; want 400 naming it", code, body)
 	}
 	h, err := c.Health(ctx)
