@@ -435,9 +435,11 @@ func quantiles(ds []time.Duration) map[string]float64 {
 }
 
 // Escape attempts as root inside a gvisor sandbox fail, as in a native one
-// (TestIsolation); and a memory-limit hit, which in gVisor takes the whole
-// sandbox (the host's OOM killer sees gVisor's kernel as one process),
-// takes only that sandbox: another one keeps answering.
+// (TestIsolation): no mount, no host /proc/sys or sysrq, no host process
+// or root in sight, a fork bomb held by the pids limit with the sandbox
+// alive; and a memory-limit hit, which in gVisor takes the whole sandbox
+// (the host's OOM killer sees gVisor's kernel as one process), takes only
+// that sandbox: another one keeps answering.
 func TestGVisorIsolation(t *testing.T) {
 	d := gvisorDaemon(t)
 	c := d.client()
@@ -479,6 +481,7 @@ func TestGVisorIsolation(t *testing.T) {
 	for name, script := range map[string]string{
 		"mount":                 "mount -t tmpfs none /mnt",
 		"write /proc/sys":       "echo 1 > /proc/sys/kernel/panic",
+		"write sysrq-trigger":   "echo h > /proc/sysrq-trigger",
 		"insmod":                "echo x > /tmp/x.ko; insmod /tmp/x.ko",
 		"raw socket":            "ping -c 1 -W 1 127.0.0.1",
 		"reach a host port":     "nc -w 2 127.0.0.1 " + hostPort + " </dev/null",
@@ -497,6 +500,42 @@ func TestGVisorIsolation(t *testing.T) {
 			!strings.HasPrefix(line, "/proc/") && !strings.HasPrefix(line, "/sys/fs/cgroup/") {
 			t.Errorf("the agent (PID 1) holds %q open", line)
 		}
+	}
+	// /proc/1/root is the sandbox's own root: a file written inside is
+	// there, a file on the host is not.
+	hostMarker := filepath.Join(d.dataDir, "host-marker")
+	if err := os.WriteFile(hostMarker, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(sb.SandboxID, "echo inside > /workspace/marker; cat /proc/1/root/workspace/marker; test -e /proc/1/root"+hostMarker+" && echo host-visible; true").Stdout; out != "inside\n" {
+		t.Errorf("/proc/1/root: %q; want the sandbox's own root (its marker only)", out)
+	}
+	// Only the sandbox's own processes are visible: a few (the agent, this
+	// shell), none of the host's (the daemon, runsc, its gofer).
+	if out := run(sb.SandboxID, "ls -d /proc/[0-9]* | wc -l").Stdout; atoi(out) > 10 {
+		t.Errorf("the sandbox sees %s processes; the host's are leaking in", strings.TrimSpace(out))
+	}
+	// (The probe's own command line names "cmdline": proof it read them.)
+	if out := run(sb.SandboxID, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '").Stdout; !strings.Contains(out, "cmdline") || strings.Contains(out, "runsc") || strings.Contains(out, "serve") {
+		t.Errorf("command lines of the processes seen inside: %q; want the sandbox's own only", out)
+	}
+	// A fork bomb is held by the pids limit (64): forks fail, the sandbox
+	// stays running and usable once the bomb's sleeps end.
+	bomb := run(sb.SandboxID, "i=0; while [ $i -lt 300 ]; do sleep 2 & i=$((i+1)); done 2>&1 | head -c 200; true")
+	if !strings.Contains(bomb.Stdout+bomb.Stderr, "fork") {
+		t.Errorf("the fork bomb was not stopped by the pids limit: %q %q", bomb.Stdout, bomb.Stderr)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		res, err := c.ExecWait(ctx, sb.SandboxID, sh("echo alive"))
+		if err == nil && res.Stdout == "alive\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox does not answer after the fork bomb: %+v, %v", res, err)
+		}
+	}
+	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.State != "running" {
+		t.Fatalf("after the fork bomb: %+v, %v; want running", det, err)
 	}
 	// gVisor's own permission checks keep the agent socket root's.
 	if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused", User: "user"}); err != nil || res.Stdout != "refused\n" {
