@@ -204,6 +204,9 @@ type Template struct {
 	Source     string    `json:"source,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 	SizeBytes  int64     `json:"sizeBytes"`
+	// Runtime is the runtime every sandbox of the template runs on
+	// (absent: any, the create's or the server's default).
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

@@ -134,16 +134,18 @@ func networkFlags(cmd *cobra.Command, n *config.NetworkConfig) {
 // are host paths, which no API key should be able to name.
 func templateBuildCmd() *cobra.Command {
 	var (
-		src      template.Source
-		replace  bool
-		storageB string
+		src         template.Source
+		replace     bool
+		storageB    string
+		runtimeName string
 	)
 	cmd := &cobra.Command{
 		Use:   "build NAME (--from-rootfs DIR|TAR | --debootstrap SUITE | --from-image REF | --busybox)",
 		Short: "Build a template on this host (root; writes the local data directory)",
 		Example: `  warren template build base --debootstrap bookworm
   warren template build py --from-image ./python-oci-layout
-  warren template build mini --busybox`,
+  warren template build mini --busybox
+  warren template build untrusted --busybox --runtime gvisor`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := config.Default()
@@ -164,7 +166,7 @@ func templateBuildCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			t, err := d.Templates.Build(ctx, args[0], src, replace, os.Stderr)
+			t, err := d.Templates.Build(ctx, args[0], src, daemon.BuildOptions{Replace: replace, Runtime: runtimeName, Progress: os.Stderr})
 			if err != nil {
 				return err
 			}
@@ -183,6 +185,7 @@ func templateBuildCmd() *cobra.Command {
 	f.BoolVar(&src.Busybox, "busybox", false, "a minimal tree from the host's busybox-static")
 	f.BoolVar(&replace, "replace", false, "replace an existing template of that name")
 	f.StringVar(&storageB, "storage", "", "storage backend (must match the daemon's)")
+	f.StringVar(&runtimeName, "runtime", "", "runtime every sandbox of this template must run on (native or gvisor; default: any, the create's or the server's)")
 	return cmd
 }
 

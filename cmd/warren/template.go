@@ -34,9 +34,9 @@ func templateListCmd(a *app) *cobra.Command {
 				return printJSON(a.out, ts)
 			}
 			tw := newTable(a.out)
-			row(tw, "NAME", "SOURCE", "SIZE", "CREATED")
+			row(tw, "NAME", "SOURCE", "SIZE", "RUNTIME", "CREATED")
 			for _, t := range ts {
-				row(tw, t.TemplateID, orDash(t.Source), fmtBytes(t.SizeBytes), fmtTime(t.CreatedAt))
+				row(tw, t.TemplateID, orDash(t.Source), fmtBytes(t.SizeBytes), orDash(t.Runtime), fmtTime(t.CreatedAt))
 			}
 			return tw.Flush()
 		},

@@ -71,7 +71,7 @@ func startHarness(ctx context.Context, opts Options, tune func(*config.Config)) 
 	h.tmpl = opts.Template
 	if h.tmpl == "" {
 		h.tmpl = "bench"
-		if _, err := d.Templates.Build(ctx, h.tmpl, template.Source{Busybox: true}, true, nil); err != nil {
+		if _, err := d.Templates.Build(ctx, h.tmpl, template.Source{Busybox: true}, daemon.BuildOptions{Replace: true}); err != nil {
 			return h, fmt.Errorf("build bench template: %w", err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/network/fakenet"
 	"github.com/warrenhq/warren/internal/template"
 )
@@ -159,7 +160,7 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 	rep := NetworkReport{Machine: machine(), Storage: h.d.Storage.Name(), Runtime: h.d.Runtime.Name(), Template: h.tmpl,
 		PoolClaimAddedTarget: 5}
 	rep.Download.Target = 0.8
-	if _, err := h.d.Templates.Build(ctx, networkPoolTemplate, template.Source{Busybox: true}, true, nil); err != nil {
+	if _, err := h.d.Templates.Build(ctx, networkPoolTemplate, template.Source{Busybox: true}, daemon.BuildOptions{Replace: true}); err != nil {
 		return rep, fmt.Errorf("build the pools' template: %w", err)
 	}
 	policy := &client.Network{AllowOut: []string{fakenet.Servers[0]}}

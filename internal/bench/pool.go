@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/template"
 )
 
@@ -30,7 +31,7 @@ type PoolClaimReport struct {
 // teardown runs beside a claim.
 func measurePoolClaims(ctx context.Context, h *harness, n int) (PoolClaimReport, error) {
 	rep := PoolClaimReport{TargetP50Ms: 3}
-	if _, err := h.d.Templates.Build(ctx, poolTemplate, template.Source{Busybox: true}, true, nil); err != nil {
+	if _, err := h.d.Templates.Build(ctx, poolTemplate, template.Source{Busybox: true}, daemon.BuildOptions{Replace: true}); err != nil {
 		return rep, fmt.Errorf("build the pool's template: %w", err)
 	}
 	var total, create []time.Duration

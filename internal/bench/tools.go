@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/template"
 )
@@ -87,7 +88,7 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 	// one, the busybox template's grep stands in, and the report says so.
 	if opts.Template == "" {
 		fmt.Fprintln(progress, "tools: building a Debian template for GNU grep")
-		if _, err := h.d.Templates.Build(ctx, "bench-debian", template.BaseSource(), true, progress); err == nil {
+		if _, err := h.d.Templates.Build(ctx, "bench-debian", template.BaseSource(), daemon.BuildOptions{Replace: true, Progress: progress}); err == nil {
 			h.tmpl = "bench-debian"
 		} else {
 			fmt.Fprintf(progress, "tools: no Debian template (%v); busybox grep is the baseline\n", err)

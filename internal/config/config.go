@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -214,12 +215,11 @@ func (c *Config) Validate() error {
 	if err := c.validateNetwork(); err != nil {
 		return err
 	}
-	switch c.DefaultRuntime {
-	case "":
+	if c.DefaultRuntime == "" {
 		c.DefaultRuntime = "native"
-	case "native", "gvisor":
-	default:
-		return fmt.Errorf("--default-runtime %q: want native or gvisor: %w", c.DefaultRuntime, errdefs.ErrInvalid)
+	}
+	if err := ValidateRuntime("--default-runtime", c.DefaultRuntime); err != nil {
+		return err
 	}
 	if c.Runsc != "" && !filepath.IsAbs(c.Runsc) {
 		abs, err := filepath.Abs(c.Runsc)
@@ -242,6 +242,21 @@ func (c *Config) Validate() error {
 }
 
 // Paths inside the data directory.
+// Runtimes are the runtimes warren knows by name. Whether one can run on
+// this host is found at start (the daemon probes it); this list only
+// catches a misspelt name where no daemon is asked, e.g. in `warren
+// template build --runtime`.
+var Runtimes = []string{"native", "gvisor"}
+
+// ValidateRuntime checks that name is one of Runtimes; what names the
+// setting that carried it (a flag).
+func ValidateRuntime(what, name string) error {
+	if slices.Contains(Runtimes, name) {
+		return nil
+	}
+	return fmt.Errorf("%s %q: want one of %s: %w", what, name, strings.Join(Runtimes, ", "), errdefs.ErrInvalid)
+}
+
 func (c *Config) DBPath() string          { return filepath.Join(c.DataDir, "warren.db") }
 func (c *Config) AdminKeyPath() string    { return filepath.Join(c.DataDir, "admin.key") }
 func (c *Config) AccessKeyPath() string   { return filepath.Join(c.DataDir, "access-token.key") }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/storage"
@@ -49,13 +50,30 @@ func (t *Templates) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
+// BuildOptions says how to build a template beyond its source.
+type BuildOptions struct {
+	// Replace rebuilds a template that exists (its record too: a rebuild
+	// without Runtime drops a runtime the old build required).
+	Replace bool
+	// Runtime is the runtime every sandbox of the template must run on
+	// ("" = any).
+	Runtime  string
+	Progress io.Writer
+}
+
 // Build builds a template and records it.
-func (t *Templates) Build(ctx context.Context, name string, src template.Source, replace bool, progress io.Writer) (store.Template, error) {
-	info, err := t.Builder.Build(ctx, name, src, template.BuildOptions{Replace: replace, Progress: progress})
+func (t *Templates) Build(ctx context.Context, name string, src template.Source, opts BuildOptions) (store.Template, error) {
+	if opts.Runtime != "" {
+		// Checked before the build, which may take minutes.
+		if err := config.ValidateRuntime("template runtime", opts.Runtime); err != nil {
+			return store.Template{}, err
+		}
+	}
+	info, err := t.Builder.Build(ctx, name, src, template.BuildOptions{Replace: opts.Replace, Progress: opts.Progress})
 	if err != nil {
 		return store.Template{}, err
 	}
-	rec := store.Template{Name: info.Name, Source: info.Source, CreatedAt: info.Created, SizeBytes: info.SizeBytes}
+	rec := store.Template{Name: info.Name, Source: info.Source, CreatedAt: info.Created, SizeBytes: info.SizeBytes, Runtime: opts.Runtime}
 	if err := t.Store.PutTemplate(ctx, rec); err != nil {
 		return store.Template{}, fmt.Errorf("record template: %w", err)
 	}
@@ -70,7 +88,7 @@ func (t *Templates) Ensure(ctx context.Context, name string, src template.Source
 		return err
 	}
 	t.Log.Info("building template on first use (debootstrap takes a few minutes; cached afterwards)", "template", name)
-	_, err := t.Build(ctx, name, src, false, progress)
+	_, err := t.Build(ctx, name, src, BuildOptions{Progress: progress})
 	if errdefs.IsAlreadyExists(err) {
 		return nil
 	}

@@ -15,7 +15,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]client.Template, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, client.Template{TemplateID: t.Name, Source: t.Source, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes})
+		out = append(out, client.Template{TemplateID: t.Name, Source: t.Source, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Runtime: t.Runtime})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

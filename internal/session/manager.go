@@ -159,9 +159,9 @@ type CreateRequest struct {
 	// Network is the egress policy of a sandbox that gets a network (see
 	// network.go); nil: none, loopback only.
 	Network *network.Policy
-	// Runtime names the runtime to run it on; "" is the server's default
-	// (for a fork: its parent's runtime). Warm pools hold default-runtime
-	// sandboxes only.
+	// Runtime names the runtime to run it on; "" is the one its template
+	// requires, else (for a fork) its parent's, else the server's default.
+	// Naming another runtime than the template requires is ErrInvalid.
 	Runtime string
 	// FilesOnly starts a sandbox made from a snapshot taken with memory
 	// from the snapshot's files alone, with fresh processes.
@@ -295,6 +295,21 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 			spec.MemoryFrom = snap.ID
 		}
 	}
+	tmpl, err := m.templateOf(ctx, rec.Template)
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	if need := tmpl.Runtime; need != "" {
+		if req.Runtime != "" && req.Runtime != need {
+			return store.Sandbox{}, fmt.Errorf("template %s requires the %s runtime; drop runtime %q or ask for %q: %w", rec.Template, need, req.Runtime, need, errdefs.ErrInvalid)
+		}
+		// A restore from memory stays on the runtime that saved it (the
+		// only one that can read the image), even if the template was
+		// rebuilt with another requirement since.
+		if spec.MemoryFrom == "" {
+			rec.Runtime = need
+		}
+	}
 	spec.Runtime = rec.Runtime
 	timeout := m.cfg.DefaultTimeout
 	if req.Timeout != nil {
@@ -305,7 +320,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	}
 
 	if spec.Snapshot == "" {
-		if e, ok := m.claim(ctx, req); ok {
+		if e, ok := m.claim(ctx, req, rec.Runtime, tmpl); ok {
 			return m.claimed(ctx, e, rec, now)
 		}
 	}
@@ -357,6 +372,17 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	}
 	rec.State = StateRunning
 	return rec, nil
+}
+
+// templateOf returns the record of the template a sandbox is made from; a
+// template without one (not built, or removed since a snapshot was taken
+// from it) gives a zero record: the storage answers for the volume itself.
+func (m *Manager) templateOf(ctx context.Context, name string) (store.Template, error) {
+	t, err := m.store.GetTemplate(ctx, name)
+	if errdefs.IsNotFound(err) {
+		return store.Template{}, nil
+	}
+	return t, err
 }
 
 // snapshotAsSource resolves a create's templateID that names one of the

@@ -97,18 +97,20 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 // applies the create's own. It returns false on a miss. Sandboxes made from
 // an older build of the template are set aside for the pool loop to
 // remove, never handed out.
-func (m *Manager) claim(ctx context.Context, req CreateRequest) (pooled, bool) {
-	if req.Runtime != "" && req.Runtime != m.cfg.RuntimeName {
-		return pooled{}, false // pools hold sandboxes of the default runtime
-	}
+func (m *Manager) claim(ctx context.Context, req CreateRequest, runtimeName string, tmpl store.Template) (pooled, bool) {
 	p := m.pools[poolKey(req.Template, req.Network != nil)]
 	if p == nil {
 		return pooled{}, false
 	}
-	tmpl, err := m.store.GetTemplate(ctx, req.Template)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for len(p.ready) > 0 && err == nil {
+	if tmpl.Name == "" || runtimeName != m.poolRuntime(tmpl) {
+		// Not built (nothing pooled can be of it), or the create asked for
+		// another runtime than the pool's.
+		p.misses++
+		return pooled{}, false
+	}
+	for len(p.ready) > 0 {
 		e := p.ready[len(p.ready)-1]
 		p.ready = p.ready[:len(p.ready)-1]
 		if !e.built.Equal(tmpl.CreatedAt) {
@@ -257,7 +259,7 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 		}
 		id := ids.New(20)
 		limits := m.limitsFor(m.cfg.DefaultLimits)
-		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id}
+		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id, Runtime: m.poolRuntime(tmpl)}
 		if p.cfg.Network {
 			spec.Network = &network.Policy{}
 		}
@@ -310,6 +312,16 @@ func (m *Manager) expirePool(ctx context.Context, p *pool) {
 			m.log.Warn("warm pool: remove an expired sandbox", "sandbox", e.sb.ID, "err", err)
 		}
 	}
+}
+
+// poolRuntime is the runtime of a pool's sandboxes: the one its template
+// requires, else the server's default (a create naming another runtime
+// skips the pool).
+func (m *Manager) poolRuntime(tmpl store.Template) string {
+	if tmpl.Runtime != "" {
+		return tmpl.Runtime
+	}
+	return m.cfg.RuntimeName
 }
 
 func (m *Manager) pooled() int {

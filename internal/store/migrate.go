@@ -206,6 +206,9 @@ var migrations = []string{
 	// 41: a snapshot that also saved the sandbox's memory and processes
 	// (gvisor): the size of that image (0 = files only).
 	`ALTER TABLE snapshots ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0`,
+	// 42: the runtime every sandbox of a template must run on ('' = any:
+	// the create's or the server's default).
+	`ALTER TABLE templates ADD COLUMN runtime TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

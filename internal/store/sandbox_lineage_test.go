@@ -132,6 +132,9 @@ func TestMigrateFromOldSchema(t *testing.T) {
 		_, err = db.Exec(`INSERT INTO sandboxes (id, team, template, runtime, state, created_at, updated_at)
 			VALUES ('old1', 'default', 'base', 'native', 'running', 1, 1)`)
 	}
+	if err == nil {
+		_, err = db.Exec(`INSERT INTO templates (name, source, created_at) VALUES ('base', 'busybox', 1)`)
+	}
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +152,10 @@ func TestMigrateFromOldSchema(t *testing.T) {
 	if got.Family != "old1" || got.ForkedFrom != "" || got.ParentSandbox != "" || got.Head != "" ||
 		got.Turn != 0 || got.QuotaBytes != 0 || got.State != StateRunning {
 		t.Errorf("migrated sandbox = %+v; want Family old1 and empty lineage", got)
+	}
+	// A template built before templates could require a runtime requires none.
+	if tm, err := s.GetTemplate(ctx, "base"); err != nil || tm.Runtime != "" || tm.Source != "busybox" {
+		t.Errorf("migrated template = %+v, %v; want source busybox, no runtime", tm, err)
 	}
 	if n, err := s.NextTurn(ctx, "old1"); err != nil || n != 1 {
 		t.Errorf("NextTurn on a migrated sandbox = %d, %v; want 1", n, err)

@@ -18,6 +18,10 @@ type Template struct {
 	Source    string // what it was built from: an image reference, a path, "debootstrap:bookworm"…
 	CreatedAt time.Time
 	SizeBytes int64
+	// Runtime is the runtime every sandbox made from the template runs on
+	// ("" = any). The store does not check the name: runtimes are the
+	// daemon's business.
+	Runtime string
 }
 
 // PutTemplate creates or replaces a template's record (a rebuild replaces
@@ -32,11 +36,11 @@ func (s *Store) PutTemplate(ctx context.Context, t Template) error {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = time.Now()
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO templates (name, source, created_at, size_bytes)
-		VALUES (?, ?, ?, ?)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO templates (name, source, created_at, size_bytes, runtime)
+		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET source = excluded.source,
-			created_at = excluded.created_at, size_bytes = excluded.size_bytes`,
-		t.Name, t.Source, toNanos(t.CreatedAt), t.SizeBytes)
+			created_at = excluded.created_at, size_bytes = excluded.size_bytes, runtime = excluded.runtime`,
+		t.Name, t.Source, toNanos(t.CreatedAt), t.SizeBytes, t.Runtime)
 	if err != nil {
 		return fmt.Errorf("put template %s: %w", t.Name, dbErr(err))
 	}
@@ -45,7 +49,7 @@ func (s *Store) PutTemplate(ctx context.Context, t Template) error {
 
 // GetTemplate returns one template, or ErrNotFound.
 func (s *Store) GetTemplate(ctx context.Context, name string) (Template, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes FROM templates WHERE name = ?`, name)
+	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes, runtime FROM templates WHERE name = ?`, name)
 	t, err := scanTemplate(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Template{}, fmt.Errorf("template %s: %w", name, errdefs.ErrNotFound)
@@ -58,7 +62,7 @@ func (s *Store) GetTemplate(ctx context.Context, name string) (Template, error) 
 
 // ListTemplates returns every template, by name.
 func (s *Store) ListTemplates(ctx context.Context) ([]Template, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT name, source, created_at, size_bytes FROM templates ORDER BY name`)
+	rows, err := s.r.QueryContext(ctx, `SELECT name, source, created_at, size_bytes, runtime FROM templates ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("list templates: %w", dbErr(err))
 	}
@@ -86,7 +90,7 @@ func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 func scanTemplate(sc scanner) (Template, error) {
 	var t Template
 	var created int64
-	if err := sc.Scan(&t.Name, &t.Source, &created, &t.SizeBytes); err != nil {
+	if err := sc.Scan(&t.Name, &t.Source, &created, &t.SizeBytes, &t.Runtime); err != nil {
 		return Template{}, err
 	}
 	t.CreatedAt = fromNanos(created)

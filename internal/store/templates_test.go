@@ -15,14 +15,23 @@ func TestTemplates(t *testing.T) {
 	if err := s.PutTemplate(ctx, Template{Name: "base", Source: "debootstrap:bookworm", CreatedAt: at, SizeBytes: 300 << 20}); err != nil {
 		t.Fatalf("PutTemplate: %v", err)
 	}
-	if err := s.PutTemplate(ctx, Template{Name: "alpine-3.20", Source: "docker.io/library/alpine:3.20"}); err != nil {
+	if err := s.PutTemplate(ctx, Template{Name: "alpine-3.20", Source: "docker.io/library/alpine:3.20", Runtime: "gvisor"}); err != nil {
 		t.Fatalf("PutTemplate: %v", err)
 	}
 	got, err := s.GetTemplate(ctx, "base")
 	if err != nil || got != (Template{Name: "base", Source: "debootstrap:bookworm", CreatedAt: at, SizeBytes: 300 << 20}) {
 		t.Errorf("GetTemplate = %+v, %v", got, err)
 	}
-	// Put again replaces (a rebuild).
+	// Put again replaces (a rebuild), its required runtime too.
+	if err := s.PutTemplate(ctx, Template{Name: "alpine-3.20", Source: "docker.io/library/alpine:3.20", Runtime: "native"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetTemplate(ctx, "alpine-3.20"); got.Runtime != "native" {
+		t.Errorf("runtime after a rebuild = %q, want native", got.Runtime)
+	}
+	if err := s.PutTemplate(ctx, Template{Name: "alpine-3.20", Source: "docker.io/library/alpine:3.20", Runtime: "gvisor"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.PutTemplate(ctx, Template{Name: "base", Source: "busybox", CreatedAt: at.Add(time.Hour), SizeBytes: 2 << 20}); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +40,7 @@ func TestTemplates(t *testing.T) {
 		t.Errorf("after upsert: %+v", got)
 	}
 	list, err := s.ListTemplates(ctx)
-	if err != nil || len(list) != 2 || list[0].Name != "alpine-3.20" || list[1].Name != "base" {
+	if err != nil || len(list) != 2 || list[0].Name != "alpine-3.20" || list[1].Name != "base" || list[0].Runtime != "gvisor" || list[1].Runtime != "" {
 		t.Errorf("ListTemplates = %+v, %v", list, err)
 	}
 	if list[0].CreatedAt.IsZero() {

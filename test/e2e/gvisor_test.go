@@ -248,25 +248,12 @@ func hasRunning(procs []client.ProcessInfo, pid int32) bool {
 func TestGVisorE2BCreate(t *testing.T) {
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 2*time.Minute)
-	post := func(body string) (int, []byte) {
-		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.addr+"/sandboxes", strings.NewReader(body))
-		req.Header.Set("X-API-Key", d.key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
-	code, body := post(`{"templateID":"bb","timeout":120,"runtime":"gvisor","metadata":{"who":"e2b"}}`)
+	code, body := d.postAPI(ctx, "/sandboxes", `{"templateID":"bb","timeout":120,"runtime":"gvisor","metadata":{"who":"e2b"}}`)
 	if code != http.StatusCreated {
 		t.Fatalf("E2B create with runtime gvisor: %d %s", code, body)
 	}
 	var sb client.Sandbox
-	if err := json.Unmarshal(body, &sb); err != nil || sb.SandboxID == "" || sb.EnvdAccessToken == "" {
+	if err := json.Unmarshal([]byte(body), &sb); err != nil || sb.SandboxID == "" || sb.EnvdAccessToken == "" {
 		t.Fatalf("create answer %s: %v", body, err)
 	}
 	c := d.client()
@@ -276,8 +263,8 @@ func TestGVisorE2BCreate(t *testing.T) {
 	if res, err := c.ExecWait(ctx, sb.SandboxID, sh("uname -r")); err != nil || !strings.Contains(res.Stdout, "gvisor") {
 		t.Errorf("exec: %+v, %v", res, err)
 	}
-	code, body = post(`{"templateID":"bb","runtime":"kvm"}`)
-	if code != http.StatusBadRequest || !strings.Contains(string(body), "kvm") {
+	code, body = d.postAPI(ctx, "/sandboxes", `{"templateID":"bb","runtime":"kvm"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, "kvm") {
 		t.Errorf("create with an unknown runtime: %d %s; want 400 naming it", code, body)
 	}
 	h, err := c.Health(ctx)
@@ -448,9 +435,11 @@ func quantiles(ds []time.Duration) map[string]float64 {
 }
 
 // Escape attempts as root inside a gvisor sandbox fail, as in a native one
-// (TestIsolation); and a memory-limit hit, which in gVisor takes the whole
-// sandbox (the host's OOM killer sees gVisor's kernel as one process),
-// takes only that sandbox: another one keeps answering.
+// (TestIsolation): no mount, no host /proc/sys or sysrq, no host process
+// or root in sight, a fork bomb held by the pids limit with the sandbox
+// alive; and a memory-limit hit, which in gVisor takes the whole sandbox
+// (the host's OOM killer sees gVisor's kernel as one process), takes only
+// that sandbox: another one keeps answering.
 func TestGVisorIsolation(t *testing.T) {
 	d := gvisorDaemon(t)
 	c := d.client()
@@ -492,6 +481,7 @@ func TestGVisorIsolation(t *testing.T) {
 	for name, script := range map[string]string{
 		"mount":                 "mount -t tmpfs none /mnt",
 		"write /proc/sys":       "echo 1 > /proc/sys/kernel/panic",
+		"write sysrq-trigger":   "echo h > /proc/sysrq-trigger",
 		"insmod":                "echo x > /tmp/x.ko; insmod /tmp/x.ko",
 		"raw socket":            "ping -c 1 -W 1 127.0.0.1",
 		"reach a host port":     "nc -w 2 127.0.0.1 " + hostPort + " </dev/null",
@@ -510,6 +500,42 @@ func TestGVisorIsolation(t *testing.T) {
 			!strings.HasPrefix(line, "/proc/") && !strings.HasPrefix(line, "/sys/fs/cgroup/") {
 			t.Errorf("the agent (PID 1) holds %q open", line)
 		}
+	}
+	// /proc/1/root is the sandbox's own root: a file written inside is
+	// there, a file on the host is not.
+	hostMarker := filepath.Join(d.dataDir, "host-marker")
+	if err := os.WriteFile(hostMarker, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(sb.SandboxID, "echo inside > /workspace/marker; cat /proc/1/root/workspace/marker; test -e /proc/1/root"+hostMarker+" && echo host-visible; true").Stdout; out != "inside\n" {
+		t.Errorf("/proc/1/root: %q; want the sandbox's own root (its marker only)", out)
+	}
+	// Only the sandbox's own processes are visible: a few (the agent, this
+	// shell), none of the host's (the daemon, runsc, its gofer).
+	if out := run(sb.SandboxID, "ls -d /proc/[0-9]* | wc -l").Stdout; atoi(out) > 10 {
+		t.Errorf("the sandbox sees %s processes; the host's are leaking in", strings.TrimSpace(out))
+	}
+	// (The probe's own command line names "cmdline": proof it read them.)
+	if out := run(sb.SandboxID, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '").Stdout; !strings.Contains(out, "cmdline") || strings.Contains(out, "runsc") || strings.Contains(out, "serve") {
+		t.Errorf("command lines of the processes seen inside: %q; want the sandbox's own only", out)
+	}
+	// A fork bomb is held by the pids limit (64): forks fail, the sandbox
+	// stays running and usable once the bomb's sleeps end.
+	bomb := run(sb.SandboxID, "i=0; while [ $i -lt 300 ]; do sleep 2 & i=$((i+1)); done 2>&1 | head -c 200; true")
+	if !strings.Contains(bomb.Stdout+bomb.Stderr, "fork") {
+		t.Errorf("the fork bomb was not stopped by the pids limit: %q %q", bomb.Stdout, bomb.Stderr)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		res, err := c.ExecWait(ctx, sb.SandboxID, sh("echo alive"))
+		if err == nil && res.Stdout == "alive\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox does not answer after the fork bomb: %+v, %v", res, err)
+		}
+	}
+	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.State != "running" {
+		t.Fatalf("after the fork bomb: %+v, %v; want running", det, err)
 	}
 	// gVisor's own permission checks keep the agent socket root's.
 	if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused", User: "user"}); err != nil || res.Stdout != "refused\n" {

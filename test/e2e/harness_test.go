@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -145,6 +146,23 @@ func (d *daemon) stop(sig syscall.Signal) {
 }
 
 func (d *daemon) client() *client.Client { return client.New("http://"+d.addr, d.key) }
+
+// postAPI posts a raw JSON body to the daemon's API with its admin key and
+// returns the status and body: for what the client would refuse to send or
+// hide (E2B's own fields, a wrong request).
+func (d *daemon) postAPI(ctx context.Context, path, body string) (int, string) {
+	d.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.addr+path, strings.NewReader(body))
+	req.Header.Set("X-API-Key", d.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
 
 // cli runs the warren CLI against the daemon and returns stdout, stderr and
 // the exit code.

@@ -231,16 +231,9 @@ func TestNativeRefusesMemory(t *testing.T) {
 		t.Errorf("fork with memory of a native sandbox: %v, want 400", err)
 	}
 	// E2B's pause {memory: true} (keepMemory) freezes it: memory kept in RAM.
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.addr+"/sandboxes/"+id+"/pause", strings.NewReader(`{"memory":true}`))
-	req.Header.Set("X-API-Key", d.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if det, err := c.GetSandbox(ctx, id); resp.StatusCode != http.StatusNoContent || err != nil || det.State != "paused" {
-		t.Errorf("E2B pause {memory: true} of a native sandbox: %d, then %+v, %v; want 204 and paused", resp.StatusCode, det.State, err)
+	code, _ := d.postAPI(ctx, "/sandboxes/"+id+"/pause", `{"memory":true}`)
+	if det, err := c.GetSandbox(ctx, id); code != http.StatusNoContent || err != nil || det.State != "paused" {
+		t.Errorf("E2B pause {memory: true} of a native sandbox: %d, then %+v, %v; want 204 and paused", code, det.State, err)
 	}
 	if _, err := c.ResumeSandbox(ctx, id); err != nil {
 		t.Fatal(err)
