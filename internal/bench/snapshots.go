@@ -268,6 +268,9 @@ func (s *snapSuite) workspace(ctx context.Context) error {
 func (s *snapSuite) runTurns(ctx context.Context) error {
 	c := s.h.c
 	var turn, frozen, execs, raw []time.Duration
+	// The raw floor every tenth turn; every turn in a short run, so that it
+	// has samples at all.
+	rawEvery := max(1, min(10, s.opts.Turns/10))
 	for t := 1; t <= s.opts.Turns; t++ {
 		start := time.Now()
 		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t)})
@@ -287,7 +290,7 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 		turn = append(turn, time.Since(start))
 		frozen = append(frozen, time.Duration(snap.FrozenMs*float64(time.Millisecond)))
 		s.turns = append(s.turns, snap)
-		if t%10 == 0 {
+		if t%rawEvery == 0 {
 			d, err := s.rawTurn(ctx, t)
 			if err != nil {
 				return fmt.Errorf("turn %d: raw baseline: %w", t, err)

@@ -7,7 +7,6 @@ import (
 	"github.com/warrenhq/warren/internal/mountinfo"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -78,20 +77,6 @@ func newPool(t testing.TB, dataDir string) *Storage {
 		}
 	})
 	return s
-}
-
-// TestPoolKeepsOneCopyOfMetadata: a pool image is made with single
-// metadata (see createImage), which halves what each snapshot's commit writes.
-func TestPoolKeepsOneCopyOfMetadata(t *testing.T) {
-	testutil.RequireBinary(t, "btrfs")
-	s := newPool(t, t.TempDir())
-	out, err := exec.Command("btrfs", "filesystem", "df", s.poolDir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("btrfs filesystem df: %v: %s", err, out)
-	}
-	if !strings.Contains(string(out), "Metadata, single") || strings.Contains(string(out), "Metadata, DUP") {
-		t.Fatalf("pool metadata profile is not single:\n%s", out)
-	}
 }
 
 func TestConformance(t *testing.T) {
