@@ -769,3 +769,63 @@ func TestNetworkGVisor(t *testing.T) {
 	}
 	check(g)
 }
+
+// TestNetworkPermit checks the operator's --network-permit: a private range
+// of the fake upstream stays denied to a sandbox whose policy allows it
+// (always-denied ranges are not the sandbox's to open) until the operator
+// permits the range; then the sandbox's policy decides, and the other
+// always-denied ranges stay shut. The permit is configuration: a restart
+// without it shuts the range again.
+func TestNetworkPermit(t *testing.T) {
+	d, _, _ := networkDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	srv, private := fakenet.Servers, fakenet.PrivateServer
+	const privateRange = "10.1.2.0/24"
+	create := func(allow ...string) sandboxNet {
+		t.Helper()
+		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowOut: allow}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sandboxNet{t, c, ctx, sb.SandboxID}
+	}
+	restart := func(args ...string) {
+		t.Helper()
+		d.stop(syscall.SIGTERM)
+		d.args = args
+		d.start()
+		c = d.client()
+	}
+	s, o := create(privateRange, srv[0]), create(srv[0])
+
+	s.mustReach(srv[0], srv[0])
+	s.mustNotReach(private)
+	waitNetEvent(t, c, ctx, s.id, "deny "+private+" (reserved) without a permit", func(e client.NetworkEvent) bool {
+		return e.Verdict == "deny" && e.Destination == private && e.Reason == "reserved"
+	})
+
+	base := d.args
+	restart(append(slices.Clone(base), "--network-permit", privateRange)...)
+	s.c, o.c = c, c
+	s.mustReach(private, private)
+	s.mustReach(srv[0], srv[0])
+	s.mustNotReach(fakenet.MetadataServer) // only the permitted range opens
+	o.mustNotReach(private)                // a permit opens nothing by itself: the policy decides
+	waitNetEvent(t, c, ctx, s.id, "allow "+private+" by policy with the permit", func(e client.NetworkEvent) bool {
+		return e.Verdict == "allow" && e.Destination == private && e.Reason == "policy"
+	})
+	n := create(private)
+	n.mustReach(private, private)
+	if err := c.UpdateNetwork(ctx, o.id, client.NetworkPolicy{AllowOut: []string{privateRange}}); err != nil {
+		t.Fatal(err)
+	}
+	o.mustReach(private, private)
+
+	restart(base...)
+	s.c, o.c, n.c = c, c, c
+	for _, x := range []sandboxNet{s, o, n} {
+		x.mustNotReach(private)
+	}
+	s.mustReach(srv[0], srv[0])
+}
