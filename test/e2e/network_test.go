@@ -829,3 +829,78 @@ func TestNetworkPermit(t *testing.T) {
 	}
 	s.mustReach(srv[0], srv[0])
 }
+
+// TestNetworkAudit makes distinct connection attempts, some allowed and
+// some denied for each reason, and checks that the audit holds exactly one
+// event per attempt, with its verdict and reason.
+func TestNetworkAudit(t *testing.T) {
+	d, _, _ := networkDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	srv := fakenet.Servers
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowOut: []string{srv[0], srv[1]}, DenyOut: []string{srv[1]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sandboxNet{t, c, ctx, sb.SandboxID}
+	type attempt struct {
+		dest            string
+		port            int
+		verdict, reason string
+	}
+	// Ports the upstream has no server on answer with a reset: the
+	// attempt still crosses the rules, as allowed.
+	attempts := []attempt{
+		{srv[0], fakenet.HTTPPort, "allow", "policy"},
+		{srv[0], fakenet.EchoPort, "allow", "policy"},
+		{srv[0], 1001, "allow", "policy"},
+		{srv[0], 1001, "allow", "policy"}, // the same again: a second attempt, a second event
+		{srv[1], fakenet.HTTPPort, "deny", "policy"},
+		{srv[1], 1002, "deny", "policy"},
+		{srv[1], 1002, "deny", "policy"},
+		{srv[2], fakenet.HTTPPort, "deny", "default"},
+		{fakenet.MetadataServer, fakenet.HTTPPort, "deny", "reserved"},
+		{fakenet.PrivateServer, fakenet.HTTPPort, "deny", "reserved"},
+		{fakenet.HostUplink, fakenet.HostPort, "deny", "host"},
+		{"10.88.0.1", fakenet.HostPort, "deny", "host"},
+	}
+	before, err := c.NetworkEvents(ctx, s.id, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after int64
+	if len(before) > 0 {
+		after = before[len(before)-1].ID
+	}
+	// One at a time, so that the events' order is the attempts'.
+	for _, a := range attempts {
+		s.run(fmt.Sprintf("nc -w 1 %s %d </dev/null", a.dest, a.port))
+	}
+	var got []client.NetworkEvent
+	deadline := time.Now().Add(15 * time.Second)
+	for len(got) < len(attempts) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if got, err = c.NetworkEvents(ctx, s.id, after, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Late extras would show up here: the kernel's log records reach the
+	// daemon asynchronously.
+	time.Sleep(time.Second)
+	if got, err = c.NetworkEvents(ctx, s.id, after, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, e := range got {
+		lines = append(lines, fmt.Sprintf("%s %s %s:%d (%s)", e.Verdict, e.Protocol, e.Destination, e.Port, e.Reason))
+	}
+	if len(got) != len(attempts) {
+		t.Fatalf("%d attempts gave %d events:\n%s", len(attempts), len(got), strings.Join(lines, "\n"))
+	}
+	for i, a := range attempts {
+		e := got[i]
+		if e.Protocol != "tcp" || e.Destination != a.dest || e.Port != a.port || e.Verdict != a.verdict || e.Reason != a.reason {
+			t.Errorf("event %d: %s, want %s tcp %s:%d (%s)", i, lines[i], a.verdict, a.dest, a.port, a.reason)
+		}
+	}
+}
