@@ -904,3 +904,71 @@ func TestNetworkAudit(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkPorts checks that port exposure does not depend on egress:
+// ports go through the agent inside the sandbox, so a server is reachable
+// through the daemon on a sandbox whose egress is shut (before and after a
+// live update that shuts it further) and on one with no network, and the
+// traffic is no egress attempt (no audit event).
+func TestNetworkPorts(t *testing.T) {
+	d, _, _ := networkDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	mustServe := func(id string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			code, body := getIndex(t, ctx, d, d.key, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8000"}, "")
+			if code == 200 && body == "hello from "+id+"\n" {
+				return
+			}
+			// 502 until httpd listens.
+			if code != 502 || time.Now().After(deadline) {
+				t.Fatalf("%s: GET port 8000 through the daemon: %d %q", id, code, body)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		net  *client.Network
+	}{
+		{"egress restricted", &client.Network{AllowOut: []string{fakenet.Servers[0]}, DenyOut: []string{"0.0.0.0/0"}}},
+		{"no network", nil},
+	} {
+		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: tc.net})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := sb.SandboxID
+		s := sandboxNet{t, c, ctx, id}
+		if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "httpd", ExecRequest: client.ExecRequest{
+			Command: "mkdir -p /www && echo hello from " + id + " > /www/index.html && httpd -f -p 8000 -h /www", User: "root"}}); err != nil {
+			t.Fatal(err)
+		}
+		mustServe(id)
+		if tc.net == nil {
+			if out := s.run("ls /sys/class/net").Stdout; strings.TrimSpace(out) != "lo" {
+				t.Fatalf("%s: interfaces %q", tc.name, out)
+			}
+			continue
+		}
+		s.mustReach(fakenet.Servers[0], fakenet.Servers[0])
+		s.mustNotReach(fakenet.Servers[1])
+		// Nothing open at all: the port still answers.
+		if err := c.UpdateNetwork(ctx, id, client.NetworkPolicy{AllowInternetAccess: ptr(false)}); err != nil {
+			t.Fatal(err)
+		}
+		s.mustNotReach(fakenet.Servers[0])
+		mustServe(id)
+		evs, err := c.NetworkEvents(ctx, id, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Port == 8000 {
+				t.Errorf("%s: the port's traffic is in the egress audit: %+v", tc.name, e)
+			}
+		}
+	}
+}
