@@ -172,6 +172,9 @@ func benchCmd() *cobra.Command {
 	f.IntVar(&opts.ForkRounds, "fork-rounds", 5, "core: forks of the live state, of one and of ten")
 	f.IntVar(&opts.ExecsEach, "execs-each", 20, "core: execs each sandbox makes in the concurrency item")
 	f.IntVar(&opts.PortRequests, "port-requests", 300, "core: HTTP GETs of each kind through the port route and to the loopback baseline")
+	f.IntVar(&network.DownloadMB, "download-mb", 100, "network: size of each download in MB")
+	f.IntVar(&network.Downloads, "downloads", 21, "network: downloads of each kind (through a sandbox, plain namespaces, a plain routed path)")
+	f.IntVar(&network.PolicyRounds, "policy-rounds", 30, "network: live policy changes timed (PUT /network until a new connection follows it)")
 	f.IntVar(&snap.Files, "files", 100_000, "snapshots: files in the workspace")
 	f.IntVar(&snap.WorkspaceMB, "workspace-mb", 1024, "snapshots: total size of the workspace in MB")
 	f.IntVar(&snap.Turns, "turns", 300, "snapshots: turns (25 files written, then a turn snapshot)")
@@ -232,7 +235,9 @@ func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOpt
 	set("tool-calls", &tools.Calls, 10)
 	set("grep-files", &tools.GrepFiles, 500)
 	tools.GrepRuns = 2
-	network.DownloadMB, network.Downloads = 8, 3
+	set("download-mb", &network.DownloadMB, 8)
+	set("downloads", &network.Downloads, 3)
+	set("policy-rounds", &network.PolicyRounds, 3)
 	set("memory-rounds", &gvisor.Rounds, 1)
 	set("held-mb", &gvisor.HeldMB, 16)
 }

@@ -41,7 +41,10 @@ type NetworkOptions struct {
 	// made through a sandbox's network and between plain namespaces.
 	DownloadMB int
 	Downloads  int
-	Progress   io.Writer
+	// PolicyRounds are live policy changes timed (each swaps which of two
+	// addresses is allowed).
+	PolicyRounds int
+	Progress     io.Writer
 }
 
 // NetworkReport is the network suite's result.
@@ -67,6 +70,25 @@ type NetworkReport struct {
 	PoolClaimAddedMet    bool           `json:"pool_claim_network_added_met"`
 	PoolClaimAddedTarget float64        `json:"pool_claim_network_added_target_p50_ms"`
 	Download             DownloadReport `json:"download"`
+	PolicyChange         PolicyReport   `json:"policy_change"`
+}
+
+// PolicyReport times live policy changes (PUT /sandboxes/{id}/network) as a
+// program in the sandbox sees them: from the start of the PUT until a new
+// connection to the address it denies is refused, and until a new
+// connection to the address it allows succeeds. The connections are made
+// from the sandbox's network namespace (by the bench, about every
+// millisecond), so the figures hold the rule change and the PUT's own path,
+// not the time to start a program in the sandbox.
+type PolicyReport struct {
+	Rounds    int     `json:"rounds"`
+	ProbeMs   float64 `json:"probe_interval_ms"`
+	UntilDeny Stats   `json:"until_denied_refused"`
+	UntilOpen Stats   `json:"until_allowed_connects"`
+	PUT       Stats   `json:"put_round_trip"`
+	TargetMs  float64 `json:"target_ms"`
+	// Met: the p99 of both figures is within the target.
+	Met bool `json:"met"`
 }
 
 // DownloadReport compares a download through a sandbox's network (its veth,
@@ -118,6 +140,9 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 	}
 	if opts.Downloads <= 0 {
 		opts.Downloads = 21
+	}
+	if opts.PolicyRounds <= 0 {
+		opts.PolicyRounds = 30
 	}
 	progress := opts.Progress
 	if progress == nil {
@@ -231,6 +256,11 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 		return rep, err
 	}
 
+	fmt.Fprintf(progress, "network: %d live policy changes\n", opts.PolicyRounds)
+	if rep.PolicyChange, err = measurePolicyChanges(ctx, c, h.tmpl, runDir, opts.PolicyRounds); err != nil {
+		return rep, fmt.Errorf("policy changes: %w", err)
+	}
+
 	fmt.Fprintf(progress, "network: %d downloads of %d MB through a sandbox's network and between plain namespaces\n", opts.Downloads, opts.DownloadMB)
 	rep.Download, err = measureDownloads(ctx, h, in, runDir, int64(opts.DownloadMB)<<20, opts.Downloads)
 	rep.Download.Target = 0.8
@@ -307,6 +337,39 @@ func claimedFromPool(ctx context.Context, c *client.Client, before []client.Pool
 		return fmt.Errorf("a create (network %v) was not served from its warm pool", withNet)
 	}
 	return nil
+}
+
+// measurePolicyChanges times rounds live policy changes of one sandbox,
+// each swapping which of two upstream servers is allowed.
+func measurePolicyChanges(ctx context.Context, c *client.Client, tmpl, runDir string, rounds int) (PolicyReport, error) {
+	const interval = time.Millisecond
+	rep := PolicyReport{Rounds: rounds, ProbeMs: float64(interval) / float64(time.Millisecond), TargetMs: 100}
+	addrs := [2]string{fakenet.Servers[0], fakenet.Servers[1]}
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Network: &client.Network{AllowOut: addrs[:1]}})
+	if err != nil {
+		return rep, err
+	}
+	defer c.DeleteSandbox(context.WithoutCancel(ctx), sb.SandboxID)
+	ns := filepath.Join(runDir, "netns", sb.SandboxID)
+	var denied, opened, put []time.Duration
+	for i := range rounds + 1 {
+		// addrs[i%2] is allowed now; the change allows the other.
+		was, now := addrs[i%2], addrs[(i+1)%2]
+		port := strconv.Itoa(fakenet.HTTPPort)
+		t, err := fakenet.TimeChange(ctx, ns, net.JoinHostPort(was, port), net.JoinHostPort(now, port), interval, func() error {
+			return c.UpdateNetwork(ctx, sb.SandboxID, client.NetworkPolicy{AllowOut: []string{now}})
+		})
+		if err != nil {
+			return rep, fmt.Errorf("round %d: %w", i, err)
+		}
+		if i == 0 {
+			continue // warms caches
+		}
+		denied, opened, put = append(denied, t.Denied), append(opened, t.Allowed), append(put, t.Call)
+	}
+	rep.UntilDeny, rep.UntilOpen, rep.PUT = Summarise(denied), Summarise(opened), Summarise(put)
+	rep.Met = rep.UntilDeny.P99 <= rep.TargetMs && rep.UntilOpen.P99 <= rep.TargetMs
+	return rep, nil
 }
 
 // measureDownloads times downloads from the fake upstream through a

@@ -75,24 +75,9 @@ func TestPorts(t *testing.T) {
 		}
 	}
 
-	base := "http://" + d.addr
 	get := func(key string, hdr map[string]string, host string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/index.html", nil)
-		req.Header.Set("X-API-Key", key)
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		if host != "" {
-			req.Host = host
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return getIndex(t, ctx, d, key, hdr, host)
 	}
 	byHeader := map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8000"}
 	// httpd starts in the background: wait for it.
@@ -128,6 +113,28 @@ func TestPorts(t *testing.T) {
 	t.Run("upgrade", func(t *testing.T) { testUpgrade(t, d, id) })
 	t.Run("port-forward", func(t *testing.T) { testPortForward(t, d, id, body) })
 	t.Run("latency", func(t *testing.T) { measureProxyLatency(t, d, id) })
+}
+
+// getIndex GETs /index.html from the daemon with an API key (or none),
+// extra headers and a Host (or the default): through the port route when
+// they name a sandbox's port.
+func getIndex(t *testing.T, ctx context.Context, d *daemon, key string, hdr map[string]string, host string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/index.html", nil)
+	req.Header.Set("X-API-Key", key)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // testUpgrade sends an Upgrade request through Host routing and talks over
