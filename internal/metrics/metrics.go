@@ -19,6 +19,8 @@ type Options struct {
 	// PoolPath is a path on the storage pool's filesystem ("" = unknown).
 	PoolPath string
 	Version  string
+	// Errors keeps the daemon's latest errors (nil: a new one).
+	Errors *Errors
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -39,6 +41,9 @@ func New(opts Options) *Metrics {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Errors == nil {
+		opts.Errors = NewErrors(0, opts.Now)
+	}
 	return &Metrics{
 		opts:     opts,
 		Sampler:  NewSampler(opts.Sampler),
@@ -53,6 +58,9 @@ func (m *Metrics) Run(ctx context.Context) { m.Sampler.Run(ctx) }
 
 // Uptime is how long ago the metrics (the daemon) started.
 func (m *Metrics) Uptime() time.Duration { return m.opts.Now().Sub(m.started) }
+
+// Errors are the daemon's latest errors.
+func (m *Metrics) Errors() *Errors { return m.opts.Errors }
 
 // Pool reads the storage pool's fill level.
 func (m *Metrics) Pool() (Pool, error) {
@@ -116,6 +124,7 @@ func (m *Metrics) WritePrometheus(ctx context.Context, w io.Writer, withSandboxe
 		writeGauges(bw, "warren_pool_used_bytes", "Bytes used on the storage pool's filesystem.", []gauge{{value: float64(p.UsedBytes)}})
 		writeGauges(bw, "warren_pool_size_bytes", "Size of the storage pool's filesystem.", []gauge{{value: float64(p.TotalBytes)}})
 	}
+	writeCounters(bw, "warren_errors_total", "Errors the daemon hit: failed background operations, failed sandboxes, 5xx answers (GET /health lists the latest).", []gauge{{value: float64(m.opts.Errors.Total())}})
 	m.requests.write(bw, "warren_http_request_duration_seconds", "API request latency by route pattern and status code.")
 	m.ops.write(bw, "warren_operation_duration_seconds", "Latency of successful sandbox operations (create, exec, snapshot, turn, rollback, fork, delete).")
 	if withSandboxes {

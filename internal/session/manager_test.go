@@ -440,3 +440,21 @@ func TestRecoverMatchesRecords(t *testing.T) {
 		}
 	}
 }
+
+func TestCommandsInFlightCountsEverySandbox(t *testing.T) {
+	m, _, _ := newManager(t, 10)
+	a1, a2, b := m.BeginCommand("a"), m.BeginCommand("a"), m.BeginCommand("b")
+	if n := m.CommandsInFlight(); n != 3 {
+		t.Fatalf("CommandsInFlight = %d, want 3", n)
+	}
+	a1()
+	a1() // ending twice counts once
+	b()
+	if n := m.CommandsInFlight(); n != 1 {
+		t.Fatalf("CommandsInFlight = %d, want 1", n)
+	}
+	a2()
+	if n := m.CommandsInFlight(); n != 0 {
+		t.Fatalf("CommandsInFlight = %d, want 0", n)
+	}
+}
