@@ -160,6 +160,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		AnchorEvery:     cfg.AnchorEvery,
 		DefaultDisk:     cfg.DefaultDiskBytes,
 		OnEvent:         d.onEvent,
+		OnTimeout:       d.Metrics.CountTimeout,
 	}, d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)

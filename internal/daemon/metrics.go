@@ -40,7 +40,14 @@ func (d *Daemon) newMetrics(errs *metrics.Errors) *metrics.Metrics {
 		Sampler:  cfg,
 		PoolPath: poolPath,
 		Errors:   errs,
-		Version:  Version,
+		Pools: func() []metrics.PoolStat {
+			var out []metrics.PoolStat
+			for _, p := range d.Sessions.PoolStats() {
+				out = append(out, metrics.PoolStat{Template: p.Template, Network: p.Network, Ready: p.Ready, Min: p.Min, Max: p.Max, Hits: p.Hits, Misses: p.Misses})
+			}
+			return out
+		},
+		Version: Version,
 		States: func(ctx context.Context) (map[string]int, error) {
 			out := make(map[string]int, len(metricStates))
 			for _, st := range metricStates {

@@ -357,6 +357,8 @@ func TestTimeoutKills(t *testing.T) {
 	m, h, _ := newManager(t, 10)
 	now := time.Now()
 	m.cfg.Now = func() time.Time { return now }
+	var fired []string
+	m.cfg.OnTimeout = func(timeout, action string) { fired = append(fired, timeout+"/"+action) }
 	short := 10 * time.Second
 	never := time.Duration(0)
 	a, _ := m.Create(ctx, CreateRequest{Team: "a", Timeout: &short})
@@ -365,6 +367,9 @@ func TestTimeoutKills(t *testing.T) {
 	m.expire(ctx)
 	if h.alive[a.ID] || !h.alive[b.ID] {
 		t.Fatalf("after expiry: a alive=%v b alive=%v", h.alive[a.ID], h.alive[b.ID])
+	}
+	if len(fired) != 1 || fired[0] != "run/kill" {
+		t.Fatalf("OnTimeout heard %v, want [run/kill]", fired)
 	}
 }
 
