@@ -78,6 +78,7 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, id string) error
 	SetSandboxHead(ctx context.Context, id, head string) error
 	SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error
+	SetSandboxQuota(ctx context.Context, id string, bytes int64) error
 	NextTurn(ctx context.Context, sandboxID string) (int, error)
 
 	CreateSnapshot(ctx context.Context, snap store.Snapshot) error
