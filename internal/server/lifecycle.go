@@ -21,7 +21,9 @@ func (b timeoutBody) duration() (*time.Duration, error) {
 	if b.Timeout == nil {
 		return nil, nil
 	}
-	if *b.Timeout < 0 || time.Duration(*b.Timeout)*time.Second > maxTimeout {
+	// Compared in seconds: a huge value multiplied into a Duration first
+	// would overflow and could pass as a small one.
+	if *b.Timeout < 0 || *b.Timeout > int64(maxTimeout/time.Second) {
 		return nil, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *b.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid)
 	}
 	d := time.Duration(*b.Timeout) * time.Second
