@@ -8,7 +8,8 @@ import (
 	"strconv"
 )
 
-// Health reports the daemon's status. It needs no API key.
+// Health reports the daemon's status. It needs no API key; with an admin
+// key it also lists the daemon's last errors.
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
 	err := c.call(ctx, request{method: http.MethodGet, path: "/health"}, &h)

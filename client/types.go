@@ -237,10 +237,30 @@ type Health struct {
 	Storage string `json:"storage"`
 	Runtime string `json:"runtime"`
 	// warren extensions
-	Pool          *PoolUsage    `json:"pool,omitempty"`
-	Sandboxes     int           `json:"sandboxes"` // live (running or paused) sandboxes
-	UptimeSeconds int64         `json:"uptimeSeconds"`
-	Capabilities  *Capabilities `json:"capabilities,omitempty"`
+	Pool          *PoolUsage `json:"pool,omitempty"`
+	Sandboxes     int        `json:"sandboxes"` // live (running or paused) sandboxes
+	UptimeSeconds int64      `json:"uptimeSeconds"`
+	// CommandsInFlight counts the commands (exec and tool calls) running
+	// now in all sandboxes.
+	CommandsInFlight int `json:"commandsInFlight"`
+	// ErrorsTotal counts the errors the daemon hit since it started:
+	// failed background operations, failed sandboxes, 5xx answers.
+	ErrorsTotal uint64 `json:"errorsTotal"`
+	// LastErrors are the latest of them, newest first. Only a caller with
+	// an admin key sees them (they name sandboxes of every team).
+	LastErrors   []HealthError `json:"lastErrors,omitempty"`
+	Capabilities *Capabilities `json:"capabilities,omitempty"`
+}
+
+// HealthError is one error the daemon hit.
+type HealthError struct {
+	At time.Time `json:"at"`
+	// Op is what failed: a daemon operation ("destroy sandbox"), an API
+	// route answered with a 5xx ("POST /sandboxes/{id}/exec: 500"), or
+	// "sandbox failed".
+	Op        string `json:"op"`
+	SandboxID string `json:"sandboxID,omitempty"`
+	Message   string `json:"message"`
 }
 
 // Capabilities say which optional features this server has.

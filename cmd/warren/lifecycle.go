@@ -143,11 +143,11 @@ func sandboxStopCmd(a *app) *cobra.Command {
 func sandboxLimitsCmd(a *app) *cobra.Command {
 	var l client.Limits
 	cmd := &cobra.Command{
-		Use:   "limits ID [--memory-mb N] [--cpus F] [--pids N]",
+		Use:   "limits ID [--memory-mb N] [--cpus F] [--pids N] [--disk-mb N]",
 		Short: "Change a running sandbox's limits in place",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			if l.MemoryMB < 0 || l.CPUCount < 0 || l.Pids < 0 {
+			if l.MemoryMB < 0 || l.CPUCount < 0 || l.Pids < 0 || l.DiskMB < 0 {
 				return usageError{fmt.Errorf("limits must not be negative")}
 			}
 			det, err := a.client().UpdateLimits(cmd.Context(), argv[0], l)
@@ -157,12 +157,17 @@ func sandboxLimitsCmd(a *app) *cobra.Command {
 			if a.json {
 				return printJSON(a.out, det)
 			}
-			fmt.Fprintf(a.out, "%s: memory %s, cpus %s, pids %d\n", det.SandboxID, fmtBytes(det.MemoryMB<<20), fmtFloat(det.CPUCount), det.Pids)
+			disk := "none"
+			if det.DiskSizeMB > 0 {
+				disk = fmtBytes(det.DiskSizeMB << 20)
+			}
+			fmt.Fprintf(a.out, "%s: memory %s, cpus %s, pids %d, disk %s\n", det.SandboxID, fmtBytes(det.MemoryMB<<20), fmtFloat(det.CPUCount), det.Pids, disk)
 			return nil
 		},
 	}
 	cmd.Flags().Int64Var(&l.MemoryMB, "memory-mb", 0, "memory limit in MiB (0 = unchanged)")
 	cmd.Flags().Float64Var(&l.CPUCount, "cpus", 0, "CPU limit (0 = unchanged)")
 	cmd.Flags().Int64Var(&l.Pids, "pids", 0, "process limit (0 = unchanged)")
+	cmd.Flags().Int64Var(&l.DiskMB, "disk-mb", 0, "disk quota in MiB, snapshots included; not below what the sandbox holds (0 = unchanged; btrfs only)")
 	return cmd
 }

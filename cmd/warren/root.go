@@ -98,6 +98,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		execNaiveCmd(),
 		teardownCmd(),
 		poolsCmd(a),
+		healthCmd(a),
 		portForwardCmd(a),
 	)
 	root.AddCommand(processCmds(a)...)

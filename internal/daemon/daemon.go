@@ -103,6 +103,9 @@ func OpenStorage(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *D
 // Open builds every service of the daemon and reattaches to the sandboxes
 // an earlier daemon left running.
 func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, retErr error) {
+	// Every failure the daemon logs is also kept for GET /health.
+	errs := metrics.NewErrors(0, nil)
+	log = slog.New(errs.Handler(log.Handler()))
 	d, err := OpenStorage(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -141,6 +144,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if cfg.AgentLogs {
 		d.Host.LogDir = cfg.LogDir()
 	}
+	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(session.Config{
 		RuntimeName:     rt.Name(),
 		MaxSandboxes:    cfg.MaxSandboxes,
@@ -155,7 +159,8 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		ArchiveAfter:    cfg.ArchiveAfter,
 		AnchorEvery:     cfg.AnchorEvery,
 		DefaultDisk:     cfg.DefaultDiskBytes,
-		OnEvent:         func(e store.Event) { d.Logs.Event(e.SandboxID, eventLevel(e), eventLine(e)) },
+		OnEvent:         d.onEvent,
+		OnTimeout:       d.Metrics.CountTimeout,
 	}, d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)
@@ -192,7 +197,6 @@ func (d *Daemon) EnsureAdminKey(ctx context.Context, out io.Writer) error {
 // Serve serves the API until ctx is cancelled. Sandboxes keep running after
 // it returns.
 func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
-	d.Metrics = d.newMetrics()
 	tokens, err := accesstoken.Load(d.cfg.AccessKeyPath())
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ var metricStates = []store.SandboxState{session.StateCreating, session.StateRunn
 // newMetrics wires the metrics sampler to the runtime (which sandboxes
 // exist, their cgroup counters), the storage (disk per sandbox, pool fill
 // level) and the store (sandboxes by state).
-func (d *Daemon) newMetrics() *metrics.Metrics {
+func (d *Daemon) newMetrics(errs *metrics.Errors) *metrics.Metrics {
 	poolPath := filepath.Dir(d.Storage.Path(storage.Key{Kind: storage.KindSandbox, Name: "x"}))
 	cfg := metrics.SamplerConfig{IDs: d.Runtime.List, Log: d.log}
 	if sr, ok := d.Runtime.(runtime.StatsReader); ok {
@@ -39,7 +39,15 @@ func (d *Daemon) newMetrics() *metrics.Metrics {
 	return metrics.New(metrics.Options{
 		Sampler:  cfg,
 		PoolPath: poolPath,
-		Version:  Version,
+		Errors:   errs,
+		Pools: func() []metrics.PoolStat {
+			var out []metrics.PoolStat
+			for _, p := range d.Sessions.PoolStats() {
+				out = append(out, metrics.PoolStat{Template: p.Template, Network: p.Network, Ready: p.Ready, Min: p.Min, Max: p.Max, Hits: p.Hits, Misses: p.Misses})
+			}
+			return out
+		},
+		Version: Version,
 		States: func(ctx context.Context) (map[string]int, error) {
 			out := make(map[string]int, len(metricStates))
 			for _, st := range metricStates {
@@ -52,4 +60,13 @@ func (d *Daemon) newMetrics() *metrics.Metrics {
 			return out, nil
 		},
 	})
+}
+
+// onEvent hears of every step of a sandbox's life: it goes into the
+// sandbox's log, and a sandbox that failed is among the daemon's errors.
+func (d *Daemon) onEvent(e store.Event) {
+	d.Logs.Event(e.SandboxID, eventLevel(e), eventLine(e))
+	if e.To == session.StateFailed {
+		d.Metrics.Errors().Record("sandbox failed", e.SandboxID, e.Detail)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -19,6 +20,10 @@ type Options struct {
 	// PoolPath is a path on the storage pool's filesystem ("" = unknown).
 	PoolPath string
 	Version  string
+	// Pools reports the warm pools (nil: no pool series).
+	Pools func() []PoolStat
+	// Errors keeps the daemon's latest errors (nil: a new one).
+	Errors *Errors
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -32,6 +37,26 @@ type Metrics struct {
 
 	requests *histograms // route, code
 	ops      *histograms // op
+
+	timeoutsMu sync.Mutex
+	timeouts   map[[2]string]uint64 // timeout, action → times fired
+}
+
+// PoolStat is one warm pool as the metrics show it.
+type PoolStat struct {
+	Template     string
+	Network      bool // the pool holds networked sandboxes
+	Ready        int
+	Min, Max     int
+	Hits, Misses int64
+}
+
+// CountTimeout counts a timeout that fired (run, idle, retention) and the
+// action it took (kill, pause, hibernate).
+func (m *Metrics) CountTimeout(timeout, action string) {
+	m.timeoutsMu.Lock()
+	defer m.timeoutsMu.Unlock()
+	m.timeouts[[2]string{timeout, action}]++
 }
 
 // New returns Metrics; call Run to start sampling.
@@ -39,12 +64,16 @@ func New(opts Options) *Metrics {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Errors == nil {
+		opts.Errors = NewErrors(0, opts.Now)
+	}
 	return &Metrics{
 		opts:     opts,
 		Sampler:  NewSampler(opts.Sampler),
 		started:  opts.Now(),
 		requests: newHistograms("route", "code"),
 		ops:      newHistograms("op"),
+		timeouts: map[[2]string]uint64{},
 	}
 }
 
@@ -53,6 +82,9 @@ func (m *Metrics) Run(ctx context.Context) { m.Sampler.Run(ctx) }
 
 // Uptime is how long ago the metrics (the daemon) started.
 func (m *Metrics) Uptime() time.Duration { return m.opts.Now().Sub(m.started) }
+
+// Errors are the daemon's latest errors.
+func (m *Metrics) Errors() *Errors { return m.opts.Errors }
 
 // Pool reads the storage pool's fill level.
 func (m *Metrics) Pool() (Pool, error) {
@@ -116,12 +148,68 @@ func (m *Metrics) WritePrometheus(ctx context.Context, w io.Writer, withSandboxe
 		writeGauges(bw, "warren_pool_used_bytes", "Bytes used on the storage pool's filesystem.", []gauge{{value: float64(p.UsedBytes)}})
 		writeGauges(bw, "warren_pool_size_bytes", "Size of the storage pool's filesystem.", []gauge{{value: float64(p.TotalBytes)}})
 	}
+	m.writePools(bw)
+	m.writeTimeouts(bw)
+	writeCounters(bw, "warren_errors_total", "Errors the daemon hit: failed background operations, failed sandboxes, 5xx answers (GET /health lists the latest).", []gauge{{value: float64(m.opts.Errors.Total())}})
 	m.requests.write(bw, "warren_http_request_duration_seconds", "API request latency by route pattern and status code.")
 	m.ops.write(bw, "warren_operation_duration_seconds", "Latency of successful sandbox operations (create, exec, snapshot, turn, rollback, fork, delete).")
 	if withSandboxes {
 		m.writeSandboxes(bw)
 	}
 	return bw.Flush()
+}
+
+func (m *Metrics) writePools(w io.Writer) {
+	if m.opts.Pools == nil {
+		return
+	}
+	stats := m.opts.Pools()
+	sort.Slice(stats, func(i, j int) bool {
+		if stats[i].Template != stats[j].Template {
+			return stats[i].Template < stats[j].Template
+		}
+		return !stats[i].Network && stats[j].Network
+	})
+	series := func(v func(PoolStat) float64) []gauge {
+		gs := make([]gauge, 0, len(stats))
+		for _, p := range stats {
+			gs = append(gs, gauge{labels: []string{label("template", p.Template), label("network", strconv.FormatBool(p.Network))}, value: v(p)})
+		}
+		return gs
+	}
+	writeGauges(w, "warren_warm_pool_ready", "Ready sandboxes in the warm pool.", series(func(p PoolStat) float64 { return float64(p.Ready) }))
+	writeGauges(w, "warren_warm_pool_min", "Ready sandboxes the warm pool refills to.", series(func(p PoolStat) float64 { return float64(p.Min) }))
+	writeGauges(w, "warren_warm_pool_max", "Most sandboxes the warm pool holds.", series(func(p PoolStat) float64 { return float64(p.Max) }))
+	writeCounters(w, "warren_warm_pool_hits_total", "Creates served from the warm pool.", series(func(p PoolStat) float64 { return float64(p.Hits) }))
+	writeCounters(w, "warren_warm_pool_misses_total", "Creates of the pool's template that found it empty.", series(func(p PoolStat) float64 { return float64(p.Misses) }))
+	// The ratio is derivable from the two counters; it is here too for a
+	// dashboard that reads one number (0 before the first create).
+	writeGauges(w, "warren_warm_pool_hit_ratio", "Hits over all creates of the pool's template since the daemon started.", series(func(p PoolStat) float64 {
+		if p.Hits+p.Misses == 0 {
+			return 0
+		}
+		return float64(p.Hits) / float64(p.Hits+p.Misses)
+	}))
+}
+
+func (m *Metrics) writeTimeouts(w io.Writer) {
+	m.timeoutsMu.Lock()
+	keys := make([][2]string, 0, len(m.timeouts))
+	for k := range m.timeouts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	cs := make([]gauge, 0, len(keys))
+	for _, k := range keys {
+		cs = append(cs, gauge{labels: []string{label("timeout", k[0]), label("action", k[1])}, value: float64(m.timeouts[k])})
+	}
+	m.timeoutsMu.Unlock()
+	writeCounters(w, "warren_timeouts_fired_total", "Timeouts that fired (run, idle, retention) by the action taken (kill, pause, hibernate).", cs)
 }
 
 func (m *Metrics) writeSandboxes(w io.Writer) {

@@ -102,8 +102,16 @@ type gauge struct {
 	value  float64
 }
 
-func writeGauges(w io.Writer, name, help string, gs []gauge) {
-	header(w, name, help, "gauge")
+func writeGauges(w io.Writer, name, help string, gs []gauge) { writeSeries(w, name, help, "gauge", gs) }
+
+// writeCounters writes a counter family: its series are written like a
+// gauge's; only the type differs (a counter only grows).
+func writeCounters(w io.Writer, name, help string, cs []gauge) {
+	writeSeries(w, name, help, "counter", cs)
+}
+
+func writeSeries(w io.Writer, name, help, typ string, gs []gauge) {
+	header(w, name, help, typ)
 	for _, g := range gs {
 		fmt.Fprintf(w, "%s%s %s\n", name, braces(g.labels), formatFloat(g.value))
 	}

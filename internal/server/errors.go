@@ -78,5 +78,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		// Clients (MCP ones among them) learn from it to send a bearer key.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
 	}
-	writeJSON(w, status, client.Error{Code: status, Message: messageOf(err)})
+	msg := messageOf(err)
+	if sw, ok := w.(*statusWriter); ok {
+		sw.errMsg = msg // for the last errors of GET /health, if it is a 5xx
+	}
+	writeJSON(w, status, client.Error{Code: status, Message: msg})
 }

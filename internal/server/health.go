@@ -9,7 +9,8 @@ import (
 
 // health answers GET /health without authentication: the daemon's static
 // facts, the storage pool's fill level (which sets the status) and how many
-// sandboxes run. It names no sandbox. It answers 200 whatever the status,
+// sandboxes run and how many commands. It names no sandbox, except in the
+// last errors, which only an admin key sees. It answers 200 whatever the status,
 // so that a probe can tell a full pool from a dead daemon.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	h := s.deps.Health
@@ -22,8 +23,17 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		}
 		h.Capabilities.Runtimes = s.deps.Runtimes
 	}
+	if s.deps.Sessions != nil {
+		h.CommandsInFlight = s.deps.Sessions.CommandsInFlight()
+	}
 	if m := s.deps.Metrics; m != nil {
 		h.UptimeSeconds = int64(m.Uptime().Seconds())
+		h.ErrorsTotal = m.Errors().Total()
+		if s.isAdmin(r) {
+			for _, e := range m.Errors().Recent() {
+				h.LastErrors = append(h.LastErrors, client.HealthError{At: e.At, Op: e.Op, SandboxID: e.Sandbox, Message: e.Message})
+			}
+		}
 		h.Sandboxes = m.Sampler.Live()
 		if p, err := m.Pool(); err == nil {
 			h.Pool = &client.PoolUsage{UsedBytes: p.UsedBytes, TotalBytes: p.TotalBytes, UsedPct: p.UsedPct}
@@ -31,4 +41,15 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, h)
+}
+
+// isAdmin says whether the request carries a valid admin key. An absent or
+// bad key is no error here: health answers everyone.
+func (s *Server) isAdmin(r *http.Request) bool {
+	key := apiKeyOf(r)
+	if key == "" || s.deps.Keys == nil {
+		return false
+	}
+	k, err := s.authz.authenticate(r.Context(), key)
+	return err == nil && k.Team == AdminTeam
 }

@@ -21,7 +21,9 @@ func (b timeoutBody) duration() (*time.Duration, error) {
 	if b.Timeout == nil {
 		return nil, nil
 	}
-	if *b.Timeout < 0 || time.Duration(*b.Timeout)*time.Second > maxTimeout {
+	// Compared in seconds: a huge value multiplied into a Duration first
+	// would overflow and could pass as a small one.
+	if *b.Timeout < 0 || *b.Timeout > int64(maxTimeout/time.Second) {
 		return nil, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *b.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid)
 	}
 	d := time.Duration(*b.Timeout) * time.Second
@@ -201,23 +203,20 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 // updateLimits serves POST /sandboxes/{id}/limits {memoryMB, cpuCount,
-// pids}: the limits change in place; zero fields keep theirs.
+// pids, diskMB}: the limits change in place; zero fields keep theirs.
 func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
 	var body client.Limits
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if body.MemoryMB < 0 || body.CPUCount < 0 || body.Pids < 0 || body.MemoryMB > 1<<30 {
+	// The upper bounds keep the MiB → bytes shifts from overflowing.
+	if body.MemoryMB < 0 || body.CPUCount < 0 || body.Pids < 0 || body.DiskMB < 0 || body.MemoryMB > 1<<30 || body.DiskMB > 1<<30 {
 		writeError(w, r, fmt.Errorf("limits must be 0 (unchanged) or positive: %w", errdefs.ErrInvalid))
 		return
 	}
-	if body.DiskMB != 0 {
-		writeError(w, r, fmt.Errorf("diskMB can only be set at create: %w", errdefs.ErrInvalid))
-		return
-	}
 	rec, err := s.deps.Sessions.UpdateLimits(r.Context(), teamOf(r), r.PathValue("id"),
-		runtime.Limits{MemoryBytes: body.MemoryMB << 20, CPUMillis: int64(body.CPUCount * 1000), Pids: body.Pids})
+		runtime.Limits{MemoryBytes: body.MemoryMB << 20, CPUMillis: int64(body.CPUCount * 1000), Pids: body.Pids}, body.DiskMB<<20)
 	if err != nil {
 		writeError(w, r, err)
 		return

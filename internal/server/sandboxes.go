@@ -45,14 +45,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		Network: createPolicy(body),
 	}
-	if body.Timeout != nil {
-		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
-			writeError(w, r, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *body.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid))
-			return
-		}
-		d := time.Duration(*body.Timeout) * time.Second
-		req.Timeout = &d
+	timeout, err := timeoutBody{Timeout: body.Timeout}.duration()
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
+	req.Timeout = timeout
 	if l := body.Limits; l != nil {
 		if l.MemoryMB < 0 || l.CPUCount < 0 || l.Pids < 0 {
 			writeError(w, r, fmt.Errorf("limits must not be negative: %w", errdefs.ErrInvalid))

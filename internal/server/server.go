@@ -186,6 +186,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.observe(r, rw.status, time.Since(start))
+		s.recordServerError(r, rw)
 		s.deps.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "dur", time.Since(start))
 	}()
 	// E2B's sandbox plane: envd (served by the agent) and servers inside
@@ -203,6 +204,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
+}
+
+// recordServerError keeps a 5xx answer among the daemon's last errors: it
+// is the daemon's failure, not the caller's (a 4xx is the caller's).
+func (s *Server) recordServerError(r *http.Request, rw *statusWriter) {
+	if s.deps.Metrics == nil || rw.status < 500 {
+		return
+	}
+	op := r.Pattern
+	if op == "" {
+		op = r.Method + " " + r.URL.Path
+	}
+	msg := rw.errMsg
+	if msg == "" {
+		msg = http.StatusText(rw.status)
+	}
+	s.deps.Metrics.Errors().Record(fmt.Sprintf("%s: %d", op, rw.status), r.PathValue("id"), msg)
 }
 
 type teamKey struct{}
@@ -266,6 +284,7 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	errMsg string // the message of an error answer (writeError)
 }
 
 func (w *statusWriter) WriteHeader(code int) {

@@ -17,6 +17,20 @@ const (
 	IdleHibernate = "hibernate"
 )
 
+// The timeouts, as OnTimeout names them.
+const (
+	TimeoutRun       = "run"       // the run timeout (E2B's timeout)
+	TimeoutIdle      = "idle"      // no activity for --idle-timeout
+	TimeoutRetention = "retention" // paused for --paused-retention
+)
+
+// timeoutFired tells OnTimeout that a timeout fired and what was done.
+func (m *Manager) timeoutFired(timeout, action string) {
+	if m.cfg.OnTimeout != nil {
+		m.cfg.OnTimeout(timeout, action)
+	}
+}
+
 // Touch records activity in a sandbox (an API call that uses it, or output
 // of its commands), which keeps its idle timeout from firing.
 func (m *Manager) Touch(id string) {
@@ -59,6 +73,7 @@ func (m *Manager) idle(ctx context.Context) {
 		if d.paused {
 			m.log.Info("paused sandbox reached its retention; killing it", "sandbox", d.id)
 			m.event(ctx, rec, "retention-expired", rec.State, rec.State, CauseTimeout, fmt.Sprintf("paused since %s", d.since.Format(time.RFC3339)))
+			m.timeoutFired(TimeoutRetention, IdleKill)
 			unlock := m.lockSandbox(d.id)
 			if cur, err := m.store.GetSandbox(ctx, d.id); err == nil && (cur.State == StatePaused || cur.State == StateHibernated) {
 				_ = m.destroy(ctx, cur, CauseTimeout)
@@ -71,6 +86,7 @@ func (m *Manager) idle(ctx context.Context) {
 		case IdleKill:
 			m.log.Info("sandbox idle; killing it", "sandbox", d.id)
 			m.event(ctx, rec, "idle", rec.State, rec.State, CauseTimeout, detail+"; killing")
+			m.timeoutFired(TimeoutIdle, IdleKill)
 			unlock := m.lockSandbox(d.id)
 			if cur, err := m.store.GetSandbox(ctx, d.id); err == nil && cur.State == StateRunning {
 				_ = m.destroy(ctx, cur, CauseTimeout)
@@ -79,12 +95,16 @@ func (m *Manager) idle(ctx context.Context) {
 		case IdleHibernate:
 			m.log.Info("sandbox idle; hibernating it", "sandbox", d.id)
 			m.event(ctx, rec, "idle", rec.State, rec.State, CauseTimeout, detail+"; hibernating")
+			action := IdleHibernate
 			_, err := m.hibernate(ctx, rec.Team, d.id, CauseTimeout)
 			if errdefs.IsInvalid(err) {
 				// Its runtime cannot save memory: pausing is the next best.
+				action = IdlePause
 				err = m.pause(ctx, rec.Team, d.id, CauseTimeout)
 			}
-			if err != nil {
+			if err == nil {
+				m.timeoutFired(TimeoutIdle, action)
+			} else {
 				m.log.Warn("hibernate an idle sandbox", "sandbox", d.id, "err", err)
 				m.Touch(d.id)
 			}
@@ -94,6 +114,8 @@ func (m *Manager) idle(ctx context.Context) {
 			if err := m.pause(ctx, rec.Team, d.id, CauseTimeout); err != nil {
 				m.log.Warn("pause an idle sandbox", "sandbox", d.id, "err", err)
 				m.Touch(d.id) // try again after another idle period, not every second
+			} else {
+				m.timeoutFired(TimeoutIdle, IdlePause)
 			}
 		}
 	}

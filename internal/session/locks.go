@@ -31,6 +31,18 @@ func (m *Manager) BeginCommand(id string) func() {
 	}
 }
 
+// CommandsInFlight is how many commands run now in all sandboxes (for
+// GET /health).
+func (m *Manager) CommandsInFlight() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.running {
+		n += c
+	}
+	return n
+}
+
 func (m *Manager) inflight(id string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

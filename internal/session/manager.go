@@ -78,6 +78,7 @@ type Store interface {
 	DeleteSandbox(ctx context.Context, id string) error
 	SetSandboxHead(ctx context.Context, id, head string) error
 	SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error
+	SetSandboxQuota(ctx context.Context, id string, bytes int64) error
 	NextTurn(ctx context.Context, sandboxID string) (int, error)
 
 	CreateSnapshot(ctx context.Context, snap store.Snapshot) error
@@ -133,6 +134,10 @@ type Config struct {
 	// OnEvent, if set, hears of every step recorded in a sandbox's history
 	// (the daemon writes them into the sandbox's log).
 	OnEvent func(store.Event)
+	// OnTimeout, if set, hears of every timeout that fires: which one
+	// (TimeoutRun, TimeoutIdle, TimeoutRetention) and the action taken
+	// (IdleKill, IdlePause, IdleHibernate), for the metrics.
+	OnTimeout func(timeout, action string)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -629,9 +634,11 @@ func (m *Manager) expire(ctx context.Context) {
 					continue
 				}
 				m.event(ctx, cur, "timed-out", cur.State, StatePaused, CauseTimeout, "run timeout reached at "+cur.EndAt.Format(time.RFC3339)+"; paused (autoPause)")
+				m.timeoutFired(TimeoutRun, IdlePause)
 				continue
 			}
 			m.event(ctx, cur, "timed-out", cur.State, cur.State, CauseTimeout, "run timeout reached at "+cur.EndAt.Format(time.RFC3339))
+			m.timeoutFired(TimeoutRun, IdleKill)
 			if err := m.destroy(ctx, cur, CauseTimeout); err != nil {
 				m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ type fakeHost struct {
 	lastSpec   sandbox.Spec              // the last Create's spec
 	frozen     map[string]bool           // sandboxes whose processes are frozen
 	tailored   []string                  // SetEnv, SetQuota and UpdateLimits calls, in order
+	diskUsed   int64                     // GroupUsage's answer
 }
 
 func newFakeHost() *fakeHost {
@@ -144,7 +146,12 @@ func (h *fakeHost) ReadVolumeFile(id string, live bool, path string, limit int64
 }
 
 func (h *fakeHost) GroupUsage(ctx context.Context, group string) (int64, int64, error) {
-	return -1, 0, errdefs.ErrUnsupported
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.diskUsed == 0 {
+		return -1, 0, errdefs.ErrUnsupported
+	}
+	return h.diskUsed, 0, nil
 }
 
 func (h *fakeHost) ReconcileSnapshots(ctx context.Context, keep map[string]bool) error { return nil }
@@ -357,6 +364,8 @@ func TestTimeoutKills(t *testing.T) {
 	m, h, _ := newManager(t, 10)
 	now := time.Now()
 	m.cfg.Now = func() time.Time { return now }
+	var fired []string
+	m.cfg.OnTimeout = func(timeout, action string) { fired = append(fired, timeout+"/"+action) }
 	short := 10 * time.Second
 	never := time.Duration(0)
 	a, _ := m.Create(ctx, CreateRequest{Team: "a", Timeout: &short})
@@ -365,6 +374,9 @@ func TestTimeoutKills(t *testing.T) {
 	m.expire(ctx)
 	if h.alive[a.ID] || !h.alive[b.ID] {
 		t.Fatalf("after expiry: a alive=%v b alive=%v", h.alive[a.ID], h.alive[b.ID])
+	}
+	if len(fired) != 1 || fired[0] != "run/kill" {
+		t.Fatalf("OnTimeout heard %v, want [run/kill]", fired)
 	}
 }
 
@@ -438,5 +450,51 @@ func TestRecoverMatchesRecords(t *testing.T) {
 		if got, _ := m2.Get(ctx, "t", id); got.State != want {
 			t.Errorf("sandbox %s is %s, want %s", id, got.State, want)
 		}
+	}
+}
+
+func TestCommandsInFlightCountsEverySandbox(t *testing.T) {
+	m, _, _ := newManager(t, 10)
+	a1, a2, b := m.BeginCommand("a"), m.BeginCommand("a"), m.BeginCommand("b")
+	if n := m.CommandsInFlight(); n != 3 {
+		t.Fatalf("CommandsInFlight = %d, want 3", n)
+	}
+	a1()
+	a1() // ending twice counts once
+	b()
+	if n := m.CommandsInFlight(); n != 1 {
+		t.Fatalf("CommandsInFlight = %d, want 1", n)
+	}
+	a2()
+	if n := m.CommandsInFlight(); n != 0 {
+		t.Fatalf("CommandsInFlight = %d, want 0", n)
+	}
+}
+
+// A live disk quota is set on the sandbox's group and recorded; one below
+// what the sandbox holds is refused with a conflict.
+func TestUpdateDiskQuota(t *testing.T) {
+	ctx := context.Background()
+	m, h, _ := newManager(t, 10)
+	rec, err := m.Create(ctx, CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.diskUsed = 40 << 20
+	got, err := m.UpdateLimits(ctx, "a", rec.ID, runtime.Limits{}, 64<<20)
+	if err != nil || got.QuotaBytes != 64<<20 {
+		t.Fatalf("raise to 64 MiB: %+v %v", got, err)
+	}
+	if last := h.tailored[len(h.tailored)-1]; last != "quota "+rec.ID+" 64" {
+		t.Fatalf("host calls: %v", h.tailored)
+	}
+	if _, err := m.UpdateLimits(ctx, "a", rec.ID, runtime.Limits{}, 32<<20); !errdefs.IsConflict(err) || !strings.Contains(err.Error(), "holds 40 MiB") {
+		t.Fatalf("below use: %v", err)
+	}
+	if _, err := m.UpdateLimits(ctx, "a", rec.ID, runtime.Limits{}, 1<<20); !errdefs.IsInvalid(err) {
+		t.Fatalf("1 MiB: %v", err)
+	}
+	if got, _ := m.Get(ctx, "a", rec.ID); got.QuotaBytes != 64<<20 {
+		t.Fatalf("a refused change was recorded: %d", got.QuotaBytes)
 	}
 }

@@ -93,15 +93,18 @@ func (m *Manager) Drain(ctx context.Context, team, id string, wait, grace time.D
 }
 
 // UpdateLimits changes a team's running (or paused) sandbox's memory, CPU
-// and pids limits in place; zero fields keep theirs. The same bounds as at
-// create apply.
-func (m *Manager) UpdateLimits(ctx context.Context, team, id string, l runtime.Limits) (store.Sandbox, error) {
-	check := CreateRequest{Team: team, Limits: l}
+// and pids limits and its disk quota (diskBytes) in place; zero values keep
+// theirs. The same bounds as at create apply. A disk quota below what the
+// sandbox already holds is refused (ErrConflict): btrfs would accept it,
+// but the sandbox would be over quota at once, every write failing with no
+// sign of why; the caller frees space first.
+func (m *Manager) UpdateLimits(ctx context.Context, team, id string, l runtime.Limits, diskBytes int64) (store.Sandbox, error) {
+	check := CreateRequest{Team: team, Limits: l, DiskBytes: diskBytes}
 	if err := m.validate(&check); err != nil {
 		return store.Sandbox{}, err
 	}
-	if l == (runtime.Limits{}) {
-		return store.Sandbox{}, fmt.Errorf("give at least one of memoryMB, cpuCount, pids: %w", errdefs.ErrInvalid)
+	if l == (runtime.Limits{}) && diskBytes == 0 {
+		return store.Sandbox{}, fmt.Errorf("give at least one of memoryMB, cpuCount, pids, diskMB: %w", errdefs.ErrInvalid)
 	}
 	unlock := m.lockSandbox(id)
 	defer unlock()
@@ -112,14 +115,32 @@ func (m *Manager) UpdateLimits(ctx context.Context, team, id string, l runtime.L
 	if rec.State != StateRunning && rec.State != StatePaused {
 		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", id, rec.State, errdefs.ErrConflict)
 	}
-	if err := m.host.UpdateLimits(ctx, id, l); err != nil {
-		return store.Sandbox{}, err
-	}
 	bg := context.WithoutCancel(ctx)
-	if err := m.store.SetSandboxLimits(bg, id, l.MemoryBytes, l.CPUMillis, l.Pids); err != nil {
-		return store.Sandbox{}, err
+	if diskBytes > 0 {
+		used, _, err := m.host.GroupUsage(ctx, rec.ID)
+		if err != nil {
+			return store.Sandbox{}, err
+		}
+		if diskBytes < used {
+			return store.Sandbox{}, fmt.Errorf("sandbox %s holds %d MiB (its snapshots included), more than a disk quota of %d MiB: remove files or snapshots first, or ask for more: %w",
+				id, (used+1<<20-1)>>20, diskBytes>>20, errdefs.ErrConflict)
+		}
+		if err := m.host.SetQuota(ctx, rec.ID, diskBytes); err != nil {
+			return store.Sandbox{}, err
+		}
+		if err := m.store.SetSandboxQuota(bg, id, diskBytes); err != nil {
+			return store.Sandbox{}, err
+		}
+	}
+	if l != (runtime.Limits{}) {
+		if err := m.host.UpdateLimits(ctx, id, l); err != nil {
+			return store.Sandbox{}, err
+		}
+		if err := m.store.SetSandboxLimits(bg, id, l.MemoryBytes, l.CPUMillis, l.Pids); err != nil {
+			return store.Sandbox{}, err
+		}
 	}
 	m.event(ctx, rec, "limits-updated", rec.State, rec.State, CauseAPI,
-		fmt.Sprintf("memory %d MiB, cpu %d millis, pids %d (0 = unchanged)", l.MemoryBytes>>20, l.CPUMillis, l.Pids))
+		fmt.Sprintf("memory %d MiB, cpu %d millis, pids %d, disk %d MiB (0 = unchanged)", l.MemoryBytes>>20, l.CPUMillis, l.Pids, diskBytes>>20))
 	return m.store.GetSandbox(bg, id)
 }

@@ -404,6 +404,24 @@ func placeholders(n int) string {
 }
 
 // SetSandboxLimits records a sandbox's new limits (zero fields keep theirs).
+// SetSandboxQuota records a sandbox's new disk quota (0 = none).
+func (s *Store) SetSandboxQuota(ctx context.Context, id string, bytes int64) error {
+	if err := ids.Validate("sandbox id", id); err != nil {
+		return err
+	}
+	if bytes < 0 {
+		return fmt.Errorf("disk quota must not be negative: %w", errdefs.ErrInvalid)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET quota_bytes = ?, updated_at = ? WHERE id = ?`, bytes, toNanos(time.Now()), id)
+	if err != nil {
+		return fmt.Errorf("update disk quota of %s: %w", id, dbErr(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
 func (s *Store) SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return err

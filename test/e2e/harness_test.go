@@ -261,3 +261,16 @@ func busyboxSandbox(t *testing.T, d time.Duration) (*daemon, context.Context, st
 	}
 	return dm, ctx, sb.SandboxID
 }
+
+// waitFor polls ok every 100 ms until it holds, failing the test after
+// limit (a generous bound: timings never gate a test).
+func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", limit, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -69,6 +69,16 @@ func TestIdleTimeout(t *testing.T) {
 	if st := state(busy.SandboxID); st != "running" {
 		t.Fatalf("busy sandbox: %s", st)
 	}
+	// Both firings are counted in /metrics, by timeout and action.
+	prom := httpGet(t, d, "/metrics", d.key, 200)
+	for _, want := range []string{
+		`warren_timeouts_fired_total{timeout="idle",action="pause"} 1`,
+		`warren_timeouts_fired_total{timeout="retention",action="kill"} 1`,
+	} {
+		if !strings.Contains(prom, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, prom)
+		}
+	}
 	if err := c.DeleteSandbox(ctx, busy.SandboxID); err != nil {
 		t.Fatal(err)
 	}

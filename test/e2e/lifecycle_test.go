@@ -121,3 +121,76 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("timeout of an unknown sandbox: %v", err)
 	}
 }
+
+// TestRunTimeout: a sandbox with a 3 s run timeout is alive before its end
+// and gone soon after; POST /timeout postpones the kill past the old end.
+// The windows are wide (the host is shared): the test checks the order of
+// events around the end, not the precision of the clock.
+func TestRunTimeout(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+	three := int64(3)
+	short, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &three})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extended, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &three})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), extended.SandboxID) })
+	det := func(id string) client.SandboxDetail {
+		t.Helper()
+		det, err := c.GetSandbox(ctx, id)
+		if err != nil || det.EndAt == nil {
+			t.Fatalf("sandbox %s: %+v %v", id, det, err)
+		}
+		return det
+	}
+	end := func(id string) time.Time { return *det(id).EndAt }
+	shortEnd, oldEnd := end(short.SandboxID), end(extended.SandboxID)
+	if got := shortEnd.Sub(det(short.SandboxID).StartedAt); got < 2*time.Second || got > 4*time.Second {
+		t.Errorf("a 3 s timeout ends %v after the start", got)
+	}
+	if err := c.SetTimeout(ctx, extended.SandboxID, 10); err != nil {
+		t.Fatal(err)
+	}
+	if newEnd := end(extended.SandboxID); !newEnd.After(oldEnd.Add(5 * time.Second)) {
+		t.Fatalf("POST /timeout 10 moved the end from %v to %v", oldEnd, newEnd)
+	}
+	alive := func(id string) bool {
+		t.Helper()
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"echo", "up"}})
+		if client.StatusCode(err) == 404 {
+			return false
+		}
+		if err != nil || res.Stdout != "up\n" {
+			t.Fatalf("exec in %s: %+v %v", id, res, err)
+		}
+		return true
+	}
+	// About a second before its end (~2 s in) the short one still runs.
+	if wait := time.Until(shortEnd.Add(-time.Second)); wait > 0 {
+		time.Sleep(wait)
+	}
+	if time.Now().Before(shortEnd) && !alive(short.SandboxID) {
+		t.Fatalf("the sandbox was killed before its end %v", shortEnd)
+	}
+	// Gone soon after its end (the timer checks every second; ~5 s in).
+	waitFor(t, 15*time.Second, "the 3 s sandbox to be killed", func() bool { return !alive(short.SandboxID) })
+	t.Logf("killed %v after its end", time.Since(shortEnd).Round(10*time.Millisecond))
+
+	// The extended one outlives its old end by far.
+	time.Sleep(time.Until(oldEnd.Add(3 * time.Second)))
+	if !alive(extended.SandboxID) {
+		t.Fatalf("the sandbox was killed at its old end %v despite POST /timeout", oldEnd)
+	}
+	waitFor(t, 25*time.Second, "the extended sandbox to be killed at its new end", func() bool { return !alive(extended.SandboxID) })
+	prom := httpGet(t, d, "/metrics", d.key, 200)
+	if want := `warren_timeouts_fired_total{timeout="run",action="kill"} 2`; !strings.Contains(prom, want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, prom)
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,5 +53,66 @@ func TestUpdateLimits(t *testing.T) {
 	}
 	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUpdateDiskQuota: a running sandbox's disk quota changes in place. A
+// write past the old quota succeeds once it is raised; once lowered (not
+// below what the sandbox holds, which is refused) writes fail with EDQUOT
+// inside.
+func TestUpdateDiskQuota(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sb.SandboxID
+	t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), id) })
+	write := func(name string, mb int) string {
+		t.Helper()
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: fmt.Sprintf("dd if=/dev/zero of=/tmp/%s bs=1M count=%d 2>&1 && sync; echo rc=$?", name, mb)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Stdout
+	}
+	if out := write("a", 30); !strings.Contains(out, "rc=0") {
+		t.Fatalf("30 MB under a 40 MB quota: %s", out)
+	}
+	// 30 more would not fit in 40 MB; they do in 100.
+	out := d.mustCLI("sandbox", "limits", id, "--disk-mb", "100")
+	if !strings.Contains(out, "disk 100MiB") {
+		t.Fatalf("sandbox limits --disk-mb 100: %q", out)
+	}
+	if out := write("b", 30); !strings.Contains(out, "rc=0") {
+		t.Fatalf("30 MB more after raising the quota to 100 MB: %s", out)
+	}
+	det, err := c.GetSandbox(ctx, id)
+	if err != nil || det.DiskSizeMB != 100 || det.DiskUsedBytes < 60<<20 {
+		t.Fatalf("after raising: %+v %v", det, err)
+	}
+	// Below what it holds: refused, the quota stays.
+	if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: 20}); client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "holds") {
+		t.Fatalf("a quota below the sandbox's use: %v, want 409", err)
+	}
+	// Lowered to 10 MB above its use: a 30 MB write fails inside.
+	lower := det.DiskUsedBytes>>20 + 10
+	if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: lower}); err != nil {
+		t.Fatalf("lower the quota to %d MB: %v", lower, err)
+	}
+	if out := write("c", 30); !strings.Contains(out, "Disk quota exceeded") {
+		t.Fatalf("30 MB more under a quota lowered to %d MB: %s", lower, out)
+	}
+	if det, err := c.GetSandbox(ctx, id); err != nil || det.DiskSizeMB != lower {
+		t.Fatalf("after lowering: %+v %v", det, err)
+	}
+	for _, bad := range []int64{-1, 1, 1 << 40} {
+		if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: bad}); client.StatusCode(err) != 400 {
+			t.Errorf("diskMB %d: %v, want 400", bad, err)
+		}
 	}
 }

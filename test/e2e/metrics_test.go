@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,4 +178,61 @@ func httpGet(t *testing.T, d *daemon, path, key string, want int) string {
 		t.Fatalf("GET %s: %d, want %d: %s", path, resp.StatusCode, want, b)
 	}
 	return string(b)
+}
+
+// TestHealthInFlightAndErrors: GET /health counts the commands running now,
+// and a sandbox that fails is among the last errors — listed (with its id)
+// to an admin key and by `warren health`, only counted for anyone else.
+func TestHealthInFlightAndErrors(t *testing.T) {
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sb.SandboxID
+	t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), id) })
+
+	// A command runs for a while: health counts it while it runs.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"sleep", "3"}})
+		done <- err
+	}()
+	waitFor(t, 10*time.Second, "health to count the command in flight", func() bool {
+		h, err := c.Health(ctx)
+		return err == nil && h.CommandsInFlight == 1
+	})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h, err := c.Health(ctx); err != nil || h.CommandsInFlight != 0 {
+		t.Fatalf("health after the command ended: %+v %v", h, err)
+	}
+
+	// The sandbox's PID 1 dies: it is failed, and that is a daemon error.
+	if err := syscall.Kill(initPID(t, d.dataDir, id), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var h client.Health
+	waitFor(t, 15*time.Second, "health to list the failed sandbox", func() bool {
+		h, err = c.Health(ctx)
+		return err == nil && len(h.LastErrors) > 0
+	})
+	e := h.LastErrors[0]
+	if e.Op != "sandbox failed" || e.SandboxID != id || !strings.Contains(e.Message, "init process") || time.Since(e.At) > time.Minute || h.ErrorsTotal < 1 {
+		t.Errorf("last errors: %+v (total %d)", h.LastErrors, h.ErrorsTotal)
+	}
+	body := httpGet(t, d, "/health", "", 200)
+	if strings.Contains(body, id) || !strings.Contains(body, `"errorsTotal":`) || strings.Contains(body, "lastErrors") {
+		t.Errorf("unauthenticated health: %s", body)
+	}
+	out := d.mustCLI("health")
+	t.Logf("warren health:\n%s", out)
+	if !strings.Contains(out, "commands in flight:") || !strings.Contains(out, "sandbox failed") || !strings.Contains(out, id) {
+		t.Errorf("warren health:\n%s", out)
+	}
 }

@@ -55,6 +55,19 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("pool hits %d, want 3: %+v", p[0].Hits, p[0])
 	}
 	waitReady(3) // refilled
+	// /metrics shows the pool's size, hits and misses (hit ratio).
+	prom := httpGet(t, d, "/metrics", d.key, 200)
+	for _, want := range []string{
+		`warren_warm_pool_ready{template="bb",network="false"} 3`,
+		`warren_warm_pool_min{template="bb",network="false"} 3`,
+		`warren_warm_pool_hits_total{template="bb",network="false"} 3`,
+		`warren_warm_pool_misses_total{template="bb",network="false"} 0`,
+		`warren_warm_pool_hit_ratio{template="bb",network="false"} 1`,
+	} {
+		if !strings.Contains(prom, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, prom)
+		}
+	}
 	// A claimed sandbox is the team's: listed, with its metadata.
 	det, err := c.GetSandbox(ctx, ids[0])
 	if err != nil || det.Metadata["n"] != "x" || det.TemplateID != "bb" {
