@@ -16,14 +16,28 @@ type figure struct {
 	stats Stats
 }
 
-// figures finds every Stats object in a report (any value that marshals to
-// JSON), named by its path, in path order.
-func figures(report any) ([]figure, error) {
-	tree, err := jsonTree(report)
+// derived is a number a report computes from its figures — a ratio against
+// a baseline, a flatness — found by its name.
+type derived struct {
+	name  string
+	value float64
+}
+
+// readReport finds, in one walk of a report (any value that marshals to
+// JSON), every Stats object with samples and every number whose key names a
+// ratio or a flatness, each named by its path and in path order. Walking
+// the report's JSON finds them the same way whatever Go types hold them.
+func readReport(report any) ([]figure, []derived, error) {
+	data, err := json.Marshal(report)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []figure
+	var tree any
+	if err := json.Unmarshal(data, &tree); err != nil {
+		return nil, nil, err
+	}
+	var figs []figure
+	var ders []derived
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
 		m, ok := v.(map[string]any)
@@ -34,31 +48,22 @@ func figures(report any) ([]figure, error) {
 			var s Stats
 			b, _ := json.Marshal(m)
 			if json.Unmarshal(b, &s) == nil && s.N > 0 {
-				out = append(out, figure{strings.TrimPrefix(path, "."), s})
+				figs = append(figs, figure{strings.TrimPrefix(path, "."), s})
 			}
 			return
 		}
 		for k, sub := range m {
+			if x, isNum := sub.(float64); isNum && (strings.Contains(k, "ratio") || strings.Contains(k, "flatness")) {
+				ders = append(ders, derived{strings.TrimPrefix(path+"."+k, "."), x})
+				continue
+			}
 			walk(path+"."+k, sub)
 		}
 	}
 	walk("", tree)
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out, nil
-}
-
-// jsonTree is a report as the generic maps and values its JSON decodes to,
-// so that figures are found the same way whatever Go types hold them.
-func jsonTree(report any) (any, error) {
-	data, err := json.Marshal(report)
-	if err != nil {
-		return nil, err
-	}
-	var tree any
-	if err := json.Unmarshal(data, &tree); err != nil {
-		return nil, err
-	}
-	return tree, nil
+	sort.Slice(figs, func(i, j int) bool { return figs[i].name < figs[j].name })
+	sort.Slice(ders, func(i, j int) bool { return ders[i].name < ders[j].name })
+	return figs, ders, nil
 }
 
 // Plot layout, in SVG user units.
@@ -75,7 +80,7 @@ const (
 // The shape of each distribution is what it shows; the exact numbers are
 // in the JSON beside it.
 func WritePlot(w io.Writer, title string, report any) error {
-	figs, err := figures(report)
+	figs, _, err := readReport(report)
 	if err != nil {
 		return err
 	}

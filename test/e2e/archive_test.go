@@ -17,9 +17,7 @@ import (
 // byte-for-byte; a deleted turn stays a link of the chain while later turns
 // need it.
 func TestArchivedTurns(t *testing.T) {
-	d := newDaemon(t, "--archive-after", "8", "--anchor-every", "20")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--archive-after", "8", "--anchor-every", "20")
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})

@@ -12,9 +12,7 @@ import (
 // killed, at its run timeout; with autoResume the next exec resumes it, with
 // its files and processes' state intact.
 func TestAutoPauseResume(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	timeout := int64(2)

@@ -18,9 +18,7 @@ import (
 // template, a sandbox, commands, files, output caps, a SIGKILL of the daemon
 // mid-command, recovery, and a delete that leaves nothing behind.
 func TestCore(t *testing.T) {
-	d := newDaemon(t, "--output-limit", "2097152")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--output-limit", "2097152")
 
 	id := strings.TrimSpace(d.mustCLI("sandbox", "create", "--template", "bb", "--env", "GREETING=from-create", "--env", "OTHER=kept"))
 	if id == "" {
@@ -118,9 +116,7 @@ func TestCore(t *testing.T) {
 // TestBadInput checks that bad requests get a 4xx with a useful message and
 // leave nothing behind.
 func TestBadInput(t *testing.T) {
-	d := newDaemon(t, "--max-sandboxes", "2")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--max-sandboxes", "2")
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 

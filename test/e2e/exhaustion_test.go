@@ -16,9 +16,7 @@ import (
 // working, and /health says how full the pool is — degraded or unhealthy
 // when nearly full, ok again once the space is freed.
 func TestResourceExhaustion(t *testing.T) {
-	d := newDaemon(t, "--image-size-gb", "1")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--image-size-gb", "1")
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)
 	create := func(l *client.Limits) string {

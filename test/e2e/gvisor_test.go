@@ -38,9 +38,7 @@ func requireRunsc(t *testing.T) string {
 func gvisorDaemon(t *testing.T, extra ...string) *daemon {
 	t.Helper()
 	runsc := requireRunsc(t)
-	d := newDaemon(t, append([]string{"--runsc", runsc}, extra...)...)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, append([]string{"--runsc", runsc}, extra...)...)
 	h, err := d.client().Health(ctxT(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -326,9 +324,7 @@ func TestGVisorDefaultRuntime(t *testing.T) {
 // Without a usable runsc the gvisor runtime is refused with the reason
 // (501), and the native runtime keeps working.
 func TestGVisorUnavailable(t *testing.T) {
-	d := newDaemon(t, "--runsc", "/nonexistent/runsc")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--runsc", "/nonexistent/runsc")
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()
 	h, err := c.Health(ctx)

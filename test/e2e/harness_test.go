@@ -247,13 +247,21 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
+// busyboxDaemon starts a daemon (with args) that has a busybox template
+// named bb.
+func busyboxDaemon(t *testing.T, args ...string) *daemon {
+	t.Helper()
+	d := newDaemon(t, args...)
+	d.start()
+	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	return d
+}
+
 // busyboxSandbox starts a daemon, builds the busybox template `bb` and
 // creates one sandbox from it; the context ends after d.
 func busyboxSandbox(t *testing.T, d time.Duration) (*daemon, context.Context, string) {
 	t.Helper()
-	dm := newDaemon(t)
-	dm.start()
-	dm.mustCLI("template", "build", "bb", "--busybox", "--data-dir", dm.dataDir)
+	dm := busyboxDaemon(t)
 	ctx := ctxT(t, d)
 	sb, err := dm.client().CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {

@@ -33,16 +33,8 @@ func TestHostilePathsEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The host's secret, and a host directory an escaped write would land in.
-	hostDir, err := os.MkdirTemp("", "warren-host-paths-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(hostDir) })
 	const secret = "HOST-SECRET-7c2e"
-	secretFile := filepath.Join(hostDir, "secret.txt")
-	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	hostDir, secretFile := hostSecret(t, secret)
 	if _, err := c.ExecWait(ctx, id, client.ExecRequest{Command: "mkdir -p /workspace && ln -s " + hostDir + " /workspace/hostlink", User: "root"}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,16 +24,8 @@ func TestHostileSandbox(t *testing.T) {
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 	// A secret on the host, at a path the sandbox knows.
-	secretDir, err := os.MkdirTemp("", "warren-host-secret-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(secretDir) })
 	const secret = "HOST-SECRET-b9f1"
-	secretFile := filepath.Join(secretDir, "secret.txt")
-	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	secretDir, secretFile := hostSecret(t, secret)
 	root := func(script string) client.ExecResult {
 		t.Helper()
 		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: script, User: "root", TimeoutMs: 20000})
@@ -139,6 +131,23 @@ func TestHostileSandbox(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	waitNoLeftovers(t, ctx, d, id)
+}
+
+// hostSecret writes secret (and a newline) into secret.txt of a new host
+// directory, removed when the test ends: what a hostile sandbox must never
+// read, change or write beside.
+func hostSecret(t *testing.T, secret string) (dir, file string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "warren-host-secret-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	file = filepath.Join(dir, "secret.txt")
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
 }
 
 // waitNoLeftovers waits until nothing of a failed sandbox's processes,

@@ -12,9 +12,7 @@ import (
 // process keeps printing is not; a paused sandbox is killed after
 // --paused-retention; each step is in the events with its cause.
 func TestIdleTimeout(t *testing.T) {
-	d := newDaemon(t, "--idle-timeout", "2s", "--paused-retention", "3s")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--idle-timeout", "2s", "--paused-retention", "3s")
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	quiet, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})

@@ -13,9 +13,7 @@ import (
 // real daemon and agent. Every probe must fail. (The runtime's own suite in
 // internal/runtime/native runs a wider set against bare libcontainer.)
 func TestIsolation(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})

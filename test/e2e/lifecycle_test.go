@@ -15,9 +15,7 @@ import (
 // need the sandbox get 409 while it is paused; pausing twice is 409; the
 // run timeout does not tick while paused; it survives a daemon restart.
 func TestPauseResume(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	timeout := int64(30)
@@ -127,9 +125,7 @@ func TestPauseResume(t *testing.T) {
 // The windows are wide (the host is shared): the test checks the order of
 // events around the end, not the precision of the clock.
 func TestRunTimeout(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	three := int64(3)

@@ -12,9 +12,7 @@ import (
 // TestUpdateLimits changes a running sandbox's memory and pids limits in
 // place and reads them from inside; bad values are refused.
 func TestUpdateLimits(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, time.Minute)
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 100}})
@@ -61,9 +59,7 @@ func TestUpdateLimits(t *testing.T) {
 // below what the sandbox holds, which is refused) writes fail with EDQUOT
 // inside.
 func TestUpdateDiskQuota(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 40}})

@@ -44,9 +44,7 @@ func TestMCPNode(t *testing.T) {
 		args = append(args, filepath.Base(f))
 	}
 
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

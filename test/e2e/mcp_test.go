@@ -43,9 +43,7 @@ func (s *syncBuffer) String() string {
 // TestMCPStdio drives `warren mcp` as an MCP client would: a subprocess
 // spoken to over stdio with the official Go SDK's client.
 func TestMCPStdio(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	ctx := ctxT(t, 5*time.Minute)
 
 	cmd := exec.Command(filepath.Join(d.bin, "warren"), "mcp")

@@ -16,9 +16,7 @@ import (
 // daemon: a sandbox that burns CPU and holds memory shows both in its
 // samples, health reports the pool, and /metrics is admin-only.
 func TestMetrics(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 
@@ -184,9 +182,7 @@ func httpGet(t *testing.T, d *daemon, path, key string, want int) string {
 // and a sandbox that fails is among the last errors — listed (with its id)
 // to an admin key and by `warren health`, only counted for anyone else.
 func TestHealthInFlightAndErrors(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})

@@ -51,9 +51,7 @@ func networkDaemon(t *testing.T, extra ...string) (*daemon, *fakenet.Internet, s
 		"--network-run-dir", runDir,
 		"--network-subnet", "10.88.0.0/24",
 	}, extra...)
-	d := newDaemon(t, args...)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, args...)
 	return d, in, runDir
 }
 

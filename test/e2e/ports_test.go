@@ -42,9 +42,7 @@ printf 'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n
 // the daemon: E2B's header and Host routing, a WebSocket-style upgrade, the
 // error statuses, and `warren port-forward`.
 func TestPorts(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})

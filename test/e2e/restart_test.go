@@ -34,9 +34,7 @@ func initPID(t *testing.T, dataDir, id string) int {
 // daemon makes of it: live sandboxes reattached, dead ones failed with a
 // reason, orphans removed.
 func TestRestartReconciles(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()
 	live, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})

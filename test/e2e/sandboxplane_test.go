@@ -18,9 +18,7 @@ import (
 // installed here) and plain HTTP clients use them: create and connect on
 // the v1 paths, the key shape, and who may use a sandbox's envd API.
 func TestSandboxPlane(t *testing.T) {
-	d := newDaemon(t, "--max-upload-mb", "1")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--max-upload-mb", "1")
 	ctx := ctxT(t, 3*time.Minute)
 	base := "http://" + d.addr
 

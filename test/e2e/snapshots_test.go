@@ -37,9 +37,7 @@ ln -sf /usr/local/bin/tool%[6]d /workspace/current-tool`,
 // TestSnapshotsAgentLoop runs 200 agent turns with a snapshot each, then
 // rolls back and forward, forks, diffs, promotes and hits a quota.
 func TestSnapshotsAgentLoop(t *testing.T) {
-	d := newDaemon(t, "--max-turns", "250")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--max-turns", "250")
 	c := d.client()
 	ctx := ctxT(t, 10*time.Minute)
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
@@ -202,9 +200,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 
 // TestSnapshotBadInput checks the 4xx answers of the snapshot API.
 func TestSnapshotBadInput(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	a, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
@@ -281,9 +277,7 @@ func TestSnapshotBadInput(t *testing.T) {
 // 10 and checks that afterwards every sandbox and snapshot is whole and
 // recorded, or gone.
 func TestForkSurvivesDaemonKill(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})

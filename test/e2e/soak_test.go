@@ -112,9 +112,7 @@ func soakAgent(ctx context.Context, c *client.Client, n int, errs chan<- error, 
 // noisy to assert on.
 func TestTortureSoak(t *testing.T) {
 	clients, dur := soakScale()
-	d := newDaemon(t, "--default-timeout", "0")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--default-timeout", "0")
 	c := d.client()
 	pid := d.cmd.Process.Pid
 	// Warm up: the first sandbox opens the pool, the database, the logs.

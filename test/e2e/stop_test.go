@@ -14,9 +14,7 @@ import (
 // escalates to SIGKILL for one that ignores it; a stopped sandbox keeps its
 // filesystem across a daemon restart until it is deleted.
 func TestStop(t *testing.T) {
-	d := newDaemon(t)
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 

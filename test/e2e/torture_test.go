@@ -195,9 +195,7 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, st *tortu
 // names. At the end everything is deleted and nothing is left at all.
 func TestTortureCrashConsistency(t *testing.T) {
 	clients, kills := tortureScale()
-	d := newDaemon(t, "--max-sandboxes", strconv.Itoa(clients*4+20), "--default-timeout", "0")
-	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	d := busyboxDaemon(t, "--max-sandboxes", strconv.Itoa(clients*4+20), "--default-timeout", "0")
 	st := &tortureStats{byOp: map[string]int{}, errByOp: map[string]int{}, samples: map[string]int{}}
 	before := hostCounts(t, d.dataDir, st)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
