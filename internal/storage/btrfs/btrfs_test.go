@@ -419,3 +419,33 @@ func TestLoopDeviceFlags(t *testing.T) {
 	// /tmp takes direct I/O here; on tmpfs the loop falls back to buffered.
 	t.Logf("loop %s flags %#x (direct I/O: %t)", m.Source, info.Flags, info.Flags&unix.LO_FLAGS_DIRECT_IO != 0)
 }
+
+// TestNewPoolSingleMetadata checks that a new pool's metadata is single and
+// keeps the room DUP's first chunk had (a pool that data fills must still
+// be able to delete), read from the kernel's own accounting in sysfs.
+func TestNewPoolSingleMetadata(t *testing.T) {
+	s := newPool(t, t.TempDir())
+	f, err := os.Open(s.poolDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	uuid, err := fsUUID(int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := filepath.Join("/sys/fs/btrfs", uuid, "allocation")
+	for _, kind := range []string{"metadata", "system"} {
+		if _, err := os.Stat(filepath.Join(alloc, kind, "dup")); err == nil {
+			t.Errorf("%s still has a DUP profile", kind)
+		}
+		total, err := readInt(filepath.Join(alloc, kind, "single", "total_bytes"))
+		if err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		t.Logf("%s single: %d MiB", kind, total>>20)
+		if kind == "metadata" && total < 64<<20 {
+			t.Errorf("metadata has %d MiB allocated; want the kernel's first chunk (about 10 %% of the pool), not mkfs -m single's 8 MiB", total>>20)
+		}
+	}
+}
