@@ -53,7 +53,9 @@ type SnapshotReport struct {
 	Workspace WorkspaceReport `json:"workspace"`
 
 	// Turns: each turn writes 25 files (1 MB) through one exec, then POST
-	// /sandboxes/{id}/turns is timed.
+	// /sandboxes/{id}/turns is timed. A turn's files are in two
+	// neighbouring directories, as an agent's edits to one module are
+	// (turnPaths).
 	Turns     int   `json:"turns"`
 	TurnAll   Stats `json:"turn"`
 	TurnFirst Stats `json:"turn_first"` // turns 1…k (k = min(100, turns/2))
@@ -64,6 +66,11 @@ type SnapshotReport struct {
 	// TurnFrozen is how long the sandbox was frozen for each turn (the
 	// answer's frozenMs).
 	TurnFrozen Stats `json:"turn_frozen"`
+	// TurnScattered is a few more turns after the last, each spreading its
+	// 25 files over 25 directories across the tree: the worst case, beside
+	// TurnLast (TurnScatteredOverLocal is the ratio of their p50s).
+	TurnScattered          Stats   `json:"turn_scattered"`
+	TurnScatteredOverLocal float64 `json:"turn_scattered_vs_turn_last_p50_ratio"`
 	// TurnWriteExec is the exec that wrote each turn's files (context).
 	TurnWriteExec Stats `json:"turn_write_exec"`
 	// TurnRaw is the floor: every tenth turn, the bench itself writes a
@@ -273,7 +280,7 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	rawEvery := max(1, min(10, s.opts.Turns/10))
 	for t := 1; t <= s.opts.Turns; t++ {
 		start := time.Now()
-		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t)})
+		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, false)})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
 		}
@@ -312,6 +319,32 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	if kr := k / 10; kr > 0 && len(raw) >= 2*kr {
 		s.rep.TurnRawFlatness = ratio(Summarise(raw[len(raw)-kr:]), Summarise(raw[:kr]))
 	}
+	return s.scatteredTurns(ctx)
+}
+
+// scatteredTurns times a few more turns at the end of the history, each
+// spreading its files over the whole tree (the worst case; see turnPaths).
+// They are not among s.turns: the later phases use local turns only.
+func (s *snapSuite) scatteredTurns(ctx context.Context) error {
+	n := min(30, max(2, s.opts.Turns/10))
+	var took []time.Duration
+	for i := 1; i <= n; i++ {
+		t := s.opts.Turns + i
+		res, err := s.h.c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, true)})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return fmt.Errorf("scattered turn %d: write files: %w", t, err)
+		}
+		start := time.Now()
+		if _, err := s.h.c.Turn(ctx, s.id); err != nil {
+			return fmt.Errorf("scattered turn %d: %w", t, err)
+		}
+		took = append(took, time.Since(start))
+	}
+	s.rep.TurnScattered = Summarise(took)
+	s.rep.TurnScatteredOverLocal = ratio(s.rep.TurnScattered, s.rep.TurnLast)
 	return nil
 }
 
@@ -322,16 +355,14 @@ func (s *snapSuite) rawTurn(ctx context.Context, t int) (time.Duration, error) {
 	live := storage.Key{Kind: storage.KindSandbox, Name: s.id}
 	vol := s.h.d.Storage.Path(live)
 	buf := make([]byte, turnFileBytes)
-	for j := 0; j < turnFiles; j++ {
-		n := (t-1)*turnFiles + j
-		p := filepath.Join(vol, template.Workspace, fmt.Sprintf("%s/raw%d-%02d", s.l.dir(n*13), t, j))
-		if j%2 == 1 {
-			p = filepath.Join(vol, template.Workspace, s.l.file(n*104729%s.l.files))
-		}
+	for _, rel := range turnPaths(s.l, t, false) {
+		// The turn itself wrote these paths already: the raw turn writes
+		// the same files again (new ones are overwrites now), the same
+		// amount in the same directories.
 		if _, err := rand.Read(buf); err != nil {
 			return 0, err
 		}
-		if err := os.WriteFile(p, buf, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(vol, template.Workspace, rel), buf, 0o644); err != nil {
 			return 0, err
 		}
 	}
@@ -353,19 +384,48 @@ func (s *snapSuite) rawTurn(ctx context.Context, t int) (time.Duration, error) {
 	return took, s.h.d.Storage.Delete(ctx, key)
 }
 
-// turnCommand is turn t's shell command: turnFiles files of turnFileBytes,
-// alternately a new file and an overwrite of a workspace file, spread
-// over the workspace's directories.
-func turnCommand(l layout, t int) string {
-	cmd := "set -e"
-	for j := 0; j < turnFiles; j++ {
+// turnPaths are the workspace-relative paths turn t writes: turnFiles
+// files, alternately a new file and an overwrite of an existing one.
+//
+// A local turn works the way an agent's turn does, inside one module: its
+// files are in two neighbouring directories, a different pair each turn.
+// A scattered turn spreads its files over turnFiles directories across the
+// whole tree. The difference matters to btrfs: the first write to a tree
+// shared with a snapshot copies the path from the root to the leaf and
+// bumps the references of every child of each copied node, so a scattered
+// turn makes the next snapshot commit several times as much metadata.
+func turnPaths(l layout, t int, scattered bool) []string {
+	paths := make([]string, turnFiles)
+	perDir := max(1, l.files/l.dirs)
+	for j := range paths {
 		n := (t-1)*turnFiles + j
-		var p string
-		if j%2 == 0 {
-			p = fmt.Sprintf("%s/turn%d-%02d", l.dir(n*7), t, j)
-		} else {
-			p = l.file(n * 7919 % l.files)
+		if scattered {
+			if j%2 == 0 {
+				paths[j] = fmt.Sprintf("%s/turn%d-%02d", l.dir(n*7), t, j)
+			} else {
+				paths[j] = l.file(n * 7919 % l.files)
+			}
+			continue
 		}
+		d := (t*37 + j%4/2) % l.dirs
+		if j%2 == 0 {
+			paths[j] = fmt.Sprintf("%s/turn%d-%02d", l.dir(d), t, j)
+			continue
+		}
+		i := d + l.dirs*((t*13+j)%perDir)
+		if i >= l.files {
+			i = d
+		}
+		paths[j] = l.file(i)
+	}
+	return paths
+}
+
+// turnCommand is turn t's shell command: turnFileBytes of random bytes to
+// each of its paths.
+func turnCommand(l layout, t int, scattered bool) string {
+	cmd := "set -e"
+	for _, p := range turnPaths(l, t, scattered) {
 		cmd += fmt.Sprintf("; head -c %d /dev/urandom > %s/%s", turnFileBytes, template.Workspace, p)
 	}
 	return cmd

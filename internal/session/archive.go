@@ -185,30 +185,47 @@ func (m *Manager) restoreLocked(ctx context.Context, id string) error {
 	start := time.Now()
 	links := 0
 	if !m.host.HasSnapshot(ctx, id) {
-		base, paths, err := m.archiveChain(ctx, snap)
+		n, err := m.restoreChain(ctx, snap)
 		if err != nil {
 			return fmt.Errorf("restore archived snapshot %s: %w", id, err)
 		}
-		// The base is older than id (see the lock order above).
-		unlockBase := m.lockSnapshot(base, false)
-		b, err := m.store.GetSnapshot(ctx, base)
-		if err == nil && b.State != SnapReady {
-			err = fmt.Errorf("snapshot %s, which the chain starts from, is %s now; try again: %w", base, b.State, errdefs.ErrConflict)
-		}
-		if err == nil {
-			err = m.host.RestoreSnapshot(ctx, id, base, paths)
-		}
-		unlockBase()
-		if err != nil {
-			return fmt.Errorf("restore archived snapshot %s: %w", id, err)
-		}
-		links = len(paths)
+		links = n
 	}
 	if err := m.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapArchived}, SnapReady); err != nil {
 		return err
 	}
 	m.log.Info("restored archived snapshot", "snapshot", id, "streams", links, "took", time.Since(start))
 	return nil
+}
+
+// restoreChain replays snap's chain onto the nearest volume below it in the
+// pool and returns how many streams it took. The archiver may archive that
+// base between the walk and its lock (it archives the oldest turns first,
+// so the walk the next time ends lower down): the walk is then done again.
+func (m *Manager) restoreChain(ctx context.Context, snap store.Snapshot) (int, error) {
+	const attempts = 10
+	for range attempts {
+		base, paths, err := m.archiveChain(ctx, snap)
+		if err != nil {
+			return 0, err
+		}
+		if m.chainWalked != nil {
+			m.chainWalked(base)
+		}
+		// The base is older than snap (see the lock order above).
+		unlockBase := m.lockSnapshot(base, false)
+		b, err := m.store.GetSnapshot(ctx, base)
+		if err == nil && b.State == SnapReady {
+			err = m.host.RestoreSnapshot(ctx, snap.ID, base, paths)
+			unlockBase()
+			return len(paths), err
+		}
+		unlockBase()
+		if err != nil {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("the chain's base kept leaving the pool (%d walks); try again: %w", attempts, errdefs.ErrConflict)
 }
 
 // maxChain bounds the walk down an archive chain (a cycle would be a bug).

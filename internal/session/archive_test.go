@@ -316,3 +316,54 @@ func TestArchiveRecovery(t *testing.T) {
 	}
 	unlock()
 }
+
+// TestRestoreWhileBaseArchived archives the base a restore has just found
+// (as the archiver can, between the walk and the lock): the restore walks
+// again and rebuilds the turn from the next base down, instead of failing.
+func TestRestoreWhileBaseArchived(t *testing.T) {
+	ctx := context.Background()
+	m, h, st := newManager(t, 20)
+	m.cfg.ArchiveAfter, m.cfg.AnchorEvery = 4, 100
+	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := map[int]string{}
+	for n := 1; n <= 10; n++ {
+		tr, err := m.Turn(ctx, "a", sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn[n] = tr.ID
+	}
+	// Turn 3 has a fork, so it keeps its volume (and gets its stream).
+	if _, _, err := m.Fork(ctx, "a", sb.ID, ForkRequest{SnapshotID: turn[3]}); err != nil {
+		t.Fatal(err)
+	}
+	m.archiveSandbox(ctx, sb.ID)
+	if s, _ := st.GetSnapshot(ctx, turn[4]); s.State != SnapArchived || s.ArchiveParent != turn[3] {
+		t.Fatalf("turn 4: %s against %s, want archived against turn 3", s.State, s.ArchiveParent)
+	}
+	if s, _ := st.GetSnapshot(ctx, turn[3]); s.State != SnapReady || s.ArchivePath == "" {
+		t.Fatalf("turn 3: %s, stream %q; want ready with its stream", s.State, s.ArchivePath)
+	}
+
+	var bases []string
+	m.chainWalked = func(base string) {
+		bases = append(bases, base)
+		if len(bases) == 1 {
+			if err := m.dropVolume(ctx, base); err != nil {
+				t.Errorf("archive the base: %v", err)
+			}
+		}
+	}
+	if _, err := m.Diff(ctx, "a", turn[4], turn[9]); err != nil {
+		t.Fatalf("diff from turn 4 with its base archived during the restore: %v", err)
+	}
+	if len(bases) != 2 || bases[0] != turn[3] || bases[1] != turn[1] {
+		t.Errorf("walks ended at %v, want turn 3 then turn 1", bases)
+	}
+	if s, _ := st.GetSnapshot(ctx, turn[4]); s.State != SnapReady || h.chains[len(h.chains)-1] != 3 {
+		t.Errorf("turn 4 is %s, last chain %v; want ready through turns 2, 3 and 4's streams", s.State, h.chains)
+	}
+}

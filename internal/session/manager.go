@@ -200,6 +200,9 @@ type Manager struct {
 	// archiveMu orders changes to archive chains (streams recorded, volumes
 	// dropped, links kept or removed); taken after any snapshot lock.
 	archiveMu sync.Mutex
+	// chainWalked, when set (by tests), runs after a restore has walked an
+	// archive chain and before it locks the base it found.
+	chainWalked func(base string)
 }
 
 // liveSandbox is a running sandbox this daemon is attached to. The team is
