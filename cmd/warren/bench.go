@@ -230,6 +230,9 @@ func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOpt
 	set("files", &snap.Files, 500)
 	set("workspace-mb", &snap.WorkspaceMB, 8)
 	set("turns", &snap.Turns, 6)
+	// Archive in a short run too (2 scattered + 2 local turns stay), so that
+	// rollback_archived has turns to restore.
+	set("archive-after", &snap.ArchiveAfter, 4)
 	set("concurrent", &snap.Concurrent, 3)
 	set("sandboxes", densityN, 5)
 	set("tool-calls", &tools.Calls, 10)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -84,8 +85,8 @@ type SnapshotReport struct {
 	// samples over its first (as many as turn_first and turn_last cover).
 	TurnRawFlatness float64 `json:"turn_baseline_raw_btrfs_flatness_p50_ratio"`
 
-	// Diff: GET /snapshots/{turn k-1}/diff?to={turn k}, as the client sees
-	// it, and the server's own tookMs.
+	// Diff: GET /snapshots/{turn k-1}/diff?to={turn k} for turns still in
+	// the pool, as the client sees it, and the server's own tookMs.
 	Diff       Stats `json:"diff_one_turn"`
 	DiffServer Stats `json:"diff_one_turn_server"`
 	// DiffChanges is how many paths one such diff lists (25 files plus
@@ -97,8 +98,8 @@ type SnapshotReport struct {
 	DiffWalkChanges int     `json:"diff_baseline_full_walk_changes"`
 	SpeedupDiff     float64 `json:"speedup_diff_vs_full_walk_p50"`
 
-	// Fork: POST /sandboxes/{id}/fork of one turn snapshot (count 1),
-	// until the answer (the fork is running).
+	// Fork: POST /sandboxes/{id}/fork of one of the recent turn snapshots
+	// in the pool (count 1), until the answer (the fork is running).
 	Fork       Stats `json:"fork"`
 	ForkDelete Stats `json:"fork_delete"`
 	// ForkCopy is the baseline: `cp -a` of the sandbox's tree into the
@@ -106,10 +107,14 @@ type SnapshotReport struct {
 	ForkCopy    Stats   `json:"fork_baseline_cp_a"`
 	SpeedupFork float64 `json:"speedup_fork_vs_cp_a_p50"`
 
-	// Rollback: POST /sandboxes/{id}/rollback to an older turn; then an
-	// exec of `true` proves the sandbox usable (timed apart).
+	// Rollback: POST /sandboxes/{id}/rollback to one of the recent turns
+	// still in the pool; then an exec of `true` proves the sandbox usable
+	// (timed apart). RollbackArchived goes to archived turns half-way and
+	// a quarter of the way through the history: the restore of the turn
+	// from its chain of send streams is part of it.
 	Rollback          Stats `json:"rollback"`
 	ExecAfterRollback Stats `json:"exec_true_after_rollback"`
+	RollbackArchived  Stats `json:"rollback_archived"`
 
 	// Concurrent: Concurrent forks of one turn (one call, timed), each
 	// writes one file, then each takes a turn, all at once.
@@ -143,6 +148,7 @@ type SnapshotTargets struct {
 	DiffP50Ms           float64 `json:"diff_one_turn_p50_ms"`
 	ForkP50Ms           float64 `json:"fork_p50_ms"`
 	RollbackP50Ms       float64 `json:"rollback_p50_ms"`
+	RestoreArchivedMs   float64 `json:"rollback_archived_p50_ms"`
 	ConcurrentTurnP99Ms float64 `json:"concurrent_turn_p99_ms"`
 }
 
@@ -156,7 +162,7 @@ type Check struct {
 
 var snapshotTargets = SnapshotTargets{
 	TurnP50Ms: 15, TurnFlatness: 1.5, FrozenP50Ms: 5, DiffP50Ms: 20,
-	ForkP50Ms: 40, RollbackP50Ms: 50, ConcurrentTurnP99Ms: 250,
+	ForkP50Ms: 40, RollbackP50Ms: 50, RestoreArchivedMs: 1000, ConcurrentTurnP99Ms: 250,
 }
 
 // snapSuite is one run of the snapshot suite.
@@ -319,14 +325,18 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	if kr := k / 10; kr > 0 && len(raw) >= 2*kr {
 		s.rep.TurnRawFlatness = ratio(Summarise(raw[len(raw)-kr:]), Summarise(raw[:kr]))
 	}
-	return s.scatteredTurns(ctx)
+	return s.runScatteredTurns(ctx)
 }
 
-// scatteredTurns times a few more turns at the end of the history, each
+// scatteredTurns is how many scattered turns follow turns local ones: few,
+// since they push as many local turns out of the pool.
+func scatteredTurns(turns int) int { return min(10, max(2, turns/10)) }
+
+// runScatteredTurns times a few more turns at the end of the history, each
 // spreading its files over the whole tree (the worst case; see turnPaths).
 // They are not among s.turns: the later phases use local turns only.
-func (s *snapSuite) scatteredTurns(ctx context.Context) error {
-	n := min(30, max(2, s.opts.Turns/10))
+func (s *snapSuite) runScatteredTurns(ctx context.Context) error {
+	n := scatteredTurns(s.opts.Turns)
 	var took []time.Duration
 	for i := 1; i <= n; i++ {
 		t := s.opts.Turns + i
@@ -435,7 +445,10 @@ func turnCommand(l layout, t int, scattered bool) string {
 func (s *snapSuite) runDiff(ctx context.Context) error {
 	c := s.h.c
 	n := len(s.turns)
-	pairs := min(30, n-1)
+	// Consecutive turns still in the pool: an archived pair would time
+	// its restore (rollback_archived measures that).
+	lo := max(1, n-s.inPool())
+	pairs := min(30, n-lo)
 	diff := func(k int) (client.Diff, error) {
 		return c.Diff(ctx, s.turns[k-1].SnapshotID, s.turns[k].SnapshotID, false)
 	}
@@ -444,7 +457,7 @@ func (s *snapSuite) runDiff(ctx context.Context) error {
 	}
 	var took, server []time.Duration
 	for i := 0; i < pairs; i++ {
-		k := 1 + i*(n-1)/pairs
+		k := lo + i*(n-lo)/pairs
 		start := time.Now()
 		d, err := diff(k)
 		if err != nil {
@@ -458,7 +471,7 @@ func (s *snapSuite) runDiff(ctx context.Context) error {
 	s.rep.DiffServer = Summarise(server)
 
 	// The baseline compares the last pair measured, tree against tree.
-	k := 1 + (pairs-1)*(n-1)/pairs
+	k := lo + (pairs-1)*(n-lo)/pairs
 	from := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k-1].SnapshotID})
 	to := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k].SnapshotID})
 	var walk []time.Duration
@@ -481,10 +494,13 @@ func (s *snapSuite) runFork(ctx context.Context) error {
 	c := s.h.c
 	n := len(s.turns)
 	const forks = 15
+	// Turns still in the pool: a fork of an archived turn restores it
+	// first, which rollback_archived measures.
+	w := min(n, s.inPool())
 	never := int64(0)
 	var took, deleted []time.Duration
 	for i := -1; i < forks; i++ { // i = -1 is an untimed warm-up
-		snap := s.turns[(n-1)-max(i, 0)*(n-1)/forks]
+		snap := s.turns[(n-1)-max(i, 0)%w]
 		start := time.Now()
 		res, err := c.Fork(ctx, s.id, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: 1, Timeout: &never})
 		if err != nil {
@@ -517,18 +533,42 @@ func forkError(res []client.ForkResult) error {
 	return fmt.Errorf("%d results", len(res))
 }
 
-// runRollback times rollbacks to older turns, alternating between two
-// regions of the history, each followed by a (separately timed) exec.
+// runRollback times rollbacks to recent turns (in the pool: an agent
+// undoing its last turns), then to archived turns (restored first), each
+// followed by a (separately timed) exec.
 func (s *snapSuite) runRollback(ctx context.Context) error {
-	c := s.h.c
 	n := len(s.turns)
-	const rollbacks = 15
+	w := min(n, s.inPool())
+	var recent, archived []int
+	for i := range 15 {
+		recent = append(recent, n-2-i%max(1, w-1))
+	}
+	if w < n {
+		for i := range 6 {
+			archived = append(archived, rollbackTarget(n-w, i))
+		}
+	}
+	var err error
+	if s.rep.Rollback, s.rep.ExecAfterRollback, err = s.rollbacks(ctx, recent); err != nil {
+		return err
+	}
+	s.rep.RollbackArchived, _, err = s.rollbacks(ctx, archived)
+	return err
+}
+
+// rollbacks rolls the sandbox back to each of the turns (indexes into
+// s.turns), after an untimed warm-up to the first.
+func (s *snapSuite) rollbacks(ctx context.Context, turns []int) (rollback, exec Stats, err error) {
+	if len(turns) == 0 {
+		return Stats{}, Stats{}, nil
+	}
+	c := s.h.c
 	var took, execs []time.Duration
-	for i := -1; i < rollbacks; i++ { // i = -1 is an untimed warm-up
-		snap := s.turns[rollbackTarget(n, max(i, 0))]
+	for i := -1; i < len(turns); i++ {
+		snap := s.turns[max(0, turns[max(i, 0)])]
 		start := time.Now()
 		if _, err := c.Rollback(ctx, s.id, client.RollbackRequest{SnapshotID: snap.SnapshotID}); err != nil {
-			return fmt.Errorf("rollback to %s: %w", snap.Name, err)
+			return Stats{}, Stats{}, fmt.Errorf("rollback to %s: %w", snap.Name, err)
 		}
 		elapsed := time.Since(start)
 		start = time.Now()
@@ -537,16 +577,24 @@ func (s *snapSuite) runRollback(ctx context.Context) error {
 			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Error)
 		}
 		if err != nil {
-			return fmt.Errorf("exec after rollback to %s: %w", snap.Name, err)
+			return Stats{}, Stats{}, fmt.Errorf("exec after rollback to %s: %w", snap.Name, err)
 		}
 		if i >= 0 {
 			took = append(took, elapsed)
 			execs = append(execs, time.Since(start))
 		}
 	}
-	s.rep.Rollback = Summarise(took)
-	s.rep.ExecAfterRollback = Summarise(execs)
-	return nil
+	return Summarise(took), Summarise(execs), nil
+}
+
+// inPool is how many of the newest turns in s.turns are still in the pool:
+// the daemon keeps its newest ArchiveAfter turns there (all of them when it
+// does not archive), and the scattered turns are the newest of all.
+func (s *snapSuite) inPool() int {
+	if s.h.cfg.ArchiveAfter <= 0 {
+		return len(s.turns)
+	}
+	return max(2, s.h.cfg.ArchiveAfter-scatteredTurns(s.opts.Turns))
 }
 
 // rollbackTarget is the index of the turn the i-th rollback goes to:
@@ -641,7 +689,11 @@ func (r SnapshotReport) checks() []Check {
 		{Name: "diff_one_turn_p50_ms", Value: r.Diff.P50, Target: t.DiffP50Ms},
 		{Name: "fork_p50_ms", Value: r.Fork.P50, Target: t.ForkP50Ms},
 		{Name: "rollback_p50_ms", Value: r.Rollback.P50, Target: t.RollbackP50Ms},
+		{Name: "rollback_archived_p50_ms", Value: r.RollbackArchived.P50, Target: t.RestoreArchivedMs},
 		{Name: "concurrent_turn_p99_ms", Value: r.ConcurrentTurn.P99, Target: t.ConcurrentTurnP99Ms},
+	}
+	if r.RollbackArchived.N == 0 { // a run too short to archive anything
+		out = slices.DeleteFunc(out, func(c Check) bool { return c.Name == "rollback_archived_p50_ms" })
 	}
 	for i := range out {
 		out[i].Met = out[i].Value <= out[i].Target
