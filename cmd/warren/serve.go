@@ -93,6 +93,7 @@ func serveCmd() *cobra.Command {
 	f.IntVar(&cfg.ArchiveAfter, "archive-after", cfg.ArchiveAfter, "newest turn snapshots per sandbox kept in the pool; older ones are archived to send streams and restored on demand (0 = no archiving; btrfs only)")
 	f.IntVar(&cfg.AnchorEvery, "anchor-every", cfg.AnchorEvery, "turns 1, N+1, 2N+1, … stay in the pool as the bases of archived turns' streams")
 	f.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "run timeout of a sandbox whose create names none (0 = never)")
+	f.BoolVar(&cfg.AllowNoTimeout, "allow-no-timeout", cfg.AllowNoTimeout, "accept a run timeout of 0 (the sandbox never expires) at create, fork, /timeout and resume; false answers those 400")
 	f.Uint64Var(&cfg.OutputLimit, "output-limit", cfg.OutputLimit, "cap in bytes on one command's output when the request names none")
 	f.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics (Prometheus) without an API key; it then leaves out the per-sandbox series")
 	f.StringVar(&cfg.AgentBinary, "agent", cfg.AgentBinary, "path of the static warren-agent binary (default: beside warren; env WARREN_AGENT)")

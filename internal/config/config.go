@@ -66,6 +66,10 @@ type Config struct {
 	DefaultDiskBytes int64
 	// DefaultTimeout is the run timeout of a sandbox whose create names none.
 	DefaultTimeout time.Duration
+	// AllowNoTimeout lets a caller ask for a run timeout of 0 (the sandbox
+	// never expires) at create, fork, /timeout and resume. Off, those
+	// answer 400, so that every sandbox ends by itself.
+	AllowNoTimeout bool
 	// OutputLimit caps an exec's output when the request names no cap.
 	OutputLimit uint64
 	// AgentBinary is the static warren-agent to mount into sandboxes; empty
@@ -107,6 +111,7 @@ func Default() Config {
 		DefaultLimits:   runtime.DefaultLimits,
 		MaxLimits:       runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
 		DefaultTimeout:  300 * time.Second,
+		AllowNoTimeout:  true,
 		MaxTurns:        -1,
 		ArchiveAfter:    32,
 		AnchorEvery:     100,
@@ -199,6 +204,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultTimeout < 0 {
 		return fmt.Errorf("--default-timeout is negative: %w", errdefs.ErrInvalid)
+	}
+	if c.DefaultTimeout == 0 && !c.AllowNoTimeout {
+		return fmt.Errorf("--default-timeout 0 (never) contradicts --allow-no-timeout=false: give a default timeout: %w", errdefs.ErrInvalid)
 	}
 	if c.IdleAction == "" {
 		c.IdleAction = "pause"

@@ -17,16 +17,23 @@ type timeoutBody struct {
 	Timeout *int64 `json:"timeout,omitempty"`
 }
 
-func (b timeoutBody) duration() (*time.Duration, error) {
-	if b.Timeout == nil {
+// runTimeout checks a run timeout in seconds from a request (create, fork,
+// /timeout, /resume and /connect) and converts it; nil stays nil (none
+// given). Past the range check the session service decides, e.g. whether
+// 0 (never) is allowed on this server.
+func (s *Server) runTimeout(seconds *int64) (*time.Duration, error) {
+	if seconds == nil {
 		return nil, nil
 	}
 	// Compared in seconds: a huge value multiplied into a Duration first
 	// would overflow and could pass as a small one.
-	if *b.Timeout < 0 || *b.Timeout > int64(maxTimeout/time.Second) {
-		return nil, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *b.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid)
+	if *seconds < 0 || *seconds > int64(maxTimeout/time.Second) {
+		return nil, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *seconds, int(maxTimeout.Seconds()), errdefs.ErrInvalid)
 	}
-	d := time.Duration(*b.Timeout) * time.Second
+	d := time.Duration(*seconds) * time.Second
+	if err := s.deps.Sessions.CheckTimeout(d); err != nil {
+		return nil, err
+	}
 	return &d, nil
 }
 
@@ -89,7 +96,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	d, err := body.duration()
+	d, err := s.runTimeout(body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -128,7 +135,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, fmt.Errorf("timeout (seconds) is missing: %w", errdefs.ErrInvalid))
 		return
 	}
-	d, err := body.duration()
+	d, err := s.runTimeout(body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/session"
 )
 
 // envdPort is E2B's envd port: requests for it are the sandbox-plane API,
@@ -125,7 +126,14 @@ func (s *Server) portProxy() *httputil.ReverseProxy {
 				// HTTP clients speak first: the request goes out behind
 				// the dial instead of after the agent's answer, and a port
 				// nobody listens on is the error of reading the response.
-				return pr.agent.OpenPort(ctx, pr.port)
+				tun, err := pr.agent.OpenPort(ctx, pr.port)
+				if err != nil {
+					return nil, err
+				}
+				// The transport keeps the connection for later requests
+				// to the same sandbox and port; an idle one in its pool
+				// moves no bytes and so marks nothing.
+				return metered(tun, s.deps.Sessions.ActivityMeter(pr.id)), nil
 			},
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     30 * time.Second,
@@ -305,22 +313,24 @@ func (s *Server) connectPort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Bytes the client sent right behind its request are in brw's buffer.
-	splice(conn, brw.Reader, tun)
+	splice(conn, brw.Reader, tun, s.deps.Sessions.ActivityMeter(id))
 }
 
 // splice copies both ways, passing each side's half-close on, until both
-// directions end or one fails.
-func splice(conn net.Conn, in io.Reader, tun *agentconn.TunnelConn) {
+// directions end or one fails; bytes moving either way keep the sandbox
+// from going idle (meter).
+func splice(conn net.Conn, in io.Reader, tun *agentconn.TunnelConn, meter *session.ActivityMeter) {
+	via := metered(tun, meter)
 	errc := make(chan error, 2)
 	go func() {
-		_, err := io.Copy(tun, in)
+		_, err := io.Copy(via, in)
 		if err == nil {
 			err = tun.CloseWrite()
 		}
 		errc <- err
 	}()
 	go func() {
-		_, err := io.Copy(conn, tun)
+		_, err := io.Copy(conn, via)
 		if cw, ok := conn.(interface{ CloseWrite() error }); ok && err == nil {
 			err = cw.CloseWrite()
 		}
@@ -342,4 +352,36 @@ func headerHasToken(h http.Header, name, token string) bool {
 		}
 	}
 	return false
+}
+
+// meteredConn is a tunnel to a port inside a sandbox that notes every read
+// and write that moved bytes: the idle timeout counts port traffic, not
+// only the request that opened the connection.
+type meteredConn struct {
+	net.Conn
+	meter *session.ActivityMeter
+}
+
+// metered wraps c with meter; without one (no idle timeout) c is used as is.
+func metered(c net.Conn, meter *session.ActivityMeter) net.Conn {
+	if meter == nil {
+		return c
+	}
+	return &meteredConn{Conn: c, meter: meter}
+}
+
+func (c *meteredConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.meter.Note()
+	}
+	return n, err
+}
+
+func (c *meteredConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.meter.Note()
+	}
+	return n, err
 }

@@ -45,7 +45,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		Network: createPolicy(body),
 	}
-	timeout, err := timeoutBody{Timeout: body.Timeout}.duration()
+	timeout, err := s.runTimeout(body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
 		return

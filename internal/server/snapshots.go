@@ -160,14 +160,12 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata, Memory: body.Memory, FilesOnly: body.FilesOnly}
-	if body.Timeout != nil {
-		if *body.Timeout < 0 || time.Duration(*body.Timeout)*time.Second > maxTimeout {
-			writeError(w, r, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *body.Timeout, int(maxTimeout.Seconds()), errdefs.ErrInvalid))
-			return
-		}
-		d := time.Duration(*body.Timeout) * time.Second
-		req.Timeout = &d
+	timeout, err := s.runTimeout(body.Timeout)
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
+	req.Timeout = timeout
 	_, results, err := s.deps.Sessions.Fork(r.Context(), teamOf(r), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, r, err)

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -31,8 +32,9 @@ func (m *Manager) timeoutFired(timeout, action string) {
 	}
 }
 
-// Touch records activity in a sandbox (an API call that uses it, or output
-// of its commands), which keeps its idle timeout from firing.
+// Touch records activity in a sandbox (an API call that uses it, output of
+// its commands, or traffic on a port connection: see ActivityMeter), which
+// keeps its idle timeout from firing.
 func (m *Manager) Touch(id string) {
 	now := m.cfg.Now()
 	m.mu.Lock()
@@ -40,6 +42,52 @@ func (m *Manager) Touch(id string) {
 		sb.lastActive = now
 	}
 	m.mu.Unlock()
+}
+
+// ActivityMeter keeps a sandbox from going idle while a long-lived stream
+// to it (a tunnelled port connection: a WebSocket, a port-forward) moves
+// bytes, and lets it go idle when the stream stays open but silent. Opening
+// the stream was an API call, which touched the sandbox already; the meter
+// covers what flows after. Note is on the copy path of every read and
+// write, so it touches at most once per interval: a clock read and an
+// atomic load otherwise, no lock.
+type ActivityMeter struct {
+	m     *Manager
+	id    string
+	every time.Duration
+	last  atomic.Int64 // the clock at the last touch, in unix nanoseconds
+}
+
+// maxActivityInterval is how often at most a busy stream touches its
+// sandbox: the idle loop looks once a second anyway.
+const maxActivityInterval = time.Second
+
+// ActivityMeter returns a meter for one stream to sandbox id, or nil (whose
+// Note does nothing) when the server has no idle timeout.
+func (m *Manager) ActivityMeter(id string) *ActivityMeter {
+	if m.cfg.IdleTimeout <= 0 {
+		return nil
+	}
+	// Touches lag the traffic by up to the interval: keep it well inside
+	// a short idle timeout.
+	every := min(maxActivityInterval, m.cfg.IdleTimeout/4)
+	a := &ActivityMeter{m: m, id: id, every: every}
+	a.last.Store(m.cfg.Now().UnixNano())
+	return a
+}
+
+// Note records that bytes moved on the stream, in either direction.
+func (a *ActivityMeter) Note() {
+	if a == nil {
+		return
+	}
+	now := a.m.cfg.Now()
+	last := a.last.Load()
+	// Of two directions noting at once, the one that wins the swap touches.
+	if now.UnixNano()-last < int64(a.every) || !a.last.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	a.m.Touch(a.id)
 }
 
 // idle applies the idle timeout to running sandboxes and the retention

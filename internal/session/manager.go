@@ -110,6 +110,11 @@ type Config struct {
 	DefaultLimits  runtime.Limits
 	MaxLimits      runtime.Limits
 	DefaultTimeout time.Duration
+	// RequireTimeout refuses a run timeout of 0 (never expire) wherever a
+	// caller can give one (create, fork, /timeout, resume): on a shared
+	// server a sandbox nobody remembers would hold its memory and disk
+	// forever. The zero value allows it, as E2B does.
+	RequireTimeout bool
 	// MaxDiskBytes bounds a sandbox's disk quota (0 = no bound).
 	MaxDiskBytes int64
 	// DefaultDisk is the disk quota of a sandbox that asks for none.
@@ -491,8 +496,10 @@ func (m *Manager) validate(req *CreateRequest) error {
 	if err := ids.ValidateName("templateID", req.Template); err != nil {
 		return err
 	}
-	if req.Timeout != nil && *req.Timeout < 0 {
-		return fmt.Errorf("timeout must not be negative: %w", errdefs.ErrInvalid)
+	if req.Timeout != nil {
+		if err := m.CheckTimeout(*req.Timeout); err != nil {
+			return err
+		}
 	}
 	if err := validateMap("metadata", req.Metadata); err != nil {
 		return err

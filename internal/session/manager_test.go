@@ -209,7 +209,7 @@ func (h *fakeHost) Resume(ctx context.Context, id string, _ *agentconn.Conn) err
 	return nil
 }
 
-func newManager(t *testing.T, max int) (*Manager, *fakeHost, *store.Store) {
+func newManager(t testing.TB, max int) (*Manager, *fakeHost, *store.Store) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"))
 	if err != nil {

@@ -117,11 +117,25 @@ func (m *Manager) resume(ctx context.Context, team, id, cause string) (bool, err
 	return true, nil
 }
 
+// CheckTimeout checks a run timeout a caller asks for: not negative, and
+// not 0 (never) when the server requires one (Config.RequireTimeout). The
+// API checks with it before acting, so that a resume with a refused
+// timeout does not resume first.
+func (m *Manager) CheckTimeout(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("timeout must not be negative: %w", errdefs.ErrInvalid)
+	}
+	if d == 0 && m.cfg.RequireTimeout {
+		return fmt.Errorf("timeout 0 (never expire) is turned off on this server (warren serve --allow-no-timeout=false): give a timeout of at least 1 second: %w", errdefs.ErrInvalid)
+	}
+	return nil
+}
+
 // SetTimeout makes a team's sandbox time out d from now (0 = never), as
 // E2B's POST /sandboxes/{id}/timeout does.
 func (m *Manager) SetTimeout(ctx context.Context, team, id string, d time.Duration) error {
-	if d < 0 {
-		return fmt.Errorf("timeout must not be negative: %w", errdefs.ErrInvalid)
+	if err := m.CheckTimeout(d); err != nil {
+		return err
 	}
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 // served from a warm pool (the host is a fake).
 func BenchmarkPoolClaim(b *testing.B) {
 	ctx := context.Background()
-	m, _, _ := newManager(&testing.T{}, 1<<20)
+	m, _, _ := newManager(b, 1<<20)
 	m.pools = newPools([]PoolConfig{{Template: "base", Min: 1}})
 	p := m.pools["base"]
 	for b.Loop() {

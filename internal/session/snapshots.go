@@ -350,6 +350,13 @@ func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (s
 	if err := validateMap("metadata", req.Metadata); err != nil {
 		return "", nil, err
 	}
+	if req.Timeout != nil {
+		// Checked before the implicit snapshot, which a refused timeout
+		// would otherwise leave behind.
+		if err := m.CheckTimeout(*req.Timeout); err != nil {
+			return "", nil, err
+		}
+	}
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return "", nil, err

@@ -51,6 +51,13 @@ func TestLifecycleBadInput(t *testing.T) {
 	if code, msg := post("/sandboxes/"+id+"/resume", `{"timeout": -1}`); code != 400 {
 		t.Errorf("resume with timeout -1: %d %s, want 400", code, msg)
 	}
+	// A fork's timeout goes through the same check (it once multiplied
+	// first, so 2^62 s overflowed).
+	for _, body := range []string{`{"timeout": -1}`, `{"timeout": 4611686018427387904}`} {
+		if code, msg := post("/sandboxes/"+id+"/fork", body); code != 400 || !strings.Contains(msg, "timeout") {
+			t.Errorf("fork %s: %d %s, want 400 naming the timeout", body, code, msg)
+		}
+	}
 
 	// Ports out of range, in each route: the TCP tunnel, the headers and
 	// the Host form.

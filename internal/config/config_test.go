@@ -1,0 +1,41 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// A server that refuses timeout 0 cannot default to it; one that allows it
+// (the default) can.
+func TestValidateNoTimeout(t *testing.T) {
+	agent := filepath.Join(t.TempDir(), "warren-agent")
+	if err := os.WriteFile(agent, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := func() Config {
+		c := Default()
+		c.DataDir, c.AgentBinary = t.TempDir(), agent
+		return c
+	}
+	c := base()
+	if !c.AllowNoTimeout {
+		t.Fatal("timeout 0 is refused by default; existing users and the bench rely on it")
+	}
+	c.DefaultTimeout = 0
+	if err := c.Validate(); err != nil {
+		t.Fatalf("default timeout 0 with timeout 0 allowed: %v", err)
+	}
+	c = base()
+	c.AllowNoTimeout = false
+	if err := c.Validate(); err != nil {
+		t.Fatalf("timeout 0 refused, default 300 s: %v", err)
+	}
+	c.DefaultTimeout = 0
+	if err := c.Validate(); !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "--allow-no-timeout") {
+		t.Fatalf("default timeout 0 with timeout 0 refused: want ErrInvalid naming the flag, got %v", err)
+	}
+}

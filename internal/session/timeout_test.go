@@ -1,0 +1,79 @@
+package session
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// A server that requires a run timeout refuses 0 (never) wherever a caller
+// can give one — create, a pooled create, fork, /timeout — with a message
+// naming the flag, leaves nothing behind, and still takes any other timeout.
+func TestRequireTimeoutRefusesNever(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newManager(t, 10)
+	never, short := time.Duration(0), 30*time.Second
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "--allow-no-timeout") {
+			t.Fatalf("%s with timeout 0: want ErrInvalid naming --allow-no-timeout, got %v", what, err)
+		}
+	}
+
+	// Allowed by default (the zero Config), as E2B allows it.
+	if err := m.CheckTimeout(never); err != nil {
+		t.Fatalf("timeout 0 refused by default: %v", err)
+	}
+	m.cfg.RequireTimeout = true
+	if err := m.CheckTimeout(-time.Second); !errdefs.IsInvalid(err) {
+		t.Fatalf("negative timeout: %v", err)
+	}
+
+	_, err := m.Create(ctx, CreateRequest{Team: "a", Timeout: &never})
+	refused("create", err)
+	if recs, _ := m.List(ctx, "a", store.SandboxFilter{}); len(recs) != 0 {
+		t.Fatalf("a refused create left records: %+v", recs)
+	}
+	sb, err := m.Create(ctx, CreateRequest{Team: "a", Timeout: &short})
+	if err != nil || sb.EndAt.IsZero() {
+		t.Fatalf("create with a timeout: %v, endAt %v", err, sb.EndAt)
+	}
+	if def, err := m.Create(ctx, CreateRequest{Team: "a"}); err != nil || def.EndAt.IsZero() {
+		t.Fatalf("create with the default timeout: %v, endAt %v", err, def.EndAt)
+	}
+
+	refused("/timeout", m.SetTimeout(ctx, "a", sb.ID, never))
+	if cur, _ := m.Get(ctx, "a", sb.ID); !cur.EndAt.Equal(sb.EndAt) {
+		t.Fatalf("a refused /timeout changed the end from %v to %v", sb.EndAt, cur.EndAt)
+	}
+	if err := m.SetTimeout(ctx, "a", sb.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _, err = m.Fork(ctx, "a", sb.ID, ForkRequest{Timeout: &never})
+	refused("fork", err)
+	if snaps, _ := m.ListSnapshots(ctx, "a", store.SnapshotFilter{}); len(snaps) != 0 {
+		t.Fatalf("a refused fork left its implicit snapshot: %+v", snaps)
+	}
+	if _, forks, err := m.Fork(ctx, "a", sb.ID, ForkRequest{Timeout: &short}); err != nil || forks[0].Err != nil {
+		t.Fatalf("fork with a timeout: %v %+v", err, forks)
+	}
+
+	// A create that would claim a pooled sandbox is refused before the
+	// claim: the pool keeps it.
+	m.pools = newPools([]PoolConfig{{Template: "base", Min: 1}})
+	p := m.pools["base"]
+	m.fillPool(ctx, p)
+	_, err = m.Create(ctx, CreateRequest{Team: "a", Template: "base", Timeout: &never})
+	refused("pooled create", err)
+	if len(p.ready) != 1 || p.hits != 0 {
+		t.Fatalf("a refused create took from the pool: ready %d, hits %d", len(p.ready), p.hits)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base", Timeout: &short}); err != nil || p.hits != 1 {
+		t.Fatalf("pooled create with a timeout: %v, hits %d", err, p.hits)
+	}
+}
