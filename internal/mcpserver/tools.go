@@ -29,7 +29,7 @@ const maxDiffText = 64 << 10
 
 type createArgs struct {
 	Template              string            `json:"template,omitempty" jsonschema:"The template (root filesystem) to start from. Default: base."`
-	TimeoutSeconds        *int64            `json:"timeoutSeconds,omitempty" jsonschema:"Seconds until warren stops the sandbox by itself. Default 300; 0 keeps it until sandbox_kill."`
+	TimeoutSeconds        *int64            `json:"timeoutSeconds,omitempty" jsonschema:"Seconds until warren stops the sandbox by itself. Default 300; 0 keeps it until sandbox_kill (unless the server was started with --allow-no-timeout=false)."`
 	Metadata              map[string]string `json:"metadata,omitempty" jsonschema:"Labels to find the sandbox by later (sandbox_list filters on them)."`
 	Envs                  map[string]string `json:"envs,omitempty" jsonschema:"Environment variables every command in the sandbox sees."`
 	SnapshotEveryToolCall bool              `json:"snapshotEveryToolCall,omitempty" jsonschema:"Take a turn snapshot after every tool call in this sandbox, as if each passed turn: true."`
