@@ -115,6 +115,21 @@ func TestPlanArchive(t *testing.T) {
 	}
 }
 
+// takeTurns takes n turns of team a's sandbox id and returns their ids by
+// turn number.
+func takeTurns(t *testing.T, m *Manager, id string, n int) map[int]string {
+	t.Helper()
+	turn := map[int]string{}
+	for i := 1; i <= n; i++ {
+		tr, err := m.Turn(context.Background(), "a", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn[i] = tr.ID
+	}
+	return turn
+}
+
 func TestArchiveRestoreOnDemand(t *testing.T) {
 	ctx := context.Background()
 	m, h, st := newManager(t, 20)
@@ -127,14 +142,7 @@ func TestArchiveRestoreOnDemand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn := map[int]string{}
-	for n := 1; n <= 12; n++ {
-		tr, err := m.Turn(ctx, "a", sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		turn[n] = tr.ID
-	}
+	turn := takeTurns(t, m, sb.ID, 12)
 	if _, _, err := m.Fork(ctx, "a", sb.ID, ForkRequest{SnapshotID: turn[3]}); err != nil {
 		t.Fatal(err)
 	}
@@ -258,14 +266,7 @@ func TestArchiveRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn := map[int]string{}
-	for n := 1; n <= 5; n++ {
-		tr, err := m.Turn(ctx, "a", sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		turn[n] = tr.ID
-	}
+	turn := takeTurns(t, m, sb.ID, 5)
 	m.archiveSandbox(ctx, sb.ID) // 2, 3 archived; 4 streamed, its volume kept for 5
 	get := func(n int) store.Snapshot {
 		s, err := st.GetSnapshot(ctx, turn[n])
@@ -328,14 +329,7 @@ func TestRestoreWhileBaseArchived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	turn := map[int]string{}
-	for n := 1; n <= 10; n++ {
-		tr, err := m.Turn(ctx, "a", sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		turn[n] = tr.ID
-	}
+	turn := takeTurns(t, m, sb.ID, 10)
 	// Turn 3 has a fork, so it keeps its volume (and gets its stream).
 	if _, _, err := m.Fork(ctx, "a", sb.ID, ForkRequest{SnapshotID: turn[3]}); err != nil {
 		t.Fatal(err)
