@@ -444,12 +444,27 @@ func (h *Host) SetQuota(ctx context.Context, group string, bytes int64) error {
 }
 
 // Warm runs what a sandbox's first commands will: the default user's login
-// shell in the default directory, and echo. A new sandbox's root is a new
-// btrfs subvolume whose inodes and pages are cold (the page cache is not
-// shared with the template), so this takes that cost off a pooled
-// sandbox's first real command.
+// shell in the default directory, and a program found through PATH. A new
+// sandbox's root is a new btrfs subvolume whose inodes and pages are cold
+// (the page cache is not shared with the template), so this takes that cost
+// off a pooled sandbox's first real command. The shell alone leaves PATH's
+// directories unread (echo and true are its builtins), so an argv command
+// also runs: otherwise the claimer's first argv command reads each of them
+// cold (its lookup took ~0.05 ms more than the second command's here).
 func (h *Host) Warm(ctx context.Context, sb *Sandbox) error {
-	stream, err := sb.Agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{ShellCommand: "echo warm >/dev/null; true"}))
+	for _, req := range []*agentv1.ExecRequest{
+		{ShellCommand: "echo warm >/dev/null; true"},
+		{Argv: []string{"true"}},
+	} {
+		if err := warmOne(ctx, sb, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func warmOne(ctx context.Context, sb *Sandbox, req *agentv1.ExecRequest) error {
+	stream, err := sb.Agent.Process().Exec(ctx, connect.NewRequest(req))
 	if err != nil {
 		return err
 	}

@@ -6,9 +6,11 @@ import (
 )
 
 // BenchmarkPoolClaim is the session's and the store's share of a create
-// served from a warm pool (the host is a fake).
+// served from a warm pool (the host is a fake). Its context can be
+// cancelled, as a request's is: the database driver does more for one.
 func BenchmarkPoolClaim(b *testing.B) {
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	m, _, _ := newManager(b, 1<<20)
 	m.pools = newPools([]PoolConfig{{Template: "base", Min: 1}})
 	p := m.pools["base"]

@@ -86,7 +86,7 @@ func (s *Store) AddNetworkEvents(ctx context.Context, evs []NetworkEvent) error 
 	if len(evs) == 0 {
 		return nil
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		ins, err := tx.PrepareContext(ctx, `INSERT INTO network_events
 			(sandbox_id, at, verdict, reason, protocol, destination, port, domain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {

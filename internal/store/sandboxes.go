@@ -114,7 +114,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
 // and the event of its creation, in one transaction: one commit on a
 // create's path instead of three.
 func (s *Store) CreateSandboxRecorded(ctx context.Context, sb Sandbox, edge LineageEdge, ev Event) error {
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := insertSandbox(ctx, tx, sb); err != nil {
 			return err
 		}
@@ -310,7 +310,7 @@ func (s *Store) UpdateSandboxState(ctx context.Context, id string, from []Sandbo
 	if !to.Valid() {
 		return fmt.Errorf("sandbox %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM sandboxes WHERE id = ?`, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -343,7 +343,7 @@ func (s *Store) SetSandboxEndAt(ctx context.Context, id string, endAt time.Time)
 // DeleteSandbox removes a sandbox's row (a purge; to keep the record of a
 // destroyed sandbox, move it to StateDestroyed instead).
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 		if err := oneRow(res, err, "delete sandbox", id); err != nil {
 			return err

@@ -300,7 +300,7 @@ func (s *Store) UpdateSnapshotState(ctx context.Context, id string, from []Snaps
 	if !to.Valid() {
 		return fmt.Errorf("snapshot %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
 	}
-	return s.writeTx(ctx, func(tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM snapshots WHERE id = ?`, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
