@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/storage"
@@ -23,8 +20,8 @@ var _ storage.Archiver = (*Storage)(nil)
 // is atomic and the space is the pool's).
 func (s *Storage) ArchiveDir() string { return filepath.Join(s.root, "archive") }
 
-// btrfsBinary finds btrfs(8); send and receive are off the hot path, so
-// they shell out rather than speak the send-stream format themselves.
+// btrfsBinary finds btrfs(8). Send is off the hot path, so it shells out;
+// receive is warren's own (see applier), since a restore is on a rollback's.
 func btrfsBinary() (string, error) {
 	p, err := exec.LookPath("btrfs")
 	if err != nil {
@@ -76,12 +73,14 @@ func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst stri
 	return syncPath(filepath.Dir(dst))
 }
 
-// Restore implements storage.Archiver: one `btrfs receive` reads the
-// streams one after the other into a fresh scratch volume (receive finds
-// each stream's parent by its UUID among the pool's subvolumes: the first in
-// the pool, the others among those just received), then a read-only
-// snapshot of the last received subvolume is put at key's path. A crash
-// leaves only the scratch volume, which start-up removes.
+// Restore implements storage.Archiver. The chain is checked first: the
+// first stream must be a delta against parent (by UUID, or by the UUID a
+// restored parent was received as), each later one against the one before,
+// and the last must be key's. Then a writable snapshot of parent takes
+// every stream in turn (see applier), is marked as received from the last
+// one (so a restored volume can start a later chain), and a read-only
+// snapshot of it is put at key's path. A crash leaves only scratch volumes,
+// which start-up removes.
 func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storage.Key) error {
 	if err := parent.Validate(); err != nil {
 		return err
@@ -92,70 +91,55 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 	if len(srcs) == 0 {
 		return fmt.Errorf("restore %s: no stream: %w", key, errdefs.ErrInvalid)
 	}
-	if _, err := s.Stat(ctx, parent); err != nil {
+	base, err := s.openSubvol(parent)
+	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return fmt.Errorf("restore %s: the volume its streams start from (%s) is gone, so it cannot be rebuilt: %w", key, parent, errdefs.ErrNotFound)
 		}
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
+	defer base.Close()
 	if _, err := s.Stat(ctx, key); err == nil {
 		return fmt.Errorf("restore %s: the volume exists already: %w", key, errdefs.ErrAlreadyExists)
 	}
-	var files []io.Reader
-	for _, src := range srcs {
-		f, err := os.Open(src)
-		if err != nil {
-			return fmt.Errorf("restore %s: stream %s is missing: %w", key, src, errdefs.ErrNotFound)
-		}
-		defer f.Close()
-		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-			return fmt.Errorf("restore %s: stream %s is not a file: %w", key, src, errdefs.ErrInvalid)
-		}
-		files = append(files, f)
-	}
-	bin, err := btrfsBinary()
-	if err != nil {
-		return err
-	}
-	scratch := storage.Key{Kind: storage.KindScratch, Name: "restore-" + key.Name}
-	if err := s.Delete(ctx, scratch); err != nil && !errdefs.IsNotFound(err) {
-		return fmt.Errorf("restore %s: remove leftover %s: %w", key, scratch, err)
-	}
-	dir, err := s.Create(ctx, scratch)
+	heads, err := s.checkChain(base, srcs, key)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
-	// The scratch volume holds the received ones until the last is
-	// snapshotted out; Delete drops every nested subvolume.
+
+	scratch := storage.Key{Kind: storage.KindScratch, Name: "restore-" + key.Name}
+	view := storage.Key{Kind: storage.KindScratch, Name: "restorefrom-" + key.Name}
+	for _, k := range []storage.Key{scratch, view} {
+		if err := s.Delete(ctx, k); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("restore %s: remove leftover %s: %w", key, k, err)
+		}
+	}
+	if err := s.snapshotInto(base, scratch, false); err != nil {
+		return fmt.Errorf("restore %s: %w", key, err)
+	}
 	defer func() {
 		if err := s.Delete(context.WithoutCancel(ctx), scratch); err != nil {
 			s.log.Warn("remove restore scratch volume", "volume", scratch.String(), "err", err)
 		}
 	}()
-	cmd := exec.CommandContext(ctx, bin, "receive", dir)
-	cmd.Stdin = io.MultiReader(files...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if strings.Contains(msg, "cannot find parent subvolume") {
-			return fmt.Errorf("restore %s: a volume its streams are deltas against is not in the pool (%s): %w", key, msg, errdefs.ErrNotFound)
-		}
-		return fmt.Errorf("restore %s: btrfs receive: %v: %s", key, err, msg)
-	}
-	entries, err := os.ReadDir(dir)
+	root, err := s.openSubvol(scratch)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
-	if len(entries) != len(srcs) {
-		return fmt.Errorf("restore %s: %d streams made %d volumes: %w", key, len(srcs), len(entries), errdefs.ErrInvalid)
+	defer root.Close()
+	for i, src := range srcs {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("restore %s: %w", key, err)
+		}
+		if err := s.applyStream(root, base, view, src, heads[i], i == 0); err != nil {
+			return fmt.Errorf("restore %s: stream %s: %w", key, src, err)
+		}
 	}
-	// The last stream's volume carries the name of the snapshot it was
-	// sent from, which is key's.
-	last := filepath.Join(dir, key.Name)
-	if fi, err := os.Lstat(last); err != nil || !fi.IsDir() {
-		return fmt.Errorf("restore %s: the streams did not rebuild a volume named %s: %w", key, key.Name, errdefs.ErrInvalid)
+	last := heads[len(heads)-1]
+	if err := setReceived(int(root.Fd()), last.uuid, last.ctransid); err != nil {
+		return fmt.Errorf("restore %s: mark the volume received: %w", key, errnoKind(err))
 	}
-	if err := s.placeReceived(last, key); err != nil {
+	if err := s.placeReceived(root, key); err != nil {
 		return err
 	}
 	if err := s.checkRestored(ctx, key); err != nil {
@@ -167,30 +151,141 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 	return nil
 }
 
-// placeReceived puts a read-only snapshot of the received subvolume at
-// key's path. A read-only subvolume cannot be renamed to another directory
-// (its ".." would change), and making it writable for the move would leave
-// a window where a crash leaves a writable volume in place; a snapshot is
-// one atomic ioctl, read-only from birth, and costs milliseconds.
-func (s *Storage) placeReceived(received string, key storage.Key) error {
-	src, err := os.OpenFile(received, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// checkChain reads every stream's head and checks they rebuild key from
+// the volume open at base, before anything is written.
+func (s *Storage) checkChain(base *os.File, srcs []string, key storage.Key) ([]streamHead, error) {
+	info, err := getSubvolInfo(int(base.Fd()))
 	if err != nil {
-		return fmt.Errorf("restore %s: open the received volume: %w", key, errnoKind(err))
+		return nil, fmt.Errorf("read the base volume's identity: %w", errnoKind(err))
 	}
-	defer src.Close()
+	heads := make([]streamHead, len(srcs))
+	for i, src := range srcs {
+		f, _, h, err := openStreamBody(src)
+		if err != nil {
+			return nil, err
+		}
+		f.Close()
+		heads[i] = h
+		if i == 0 {
+			if h.parentUUID != info.uuid && (info.received.zero() || h.parentUUID != info.received) {
+				return nil, fmt.Errorf("stream %s is a delta against volume %s, which is not in the pool: %w", src, h.parentUUID, errdefs.ErrNotFound)
+			}
+			continue
+		}
+		if prev := heads[i-1]; h.parentUUID != prev.uuid {
+			return nil, fmt.Errorf("stream %s is a delta against volume %s, not against %s, which the stream before it rebuilds: %w", src, h.parentUUID, prev.uuid, errdefs.ErrInvalid)
+		}
+	}
+	if last := heads[len(heads)-1]; last.name != key.Name {
+		return nil, fmt.Errorf("the streams rebuild a volume named %s, not %s: %w", last.name, key.Name, errdefs.ErrInvalid)
+	}
+	return heads, nil
+}
+
+func openStream(src string) (*os.File, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s is missing: %w", src, errdefs.ErrNotFound)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("stream %s is not a file: %w", src, errdefs.ErrInvalid)
+	}
+	return f, nil
+}
+
+// applyStream replays one stream into root. A stream that clones from its
+// parent needs the parent's state as it was before the stream: the base
+// volume itself for the first stream, else a read-only snapshot of root
+// taken now (view), dropped afterwards.
+func (s *Storage) applyStream(root, base *os.File, view storage.Key, src string, head streamHead, first bool) error {
+	a := &applier{root: root, self: head.uuid, parent: head.parentUUID}
+	defer a.close()
+	if first {
+		a.parentView = base
+	} else {
+		needed, err := streamClonesFromParent(src, head.parentUUID)
+		if err != nil {
+			return err
+		}
+		if needed {
+			if err := s.snapshotInto(root, view, true); err != nil {
+				return fmt.Errorf("keep the state before it: %w", err)
+			}
+			defer func() {
+				if err := s.Delete(context.Background(), view); err != nil {
+					s.log.Warn("remove restore scratch volume", "volume", view.String(), "err", err)
+				}
+			}()
+			if a.parentView, err = s.openSubvol(view); err != nil {
+				return err
+			}
+			defer a.parentView.Close()
+		}
+	}
+	f, r, _, err := openStreamBody(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return a.apply(r)
+}
+
+func streamClonesFromParent(src string, parent subvolUUID) (bool, error) {
+	f, r, _, err := openStreamBody(src)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	return clonesFromParent(r, parent)
+}
+
+// openStreamBody opens a stream and reads its head; the reader is left at
+// the first command after it.
+func openStreamBody(src string) (*os.File, *streamReader, streamHead, error) {
+	f, err := openStream(src)
+	if err != nil {
+		return nil, nil, streamHead{}, err
+	}
+	r, err := newStreamReader(f)
+	var h streamHead
+	if err == nil {
+		h, err = readHead(r)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, streamHead{}, fmt.Errorf("stream %s: %w", src, err)
+	}
+	return f, r, h, nil
+}
+
+// snapshotInto snapshots the volume open at src as key.
+func (s *Storage) snapshotInto(src *os.File, key storage.Key, readOnly bool) error {
 	dir, err := s.openKindDir(key.Kind)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
-	if err := snapCreate(int(src.Fd()), int(dir.Fd()), key.Name, true); err != nil {
-		return fmt.Errorf("restore %s: put the received volume in place: %w", key, errnoKind(err))
+	if err := snapCreate(int(src.Fd()), int(dir.Fd()), key.Name, readOnly); err != nil {
+		return fmt.Errorf("snapshot as %s: %w", key, errnoKind(err))
 	}
 	return nil
 }
 
-// checkRestored makes sure a received volume is read-only (receive leaves
-// it so) and that its rename is durable.
+// placeReceived puts a read-only snapshot of the rebuilt volume at key's
+// path. A read-only subvolume cannot be renamed to another directory (its
+// ".." would change), and making it writable for the move would leave a
+// window where a crash leaves a writable volume in place; a snapshot is one
+// atomic ioctl, read-only from birth, and keeps the received UUID.
+func (s *Storage) placeReceived(src *os.File, key storage.Key) error {
+	if err := s.snapshotInto(src, key, true); err != nil {
+		return fmt.Errorf("restore %s: put the rebuilt volume in place: %w", key, err)
+	}
+	return nil
+}
+
+// checkRestored makes sure a restored volume is read-only and that its
+// name is durable.
 func (s *Storage) checkRestored(ctx context.Context, key storage.Key) error {
 	info, err := s.Stat(ctx, key)
 	if err != nil {

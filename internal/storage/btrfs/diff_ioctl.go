@@ -95,7 +95,8 @@ type diffSubvol struct {
 	id         uint64
 	uuid       subvolUUID
 	parentUUID subvolUUID
-	otransid   uint64 // the transaction that created it
+	received   subvolUUID // the volume it was received (restored) as, if any
+	otransid   uint64     // the transaction that created it
 	readOnly   bool
 }
 
@@ -106,7 +107,7 @@ func getSubvolInfo(fd int) (diffSubvol, error) {
 	if err := ioctl(fd, iocGetSubvolInfo, unsafe.Pointer(&a)); err != nil {
 		return diffSubvol{}, err
 	}
-	return diffSubvol{id: a.TreeID, uuid: a.UUID, parentUUID: a.ParentUUID, otransid: a.Otransid, readOnly: a.Flags&rootSubvolRdonly != 0}, nil
+	return diffSubvol{id: a.TreeID, uuid: a.UUID, parentUUID: a.ParentUUID, received: a.ReceivedUUID, otransid: a.Otransid, readOnly: a.Flags&rootSubvolRdonly != 0}, nil
 }
 
 // treeItem is one item a tree search returned.

@@ -19,6 +19,7 @@ const (
 	iocSubvolSetflags = 0x4008941a // _IOW(0x94, 26, __u64)
 	iocFsInfo         = 0x8400941f // _IOR(0x94, 31, struct btrfs_ioctl_fs_info_args)
 	iocQuotaCtl       = 0xc0109428 // _IOWR(0x94, 40, struct btrfs_ioctl_quota_ctl_args)
+	iocSetReceived    = 0xc0c89425 // _IOWR(0x94, 37, struct btrfs_ioctl_received_subvol_args)
 
 	subvolRdonly = 1 << 1 // BTRFS_SUBVOL_RDONLY
 
@@ -75,6 +76,17 @@ type quotaCtlArgs struct {
 	Status uint64
 }
 
+// receivedSubvolArgs is struct btrfs_ioctl_received_subvol_args (200 bytes).
+type receivedSubvolArgs struct {
+	UUID     subvolUUID
+	Stransid uint64
+	Rtransid uint64
+	Stime    ioctlTimespec
+	Rtime    ioctlTimespec
+	Flags    uint64
+	Reserved [16]uint64
+}
+
 // Compile-time size checks: a wrong layout would make the kernel read garbage.
 var (
 	_ [4096 - unsafe.Sizeof(volArgs{})]struct{}
@@ -85,6 +97,8 @@ var (
 	_ [unsafe.Sizeof(inoLookupArgs{}) - 4096]struct{}
 	_ [1024 - unsafe.Sizeof(fsInfoArgs{})]struct{}
 	_ [unsafe.Sizeof(fsInfoArgs{}) - 1024]struct{}
+	_ [200 - unsafe.Sizeof(receivedSubvolArgs{})]struct{}
+	_ [unsafe.Sizeof(receivedSubvolArgs{}) - 200]struct{}
 )
 
 func ioctl(fd int, req uintptr, arg unsafe.Pointer) error {
@@ -169,4 +183,13 @@ func fsUUID(fd int) (string, error) {
 func enableSimpleQuota(fd int) error {
 	a := quotaCtlArgs{Cmd: quotaCtlEnableSimple}
 	return ioctl(fd, iocQuotaCtl, unsafe.Pointer(&a))
+}
+
+// setReceived records on the writable subvolume at fd that it is the
+// volume sent as uuid at transaction stransid, as `btrfs receive` does: a
+// later stream that is a delta against that volume finds it by this UUID.
+// Read-only snapshots of it keep the mark.
+func setReceived(fd int, uuid subvolUUID, stransid uint64) error {
+	a := receivedSubvolArgs{UUID: uuid, Stransid: stransid}
+	return ioctl(fd, iocSetReceived, unsafe.Pointer(&a))
 }

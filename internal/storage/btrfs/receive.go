@@ -1,0 +1,343 @@
+package btrfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// applier replays send streams into one writable volume. `btrfs receive`
+// makes a new snapshot for every stream and commits it, twice, which on a
+// large tree costs ~100 ms a stream; replaying a whole chain into one
+// volume commits once, when the result is snapshotted into place.
+type applier struct {
+	root *os.File // the volume being rebuilt
+
+	// Clone sources: the stream's own volume (root) and the state it is a
+	// delta against (parentView), which for the first stream of a chain is
+	// the base volume and for later ones a snapshot of root taken before
+	// the stream, made only when the stream clones from its parent.
+	self, parent subvolUUID
+	parentView   *os.File
+
+	// The file WRITE, CLONE and TRUNCATE go to, kept open across the run
+	// of them the kernel emits for one file.
+	openPath string
+	open     *os.File
+}
+
+func (a *applier) close() {
+	a.closeOpen()
+}
+
+func (a *applier) closeOpen() {
+	if a.open != nil {
+		a.open.Close()
+		a.open, a.openPath = nil, ""
+	}
+}
+
+// resolveBeneath opens the directory holding p inside root without
+// following symbolic links or leaving root, and returns it with p's last
+// component; the root itself is (root, "."). The caller closes dir unless
+// it is root.
+func resolveBeneath(root *os.File, p string) (dir int, base string, err error) {
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		if p == "" {
+			p = "."
+		}
+		return int(root.Fd()), p, nil
+	}
+	fd, err := unix.Openat2(int(root.Fd()), p[:i], &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return -1, "", fmt.Errorf("%s: %w", p[:i], err)
+	}
+	return fd, p[i+1:], nil
+}
+
+// at runs op on p's directory and last component.
+func (a *applier) at(p string, op func(dir int, base string) error) error {
+	return at(a.root, p, op)
+}
+
+func at(root *os.File, p string, op func(dir int, base string) error) error {
+	dir, base, err := resolveBeneath(root, p)
+	if err != nil {
+		return err
+	}
+	if dir != int(root.Fd()) {
+		defer unix.Close(dir)
+	}
+	return op(dir, base)
+}
+
+// openFile opens a regular file inside root.
+func openFile(root *os.File, p string, flags int) (*os.File, error) {
+	var f *os.File
+	err := at(root, p, func(dir int, base string) error {
+		fd, err := unix.Openat(dir, base, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f = os.NewFile(uintptr(fd), p)
+		return nil
+	})
+	return f, err
+}
+
+func (a *applier) writable(p string) (*os.File, error) {
+	if a.open != nil && a.openPath == p {
+		return a.open, nil
+	}
+	a.closeOpen()
+	f, err := openFile(a.root, p, unix.O_WRONLY)
+	if err != nil {
+		return nil, err
+	}
+	a.open, a.openPath = f, p
+	return f, nil
+}
+
+// xattrPath names p's last component through its already resolved
+// directory, so the l*xattr calls cannot be led out of the volume.
+func xattrPath(dir int, base string) string {
+	return "/proc/self/fd/" + strconv.Itoa(dir) + "/" + base
+}
+
+// apply replays the rest of one stream (its head already read) and stops at
+// its END command or the end of the input.
+func (a *applier) apply(s *streamReader) error {
+	for {
+		c, err := s.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if c.cmd == cmdEnd {
+			return nil
+		}
+		if err := a.do(c); err != nil {
+			if errdefs.IsInvalid(err) {
+				return err
+			}
+			return fmt.Errorf("send stream command %d (%s): %w", s.n-1, c.cmd, err)
+		}
+	}
+}
+
+func (a *applier) do(c *streamCommand) error {
+	if c.cmd != cmdWrite && c.cmd != cmdClone && c.cmd != cmdTruncate {
+		a.closeOpen()
+	}
+	p, err := c.path(attrPath)
+	if err != nil {
+		return err
+	}
+	switch c.cmd {
+	case cmdMkfile:
+		return a.at(p, func(dir int, base string) error {
+			fd, err := unix.Openat(dir, base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+			if err == nil {
+				unix.Close(fd)
+			}
+			return err
+		})
+	case cmdMkdir:
+		return a.at(p, func(dir int, base string) error { return unix.Mkdirat(dir, base, 0o700) })
+	case cmdMknod, cmdMkfifo, cmdMksock:
+		mode, rdev := uint64(unix.S_IFIFO), uint64(0)
+		switch c.cmd {
+		case cmdMksock:
+			mode = unix.S_IFSOCK
+		case cmdMknod:
+			if mode, err = c.u64(attrMode); err != nil {
+				return err
+			}
+			if rdev, err = c.u64(attrRdev); err != nil {
+				return err
+			}
+			mode &= unix.S_IFMT
+		}
+		// Permissions come in a later CHMOD.
+		return a.at(p, func(dir int, base string) error { return unix.Mknodat(dir, base, uint32(mode)|0o600, int(rdev)) })
+	case cmdSymlink:
+		target, err := c.get(attrPathLink)
+		if err != nil {
+			return err
+		}
+		return a.at(p, func(dir int, base string) error { return unix.Symlinkat(string(target), dir, base) })
+	case cmdRename:
+		to, err := c.path(attrPathTo)
+		if err != nil {
+			return err
+		}
+		return a.at(p, func(odir int, obase string) error {
+			return a.at(to, func(ndir int, nbase string) error { return unix.Renameat(odir, obase, ndir, nbase) })
+		})
+	case cmdLink:
+		existing, err := c.path(attrPathLink)
+		if err != nil {
+			return err
+		}
+		return a.at(existing, func(odir int, obase string) error {
+			return a.at(p, func(ndir int, nbase string) error { return unix.Linkat(odir, obase, ndir, nbase, 0) })
+		})
+	case cmdUnlink:
+		return a.at(p, func(dir int, base string) error { return unix.Unlinkat(dir, base, 0) })
+	case cmdRmdir:
+		return a.at(p, func(dir int, base string) error { return unix.Unlinkat(dir, base, unix.AT_REMOVEDIR) })
+	case cmdSetXattr, cmdRemoveXattr:
+		name, err := c.get(attrXattrName)
+		if err != nil {
+			return err
+		}
+		if c.cmd == cmdRemoveXattr {
+			return a.at(p, func(dir int, base string) error { return unix.Lremovexattr(xattrPath(dir, base), string(name)) })
+		}
+		data, err := c.get(attrXattrData)
+		if err != nil {
+			return err
+		}
+		return a.at(p, func(dir int, base string) error { return unix.Lsetxattr(xattrPath(dir, base), string(name), data, 0) })
+	case cmdWrite:
+		off, err := c.u64(attrFileOffset)
+		if err != nil {
+			return err
+		}
+		data, err := c.get(attrData)
+		if err != nil {
+			return err
+		}
+		f, err := a.writable(p)
+		if err != nil {
+			return err
+		}
+		_, err = f.WriteAt(data, int64(off))
+		return err
+	case cmdClone:
+		return a.clone(c, p)
+	case cmdTruncate:
+		size, err := c.u64(attrSize)
+		if err != nil {
+			return err
+		}
+		f, err := a.writable(p)
+		if err != nil {
+			return err
+		}
+		return f.Truncate(int64(size))
+	case cmdChmod:
+		mode, err := c.u64(attrMode)
+		if err != nil {
+			return err
+		}
+		return a.at(p, func(dir int, base string) error { return unix.Fchmodat(dir, base, uint32(mode&0o7777), 0) })
+	case cmdChown:
+		uid, err := c.u64(attrUID)
+		if err != nil {
+			return err
+		}
+		gid, err := c.u64(attrGID)
+		if err != nil {
+			return err
+		}
+		return a.at(p, func(dir int, base string) error {
+			return unix.Fchownat(dir, base, int(uid), int(gid), unix.AT_SYMLINK_NOFOLLOW)
+		})
+	case cmdUtimes:
+		asec, ansec, err := c.timespec(attrAtime)
+		if err != nil {
+			return err
+		}
+		msec, mnsec, err := c.timespec(attrMtime)
+		if err != nil {
+			return err
+		}
+		ts := []unix.Timespec{{Sec: asec, Nsec: ansec}, {Sec: msec, Nsec: mnsec}}
+		return a.at(p, func(dir int, base string) error { return unix.UtimesNanoAt(dir, base, ts, unix.AT_SYMLINK_NOFOLLOW) })
+	default:
+		// SUBVOL or SNAPSHOT past the head, UPDATE_EXTENT (only in
+		// streams sent without data) or a later version's command.
+		return streamErr("unexpected %s", c.cmd)
+	}
+}
+
+// clone shares a range of another file's extents, as the sender did.
+func (a *applier) clone(c *streamCommand, p string) error {
+	off, err := c.u64(attrFileOffset)
+	if err != nil {
+		return err
+	}
+	n, err := c.u64(attrCloneLen)
+	if err != nil {
+		return err
+	}
+	from, err := c.uuid(attrCloneUUID)
+	if err != nil {
+		return err
+	}
+	srcPath, err := c.path(attrClonePath)
+	if err != nil {
+		return err
+	}
+	srcOff, err := c.u64(attrCloneOffset)
+	if err != nil {
+		return err
+	}
+	var srcRoot *os.File
+	switch {
+	case from == a.self:
+		srcRoot = a.root
+	case from == a.parent && a.parentView != nil:
+		srcRoot = a.parentView
+	default:
+		return streamErr("clone from volume %s, which is neither the stream's nor its parent's", from)
+	}
+	src, err := openFile(srcRoot, srcPath, unix.O_RDONLY)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := a.writable(p)
+	if err != nil {
+		return err
+	}
+	return unix.IoctlFileCloneRange(int(dst.Fd()), &unix.FileCloneRange{
+		Src_fd: int64(src.Fd()), Src_offset: srcOff, Src_length: n, Dest_offset: off,
+	})
+}
+
+// clonesFromParent reads a whole stream (its head already read) and
+// reports whether any CLONE takes its source from the stream's parent.
+func clonesFromParent(s *streamReader, parent subvolUUID) (bool, error) {
+	for {
+		c, err := s.next()
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if c.cmd == cmdEnd {
+			return false, nil
+		}
+		if c.cmd == cmdClone {
+			if u, err := c.uuid(attrCloneUUID); err != nil || u == parent {
+				return err == nil, err
+			}
+		}
+	}
+}
