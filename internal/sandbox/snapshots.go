@@ -112,6 +112,7 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 	}
 	// Build the new root beside the old one, then swap, so that a failed
 	// snapshot leaves the old tree in place.
+	t0 := time.Now()
 	scratch := storage.Key{Kind: storage.KindScratch, Name: "rollback-" + spec.ID}
 	if err := h.Storage.Delete(ctx, scratch); err != nil && !errdefs.IsNotFound(err) {
 		return err
@@ -119,20 +120,28 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 	if _, err := h.Storage.Snapshot(ctx, snapshotKey(snapID), scratch, storage.SnapshotOptions{Group: spec.Group}); err != nil {
 		return fmt.Errorf("copy snapshot %s: %w", snapID, err)
 	}
+	t1 := time.Now()
 	if err := h.Storage.Delete(ctx, sandboxKey(spec.ID)); err != nil && !errdefs.IsNotFound(err) {
 		_ = h.Storage.Delete(ctx, scratch)
 		return fmt.Errorf("remove old root of %s: %w", spec.ID, err)
 	}
+	t2 := time.Now()
 	if _, err := h.Storage.Snapshot(ctx, scratch, sandboxKey(spec.ID), storage.SnapshotOptions{Group: spec.Group}); err != nil {
 		return fmt.Errorf("install new root of %s: %w", spec.ID, err)
 	}
+	t3 := time.Now()
 	if err := h.Storage.Delete(ctx, scratch); err != nil {
 		h.Log.Warn("remove rollback scratch volume", "volume", scratch.String(), "err", err)
 	}
+	t4 := time.Now()
 	if _, err := h.start(ctx, spec, h.Storage.Path(sandboxKey(spec.ID))); err != nil {
 		return err
 	}
-	return h.waitReady(ctx, conn)
+	t5 := time.Now()
+	err := h.waitReady(ctx, conn)
+	h.Log.Debug("rollback phases", "sandbox", spec.ID, "copy_ms", ms(t1.Sub(t0)), "drop_old_ms", ms(t2.Sub(t1)),
+		"install_ms", ms(t3.Sub(t2)), "drop_scratch_ms", ms(t4.Sub(t3)), "start_ms", ms(t5.Sub(t4)), "ready_ms", ms(time.Since(t5)))
+	return err
 }
 
 // Diff lists what differs between two volumes: snapshots, or a snapshot
@@ -228,3 +237,5 @@ func (h *Host) GroupUsage(ctx context.Context, group string) (used, limit int64,
 	}
 	return q.GroupUsage(ctx, group)
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

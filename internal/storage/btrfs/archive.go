@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/storage"
@@ -127,21 +128,29 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	defer root.Close()
+	start := time.Now()
+	var written int64
 	for i, src := range srcs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("restore %s: %w", key, err)
 		}
-		if err := s.applyStream(root, base, view, src, heads[i], i == 0); err != nil {
+		n, err := s.applyStream(root, base, view, src, heads[i], i == 0)
+		written += n
+		if err != nil {
 			return fmt.Errorf("restore %s: stream %s: %w", key, src, err)
 		}
 	}
+	applied := time.Now()
 	last := heads[len(heads)-1]
 	if err := setReceived(int(root.Fd()), last.uuid, last.ctransid); err != nil {
 		return fmt.Errorf("restore %s: mark the volume received: %w", key, errnoKind(err))
 	}
+	marked := time.Now()
 	if err := s.placeReceived(root, key); err != nil {
 		return err
 	}
+	s.log.Debug("restored volume", "volume", key.String(), "streams", len(srcs), "bytes_written", written,
+		"apply_ms", ms(applied.Sub(start)), "mark_ms", ms(marked.Sub(applied)), "place_ms", ms(time.Since(marked)))
 	if err := s.checkRestored(ctx, key); err != nil {
 		if derr := s.Delete(context.WithoutCancel(ctx), key); derr != nil {
 			s.log.Warn("remove a volume whose restore failed", "volume", key.String(), "err", derr)
@@ -198,19 +207,20 @@ func openStream(src string) (*os.File, error) {
 // parent needs the parent's state as it was before the stream: the base
 // volume itself for the first stream, else a read-only snapshot of root
 // taken now (view), dropped afterwards.
-func (s *Storage) applyStream(root, base *os.File, view storage.Key, src string, head streamHead, first bool) error {
+func (s *Storage) applyStream(root, base *os.File, view storage.Key, src string, head streamHead, first bool) (written int64, err error) {
 	a := &applier{root: root, self: head.uuid, parent: head.parentUUID}
 	defer a.close()
+	defer func() { written = a.written }()
 	if first {
 		a.parentView = base
 	} else {
 		needed, err := streamClonesFromParent(src, head.parentUUID)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if needed {
 			if err := s.snapshotInto(root, view, true); err != nil {
-				return fmt.Errorf("keep the state before it: %w", err)
+				return 0, fmt.Errorf("keep the state before it: %w", err)
 			}
 			defer func() {
 				if err := s.Delete(context.Background(), view); err != nil {
@@ -218,17 +228,17 @@ func (s *Storage) applyStream(root, base *os.File, view storage.Key, src string,
 				}
 			}()
 			if a.parentView, err = s.openSubvol(view); err != nil {
-				return err
+				return 0, err
 			}
 			defer a.parentView.Close()
 		}
 	}
 	f, r, _, err := openStreamBody(src)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
-	return a.apply(r)
+	return 0, a.apply(r)
 }
 
 func streamClonesFromParent(src string, parent subvolUUID) (bool, error) {
@@ -298,3 +308,5 @@ func (s *Storage) checkRestored(ctx context.Context, key storage.Key) error {
 	}
 	return syncPath(filepath.Dir(s.Path(key)))
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -31,6 +31,8 @@ type applier struct {
 	// of them the kernel emits for one file.
 	openPath string
 	open     *os.File
+
+	written int64 // bytes of file data written, for the log
 }
 
 func (a *applier) close() {
@@ -225,7 +227,8 @@ func (a *applier) do(c *streamCommand) error {
 		if err != nil {
 			return err
 		}
-		_, err = f.WriteAt(data, int64(off))
+		n, err := f.WriteAt(data, int64(off))
+		a.written += int64(n)
 		return err
 	case cmdClone:
 		return a.clone(c, p)
