@@ -114,6 +114,8 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
 	}
 	w.WriteHeader(http.StatusOK)
+	// A download slower than the idle timeout keeps the sandbox running.
+	meter := s.deps.Sessions.ActivityMeter(r.PathValue("id"))
 	written := int64(0)
 	write := func(data []byte) error {
 		if size >= 0 && written+int64(len(data)) > size {
@@ -121,6 +123,9 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		}
 		n, err := w.Write(data)
 		written += int64(n)
+		if n > 0 {
+			meter.Note()
+		}
 		return err
 	}
 	if err := write(first.GetData()); err != nil {
@@ -169,10 +174,13 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		User:        r.URL.Query().Get("user"),
 		MakeParents: r.URL.Query().Get("parents") != "false",
 	}})
+	// An upload slower than the idle timeout keeps the sandbox running.
+	meter := s.deps.Sessions.ActivityMeter(r.PathValue("id"))
 	buf := make([]byte, chunkSize)
 	for err == nil {
 		n, rerr := body.Read(buf)
 		if n > 0 {
+			meter.Note()
 			err = stream.Send(&agentv1.WriteFileRequest{Data: buf[:n]})
 		}
 		if rerr == io.EOF {

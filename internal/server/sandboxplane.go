@@ -200,6 +200,9 @@ type envdTargetKey struct{}
 type envdTarget struct {
 	agent *agentconn.Conn
 	id    string
+	// down, when set, meters the agent's answer into meter (envdactivity.go).
+	down  metering
+	meter noter
 }
 
 // envdTransport sends each request over its sandbox's agent link.
@@ -210,7 +213,11 @@ func (envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !ok {
 		return nil, errors.New("envd proxy: request without a sandbox")
 	}
-	return t.agent.Transport().RoundTrip(req)
+	resp, err := t.agent.Transport().RoundTrip(req)
+	if err == nil && t.down != nil {
+		resp.Body = t.down(resp.Body, t.meter)
+	}
+	return resp, err
 }
 
 func (s *Server) envdReverseProxy() *httputil.ReverseProxy {
@@ -261,7 +268,18 @@ func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.San
 		}
 		return
 	}
-	ctx := context.WithValue(r.Context(), envdTargetKey{}, envdTarget{agent: agent, id: rec.ID})
+	target := envdTarget{agent: agent, id: rec.ID}
+	// A long stream keeps the sandbox from going idle while it carries
+	// something (envdactivity.go); the request itself touched it already.
+	if how := envdMeteringOf(r.URL.Path); how.up != nil || how.down != nil {
+		if meter := s.deps.Sessions.ActivityMeter(rec.ID); meter != nil {
+			if how.up != nil && r.Body != nil && r.Body != http.NoBody {
+				r.Body = how.up(r.Body, meter)
+			}
+			target.down, target.meter = how.down, meter
+		}
+	}
+	ctx := context.WithValue(r.Context(), envdTargetKey{}, target)
 	s.envdReverseProxy().ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -33,8 +33,8 @@ func (m *Manager) timeoutFired(timeout, action string) {
 }
 
 // Touch records activity in a sandbox (an API call that uses it, output of
-// its commands, or traffic on a port connection: see ActivityMeter), which
-// keeps its idle timeout from firing.
+// its commands, or traffic on a port connection or a long file or watch
+// stream: see ActivityMeter), which keeps its idle timeout from firing.
 func (m *Manager) Touch(id string) {
 	now := m.cfg.Now()
 	m.mu.Lock()
@@ -45,8 +45,9 @@ func (m *Manager) Touch(id string) {
 }
 
 // ActivityMeter keeps a sandbox from going idle while a long-lived stream
-// to it (a tunnelled port connection: a WebSocket, a port-forward) moves
-// bytes, and lets it go idle when the stream stays open but silent. Opening
+// to it (a tunnelled port connection: a WebSocket, a port-forward; a long
+// envd stream: a file upload or download, a directory watch) moves bytes,
+// and lets it go idle when the stream stays open but silent. Opening
 // the stream was an API call, which touched the sandbox already; the meter
 // covers what flows after. Note is on the copy path of every read and
 // write, so it touches at most once per interval: a clock read and an

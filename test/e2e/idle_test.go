@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,5 +189,188 @@ func TestIdlePortTraffic(t *testing.T) {
 		if got := strings.Join(kinds, " "); !strings.Contains(got, "idle/timeout paused/timeout") {
 			t.Fatalf("%s: events: %s", s.name, got)
 		}
+	}
+}
+
+// TestIdleEnvdStreams: long envd streams keep a sandbox from going idle
+// while they carry something — a slow upload through /files, a watch that
+// delivers events — and a watch still open on a quiet directory, though
+// its keepalives keep coming, does not; after each, the idle action fires.
+func TestIdleEnvdStreams(t *testing.T) {
+	d := busyboxDaemon(t, "--idle-timeout", "2s", "--idle-action", "pause")
+	c := d.client()
+	ctx := ctxT(t, time.Minute)
+	envd := func(method, path, id, contentType string, body io.Reader) *http.Request {
+		req, err := http.NewRequestWithContext(ctx, method, "http://"+d.addr+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("E2b-Sandbox-Id", id)
+		req.Header.Set("X-API-Key", d.key)
+		req.Header.Set("Content-Type", contentType)
+		return req
+	}
+	state := func(id string) string {
+		det, err := c.GetSandbox(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return det.State
+	}
+	idled := func(what, id string) {
+		t.Helper()
+		waitFor(t, 10*time.Second, what+" sandbox paused once its stream was quiet", func() bool { return state(id) == "paused" })
+		evs, _ := c.SandboxEvents(ctx, id, 0)
+		var kinds []string
+		for _, e := range evs {
+			kinds = append(kinds, e.Kind+"/"+e.Cause)
+		}
+		if got := strings.Join(kinds, " "); !strings.Contains(got, "idle/timeout paused/timeout") {
+			t.Fatalf("%s: events: %s", what, got)
+		}
+	}
+	newSandbox := func() string {
+		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.SandboxID
+	}
+	// Uploads through the SDK's /files route and through warren's own.
+	uploads := map[string]func(id string, body io.Reader) error{
+		"envd upload": func(id string, body io.Reader) error {
+			resp, err := http.DefaultClient.Do(envd("POST", "/files?path=/tmp/slow&username=root", id, "application/octet-stream", body))
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("%d %s", resp.StatusCode, b)
+			}
+			return nil
+		},
+		"warren upload": func(id string, body io.Reader) error {
+			_, err := c.WriteFile(ctx, id, "/tmp/slow", body, 0o644, "")
+			return err
+		},
+	}
+	sandboxes := map[string]string{"watched": newSandbox()}
+	for what := range uploads {
+		sandboxes[what] = newSandbox()
+	}
+	watched := sandboxes["watched"]
+
+	// A watch on /tmp/w with keepalives every second, half the idle timeout:
+	// were they counted, the sandbox would never idle.
+	if _, err := c.MakeDir(ctx, watched, "/tmp/w"); err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte(`{"path":"/tmp/w"}`)
+	req := envd("POST", "/filesystem.Filesystem/WatchDir", watched, "application/connect+json",
+		bytes.NewReader(append([]byte{0, 0, 0, 0, byte(len(msg))}, msg...)))
+	req.Header.Set("Connect-Protocol-Version", "1")
+	req.Header.Set("Keepalive-Ping-Interval", "1")
+	req.Header.Set("Authorization", "Basic cm9vdDo=") // root
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("WatchDir: %d %s", resp.StatusCode, b)
+	}
+	// quietKeepalives counts the keepalives since the last event.
+	var events, quietKeepalives atomic.Int32
+	started := make(chan struct{})
+	go func() {
+		for {
+			var hdr [5]byte
+			if _, err := io.ReadFull(resp.Body, hdr[:]); err != nil {
+				return
+			}
+			b := make([]byte, binary.BigEndian.Uint32(hdr[1:]))
+			if _, err := io.ReadFull(resp.Body, b); err != nil || hdr[0]&2 != 0 {
+				return // the end of the stream
+			}
+			var ev map[string]json.RawMessage
+			_ = json.Unmarshal(b, &ev)
+			switch {
+			case ev["start"] != nil:
+				close(started)
+			case ev["filesystem"] != nil:
+				events.Add(1)
+				quietKeepalives.Store(0)
+			case ev["keepalive"] != nil:
+				quietKeepalives.Add(1)
+			}
+		}
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch did not start")
+	}
+	// A writer that prints nothing: only the watch's events tell of it.
+	if _, err := c.StartProcess(ctx, watched, client.StartProcessRequest{
+		ExecRequest: client.ExecRequest{Command: "i=0; while [ $i -lt 18 ]; do i=$((i+1)); echo $i > /tmp/w/f; sleep 0.3; done"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Meanwhile, 20 KiB uploads in 1 KiB pieces every 250 ms: 5 s, two
+	// and a half idle timeouts.
+	pipes := map[string]*io.PipeWriter{}
+	uploaded := make(chan error, len(uploads))
+	for what, upload := range uploads {
+		pr, pw := io.Pipe()
+		pipes[what] = pw
+		go func() {
+			err := upload(sandboxes[what], pr)
+			pr.CloseWithError(err) // a failed upload fails the writes too
+			if err != nil {
+				err = fmt.Errorf("%s: %w", what, err)
+			}
+			uploaded <- err
+		}()
+	}
+	piece := bytes.Repeat([]byte("x"), 1024)
+	for i := range 20 {
+		for what, pw := range pipes {
+			if _, err := pw.Write(piece); err != nil {
+				t.Fatalf("%s: piece %d: %v", what, i, err)
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+		for what, id := range sandboxes {
+			if st := state(id); st != "running" {
+				t.Fatalf("%s sandbox went %s %v into its stream (%d watch events)", what, st, time.Duration(i+1)*250*time.Millisecond, events.Load())
+			}
+		}
+	}
+	for _, pw := range pipes {
+		pw.Close()
+	}
+	for range uploads {
+		if err := <-uploaded; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for what := range uploads {
+		if e, err := c.Stat(ctx, sandboxes[what], "/tmp/slow"); err != nil || e.Size != 20<<10 {
+			t.Fatalf("%s: file: %+v, %v", what, e, err)
+		}
+	}
+	if events.Load() == 0 {
+		t.Fatal("the watch delivered no events")
+	}
+
+	// Every stream quiet: the uploads over, the watch open on a directory
+	// nobody writes (the writer is done by now) but sending keepalives.
+	for what, id := range sandboxes {
+		idled(what, id)
+	}
+	if quietKeepalives.Load() == 0 {
+		t.Fatal("the watch sent no keepalives after its last event: the test proves nothing about them")
 	}
 }
