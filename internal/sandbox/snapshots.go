@@ -110,8 +110,10 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 	if err := h.Runtime.Destroy(ctx, spec.ID); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("stop sandbox %s: %w", spec.ID, err)
 	}
-	// Build the new root beside the old one, then swap, so that a failed
-	// snapshot leaves the old tree in place.
+	// Build the new root beside the old one, then swap the two in one
+	// rename, so that the sandbox's name holds a whole root at every
+	// instant (a crash leaves the other in the scratch volume, which
+	// start-up removes) and a failed copy leaves the old tree in place.
 	t0 := time.Now()
 	scratch := storage.Key{Kind: storage.KindScratch, Name: "rollback-" + spec.ID}
 	if err := h.Storage.Delete(ctx, scratch); err != nil && !errdefs.IsNotFound(err) {
@@ -121,26 +123,32 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 		return fmt.Errorf("copy snapshot %s: %w", snapID, err)
 	}
 	t1 := time.Now()
-	if err := h.Storage.Delete(ctx, sandboxKey(spec.ID)); err != nil && !errdefs.IsNotFound(err) {
-		_ = h.Storage.Delete(ctx, scratch)
-		return fmt.Errorf("remove old root of %s: %w", spec.ID, err)
+	err := h.Storage.Exchange(ctx, scratch, sandboxKey(spec.ID))
+	if errdefs.IsNotFound(err) {
+		// No old root (a crash took it): put the copy in place.
+		if _, err = h.Storage.Snapshot(ctx, scratch, sandboxKey(spec.ID), storage.SnapshotOptions{Group: spec.Group}); err != nil {
+			err = fmt.Errorf("install new root of %s: %w", spec.ID, err)
+		}
+	}
+	if err != nil {
+		if derr := h.Storage.Delete(ctx, scratch); derr != nil {
+			h.Log.Warn("remove rollback scratch volume", "volume", scratch.String(), "err", derr)
+		}
+		return fmt.Errorf("swap in the new root of %s: %w", spec.ID, err)
 	}
 	t2 := time.Now()
-	if _, err := h.Storage.Snapshot(ctx, scratch, sandboxKey(spec.ID), storage.SnapshotOptions{Group: spec.Group}); err != nil {
-		return fmt.Errorf("install new root of %s: %w", spec.ID, err)
-	}
-	t3 := time.Now()
+	// The scratch volume now holds the old root.
 	if err := h.Storage.Delete(ctx, scratch); err != nil {
 		h.Log.Warn("remove rollback scratch volume", "volume", scratch.String(), "err", err)
 	}
-	t4 := time.Now()
+	t3 := time.Now()
 	if _, err := h.start(ctx, spec, h.Storage.Path(sandboxKey(spec.ID))); err != nil {
 		return err
 	}
-	t5 := time.Now()
-	err := h.waitReady(ctx, conn)
-	h.Log.Debug("rollback phases", "sandbox", spec.ID, "copy_ms", ms(t1.Sub(t0)), "drop_old_ms", ms(t2.Sub(t1)),
-		"install_ms", ms(t3.Sub(t2)), "drop_scratch_ms", ms(t4.Sub(t3)), "start_ms", ms(t5.Sub(t4)), "ready_ms", ms(time.Since(t5)))
+	t4 := time.Now()
+	err = h.waitReady(ctx, conn)
+	h.Log.Debug("rollback phases", "sandbox", spec.ID, "copy_ms", ms(t1.Sub(t0)), "swap_ms", ms(t2.Sub(t1)),
+		"drop_old_ms", ms(t3.Sub(t2)), "start_ms", ms(t4.Sub(t3)), "ready_ms", ms(time.Since(t4)))
 	return err
 }
 

@@ -83,6 +83,9 @@ type Storage interface {
 	Snapshot(ctx context.Context, parent, key Key, opts SnapshotOptions) (string, error)
 	// SetReadOnly flips a volume's read-only flag.
 	SetReadOnly(ctx context.Context, key Key, readOnly bool) error
+	// Exchange swaps two writable volumes' places atomically: at every
+	// instant each key holds one whole volume. Both must exist.
+	Exchange(ctx context.Context, a, b Key) error
 	// Delete removes a volume and everything in it. Deleting a missing
 	// volume returns ErrNotFound.
 	Delete(ctx context.Context, key Key) error

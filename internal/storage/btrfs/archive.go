@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/storage"
 )
@@ -77,11 +79,15 @@ func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst stri
 // Restore implements storage.Archiver. The chain is checked first: the
 // first stream must be a delta against parent (by UUID, or by the UUID a
 // restored parent was received as), each later one against the one before,
-// and the last must be key's. Then a writable snapshot of parent takes
-// every stream in turn (see applier), is marked as received from the last
-// one (so a restored volume can start a later chain), and a read-only
-// snapshot of it is put at key's path. A crash leaves only scratch volumes,
-// which start-up removes.
+// and the last must be key's. Then a writable snapshot of parent, beside
+// key under a name no snapshot has, takes every stream in turn (see
+// applier), is written back, marked as received from the last stream (so a
+// restored volume can start a later chain) and read-only, and is renamed to
+// key. No volume is made only to be deleted: dropping one that holds a
+// restore's new data keeps btrfs's cleaner busy for hundreds of
+// milliseconds, which the next snapshot (a rollback's) waits for. A crash
+// leaves the volume under its building name, which no record names, so
+// start-up removes it.
 func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storage.Key) error {
 	if err := parent.Validate(); err != nil {
 		return err
@@ -91,6 +97,10 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 	}
 	if len(srcs) == 0 {
 		return fmt.Errorf("restore %s: no stream: %w", key, errdefs.ErrInvalid)
+	}
+	building := storage.Key{Kind: key.Kind, Name: "restoring-" + key.Name}
+	if err := building.Validate(); err != nil {
+		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	base, err := s.openSubvol(parent)
 	if err != nil {
@@ -108,22 +118,25 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 
-	scratch := storage.Key{Kind: storage.KindScratch, Name: "restore-" + key.Name}
 	view := storage.Key{Kind: storage.KindScratch, Name: "restorefrom-" + key.Name}
-	for _, k := range []storage.Key{scratch, view} {
+	for _, k := range []storage.Key{building, view} {
 		if err := s.Delete(ctx, k); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("restore %s: remove leftover %s: %w", key, k, err)
 		}
 	}
-	if err := s.snapshotInto(base, scratch, false); err != nil {
+	if err := s.snapshotInto(base, building, false); err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
+	placed := false
 	defer func() {
-		if err := s.Delete(context.WithoutCancel(ctx), scratch); err != nil {
-			s.log.Warn("remove restore scratch volume", "volume", scratch.String(), "err", err)
+		if placed {
+			return
+		}
+		if err := s.Delete(context.WithoutCancel(ctx), building); err != nil {
+			s.log.Warn("remove a volume whose restore failed", "volume", building.String(), "err", err)
 		}
 	}()
-	root, err := s.openSubvol(scratch)
+	root, err := s.openSubvol(building)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
@@ -141,21 +154,50 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		}
 	}
 	applied := time.Now()
+	// The data must be on disk before the name says the volume is whole:
+	// btrfs records a file's extents only once they are written.
+	if err := unix.Syncfs(int(root.Fd())); err != nil {
+		return fmt.Errorf("restore %s: write back: %w", key, err)
+	}
+	synced := time.Now()
 	last := heads[len(heads)-1]
 	if err := setReceived(int(root.Fd()), last.uuid, last.ctransid); err != nil {
 		return fmt.Errorf("restore %s: mark the volume received: %w", key, errnoKind(err))
 	}
+	if err := setReadOnly(int(root.Fd()), true); err != nil {
+		return fmt.Errorf("restore %s: make the volume read-only: %w", key, errnoKind(err))
+	}
 	marked := time.Now()
-	if err := s.placeReceived(root, key); err != nil {
+	if err := s.rename(building, key); err != nil {
+		return fmt.Errorf("restore %s: %w", key, err)
+	}
+	placed = true
+	s.log.Debug("restored volume", "volume", key.String(), "streams", len(srcs), "bytes_written", written,
+		"apply_ms", ms(applied.Sub(start)), "sync_ms", ms(synced.Sub(applied)), "mark_ms", ms(marked.Sub(synced)),
+		"place_ms", ms(time.Since(marked)))
+	return nil
+}
+
+// rename moves a volume to another name of its kind (a read-only volume
+// can be renamed within its directory, not moved out of it) and makes the
+// move durable. The destination must not exist.
+func (s *Storage) rename(from, to storage.Key) error {
+	if from.Kind != to.Kind {
+		return fmt.Errorf("rename %s to %s: different kinds: %w", from, to, errdefs.ErrInvalid)
+	}
+	dir, err := s.openKindDir(from.Kind)
+	if err != nil {
 		return err
 	}
-	s.log.Debug("restored volume", "volume", key.String(), "streams", len(srcs), "bytes_written", written,
-		"apply_ms", ms(applied.Sub(start)), "mark_ms", ms(marked.Sub(applied)), "place_ms", ms(time.Since(marked)))
-	if err := s.checkRestored(ctx, key); err != nil {
-		if derr := s.Delete(context.WithoutCancel(ctx), key); derr != nil {
-			s.log.Warn("remove a volume whose restore failed", "volume", key.String(), "err", derr)
+	defer dir.Close()
+	if err := unix.Renameat2(int(dir.Fd()), from.Name, int(dir.Fd()), to.Name, unix.RENAME_NOREPLACE); err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("rename %s to %s: %w", from, to, errdefs.ErrAlreadyExists)
 		}
-		return err
+		return fmt.Errorf("rename %s to %s: %w", from, to, errnoKind(err))
+	}
+	if err := unix.Fsync(int(dir.Fd())); err != nil {
+		return fmt.Errorf("rename %s to %s: sync: %w", from, to, err)
 	}
 	return nil
 }
@@ -280,33 +322,6 @@ func (s *Storage) snapshotInto(src *os.File, key storage.Key, readOnly bool) err
 		return fmt.Errorf("snapshot as %s: %w", key, errnoKind(err))
 	}
 	return nil
-}
-
-// placeReceived puts a read-only snapshot of the rebuilt volume at key's
-// path. A read-only subvolume cannot be renamed to another directory (its
-// ".." would change), and making it writable for the move would leave a
-// window where a crash leaves a writable volume in place; a snapshot is one
-// atomic ioctl, read-only from birth, and keeps the received UUID.
-func (s *Storage) placeReceived(src *os.File, key storage.Key) error {
-	if err := s.snapshotInto(src, key, true); err != nil {
-		return fmt.Errorf("restore %s: put the rebuilt volume in place: %w", key, err)
-	}
-	return nil
-}
-
-// checkRestored makes sure a restored volume is read-only and that its
-// name is durable.
-func (s *Storage) checkRestored(ctx context.Context, key storage.Key) error {
-	info, err := s.Stat(ctx, key)
-	if err != nil {
-		return fmt.Errorf("restore %s: %w", key, err)
-	}
-	if !info.ReadOnly {
-		if err := s.SetReadOnly(ctx, key, true); err != nil {
-			return fmt.Errorf("restore %s: %w", key, err)
-		}
-	}
-	return syncPath(filepath.Dir(s.Path(key)))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -119,6 +119,43 @@ func setReadOnly(fd int, readOnly bool) error {
 	return subvolSetFlags(fd, want)
 }
 
+// Exchange implements storage.Storage with one renameat2(RENAME_EXCHANGE).
+// btrfs refuses to move a read-only subvolume to another directory, so
+// both must be writable.
+func (s *Storage) Exchange(ctx context.Context, a, b storage.Key) error {
+	for _, k := range []storage.Key{a, b} {
+		if err := k.Validate(); err != nil {
+			return err
+		}
+		f, err := s.openSubvol(k)
+		if err != nil {
+			return fmt.Errorf("exchange %s and %s: %w", a, b, err)
+		}
+		flags, err := subvolGetFlags(int(f.Fd()))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("exchange %s and %s: %w", a, b, errnoKind(err))
+		}
+		if flags&subvolRdonly != 0 {
+			return fmt.Errorf("exchange %s and %s: %s is read-only: %w", a, b, k, errdefs.ErrInvalid)
+		}
+	}
+	da, err := s.openKindDir(a.Kind)
+	if err != nil {
+		return err
+	}
+	defer da.Close()
+	db, err := s.openKindDir(b.Kind)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := unix.Renameat2(int(da.Fd()), a.Name, int(db.Fd()), b.Name, unix.RENAME_EXCHANGE); err != nil {
+		return fmt.Errorf("exchange %s and %s: %w", a, b, errnoKind(err))
+	}
+	return nil
+}
+
 // Stat implements storage.Storage.
 func (s *Storage) Stat(ctx context.Context, key storage.Key) (storage.Info, error) {
 	if err := key.Validate(); err != nil {

@@ -171,6 +171,9 @@ func TestRestoreBadStreams(t *testing.T) {
 		if scratch, err := s.List(ctx, storage.KindScratch); err != nil || len(scratch) != 0 {
 			t.Errorf("%s: scratch volumes left: %v, %v", name, scratch, err)
 		}
+		if snaps, err := s.List(ctx, storage.KindSnapshot); err != nil || len(snaps) != 1 {
+			t.Errorf("%s: snapshot volumes %v, %v; want only t0", name, snaps, err)
+		}
 	}
 	// The good stream still restores.
 	must(t, s.Restore(ctx, []string{good}, snapshotKey("t0"), snapshotKey("t1")))

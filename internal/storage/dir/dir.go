@@ -111,11 +111,15 @@ func (s *Storage) markerPath(key storage.Key) string {
 }
 
 func (s *Storage) lock(key storage.Key) func() {
-	h := fnv.New32a()
-	h.Write([]byte(key.String()))
-	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
+	m := &s.locks[s.lockIndex(key)]
 	m.Lock()
 	return m.Unlock
+}
+
+func (s *Storage) lockIndex(key storage.Key) int {
+	h := fnv.New32a()
+	h.Write([]byte(key.String()))
+	return int(h.Sum32() % uint32(len(s.locks)))
 }
 
 // Create implements storage.Storage.
@@ -222,6 +226,49 @@ func (s *Storage) SetReadOnly(ctx context.Context, key storage.Key, readOnly boo
 		return fmt.Errorf("set %s writable: %w", key, err)
 	}
 	return nil
+}
+
+// Exchange implements storage.Storage with one renameat2(RENAME_EXCHANGE)
+// of the two directories. Read-only volumes are refused, as btrfs must.
+func (s *Storage) Exchange(ctx context.Context, a, b storage.Key) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	defer s.lockPair(a, b)()
+	for _, k := range []storage.Key{a, b} {
+		if err := s.checkVolume(k); err != nil {
+			return fmt.Errorf("exchange %s and %s: %w", a, b, err)
+		}
+		if _, err := os.Stat(s.markerPath(k)); err == nil {
+			return fmt.Errorf("exchange %s and %s: %s is read-only: %w", a, b, k, errdefs.ErrInvalid)
+		}
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, s.Path(a), unix.AT_FDCWD, s.Path(b), unix.RENAME_EXCHANGE); err != nil {
+		return fmt.Errorf("exchange %s and %s: %w", a, b, errnoKind(err))
+	}
+	return nil
+}
+
+// lockPair takes the locks of two keys in a fixed order (once if they
+// share one), so that two exchanges cannot wait on each other.
+func (s *Storage) lockPair(a, b storage.Key) func() {
+	ia, ib := s.lockIndex(a), s.lockIndex(b)
+	if ia > ib {
+		ia, ib = ib, ia
+	}
+	s.locks[ia].Lock()
+	if ib != ia {
+		s.locks[ib].Lock()
+	}
+	return func() {
+		if ib != ia {
+			s.locks[ib].Unlock()
+		}
+		s.locks[ia].Unlock()
+	}
 }
 
 // Delete implements storage.Storage. The volume is first renamed out of

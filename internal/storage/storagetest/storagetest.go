@@ -30,6 +30,7 @@ func Run(t *testing.T, newStorage func(t *testing.T) storage.Storage) {
 		{"SnapshotOfSnapshot", testSnapshotOfSnapshot},
 		{"SnapshotPreservesMetadata", testSnapshotPreservesMetadata},
 		{"SetReadOnly", testSetReadOnly},
+		{"Exchange", testExchange},
 		{"Delete", testDelete},
 		{"DeleteReadOnly", testDeleteReadOnly},
 		{"DeleteRootOwnedReadOnlyTree", testDeleteRootOwnedTree},
@@ -251,6 +252,41 @@ func testSetReadOnly(t *testing.T, s storage.Storage) {
 		if info.ReadOnly != ro {
 			t.Fatalf("after SetReadOnly(%t), Stat says ReadOnly=%t", ro, info.ReadOnly)
 		}
+	}
+}
+
+// testExchange swaps a sandbox's volume with a scratch one, as a rollback
+// does: each name then holds the other's tree, read-only volumes and
+// missing ones are refused, and nothing changes on a refusal.
+func testExchange(t *testing.T, s storage.Storage) {
+	ctx := context.Background()
+	scratch := storage.Key{Kind: storage.KindScratch, Name: "swap"}
+	writeFile(t, filepath.Join(mustCreate(t, s, sandbox("live")), "which"), "old")
+	writeFile(t, filepath.Join(mustCreate(t, s, scratch), "which"), "new")
+	must(t, s.Exchange(ctx, scratch, sandbox("live")))
+	if got := readFile(t, filepath.Join(s.Path(sandbox("live")), "which")); got != "new" {
+		t.Errorf("after the exchange the sandbox holds %q, want new", got)
+	}
+	if got := readFile(t, filepath.Join(s.Path(scratch), "which")); got != "old" {
+		t.Errorf("after the exchange the scratch volume holds %q, want old", got)
+	}
+	// The exchanged volume is a volume like any other.
+	must(t, s.Delete(ctx, scratch))
+	if _, err := s.Snapshot(ctx, sandbox("live"), snapshot("after"), storage.SnapshotOptions{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.Exchange(ctx, scratch, sandbox("live")); !errdefs.IsNotFound(err) {
+		t.Errorf("exchange with a missing volume: %v, want ErrNotFound", err)
+	}
+	if err := s.Exchange(ctx, snapshot("after"), sandbox("live")); !errdefs.IsInvalid(err) {
+		t.Errorf("exchange with a read-only volume: %v, want ErrInvalid", err)
+	}
+	if err := s.Exchange(ctx, storage.Key{Kind: storage.KindSandbox, Name: "../x"}, sandbox("live")); !errdefs.IsInvalid(err) {
+		t.Errorf("exchange with a bad key: %v, want ErrInvalid", err)
+	}
+	if got := readFile(t, filepath.Join(s.Path(sandbox("live")), "which")); got != "new" {
+		t.Errorf("a refused exchange changed the sandbox: %q", got)
 	}
 }
 
