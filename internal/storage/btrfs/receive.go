@@ -84,13 +84,20 @@ func at(root *os.File, p string, op func(dir int, base string) error) error {
 	return op(dir, base)
 }
 
-// openFile opens a regular file inside root.
+// openFile opens a regular file inside root. Anything else is refused
+// before it can block (a FIFO) or reach a device through a node in the
+// volume.
 func openFile(root *os.File, p string, flags int) (*os.File, error) {
 	var f *os.File
 	err := at(root, p, func(dir int, base string) error {
-		fd, err := unix.Openat(dir, base, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := unix.Openat(dir, base, flags|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return streamErr("%s is not a regular file", p)
 		}
 		f = os.NewFile(uintptr(fd), p)
 		return nil
@@ -247,7 +254,18 @@ func (a *applier) do(c *streamCommand) error {
 		if err != nil {
 			return err
 		}
-		return a.at(p, func(dir int, base string) error { return unix.Fchmodat(dir, base, uint32(mode&0o7777), 0) })
+		return a.at(p, func(dir int, base string) error {
+			// fchmodat follows a symbolic link; the kernel never sends a
+			// chmod for one (its mode means nothing), so refuse it.
+			var st unix.Stat_t
+			if err := unix.Fstatat(dir, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				return err
+			}
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				return streamErr("chmod of the symbolic link %s", p)
+			}
+			return unix.Fchmodat(dir, base, uint32(mode&0o7777), 0)
+		})
 	case cmdChown:
 		uid, err := c.u64(attrUID)
 		if err != nil {

@@ -287,3 +287,84 @@ func extras(t *testing.T, root string) map[string]string {
 	must(t, err)
 	return out
 }
+
+// TestApplyHostileStreams replays crafted streams into a plain directory:
+// commands that would leave it (through "..", a symbolic link to a file or
+// a directory outside), block (a FIFO) or reach a device are refused, and
+// nothing outside changes.
+func TestApplyHostileStreams(t *testing.T) {
+	testutil.RequireRoot(t)
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	must(t, os.WriteFile(secret, []byte("host"), 0o600))
+	path := func(p string) streamAttrSpec { return streamAttrSpec{attrPath, []byte(p)} }
+	data := func(b string) []streamAttrSpec {
+		return []streamAttrSpec{{attrFileOffset, u64le(0)}, {attrData, []byte(b)}}
+	}
+	self, parent := bytes.Repeat([]byte{1}, 16), bytes.Repeat([]byte{2}, 16)
+	for name, cmds := range map[string][]streamCmdSpec{
+		"write through dotdot":   {{cmdWrite, append([]streamAttrSpec{path("../secret")}, data("x")...)}},
+		"write through symlink":  {{cmdWrite, append([]streamAttrSpec{path("link")}, data("x")...)}},
+		"truncate through link":  {{cmdTruncate, []streamAttrSpec{path("link"), {attrSize, u64le(0)}}}},
+		"chmod through symlink":  {{cmdChmod, []streamAttrSpec{path("link"), {attrMode, u64le(0o777)}}}},
+		"create under dir link":  {{cmdMkfile, []streamAttrSpec{path("dlink/new")}}},
+		"rename into dir link":   {{cmdRename, []streamAttrSpec{path("plain"), {attrPathTo, []byte("dlink/plain")}}}},
+		"link from dir link":     {{cmdLink, []streamAttrSpec{path("stolen"), {attrPathLink, []byte("dlink/secret")}}}},
+		"xattr under dir link":   {{cmdSetXattr, []streamAttrSpec{path("dlink/secret"), {attrXattrName, []byte("user.x")}, {attrXattrData, []byte("y")}}}},
+		"utimes under dir link":  {{cmdUtimes, []streamAttrSpec{path("dlink/secret"), {attrAtime, make([]byte, 12)}, {attrMtime, make([]byte, 12)}}}},
+		"write to a fifo":        {{cmdWrite, append([]streamAttrSpec{path("fifo")}, data("x")...)}},
+		"write to a device":      {{cmdWrite, append([]streamAttrSpec{path("null")}, data("x")...)}},
+		"clone from elsewhere":   {{cmdClone, []streamAttrSpec{path("plain"), {attrFileOffset, u64le(0)}, {attrCloneLen, u64le(4096)}, {attrCloneUUID, bytes.Repeat([]byte{9}, 16)}, {attrClonePath, []byte("plain")}, {attrCloneOffset, u64le(0)}}}},
+		"a second head":          {{cmdSubvol, []streamAttrSpec{path("x")}}},
+		"an unknown command":     {{sendCmd(99), []streamAttrSpec{path("x")}}},
+		"update_extent (nodata)": {{cmdUpdateExtent, []streamAttrSpec{path("plain")}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			must(t, os.Symlink(secret, filepath.Join(dir, "link")))
+			must(t, os.Symlink(outside, filepath.Join(dir, "dlink")))
+			must(t, os.WriteFile(filepath.Join(dir, "plain"), []byte("p"), 0o644))
+			must(t, unix.Mkfifo(filepath.Join(dir, "fifo"), 0o600))
+			must(t, unix.Mknod(filepath.Join(dir, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))
+			root, err := os.Open(dir)
+			must(t, err)
+			defer root.Close()
+			a := &applier{root: root}
+			copy(a.self[:], self)
+			copy(a.parent[:], parent)
+			defer a.close()
+			r, err := newStreamReader(bytes.NewReader(encodeStream(cmds...)))
+			must(t, err)
+			done := make(chan error, 1)
+			go func() { done <- a.apply(r) }()
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the stream blocked")
+			}
+			if err == nil {
+				t.Error("applied; want a refusal")
+			}
+			t.Logf("refused: %v", err)
+			if b, err := os.ReadFile(secret); err != nil || string(b) != "host" {
+				t.Errorf("the file outside: %q, %v", b, err)
+			}
+			if st, err := os.Stat(secret); err != nil || st.Mode().Perm() != 0o600 {
+				t.Errorf("the file outside: mode %v, %v", st.Mode(), err)
+			}
+			if names := dirNames(t, outside); len(names) != 1 {
+				t.Errorf("the directory outside holds %v", names)
+			}
+		})
+	}
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
