@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/network/fakenet"
 )
 
 // tortureScale is how hard the crash-consistency torture goes: the short
@@ -42,6 +45,7 @@ type tortureStats struct {
 	errByOp   map[string]int
 	samples   map[string]int // "op status message" → count
 	ids       sync.Map       // every sandbox id a client was given
+	networked sync.Map       // the ids of sandboxes with a network
 }
 
 // ours filters cgroup ids to those of sandboxes this test made (other
@@ -95,13 +99,28 @@ func (s *tortureStats) report() string {
 	return b.String()
 }
 
+// torturePolicies are the egress policies networked sandboxes are created
+// with and switched between: each opens at most the fake internet's first
+// two servers (documentation addresses inside namespaces the test made),
+// and denies everything else.
+var torturePolicies = []client.NetworkPolicy{
+	{AllowOut: []string{fakenet.Servers[0]}},
+	{AllowOut: []string{fakenet.Servers[1]}},
+	{AllowOut: []string{fakenet.Servers[0], fakenet.Servers[1]}},
+	{AllowOut: []string{fakenet.Servers[0], fakenet.Servers[1]}, DenyOut: []string{fakenet.Servers[1]}},
+	{},
+}
+
 // tortureClient is one agent-like client: it creates sandboxes, runs
 // commands, snapshots, forks, rolls back and deletes, at random, until ctx
-// ends. Errors are expected (the daemon is killed under it); the checks
+// ends. A networked client creates its sandboxes with a network, and in
+// sandboxes that have one its commands connect out and its policy changes
+// live. Errors are expected (the daemon is killed under it); the checks
 // come after each restart.
-func tortureClient(ctx context.Context, c *client.Client, seed uint64, st *tortureStats, mine []string, snaps map[string][]string) {
+func tortureClient(ctx context.Context, c *client.Client, seed uint64, networked bool, st *tortureStats, mine []string, snaps map[string][]string) {
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
 	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	hasNet := func(id string) bool { _, ok := st.networked.Load(id); return ok }
 	for ctx.Err() == nil {
 		opCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		var op string
@@ -113,14 +132,46 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, st *tortu
 		switch {
 		case len(mine) < 2 || r < 15:
 			op = "create"
+			in := client.NewSandbox{TemplateID: "bb", Timeout: ptr(int64(0))}
+			if networked {
+				// (Not the last policy: a create with empty lists gets no
+				// network at all.)
+				op = "create-networked"
+				p := torturePolicies[rng.IntN(len(torturePolicies)-1)]
+				in.Network = &client.Network{AllowOut: p.AllowOut, DenyOut: p.DenyOut}
+			}
 			var sb client.Sandbox
-			if sb, err = c.CreateSandbox(opCtx, client.NewSandbox{TemplateID: "bb", Timeout: ptr(int64(0))}); err == nil {
+			if sb, err = c.CreateSandbox(opCtx, in); err == nil {
 				mine = append(mine, sb.SandboxID)
 				st.ids.Store(sb.SandboxID, true)
+				if networked {
+					st.networked.Store(sb.SandboxID, true)
+				}
 			}
-		case r < 38:
+		case r < 33:
 			op = "exec"
-			_, err = c.ExecWait(opCtx, pick(mine), sh("echo $$ > /workspace/last; cat /workspace/last"))
+			id := pick(mine)
+			cmd := "echo $$ > /workspace/last; cat /workspace/last"
+			if hasNet(id) {
+				// A connection out, allowed or refused by the policy of the
+				// moment; the check after the restart says which it must be.
+				cmd = "timeout 3 wget -q -O /dev/null http://" + fakenet.Servers[rng.IntN(2)] + "/; " + cmd
+			}
+			_, err = c.ExecWait(opCtx, id, sh(cmd))
+		case r < 38:
+			op = "network"
+			var withNet []string
+			for _, id := range mine {
+				if hasNet(id) {
+					withNet = append(withNet, id)
+				}
+			}
+			if len(withNet) > 0 {
+				err = c.UpdateNetwork(opCtx, pick(withNet), torturePolicies[rng.IntN(len(torturePolicies))])
+			} else {
+				op = "exec"
+				_, err = c.ExecWait(opCtx, pick(mine), sh("true"))
+			}
 		case r < 45:
 			// Pause then resume: a kill between the two leaves a paused
 			// sandbox, which must resume after the restart.
@@ -149,6 +200,10 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, st *tortu
 			if res, err = c.Fork(opCtx, id, in); err == nil && len(res) == 1 && res[0].Sandbox != nil {
 				mine = append(mine, res[0].Sandbox.SandboxID)
 				st.ids.Store(res[0].Sandbox.SandboxID, true)
+				if hasNet(id) {
+					// A fork keeps its parent's network policy.
+					st.networked.Store(res[0].Sandbox.SandboxID, true)
+				}
 			}
 		case r < 80:
 			op = "rollback"
@@ -187,28 +242,43 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, st *tortu
 	}
 }
 
+// tortureHost is the daemon under torture and the fake host its sandboxes'
+// networks live on (see networkDaemon): everything on that host is this
+// daemon's, so its networks can be counted exactly while other daemons run
+// on the machine.
+type tortureHost struct {
+	*daemon
+	in     *fakenet.Internet
+	runDir string
+}
+
 // TestTortureCrashConsistency: clients create, exec, snapshot, fork, roll
-// back and delete while the daemon is kill -9ed at random moments. After
-// every restart: no sandbox is left "creating", every running sandbox
-// answers, every ready snapshot has its volume, and nothing exists on the
-// host (volume, runtime state, socket dir, cgroup, mount) that no record
-// names. At the end everything is deleted and nothing is left at all.
+// back, delete and (every third client) give sandboxes a network and change
+// its policy while the daemon is kill -9ed at random moments. After every
+// restart: no sandbox is left "creating", every running sandbox answers,
+// every networked one has its address to itself and reaches exactly what
+// its recorded policy allows, every ready snapshot has its volume, and
+// nothing exists on the host (volume, runtime state, socket dir, cgroup,
+// mount, network namespace, veth, nftables chain, set or map entry) that
+// no live record names. At the end everything is deleted and nothing is
+// left at all.
 func TestTortureCrashConsistency(t *testing.T) {
 	clients, kills := tortureScale()
-	d := busyboxDaemon(t, "--max-sandboxes", strconv.Itoa(clients*4+20), "--default-timeout", "0")
+	nd, in, runDir := networkDaemon(t, "--max-sandboxes", strconv.Itoa(clients*4+20), "--default-timeout", "0")
+	d := tortureHost{daemon: nd, in: in, runDir: runDir}
 	st := &tortureStats{byOp: map[string]int{}, errByOp: map[string]int{}, samples: map[string]int{}}
-	before := hostCounts(t, d.dataDir, st)
+	before := d.counts(t, st)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	for round := 1; round <= kills; round++ {
 		c := d.client()
-		mine, snaps := shareOut(t, c, clients)
+		mine, snaps := shareOut(t, c, clients, st)
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for i := 0; i < clients; i++ {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				tortureClient(ctx, c, uint64(round*1000+i), st, mine[i], snaps[i])
+				tortureClient(ctx, c, uint64(round*1000+i), i%3 == 0, st, mine[i], snaps[i])
 			}(i)
 		}
 		// Kill at a random moment, in the middle of whatever is going on.
@@ -247,9 +317,17 @@ func TestTortureCrashConsistency(t *testing.T) {
 	for _, sb := range all {
 		st.ids.Store(sb.SandboxID, true)
 	}
-	after := hostCounts(t, d.dataDir, st)
+	// A namespace dies in a kernel worker after its last user let go:
+	// give the counts a moment to settle.
+	after := d.counts(t, st)
+	for deadline := time.Now().Add(10 * time.Second); after != before && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		after = d.counts(t, st)
+	}
 	if after != before {
-		t.Errorf("leaks after deleting everything: before %+v, after %+v", before, after)
+		t.Errorf("leaks after deleting everything: before %+v, after %+v%s", before, after, d.netDump(t))
+	} else {
+		t.Logf("host resources before and after: %+v", after)
 	}
 	for _, kind := range []string{"sandboxes", "snapshots"} {
 		if left := dirNames(filepath.Join(d.dataDir, "pool", "volumes", kind)); len(left) > 0 {
@@ -265,7 +343,7 @@ func TestTortureCrashConsistency(t *testing.T) {
 
 // shareOut deals the running sandboxes the last round left, and their
 // snapshots, among the clients of the next.
-func shareOut(t *testing.T, c *client.Client, clients int) ([][]string, []map[string][]string) {
+func shareOut(t *testing.T, c *client.Client, clients int, st *tortureStats) ([][]string, []map[string][]string) {
 	t.Helper()
 	ctx := ctxT(t, time.Minute)
 	mine := make([][]string, clients)
@@ -279,6 +357,10 @@ func shareOut(t *testing.T, c *client.Client, clients int) ([][]string, []map[st
 			owner[sb.SandboxID] = i % clients
 			mine[i%clients] = append(mine[i%clients], sb.SandboxID)
 		}
+		if sb.Network != nil {
+			// Also those whose create the kill answered with an error.
+			st.networked.Store(sb.SandboxID, true)
+		}
 	}
 	for _, s := range listAllSnapshots(t, ctx, c) {
 		if i, ok := owner[s.SandboxID]; ok {
@@ -289,13 +371,14 @@ func shareOut(t *testing.T, c *client.Client, clients int) ([][]string, []map[st
 }
 
 // checkConsistent checks the invariants after a restart.
-func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
+func checkConsistent(t *testing.T, d tortureHost, round int, st *tortureStats) {
 	t.Helper()
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()
 	all := listAll(t, ctx, c)
 	known := map[string]string{}
 	var running []string
+	nets := map[string]*client.Network{} // the networked sandboxes that run, and their policies
 	for _, sb := range all {
 		known[sb.SandboxID] = sb.State
 		st.ids.Store(sb.SandboxID, true)
@@ -313,11 +396,21 @@ func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
 			known[sb.SandboxID] = "running"
 			running = append(running, sb.SandboxID)
 		}
+		if known[sb.SandboxID] == "running" && sb.Network != nil {
+			st.networked.Store(sb.SandboxID, true)
+			nets[sb.SandboxID] = sb.Network
+			if sb.AllowInternetAccess != nil && *sb.AllowInternetAccess {
+				t.Errorf("round %d: sandbox %s has internet access, which no client gave it", round, sb.SandboxID)
+			}
+		}
 	}
-	// Every running sandbox works.
+	// Every running sandbox works; a networked one has an address and
+	// reaches what its recorded policy allows, and only that: the rules a
+	// restart adopted are the record's, whatever change the kill cut short.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var broken []string
+	addrs := map[string]string{}
 	sem := make(chan struct{}, 8)
 	for _, id := range running {
 		wg.Add(1)
@@ -325,17 +418,65 @@ func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			res, err := c.ExecWait(ctx, id, sh("echo alive"))
-			if err != nil || res.Stdout != "alive\n" {
-				mu.Lock()
+			pol := nets[id]
+			cmd := "echo alive"
+			if pol != nil {
+				cmd += "; ip -4 -o addr show dev eth0"
+				for _, srv := range fakenet.Servers[:2] {
+					cmd += fmt.Sprintf("; timeout 5 wget -q -O /dev/null http://%s/ && echo reach %s", srv, srv)
+				}
+			}
+			res, err := c.ExecWait(ctx, id, sh(cmd))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || !strings.HasPrefix(res.Stdout, "alive\n") {
 				broken = append(broken, fmt.Sprintf("%s: %+v %v", id, res, err))
-				mu.Unlock()
+				return
+			}
+			if pol == nil {
+				if res.Stdout != "alive\n" {
+					broken = append(broken, fmt.Sprintf("%s: %+v", id, res))
+				}
+				return
+			}
+			addr := ""
+			for _, f := range strings.Fields(res.Stdout) {
+				if p, err := netip.ParsePrefix(f); err == nil {
+					addr = p.Addr().String()
+				}
+			}
+			if addr == "" {
+				broken = append(broken, fmt.Sprintf("%s: no address on eth0: %q", id, res.Stdout))
+			} else if other, ok := addrs[addr]; ok {
+				broken = append(broken, fmt.Sprintf("%s and %s share the address %s", id, other, addr))
+			} else {
+				addrs[addr] = id
+			}
+			for _, srv := range fakenet.Servers[:2] {
+				want := !slices.Contains(pol.DenyOut, srv) && slices.Contains(pol.AllowOut, srv)
+				if got := strings.Contains(res.Stdout, "reach "+srv+"\n"); got != want {
+					broken = append(broken, fmt.Sprintf("%s with policy allow %v deny %v reaches %s: %v, want %v (%q)",
+						id, pol.AllowOut, pol.DenyOut, srv, got, want, res.Stdout))
+				}
 			}
 		}(id)
 	}
 	wg.Wait()
 	if len(broken) > 0 {
-		t.Errorf("round %d: running sandboxes that do not answer:\n%s", round, strings.Join(broken, "\n"))
+		t.Errorf("round %d: running sandboxes that do not answer, or not as their policy says:\n%s", round, strings.Join(broken, "\n"))
+	}
+	// The fake host holds one veth, namespace mount, live namespace, chain,
+	// map entry and three sets for each networked sandbox that runs, and
+	// nothing else. (All of them are this daemon's: the host is ours.)
+	want := fakenet.Counts{Veths: len(nets), Mounts: len(nets), Chains: len(nets), Sets: 3 * len(nets), MapElems: len(nets)}
+	got, err := d.in.Count(d.runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := d.peerNamespaces(t, len(nets))
+	if got != want || ns != len(nets) {
+		t.Errorf("round %d: %d networked sandboxes run, and the host has %+v and %d of their namespaces alive; want %+v%s",
+			round, len(nets), got, ns, want, d.netDump(t))
 	}
 	// Every ready snapshot has its volume; every snapshot volume a record.
 	snaps := listAllSnapshots(t, ctx, c)
@@ -407,7 +548,7 @@ func checkConsistent(t *testing.T, d *daemon, round int, st *tortureStats) {
 			t.Errorf("round %d: delete sandbox from snapshot %s: %v", round, s.SnapshotID, err)
 		}
 	}
-	t.Logf("round %d: %d sandboxes (%d running), %d snapshots: consistent", round, len(all), len(running), len(snaps))
+	t.Logf("round %d: %d sandboxes (%d running, %d of them networked), %d snapshots: consistent", round, len(all), len(running), len(nets), len(snaps))
 }
 
 // listAll lists the team's sandboxes in every state.
@@ -481,9 +622,18 @@ func sandboxCgroups(t *testing.T) []string {
 	return out
 }
 
-// hostCounts are the host resources a data directory's daemon can leak.
+// hostResources are the host resources a data directory's daemon can leak.
+// The sandboxes' networks are on the fake host (see tortureHost): Net
+// counts its host-side veths (each names its sandbox and holds its
+// address), the namespace mounts in the network's run directory, and the
+// per-sandbox nftables chains, sets and address-map entries in warren's
+// table; Namespaces the sandbox namespaces still alive, whatever holds
+// them (see fakenet's PeerNamespaces). The bridge and the table itself
+// stay by design once the network has started.
 type hostResources struct {
 	Mounts, LoopDevices, Cgroups, Subvolumes int
+	Net                                      fakenet.Counts
+	Namespaces                               int
 }
 
 // poolSubvolumes lists the paths of the btrfs subvolumes in a data
@@ -503,8 +653,9 @@ func poolSubvolumes(t *testing.T, dataDir string) []string {
 	return paths
 }
 
-func hostCounts(t *testing.T, dataDir string, st *tortureStats) hostResources {
+func (d tortureHost) counts(t *testing.T, st *tortureStats) hostResources {
 	t.Helper()
+	dataDir := d.dataDir
 	var r hostResources
 	if data, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, l := range strings.Split(string(data), "\n") {
@@ -522,5 +673,51 @@ func hostCounts(t *testing.T, dataDir string, st *tortureStats) hostResources {
 	}
 	r.Cgroups = len(st.ours(sandboxCgroups(t)))
 	r.Subvolumes = len(poolSubvolumes(t, dataDir))
+	var err error
+	if r.Net, err = d.in.Count(d.runDir); err != nil {
+		t.Fatal(err)
+	}
+	if r.Namespaces, err = d.in.PeerNamespaces(); err != nil {
+		t.Fatal(err)
+	}
 	return r
+}
+
+// peerNamespaces counts the sandbox namespaces alive on the fake host,
+// waiting a while for the count to come down to want: a namespace dies in
+// a kernel worker after its last user let go.
+func (d tortureHost) peerNamespaces(t *testing.T, want int) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := d.in.PeerNamespaces()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n <= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// netDump is what the fake host has of warren's network, for a failure's
+// message: its links and warren's nftables table, as ip and nft list them,
+// and the namespace mounts.
+func (d tortureHost) netDump(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	err := fakenet.InNS(d.in.HostNS, func() error {
+		// A child forked from this thread starts in its namespace.
+		for _, args := range [][]string{{"ip", "-o", "link", "show"}, {"ip", "netns", "list-id"}, {"nft", "list", "table", "inet", "warren"}} {
+			out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+			fmt.Fprintf(&b, "\n$ %s (%v)\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintf(&b, "\nenter the fake host: %v", err)
+	}
+	fmt.Fprintf(&b, "\nnamespace mounts: %v", dirNames(filepath.Join(d.runDir, "netns")))
+	return b.String()
 }
