@@ -60,6 +60,7 @@ type Host struct {
 	MemoryDir string
 
 	snapMu sync.Mutex
+	syncs  groupSync
 }
 
 // Spec says what sandbox to create.

@@ -32,13 +32,16 @@ func snapshotKey(id string) storage.Key { return storage.Key{Kind: storage.KindS
 // (no process is mid-way through a multi-file write while the tree is
 // captured).
 func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (SnapshotResult, error) {
-	h.snapMu.Lock() // snapshots are serialised host-wide: btrfs does them one at a time anyway
-	defer h.snapMu.Unlock()
+	// The write-back is shared by every snapshot waiting for one; the
+	// snapshots themselves are serialised host-wide (btrfs commits them
+	// one at a time anyway).
 	syncStart := time.Now()
 	if err := h.syncVolume(sandboxKey(id)); err != nil {
 		h.Log.Debug("write back before snapshot", "sandbox", id, "err", err)
 	}
 	synced := time.Since(syncStart)
+	h.snapMu.Lock()
+	defer h.snapMu.Unlock()
 	canFreeze := h.Runtime.Capabilities().Pause
 	start := time.Now()
 	if canFreeze {
@@ -66,15 +69,16 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 	return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, nil
 }
 
-// syncVolume writes back a volume's dirty data (syncfs on the filesystem
-// holding it).
+// syncVolume writes back a volume's dirty data: syncfs on the filesystem
+// holding it, shared with the other snapshots waiting for one (every
+// volume is in the one pool).
 func (h *Host) syncVolume(key storage.Key) error {
 	f, err := os.Open(h.Storage.Path(key))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return unix.Syncfs(int(f.Fd()))
+	return h.syncs.do(func() error { return unix.Syncfs(int(f.Fd())) })
 }
 
 // DeleteSnapshot removes a snapshot's volume. A missing volume is not an
