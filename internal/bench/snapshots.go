@@ -64,6 +64,10 @@ type SnapshotReport struct {
 	// TurnFlatness is turn_last p50 / turn_first p50: how much a turn slows
 	// down as snapshots pile up.
 	TurnFlatness float64 `json:"turn_flatness_p50_ratio"`
+	// SnapshotVolumesAfterTurns counts the snapshot volumes in the pool
+	// when the turns end: the newest kept turns, the anchors, and any the
+	// archiver has not caught up with (each makes a snapshot slower).
+	SnapshotVolumesAfterTurns int `json:"snapshot_volumes_after_turns"`
 	// TurnFrozen is how long the sandbox was frozen for each turn (the
 	// answer's frozenMs).
 	TurnFrozen Stats `json:"turn_frozen"`
@@ -310,6 +314,9 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 			}
 			raw = append(raw, d)
 		}
+	}
+	if vols, err := s.h.d.Storage.List(ctx, storage.KindSnapshot); err == nil {
+		s.rep.SnapshotVolumesAfterTurns = len(vols)
 	}
 	k := min(100, len(turn)/2)
 	s.rep.TurnAll = Summarise(turn)

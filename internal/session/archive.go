@@ -50,6 +50,9 @@ const (
 	// archiveInterval spaces archives: a send reads the volume and competes
 	// with sandboxes for the disk.
 	archiveInterval = 50 * time.Millisecond
+	// archiveBacklog is how many steps may wait before the archiver stops
+	// pausing between them.
+	archiveBacklog = 4
 )
 
 // usableStates are the states of a snapshot whose tree can still be had.
@@ -483,7 +486,8 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 		n, err := m.store.CountForksOf(ctx, id)
 		return err != nil || n > 0
 	}
-	for _, step := range planArchive(turns, m.cfg.ArchiveAfter, m.cfg.AnchorEvery, forked) {
+	steps := planArchive(turns, m.cfg.ArchiveAfter, m.cfg.AnchorEvery, forked)
+	for i, step := range steps {
 		if ctx.Err() != nil {
 			return
 		}
@@ -498,7 +502,10 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 				m.log.Warn("drop the volume of an archived turn", "snapshot", d.ID, "err", err)
 			}
 		}
-		if step.parent.ID == "" {
+		if step.parent.ID == "" || len(steps)-i-1 > archiveBacklog {
+			// Behind a busy sandbox: no pause. A turn every ~50 ms (an
+			// agent in a tight loop) outpaces a send plus the pause, and
+			// every turn left in the pool makes the next snapshot slower.
 			continue
 		}
 		select {
