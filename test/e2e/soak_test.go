@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,7 +113,11 @@ func soakAgent(ctx context.Context, c *client.Client, n int, errs chan<- error, 
 // noisy to assert on.
 func TestTortureSoak(t *testing.T) {
 	clients, dur := soakScale()
-	d := busyboxDaemon(t, "--default-timeout", "0")
+	// The profiler's memory statistics split the daemon's RSS into what
+	// Go's runtime holds and the rest (SQLite's page caches, which the
+	// pure-Go driver allocates outside the Go heap; the binary's pages).
+	pprofAddr := freePort(t)
+	d := busyboxDaemon(t, "--default-timeout", "0", "--pprof", pprofAddr)
 	c := d.client()
 	pid := d.cmd.Process.Pid
 	// Warm up: the first sandbox opens the pool, the database, the logs.
@@ -135,8 +140,8 @@ func TestTortureSoak(t *testing.T) {
 		}(i)
 	}
 	type sample struct {
-		at             time.Duration
-		rss, anon, fds float64
+		at                                time.Duration
+		rss, anon, fds, heap, goRes, rest float64
 	}
 	var samples []sample
 	start := time.Now()
@@ -146,7 +151,13 @@ func TestTortureSoak(t *testing.T) {
 		case <-ctx.Done():
 			done = true
 		case <-tick.C:
-			samples = append(samples, sample{time.Since(start), float64(rssKB(pid)), float64(statusKB(pid, "RssAnon:")), float64(openFiles(pid))})
+			s := sample{at: time.Since(start), rss: float64(rssKB(pid)), anon: float64(statusKB(pid, "RssAnon:")), fds: float64(openFiles(pid))}
+			if m, err := goMemStats(pprofAddr); err == nil {
+				s.heap = float64(m["HeapInuse"]) / 1024
+				s.goRes = float64(m["Sys"]-m["HeapReleased"]) / 1024
+				s.rest = s.rss - s.goRes
+			}
+			samples = append(samples, s)
 		}
 	}
 	tick.Stop()
@@ -166,12 +177,15 @@ func TestTortureSoak(t *testing.T) {
 		}
 		n++
 	}
-	var xs, rss, anon, fds []float64
+	var xs, rss, anon, fds, heap, goRes, rest []float64
 	for _, s := range samples {
 		xs = append(xs, s.at.Minutes())
 		rss = append(rss, s.rss)
 		anon = append(anon, s.anon)
 		fds = append(fds, s.fds)
+		heap = append(heap, s.heap)
+		goRes = append(goRes, s.goRes)
+		rest = append(rest, s.rest)
 	}
 	if len(samples) > 0 {
 		// RSS also counts the binary's pages as code paths are first run,
@@ -181,6 +195,11 @@ func TestTortureSoak(t *testing.T) {
 		t.Logf("soak: %d clients for %s: %d turns and sessions, %d errors; daemon RSS %.0f → %.0f KiB (slope %.0f KiB/min; anonymous %.0f → %.0f KiB, second half's slope %.0f KiB/min), open files %.0f → %.0f (slope %.1f/min)",
 			clients, dur, ops, n, rss[0], rss[len(rss)-1], slope(xs, rss), anon[0], anon[len(anon)-1], slope(xs[h:], anon[h:]),
 			fds[0], fds[len(fds)-1], slope(xs, fds))
+		q := len(samples) * 3 / 4
+		t.Logf("soak memory, KiB (first → last; slope over the whole run / its last quarter, KiB/min): Go heap in use %.0f → %.0f (%.0f / %.0f); Go's runtime, resident at most %.0f → %.0f (%.0f / %.0f); the rest of RSS (SQLite's caches outside the Go heap, the binary) %.0f → %.0f (%.0f / %.0f)",
+			heap[0], heap[len(heap)-1], slope(xs, heap), slope(xs[q:], heap[q:]),
+			goRes[0], goRes[len(goRes)-1], slope(xs, goRes), slope(xs[q:], goRes[q:]),
+			rest[0], rest[len(rest)-1], slope(xs, rest), slope(xs[q:], rest[q:]))
 	}
 	// Every sandbox is gone: the daemon holds no file of one any more
 	// (logs, volumes, sockets of the data directory). Handles that come and
@@ -271,4 +290,32 @@ func fdTargets(pid int) []string {
 		}
 	}
 	return out
+}
+
+// goMemStats reads the daemon's runtime.MemStats from the profiler's heap
+// page (its "# Name = value" lines), in bytes.
+func goMemStats(addr string) (map[string]uint64, error) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, l := range strings.Split(string(body), "\n") {
+		name, val, ok := strings.Cut(strings.TrimPrefix(l, "# "), " = ")
+		if !ok || !strings.HasPrefix(l, "# ") {
+			continue
+		}
+		if v, err := strconv.ParseUint(val, 10, 64); err == nil {
+			out[name] = v
+		}
+	}
+	if _, ok := out["Sys"]; !ok {
+		return nil, fmt.Errorf("no memory statistics at %s", addr)
+	}
+	return out, nil
 }
