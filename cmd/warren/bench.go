@@ -170,7 +170,7 @@ func benchCmd() *cobra.Command {
 	f.IntSliceVar(&opts.Concurrency, "concurrency", []int{1, 10, 50}, "core: numbers of sandboxes busy at once for the concurrency item")
 	f.IntVar(&opts.FileOps, "file-ops", 50, "core: 4 KiB file writes and reads through the API (a tenth as many of 10 MB)")
 	f.IntVar(&opts.ForkRounds, "fork-rounds", 5, "core: forks of the live state, of one and of ten")
-	f.IntVar(&opts.ExecsEach, "execs-each", 20, "core: execs each sandbox makes in the concurrency item")
+	f.IntVar(&opts.ExecsEach, "execs-each", 20, "core: execs, 4 KiB file writes and reads, and routed GETs each sandbox makes in the concurrency item (also the samples of its pause and resume)")
 	f.IntVar(&opts.PortRequests, "port-requests", 300, "core: HTTP GETs of each kind through the port route and to the loopback baseline")
 	f.IntVar(&network.DownloadMB, "download-mb", 100, "network: size of each download in MB")
 	f.IntVar(&network.Downloads, "downloads", 21, "network: downloads of each kind (through a sandbox, plain namespaces, a plain routed path)")

@@ -36,7 +36,10 @@ type Options struct {
 	// PoolClaims are creates served from a warm pool.
 	PoolClaims int
 	// Concurrency lists the numbers of sandboxes busy at once for the
-	// concurrency item (default 1, 10, 50); ExecsEach is each one's execs.
+	// concurrency item (default 1, 10, 50); ExecsEach is each one's execs,
+	// file writes, file reads and routed GETs, and the samples of its
+	// pause and resume (in rounds of all at once; ForkRounds those of its
+	// forks).
 	Concurrency []int
 	ExecsEach   int
 	// FileOps are the 4 KiB writes and reads (a tenth as many of 10 MB);
@@ -88,8 +91,9 @@ type Report struct {
 	// host's own disk; Fork: POST /fork of the live state, ×1 and ×10.
 	Files FilesReport `json:"files"`
 	Fork  ForkReport  `json:"fork"`
-	// Concurrency: create, exec, turn and delete with 1, 10 and 50
-	// sandboxes at it at once.
+	// Concurrency: create, exec, file write and read, pause and resume,
+	// port route, turn, fork ×1 and delete with 1, 10 and 50 sandboxes at
+	// it at once.
 	Concurrency []ConcurrencyLevel `json:"concurrency"`
 	Targets     Targets            `json:"targets"`
 }
@@ -137,8 +141,9 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	}
 	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
 		cfg.ImageSize = 4 << 30
-		// The pool's sandboxes, and its claims kept to the end, count.
-		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + max(slices.Max(opts.Concurrency), 10)
+		// The pool's sandboxes, and its claims kept to the end, count; so
+		// do the concurrency item's forks, one per sandbox at once.
+		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + max(2*slices.Max(opts.Concurrency), 10)
 		cfg.Pools = []string{poolTemplate + "=1"}
 	})
 	if err != nil {
@@ -277,7 +282,7 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if err := c.DeleteSandbox(ctx, keep); err != nil {
 		return rep, fmt.Errorf("delete: %w", err)
 	}
-	if rep.Concurrency, err = measureConcurrency(ctx, c, tmpl, opts.Concurrency, opts.ExecsEach); err != nil {
+	if rep.Concurrency, err = measureConcurrency(ctx, h, opts); err != nil {
 		return rep, fmt.Errorf("concurrency: %w", err)
 	}
 	return rep, nil

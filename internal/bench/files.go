@@ -49,24 +49,10 @@ func measureFiles(ctx context.Context, c *client.Client, id, scratch string, n i
 	bigN := max(n/10, 3)
 	var err error
 	write := func(data []byte, path string) func() error {
-		return func() error {
-			_, err := c.WriteFile(ctx, id, path, bytes.NewReader(data), 0o644, "")
-			return err
-		}
+		return func() error { return putFile(ctx, c, id, path, data) }
 	}
 	read := func(path string, size int) func() error {
-		return func() error {
-			rc, err := c.ReadFile(ctx, id, path)
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			got, err := io.Copy(io.Discard, rc)
-			if err == nil && got != int64(size) {
-				err = fmt.Errorf("read %d bytes of %d", got, size)
-			}
-			return err
-		}
+		return func() error { return getFile(ctx, c, id, path, size) }
 	}
 	var samples []time.Duration
 	if samples, err = timeN(n, write(small, "/workspace/small.bin")); err != nil {
@@ -113,17 +99,13 @@ func measureForks(ctx context.Context, c *client.Client, id string, n int) (Fork
 	round := func(count int) ([]time.Duration, error) {
 		var out []time.Duration
 		for i := 0; i < n; i++ {
-			start := time.Now()
-			res, err := c.Fork(ctx, id, client.ForkRequest{Count: count})
+			took, forks, err := forkTimed(ctx, c, id, count)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, time.Since(start))
-			for _, f := range res {
-				if f.Sandbox == nil {
-					return nil, fmt.Errorf("a fork failed: %+v", f.Error)
-				}
-				if err := c.DeleteSandbox(ctx, f.Sandbox.SandboxID); err != nil {
+			out = append(out, took)
+			for _, f := range forks {
+				if err := c.DeleteSandbox(ctx, f); err != nil {
 					return nil, err
 				}
 			}
@@ -140,4 +122,47 @@ func measureForks(ctx context.Context, c *client.Client, id string, n int) (Fork
 	}
 	rep.Fork1, rep.Fork10 = Summarise(one), Summarise(ten)
 	return rep, nil
+}
+
+// putFile writes data to path in sandbox id through the files API.
+func putFile(ctx context.Context, c *client.Client, id, path string, data []byte) error {
+	_, err := c.WriteFile(ctx, id, path, bytes.NewReader(data), 0o644, "")
+	return err
+}
+
+// getFile reads path from sandbox id through the files API to the end and
+// checks that it holds size bytes.
+func getFile(ctx context.Context, c *client.Client, id, path string, size int) error {
+	rc, err := c.ReadFile(ctx, id, path)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	got, err := io.Copy(io.Discard, rc)
+	if err == nil && got != int64(size) {
+		err = fmt.Errorf("read %d bytes of %d", got, size)
+	}
+	return err
+}
+
+// forkTimed forks sandbox id's live state into count sandboxes and times
+// the call, which returns once every fork runs; it returns the forks' ids,
+// which the caller deletes (also on error: the ids of the forks made).
+func forkTimed(ctx context.Context, c *client.Client, id string, count int) (time.Duration, []string, error) {
+	start := time.Now()
+	res, err := c.Fork(ctx, id, client.ForkRequest{Count: count})
+	took := time.Since(start)
+	if err != nil {
+		return 0, nil, err
+	}
+	var ids []string
+	var failed error
+	for _, f := range res {
+		if f.Sandbox == nil {
+			failed = fmt.Errorf("a fork failed: %+v", f.Error)
+			continue
+		}
+		ids = append(ids, f.Sandbox.SandboxID)
+	}
+	return took, ids, failed
 }

@@ -25,8 +25,9 @@ type derived struct {
 
 // readReport finds, in one walk of a report (any value that marshals to
 // JSON), every Stats object with samples and every number whose key names a
-// ratio or a flatness, each named by its path and in path order. Walking
-// the report's JSON finds them the same way whatever Go types hold them.
+// ratio or a flatness, each named by its path: in key order, and an array's
+// elements in their order (the concurrency levels, 1, 10, 50). Walking the
+// report's JSON finds them the same way whatever Go types hold them.
 func readReport(report any) ([]figure, []derived, error) {
 	data, err := json.Marshal(report)
 	if err != nil {
@@ -40,6 +41,12 @@ func readReport(report any) ([]figure, []derived, error) {
 	var ders []derived
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
+		if list, ok := v.([]any); ok {
+			for i, el := range list {
+				walk(path+elementName(i, el), el)
+			}
+			return
+		}
 		m, ok := v.(map[string]any)
 		if !ok {
 			return
@@ -52,7 +59,13 @@ func readReport(report any) ([]figure, []derived, error) {
 			}
 			return
 		}
-		for k, sub := range m {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			sub := m[k]
 			if x, isNum := sub.(float64); isNum && (strings.Contains(k, "ratio") || strings.Contains(k, "flatness")) {
 				ders = append(ders, derived{strings.TrimPrefix(path+"."+k, "."), x})
 				continue
@@ -61,9 +74,19 @@ func readReport(report any) ([]figure, []derived, error) {
 		}
 	}
 	walk("", tree)
-	sort.Slice(figs, func(i, j int) bool { return figs[i].name < figs[j].name })
-	sort.Slice(ders, func(i, j int) bool { return ders[i].name < ders[j].name })
 	return figs, ders, nil
+}
+
+// elementName names an array's element in a figure's path: by its number
+// of sandboxes where it has one (a concurrency level: "[50 at once]"), else
+// by its index ("[2]").
+func elementName(i int, el any) string {
+	if m, ok := el.(map[string]any); ok {
+		if n, ok := m["sandboxes"].(float64); ok {
+			return fmt.Sprintf("[%g at once]", n)
+		}
+	}
+	return fmt.Sprintf("[%d]", i)
 }
 
 // Plot layout, in SVG user units.

@@ -75,3 +75,35 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 }
+
+// An array's elements are walked in their order; a concurrency level is
+// named by its number of sandboxes, anything else by its index.
+func TestReadReportArrays(t *testing.T) {
+	report := map[string]any{
+		"concurrency": []ConcurrencyLevel{
+			{Sandboxes: 1, Exec: Stats{N: 5, P50: 1}, Fork1: Stats{N: 5, P50: 9}},
+			{Sandboxes: 10, Exec: Stats{N: 50, P50: 3}},
+			{Sandboxes: 50, Exec: Stats{N: 250, P50: 8}},
+		},
+		"rounds": []map[string]any{{"turn": Stats{N: 1, P50: 2}, "turn_flatness": 1.2}},
+	}
+	figs, ders, err := readReport(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range figs {
+		names = append(names, f.name)
+	}
+	want := []string{
+		"concurrency[1 at once].exec_true_api", "concurrency[1 at once].fork_x1",
+		"concurrency[10 at once].exec_true_api", "concurrency[50 at once].exec_true_api",
+		"rounds[0].turn",
+	}
+	if strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("figures\n%q, want\n%q", names, want)
+	}
+	if len(ders) != 1 || ders[0].name != "rounds[0].turn_flatness" {
+		t.Errorf("derived %+v, want rounds[0].turn_flatness", ders)
+	}
+}

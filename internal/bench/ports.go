@@ -87,26 +87,8 @@ type HTTPTiming struct {
 func measurePortRoute(ctx context.Context, h *harness, sb client.Sandbox, n int, warrenBinary string) (_ PortRouteReport, retErr error) {
 	rep := PortRouteReport{Server: "busybox httpd (a process per connection, Connection: close)", Requests: n, TargetAddedMs: 1}
 	id := sb.SandboxID
-	if _, err := h.c.MakeDir(ctx, id, "/www"); err != nil {
+	if err := startHTTPD(ctx, h.c, id); err != nil {
 		return rep, err
-	}
-	if _, err := h.c.WriteFile(ctx, id, "/www/index.html", strings.NewReader(benchPage), 0o644, ""); err != nil {
-		return rep, err
-	}
-	// The host's busybox, copied in: the same server on both sides, and one
-	// that runs whatever the template has.
-	bb, err := os.Open(template.DefaultBusybox)
-	if err != nil {
-		return rep, fmt.Errorf("the port-route item runs busybox httpd (install busybox-static): %w", err)
-	}
-	_, err = h.c.WriteFile(ctx, id, "/www/busybox", bb, 0o755, "")
-	bb.Close()
-	if err != nil {
-		return rep, err
-	}
-	inside := []string{"/www/busybox", "httpd", "-f", "-p", "127.0.0.1:" + strconv.Itoa(benchPort), "-h", "/www"}
-	if _, err := h.c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "bench-httpd", ExecRequest: client.ExecRequest{Cmd: inside}}); err != nil {
-		return rep, fmt.Errorf("start httpd in the sandbox: %w", err)
 	}
 
 	direct, stop, err := hostHTTPD(ctx)
@@ -118,9 +100,7 @@ func measurePortRoute(ctx context.Context, h *harness, sb client.Sandbox, n int,
 	proxied := "http://" + h.addr + "/index.html"
 	spec := HTTPTiming{N: n, Warmup: 20, Run: portRun, Requests: []HTTPRequest{
 		{URL: "http://" + direct + "/index.html"},
-		{URL: proxied, Header: map[string]string{
-			"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": strconv.Itoa(benchPort), "E2b-Traffic-Access-Token": sb.TrafficAccessToken,
-		}},
+		h.routedByHeaders(sb),
 		{URL: proxied, Host: fmt.Sprintf("%d-%s.%s", benchPort, id, h.cfg.Domain), Header: map[string]string{"X-Access-Token": sb.EnvdAccessToken}},
 	}}
 	// Both servers start in the background: wait until each answers.
@@ -148,6 +128,42 @@ func measurePortRoute(ctx context.Context, h *harness, sb client.Sandbox, n int,
 	rep.RatioP50 = ratio(rep.Headers, rep.Direct)
 	rep.Met = rep.AddedP50Ms <= rep.TargetAddedMs
 	return rep, nil
+}
+
+// startHTTPD starts busybox httpd in sandbox id on benchPort, serving
+// benchPage from /www. It answers a moment later: wait with untilOK.
+func startHTTPD(ctx context.Context, c *client.Client, id string) error {
+	if _, err := c.MakeDir(ctx, id, "/www"); err != nil {
+		return err
+	}
+	if _, err := c.WriteFile(ctx, id, "/www/index.html", strings.NewReader(benchPage), 0o644, ""); err != nil {
+		return err
+	}
+	// The host's busybox, copied in: the same server as the host's baseline,
+	// and one that runs whatever the template has.
+	bb, err := os.Open(template.DefaultBusybox)
+	if err != nil {
+		return fmt.Errorf("the port-route item runs busybox httpd (install busybox-static): %w", err)
+	}
+	_, err = c.WriteFile(ctx, id, "/www/busybox", bb, 0o755, "")
+	bb.Close()
+	if err != nil {
+		return err
+	}
+	inside := []string{"/www/busybox", "httpd", "-f", "-p", "127.0.0.1:" + strconv.Itoa(benchPort), "-h", "/www"}
+	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "bench-httpd", ExecRequest: client.ExecRequest{Cmd: inside}}); err != nil {
+		return fmt.Errorf("start httpd in the sandbox: %w", err)
+	}
+	return nil
+}
+
+// routedByHeaders is a GET of benchPage from sandbox sb's httpd through the
+// daemon's port route, routed by the E2b-Sandbox-Id and -Port headers with
+// the sandbox's traffic token.
+func (h *harness) routedByHeaders(sb client.Sandbox) HTTPRequest {
+	return HTTPRequest{URL: "http://" + h.addr + "/index.html", Header: map[string]string{
+		"E2b-Sandbox-Id": sb.SandboxID, "E2b-Sandbox-Port": strconv.Itoa(benchPort), "E2b-Traffic-Access-Token": sb.TrafficAccessToken,
+	}}
 }
 
 // TimeHTTP makes the GETs spec asks for and returns each kind's durations.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,6 +43,12 @@ func TestBenchQuick(t *testing.T) {
 	var empty []string
 	var walk func(path string, v any)
 	walk = func(path string, v any) {
+		if list, ok := v.([]any); ok { // the core suite's concurrency levels
+			for i, el := range list {
+				walk(fmt.Sprintf("%s[%d]", path, i), el)
+			}
+			return
+		}
 		m, ok := v.(map[string]any)
 		if !ok {
 			return
@@ -62,8 +69,24 @@ func TestBenchQuick(t *testing.T) {
 	if len(empty) > 0 {
 		t.Errorf("figures without samples: %s", strings.Join(empty, ", "))
 	}
-	// The readable table goes to stderr, beside the JSON.
-	if table := errb.String(); !strings.Contains(table, "p50 ms") || !strings.Contains(table, "core.exec_true_api") {
+	// Every concurrency level has the core suite's per-sandbox figures.
+	core, _ := rep["core"].(map[string]any)
+	levels, _ := core["concurrency"].([]any)
+	if len(levels) == 0 {
+		t.Errorf("the core suite has no concurrency levels")
+	}
+	for i, el := range levels {
+		lvl, _ := el.(map[string]any)
+		for _, f := range []string{"create_to_first_output", "exec_true_api", "write_4kib", "read_4kib", "pause", "resume", "port_route_headers", "turn", "fork_x1", "delete"} {
+			if _, ok := lvl[f]; !ok {
+				t.Errorf("core.concurrency[%d] lacks %s", i, f)
+			}
+		}
+	}
+	// The readable table goes to stderr, beside the JSON, with the
+	// concurrency levels' figures.
+	if table := errb.String(); !strings.Contains(table, "p50 ms") || !strings.Contains(table, "core.exec_true_api") ||
+		!strings.Contains(table, "core.concurrency[3 at once].port_route_headers") {
 		t.Errorf("no readable table on stderr:\n%.2000s", table)
 	}
 	svg, err := os.ReadFile(plot)
