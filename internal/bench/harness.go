@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -97,7 +98,13 @@ func startHarness(ctx context.Context, opts Options, tune func(*config.Config)) 
 		return h, errors.New("bench daemon did not start serving")
 	}
 	h.addr = addr
-	h.c = client.New("http://"+addr, string(trimNL(key)))
+	// Concurrent callers (up to 50 sandboxes at once in the concurrency
+	// item) each keep their connection, as agents with their own clients
+	// would: Go's default keeps 2 idle per host, and the rest would time a
+	// new connection per call.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	h.c = client.New("http://"+addr, string(trimNL(key)), client.WithHTTPClient(&http.Client{Transport: tr}))
 	return h, nil
 }
 
