@@ -24,6 +24,7 @@ const (
 	inodeModeOff      = 52         // offsetof(struct btrfs_inode_item, mode)
 	rootItemUUIDOff   = 247        // offsetof(struct btrfs_root_item, uuid)
 	rootItemParentOff = 263        // offsetof(struct btrfs_root_item, parent_uuid)
+	rootItemRecvOff   = 279        // offsetof(struct btrfs_root_item, received_uuid)
 	rootItemFlagsOff  = 208        // offsetof(struct btrfs_root_item, flags)
 	rootSubvolRdonly  = 1 << 0     // BTRFS_ROOT_SUBVOL_RDONLY, in root item flags
 	rootItemOtransOff = 303        // offsetof(struct btrfs_root_item, otransid)
@@ -215,6 +216,7 @@ func readRootItem(fd int, id uint64) (sv diffSubvol, ok bool, err error) {
 		sv.id = id
 		copy(sv.uuid[:], it.data[rootItemUUIDOff:])
 		copy(sv.parentUUID[:], it.data[rootItemParentOff:])
+		copy(sv.received[:], it.data[rootItemRecvOff:])
 		sv.otransid = binary.LittleEndian.Uint64(it.data[rootItemOtransOff:])
 		sv.readOnly = binary.LittleEndian.Uint64(it.data[rootItemFlagsOff:])&rootSubvolRdonly != 0
 		ok = true

@@ -34,12 +34,19 @@ type diffPlan struct {
 //
 // Rollbacks and forks fit the first case; turns of one sandbox the second.
 func planDiff(fd int, from, to diffSubvol) diffPlan {
-	if to.uuid == from.parentUUID {
+	// A restored volume (marked received: see Restore) is a snapshot of
+	// its chain's base with the streams replayed on it: the files they
+	// wrote have new inode numbers and ctimes, so the edge to its parent
+	// does not keep inodes comparable. Lineage walks stop at one.
+	if to.uuid == from.parentUUID && from.received.zero() {
 		return diffPlan{fast: true, threshold: from.otransid, related: true}
 	}
 	toAncestry := map[subvolUUID]bool{to.uuid: true}
 	cur := to
 	for i := 0; i < maxLineage; i++ {
+		if !cur.received.zero() {
+			break
+		}
 		pu := cur.parentUUID
 		if pu.zero() || toAncestry[pu] {
 			break
@@ -47,7 +54,7 @@ func planDiff(fd int, from, to diffSubvol) diffPlan {
 		if pu == from.uuid {
 			return diffPlan{fast: true, threshold: cur.otransid, related: true}
 		}
-		if pu == from.parentUUID {
+		if pu == from.parentUUID && from.received.zero() {
 			if from.otransid <= cur.otransid {
 				return diffPlan{fast: true, threshold: from.otransid, related: true}
 			}
@@ -63,7 +70,13 @@ func planDiff(fd int, from, to diffSubvol) diffPlan {
 	// Not in to's direct line: related if from's ancestry meets it.
 	cur = from
 	for i := 0; i < maxLineage; i++ {
-		if toAncestry[cur.uuid] || toAncestry[cur.parentUUID] {
+		if toAncestry[cur.uuid] {
+			return diffPlan{related: true}
+		}
+		if !cur.received.zero() {
+			break
+		}
+		if toAncestry[cur.parentUUID] {
 			return diffPlan{related: true}
 		}
 		if cur.parentUUID.zero() {

@@ -66,6 +66,16 @@ func TestDiffIoctlLayouts(t *testing.T) {
 	if !ok || parent.id != live.id {
 		t.Fatalf("parent by uuid: %+v (found %t), want id %d", parent, ok, live.id)
 	}
+	// The received UUID (a restore's mark) reads the same both ways.
+	mark := subvolUUID{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7}
+	must(t, setReceived(int(lf.Fd()), mark, 42))
+	marked, err := getSubvolInfo(int(lf.Fd()))
+	must(t, err)
+	byUUID, ok, err = lookupSubvolByUUID(int(f.Fd()), live.uuid)
+	must(t, err)
+	if marked.received != mark || !ok || byUUID.received != mark {
+		t.Fatalf("received uuid: subvol info %v, root item %v (found %t); want %v", marked.received, byUUID.received, ok, mark)
+	}
 
 	var st unix.Stat_t
 	must(t, unix.Stat(filepath.Join(snap, "g"), &st))
