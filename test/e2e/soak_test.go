@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -125,6 +126,7 @@ func TestTortureSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	fdsBefore := openFiles(pid)
+	goroutinesBefore := goroutines(pprofAddr)
 
 	ctx, cancel := context.WithTimeout(context.Background(), dur)
 	defer cancel()
@@ -142,6 +144,7 @@ func TestTortureSoak(t *testing.T) {
 	type sample struct {
 		at                                time.Duration
 		rss, anon, fds, heap, goRes, rest float64
+		idle, stacks, goroutines          float64
 	}
 	var samples []sample
 	start := time.Now()
@@ -156,7 +159,10 @@ func TestTortureSoak(t *testing.T) {
 				s.heap = float64(m["HeapInuse"]) / 1024
 				s.goRes = float64(m["Sys"]-m["HeapReleased"]) / 1024
 				s.rest = s.rss - s.goRes
+				s.idle = float64(m["HeapIdle"]-m["HeapReleased"]) / 1024
+				s.stacks = float64(m["Stack"]) / 1024
 			}
+			s.goroutines = float64(goroutines(pprofAddr))
 			samples = append(samples, s)
 		}
 	}
@@ -177,7 +183,7 @@ func TestTortureSoak(t *testing.T) {
 		}
 		n++
 	}
-	var xs, rss, anon, fds, heap, goRes, rest []float64
+	var xs, rss, anon, fds, heap, goRes, rest, idle, stacks, grs []float64
 	for _, s := range samples {
 		xs = append(xs, s.at.Minutes())
 		rss = append(rss, s.rss)
@@ -186,6 +192,9 @@ func TestTortureSoak(t *testing.T) {
 		heap = append(heap, s.heap)
 		goRes = append(goRes, s.goRes)
 		rest = append(rest, s.rest)
+		idle = append(idle, s.idle)
+		stacks = append(stacks, s.stacks)
+		grs = append(grs, s.goroutines)
 	}
 	if len(samples) > 0 {
 		// RSS also counts the binary's pages as code paths are first run,
@@ -200,6 +209,9 @@ func TestTortureSoak(t *testing.T) {
 			heap[0], heap[len(heap)-1], slope(xs, heap), slope(xs[q:], heap[q:]),
 			goRes[0], goRes[len(goRes)-1], slope(xs, goRes), slope(xs[q:], goRes[q:]),
 			rest[0], rest[len(rest)-1], slope(xs, rest), slope(xs[q:], rest[q:]))
+		t.Logf("soak runtime: heap idle but not yet returned %.0f → %.0f KiB (last quarter %.0f KiB/min); goroutine stacks %.0f → %.0f KiB; goroutines %.0f → %.0f (last quarter %.1f/min)",
+			idle[0], idle[len(idle)-1], slope(xs[q:], idle[q:]), stacks[0], stacks[len(stacks)-1],
+			grs[0], grs[len(grs)-1], slope(xs[q:], grs[q:]))
 	}
 	// Every sandbox is gone: the daemon holds no file of one any more
 	// (logs, volumes, sockets of the data directory). Handles that come and
@@ -219,6 +231,7 @@ func TestTortureSoak(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("open files: %d before the soak, %d after (%s)", fdsBefore, openFiles(pid), strings.Join(fdTargets(pid), ", "))
+	t.Logf("goroutines: %d before the soak, %d after every sandbox is gone", goroutinesBefore, goroutines(pprofAddr))
 }
 
 // sandboxFiles lists a process's open files inside dataDir other than the
@@ -310,6 +323,8 @@ func goMemStats(addr string) (map[string]uint64, error) {
 		if !ok || !strings.HasPrefix(l, "# ") {
 			continue
 		}
+		// "# Stack = inuse / sys" holds two numbers: the first is in use.
+		val, _, _ = strings.Cut(val, " / ")
 		if v, err := strconv.ParseUint(val, 10, 64); err == nil {
 			out[name] = v
 		}
@@ -318,4 +333,20 @@ func goMemStats(addr string) (map[string]uint64, error) {
 		return nil, fmt.Errorf("no memory statistics at %s", addr)
 	}
 	return out, nil
+}
+
+// goroutines reads the daemon's goroutine count from the profiler ("goroutine
+// profile: total N"), 0 when it cannot.
+func goroutines(addr string) int {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "goroutine profile: total")))
+	return n
 }
