@@ -21,11 +21,7 @@ import (
 // deletes it, receives it back and checks the tree is the same, metadata
 // and bytes.
 func TestArchiveRestore(t *testing.T) {
-	testutil.RequireBinary(t, "btrfs")
-	ctx := context.Background()
-	s := newPool(t, t.TempDir())
-	live, err := s.Create(ctx, sandboxKey("live"))
-	must(t, err)
+	ctx, s, live := archivePool(t)
 	fillTree(t, live, 200)
 	must(t, os.WriteFile(filepath.Join(live, "keep"), []byte("unchanged"), 0o600))
 	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("anchor"), true)
@@ -97,6 +93,22 @@ func TestArchiveRestore(t *testing.T) {
 	}
 }
 
+// archivePool is a fresh pool holding a writable volume "live", for the
+// archive and restore tests.
+func archivePool(t *testing.T) (context.Context, *Storage, string) {
+	t.Helper()
+	testutil.RequireBinary(t, "btrfs")
+	s := newPool(t, t.TempDir())
+	live, err := s.Create(context.Background(), sandboxKey("live"))
+	must(t, err)
+	return context.Background(), s, live
+}
+
+// streamPath is where the tests keep turn n's stream.
+func streamPath(s *Storage, n int) string {
+	return filepath.Join(s.ArchiveDir(), fmt.Sprintf("t%d.stream", n))
+}
+
 func fileSize(t *testing.T, p string) int64 {
 	st, err := os.Stat(p)
 	must(t, err)
@@ -147,14 +159,10 @@ func hashTree(t *testing.T, root string) map[string]string {
 // parent, link by link from a restored volume, and a restored volume serves
 // as the parent of a later send.
 func TestArchiveChain(t *testing.T) {
-	testutil.RequireBinary(t, "btrfs")
-	ctx := context.Background()
-	s := newPool(t, t.TempDir())
-	live, err := s.Create(ctx, sandboxKey("live"))
-	must(t, err)
+	ctx, s, live := archivePool(t)
 	fillTree(t, live, 100)
 	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t0"), true)
-	stream := func(n int) string { return filepath.Join(s.ArchiveDir(), fmt.Sprintf("t%d.stream", n)) }
+	stream := func(n int) string { return streamPath(s, n) }
 	const links = 5
 	for n := 1; n <= links; n++ {
 		must(t, os.WriteFile(filepath.Join(live, fmt.Sprintf("d%d", n), "f0"), []byte(fmt.Sprintf("turn %d", n)), 0o644))

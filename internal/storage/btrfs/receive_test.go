@@ -2,7 +2,6 @@ package btrfs
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -27,11 +26,7 @@ import (
 // stream's own volume and from its parent (the latter in a stream after the
 // first, where the parent's state exists only as it was mid-restore).
 func TestRestoreEveryKind(t *testing.T) {
-	testutil.RequireBinary(t, "btrfs")
-	ctx := context.Background()
-	s := newPool(t, t.TempDir())
-	live, err := s.Create(ctx, sandboxKey("live"))
-	must(t, err)
+	ctx, s, live := archivePool(t)
 	in := func(p string) string { return filepath.Join(live, p) }
 	fillTree(t, live, 50)
 	must(t, os.WriteFile(in("shared"), bytes.Repeat([]byte("s"), 256<<10), 0o644))
@@ -42,7 +37,7 @@ func TestRestoreEveryKind(t *testing.T) {
 	must(t, unix.Setxattr(in("d0"), "user.gone", []byte("soon"), 0))
 	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t0"), true)
 
-	stream := func(n int) string { return filepath.Join(s.ArchiveDir(), fmt.Sprintf("t%d.stream", n)) }
+	stream := func(n int) string { return streamPath(s, n) }
 	turn := func(n int, change func()) {
 		change()
 		name := fmt.Sprintf("t%d", n)
@@ -136,11 +131,7 @@ func TestRestoreEveryKind(t *testing.T) {
 // TestRestoreBadStreams feeds broken streams: each is refused with
 // ErrInvalid before the pool changes, and nothing is left behind.
 func TestRestoreBadStreams(t *testing.T) {
-	testutil.RequireBinary(t, "btrfs")
-	ctx := context.Background()
-	s := newPool(t, t.TempDir())
-	live, err := s.Create(ctx, sandboxKey("live"))
-	must(t, err)
+	ctx, s, live := archivePool(t)
 	fillTree(t, live, 20)
 	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t0"), true)
 	must(t, os.WriteFile(filepath.Join(live, "d1", "new"), bytes.Repeat([]byte("x"), 100<<10), 0o644))
@@ -375,14 +366,10 @@ func dirNames(t *testing.T, dir string) []string {
 // the one the original volume gives, both ways, and for a rollback's copy
 // of the restored volume too.
 func TestDiffRestored(t *testing.T) {
-	testutil.RequireBinary(t, "btrfs")
-	ctx := context.Background()
-	s := newPool(t, t.TempDir())
-	live, err := s.Create(ctx, sandboxKey("live"))
-	must(t, err)
+	ctx, s, live := archivePool(t)
 	fillTree(t, live, 100)
 	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t0"), true)
-	stream := func(n int) string { return filepath.Join(s.ArchiveDir(), fmt.Sprintf("t%d.stream", n)) }
+	stream := func(n int) string { return streamPath(s, n) }
 	for n := 1; n <= 3; n++ {
 		must(t, os.WriteFile(filepath.Join(live, fmt.Sprintf("new%d", n)), []byte(fmt.Sprint(n)), 0o644))
 		must(t, os.WriteFile(filepath.Join(live, "d1", fmt.Sprintf("f%d", n)), []byte("changed"), 0o644))
