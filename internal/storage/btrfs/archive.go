@@ -142,14 +142,13 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 	}
 	defer root.Close()
 	start := time.Now()
-	var written int64
+	a := &applier{root: root}
+	defer a.closeOpen()
 	for i, src := range srcs {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("restore %s: %w", key, err)
 		}
-		n, err := s.applyStream(root, base, view, src, heads[i], i == 0)
-		written += n
-		if err != nil {
+		if err := s.applyStream(a, base, view, src, heads[i], i == 0); err != nil {
 			return fmt.Errorf("restore %s: stream %s: %w", key, src, err)
 		}
 	}
@@ -172,7 +171,7 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	placed = true
-	s.log.Debug("restored volume", "volume", key.String(), "streams", len(srcs), "bytes_written", written,
+	s.log.Debug("restored volume", "volume", key.String(), "streams", len(srcs), "bytes_written", a.written,
 		"apply_ms", ms(applied.Sub(start)), "sync_ms", ms(synced.Sub(applied)), "mark_ms", ms(marked.Sub(synced)),
 		"place_ms", ms(time.Since(marked)))
 	return nil
@@ -202,8 +201,9 @@ func (s *Storage) rename(from, to storage.Key) error {
 	return nil
 }
 
-// checkChain reads every stream's head and checks they rebuild key from
-// the volume open at base, before anything is written.
+// checkChain reads every stream whole (so a corrupt one is refused before
+// anything is written), checks that their heads rebuild key from the
+// volume open at base, and notes which streams clone from their parent.
 func (s *Storage) checkChain(base *os.File, srcs []string, key storage.Key) ([]streamHead, error) {
 	info, err := getSubvolInfo(int(base.Fd()))
 	if err != nil {
@@ -211,11 +211,15 @@ func (s *Storage) checkChain(base *os.File, srcs []string, key storage.Key) ([]s
 	}
 	heads := make([]streamHead, len(srcs))
 	for i, src := range srcs {
-		f, _, h, err := openStreamBody(src)
+		f, r, h, err := openStreamBody(src)
 		if err != nil {
 			return nil, err
 		}
+		h.clonesParent, err = scanStream(r, h.parentUUID)
 		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", src, err)
+		}
 		heads[i] = h
 		if i == 0 {
 			if h.parentUUID != info.uuid && (info.received.zero() || h.parentUUID != info.received) {
@@ -245,51 +249,37 @@ func openStream(src string) (*os.File, error) {
 	return f, nil
 }
 
-// applyStream replays one stream into root. A stream that clones from its
-// parent needs the parent's state as it was before the stream: the base
-// volume itself for the first stream, else a read-only snapshot of root
-// taken now (view), dropped afterwards.
-func (s *Storage) applyStream(root, base *os.File, view storage.Key, src string, head streamHead, first bool) (written int64, err error) {
-	a := &applier{root: root, self: head.uuid, parent: head.parentUUID}
-	defer a.close()
-	defer func() { written = a.written }()
+// applyStream replays one stream through a. A stream that clones from
+// its parent needs the parent's state as it was before the stream: the base
+// volume itself for the first stream, else a read-only snapshot of a's
+// volume taken now (view), dropped afterwards.
+func (s *Storage) applyStream(a *applier, base *os.File, view storage.Key, src string, head streamHead, first bool) error {
+	a.self, a.parent, a.parentView = head.uuid, head.parentUUID, nil
+	defer a.closeOpen()
 	if first {
 		a.parentView = base
-	} else {
-		needed, err := streamClonesFromParent(src, head.parentUUID)
+	} else if head.clonesParent {
+		if err := s.snapshotInto(a.root, view, true); err != nil {
+			return fmt.Errorf("keep the state before it: %w", err)
+		}
+		defer func() {
+			if err := s.Delete(context.Background(), view); err != nil {
+				s.log.Warn("remove restore scratch volume", "volume", view.String(), "err", err)
+			}
+		}()
+		v, err := s.openSubvol(view)
 		if err != nil {
-			return 0, err
+			return err
 		}
-		if needed {
-			if err := s.snapshotInto(root, view, true); err != nil {
-				return 0, fmt.Errorf("keep the state before it: %w", err)
-			}
-			defer func() {
-				if err := s.Delete(context.Background(), view); err != nil {
-					s.log.Warn("remove restore scratch volume", "volume", view.String(), "err", err)
-				}
-			}()
-			if a.parentView, err = s.openSubvol(view); err != nil {
-				return 0, err
-			}
-			defer a.parentView.Close()
-		}
+		defer v.Close()
+		a.parentView = v
 	}
 	f, r, _, err := openStreamBody(src)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
-	return 0, a.apply(r)
-}
-
-func streamClonesFromParent(src string, parent subvolUUID) (bool, error) {
-	f, r, _, err := openStreamBody(src)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	return clonesFromParent(r, parent)
+	return a.apply(r)
 }
 
 // openStreamBody opens a stream and reads its head; the reader is left at

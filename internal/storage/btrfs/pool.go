@@ -266,31 +266,29 @@ func (s *Storage) initRoot(ownPool bool) error {
 // singleMetadata converts a new pool's metadata to the single profile (see
 // balance.go); a pool that refuses keeps DUP, which only costs speed.
 func (s *Storage) singleMetadata() {
-	f, err := os.Open(s.poolDir)
-	if err != nil {
-		s.log.Warn("cannot convert metadata to single", "err", err)
-		return
-	}
-	defer f.Close()
-	if err := convertMetadataSingle(int(f.Fd())); err != nil {
-		s.log.Warn("kernel refused to convert the pool's metadata to single; it stays DUP (snapshots are slower)", "err", err)
-		return
-	}
-	s.log.Info("converted the pool's metadata to single", "pool", s.poolDir)
+	s.tunePool(convertMetadataSingle, "converted the pool's metadata to single",
+		"kernel refused to convert the pool's metadata to single; it stays DUP (snapshots are slower)")
 }
 
 // enableQuotas turns on simple quotas; a kernel without them (before 6.7)
 // still gives a working pool, only without per-volume sizes.
 func (s *Storage) enableQuotas() {
+	s.tunePool(enableSimpleQuota, "enabled btrfs simple quotas",
+		"kernel refused btrfs simple quotas; volume sizes will be unknown")
+}
+
+// tunePool runs an optional ioctl on the pool's root: a refusal is logged
+// as refused, since the pool works without it.
+func (s *Storage) tunePool(ioctl func(fd int) error, done, refused string) {
 	f, err := os.Open(s.poolDir)
 	if err != nil {
-		s.log.Warn("cannot enable simple quotas", "err", err)
+		s.log.Warn(refused, "err", err)
 		return
 	}
 	defer f.Close()
-	if err := enableSimpleQuota(int(f.Fd())); err != nil {
-		s.log.Warn("kernel refused btrfs simple quotas; volume sizes will be unknown", "err", err)
+	if err := ioctl(int(f.Fd())); err != nil {
+		s.log.Warn(refused, "err", err)
 		return
 	}
-	s.log.Info("enabled btrfs simple quotas", "pool", s.poolDir)
+	s.log.Info(done, "pool", s.poolDir)
 }

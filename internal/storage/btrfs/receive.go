@@ -16,7 +16,7 @@ import (
 // applier replays send streams into one writable volume. `btrfs receive`
 // makes a new snapshot for every stream and commits it, twice, which on a
 // large tree costs ~100 ms a stream; replaying a whole chain into one
-// volume commits once, when the result is snapshotted into place.
+// volume writes it back once, at the end (see Restore).
 type applier struct {
 	root *os.File // the volume being rebuilt
 
@@ -33,10 +33,6 @@ type applier struct {
 	open     *os.File
 
 	written int64 // bytes of file data written, for the log
-}
-
-func (a *applier) close() {
-	a.closeOpen()
 }
 
 func (a *applier) closeOpen() {
@@ -341,24 +337,27 @@ func (a *applier) clone(c *streamCommand, p string) error {
 	})
 }
 
-// clonesFromParent reads a whole stream (its head already read) and
-// reports whether any CLONE takes its source from the stream's parent.
-func clonesFromParent(s *streamReader, parent subvolUUID) (bool, error) {
+// scanStream reads the rest of a stream (its head already read), so that
+// every command's checksum and layout is checked, and reports whether any
+// CLONE takes its source from the stream's parent.
+func scanStream(s *streamReader, parent subvolUUID) (clonesParent bool, err error) {
 	for {
 		c, err := s.next()
 		if errors.Is(err, io.EOF) {
-			return false, nil
+			return clonesParent, nil
 		}
 		if err != nil {
 			return false, err
 		}
 		if c.cmd == cmdEnd {
-			return false, nil
+			return clonesParent, nil
 		}
 		if c.cmd == cmdClone {
-			if u, err := c.uuid(attrCloneUUID); err != nil || u == parent {
-				return err == nil, err
+			u, err := c.uuid(attrCloneUUID)
+			if err != nil {
+				return false, err
 			}
+			clonesParent = clonesParent || u == parent
 		}
 	}
 }

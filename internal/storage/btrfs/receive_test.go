@@ -104,7 +104,7 @@ func TestRestoreEveryKind(t *testing.T) {
 			t.Errorf("no %s command in the streams", c)
 		}
 	}
-	if n, err := streamClonesFromParent(stream(2), streamHeadOf(t, stream(2)).parentUUID); err != nil || !n {
+	if n, err := streamClonesParent(t, stream(2)); err != nil || !n {
 		t.Errorf("the second stream clones from its parent: %v, %v; want true", n, err)
 	}
 	for n := 1; n <= 2; n++ {
@@ -187,15 +187,11 @@ func streamCommands(t *testing.T, path string) map[sendCmd]int {
 	}
 }
 
-func streamHeadOf(t *testing.T, path string) streamHead {
-	f, err := os.Open(path)
+func streamClonesParent(t *testing.T, path string) (bool, error) {
+	f, r, h, err := openStreamBody(path)
 	must(t, err)
 	defer f.Close()
-	r, err := newStreamReader(f)
-	must(t, err)
-	h, err := readHead(r)
-	must(t, err)
-	return h
+	return scanStream(r, h.parentUUID)
 }
 
 func flip(b []byte, i int) []byte {
@@ -323,7 +319,7 @@ func TestApplyHostileStreams(t *testing.T) {
 			a := &applier{root: root}
 			copy(a.self[:], self)
 			copy(a.parent[:], parent)
-			defer a.close()
+			defer a.closeOpen()
 			r, err := newStreamReader(bytes.NewReader(encodeStream(cmds...)))
 			must(t, err)
 			done := make(chan error, 1)

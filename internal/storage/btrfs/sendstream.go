@@ -262,6 +262,8 @@ type streamHead struct {
 	ctransid       uint64
 	parentUUID     subvolUUID // the volume it is a delta against
 	parentCtransid uint64
+
+	clonesParent bool // a CLONE in the stream reads from the parent (see checkChain)
 }
 
 // readHead reads a stream's first command, which must be a snapshot (an
