@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -49,12 +50,30 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 			return SnapshotResult{}, fmt.Errorf("freeze sandbox %s: %w", id, err)
 		}
 	}
-	_, serr := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group})
-	var rerr error
-	if canFreeze {
-		rerr = h.Runtime.Resume(context.WithoutCancel(ctx), id)
+	paused := time.Now()
+	// Thaw as soon as the snapshot's content is fixed (Taken), not when
+	// the snapshot has been written out: on btrfs that is most of the call.
+	var (
+		thawOnce    sync.Once
+		frozen      time.Duration
+		rerr        error
+		thawedEarly bool
+	)
+	thaw := func() {
+		thawOnce.Do(func() {
+			if canFreeze {
+				rerr = h.Runtime.Resume(context.WithoutCancel(ctx), id)
+			}
+			frozen = time.Since(start)
+		})
 	}
-	frozen := time.Since(start)
+	_, serr := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{
+		ReadOnly: true, Group: group,
+		Taken: func() { thawedEarly = true; thaw() },
+	})
+	took := time.Since(paused)
+	thaw()
+	h.Log.Debug("snapshot frozen phases", "sandbox", id, "pause", paused.Sub(start), "ioctl", took, "frozen", frozen, "thawed_early", thawedEarly)
 	if serr != nil {
 		return SnapshotResult{}, fmt.Errorf("snapshot sandbox %s: %w", id, serr)
 	}

@@ -66,6 +66,12 @@ type SnapshotOptions struct {
 	// on backends that implement QuotaGroups; others ignore it. Named by
 	// the caller, e.g. the sandbox id; validated like a volume name.
 	Group string
+	// Taken, if set, is called once the new volume's content is fixed,
+	// which on btrfs is before Snapshot returns: the rest of the call
+	// writes the snapshot out. A caller that froze the source's writers
+	// may thaw them then. Snapshot returns only after Taken has returned;
+	// backends that cannot tell never call it.
+	Taken func()
 }
 
 // Storage is a pool of volumes.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -26,6 +27,9 @@ var _ storage.Closer = (*Storage)(nil)
 type Storage struct {
 	root string // <pool>/volumes: holds one directory per kind
 	log  *slog.Logger
+	// highestSubvol is the highest subvolume id seen made since the pool was
+	// opened: new ids only grow, so watchSnapshot searches above it.
+	highestSubvol atomic.Uint64
 
 	// Set only when Open mounted (or found mounted) a loop-backed image.
 	poolDir string
@@ -81,11 +85,49 @@ func (s *Storage) Snapshot(ctx context.Context, parent, key storage.Key, opts st
 	if err != nil {
 		return "", fmt.Errorf("snapshot %s as %s: %w", parent, key, err)
 	}
-	if err := snapCreateInGroup(int(src.Fd()), int(dir.Fd()), key.Name, opts.ReadOnly, qgroup); err != nil {
+	var stopWatch func()
+	if opts.Taken != nil {
+		stopWatch = s.watchSnapshot(int(src.Fd()), int(dir.Fd()), key.Name, opts.Taken)
+	}
+	err = snapCreateInGroup(int(src.Fd()), int(dir.Fd()), key.Name, opts.ReadOnly, qgroup)
+	if stopWatch != nil {
+		stopWatch()
+	}
+	if err != nil {
 		undoGroup()
 		return "", fmt.Errorf("snapshot %s as %s: %w", parent, key, errnoKind(err))
 	}
 	return s.Path(key), nil
+}
+
+// watchSnapshot starts watching for the moment the snapshot name, about to
+// be made of srcFd inside dirFd, has its content fixed (taken.go), and
+// calls taken then. The returned stop ends the watch and waits for it, so
+// taken has returned (or will never be called) once stop has.
+func (s *Storage) watchSnapshot(srcFd, dirFd int, name string, taken func()) (stop func()) {
+	srcID, err := subvolID(srcFd)
+	if err != nil {
+		return func() {}
+	}
+	parentTree, err := subvolID(dirFd)
+	if err != nil {
+		return func() {}
+	}
+	dirIno, err := dirInode(dirFd)
+	if err != nil {
+		return func() {}
+	}
+	w := &rootRefWatch{fd: dirFd, parentTree: parentTree, dirIno: dirIno, floor: max(srcID, s.highestSubvol.Load()), name: name}
+	done := make(chan struct{})
+	stopped := watchTaken(w, taken, done)
+	return func() {
+		close(done)
+		<-stopped
+		// The next watch searches above this one's subvolume.
+		if id, ok, err := w.found(); err == nil && ok {
+			raiseTo(&s.highestSubvol, id)
+		}
+	}
 }
 
 // SetReadOnly implements storage.Storage.
