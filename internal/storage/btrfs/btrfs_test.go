@@ -420,8 +420,8 @@ func TestLoopDeviceFlags(t *testing.T) {
 	t.Logf("loop %s flags %#x (direct I/O: %t)", m.Source, info.Flags, info.Flags&unix.LO_FLAGS_DIRECT_IO != 0)
 }
 
-// TestNewPoolSingleMetadata checks that a new pool's metadata is single and
-// keeps the room DUP's first chunk had (a pool that data fills must still
+// TestNewPoolSingleMetadata checks that a new pool has 4 KiB tree nodes and
+// that its metadata is single and keeps the room DUP's first chunk had (a pool that data fills must still
 // be able to delete), read from the kernel's own accounting in sysfs.
 func TestNewPoolSingleMetadata(t *testing.T) {
 	s := newPool(t, t.TempDir())
@@ -433,6 +433,9 @@ func TestNewPoolSingleMetadata(t *testing.T) {
 	uuid, err := fsUUID(int(f.Fd()))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n, err := readInt(filepath.Join("/sys/fs/btrfs", uuid, "nodesize")); err != nil || n != poolNodeSize {
+		t.Errorf("nodesize = %d, %v; want %d", n, err, poolNodeSize)
 	}
 	alloc := filepath.Join("/sys/fs/btrfs", uuid, "allocation")
 	for _, kind := range []string{"metadata", "system"} {

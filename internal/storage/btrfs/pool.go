@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,9 @@ import (
 // DefaultImageSize is the size of the sparse pool image made when the data
 // directory is not on btrfs. Sparse: it costs only what is written.
 const DefaultImageSize int64 = 20 << 30
+
+// poolNodeSize is the tree node size of a new pool (see createImage).
+const poolNodeSize = 4096
 
 // minImageSize is a little above what mkfs.btrfs accepts (~110 MiB).
 const minImageSize int64 = 128 << 20
@@ -211,7 +215,16 @@ func (s *Storage) createImage(ctx context.Context, size int64) error {
 	}
 	// mkfs's default metadata profile (DUP) sizes metadata's first chunk
 	// for the pool; initRoot then converts it to single (balance.go).
-	out, err := exec.CommandContext(ctx, mkfs, "-q", "-L", "warren", tmp).CombinedOutput()
+	//
+	// 4 KiB tree nodes instead of 16: copying a node shared with a snapshot
+	// (a turn's first writes) and dropping a snapshot (the archiver's
+	// deletes) both update the reference of every child of each node they
+	// touch, so smaller nodes mean less to update and less to write. A/B on
+	// the 1 GiB / 100k-file bench, 150 turns: turn 28.1 → 25.8 ms, a turn
+	// scattered over 25 directories 46.6 → 35.9 ms, 32 turns at once p99
+	// 232 → 190 ms. The cost: an xattr value fits in about 3.9 KiB (ext4's
+	// limit is a 4 KiB block too).
+	out, err := exec.CommandContext(ctx, mkfs, "-q", "-L", "warren", "--nodesize", strconv.Itoa(poolNodeSize), tmp).CombinedOutput()
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("format pool image: mkfs.btrfs: %v: %s", err, strings.TrimSpace(string(out)))
