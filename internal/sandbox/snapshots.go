@@ -42,7 +42,9 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 	}
 	synced := time.Since(syncStart)
 	h.snapMu.Lock()
-	defer h.snapMu.Unlock()
+	var unlockOnce sync.Once
+	release := func() { unlockOnce.Do(h.snapMu.Unlock) }
+	defer release()
 	canFreeze := h.Runtime.Capabilities().Pause
 	start := time.Now()
 	if canFreeze {
@@ -65,6 +67,8 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 				rerr = h.Runtime.Resume(context.WithoutCancel(ctx), id)
 			}
 			frozen = time.Since(start)
+			// The next snapshot may start while this one is written out.
+			release()
 		})
 	}
 	_, serr := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{
