@@ -53,6 +53,15 @@ const (
 	// archiveBacklog is how many steps may wait before the archiver stops
 	// pausing between them.
 	archiveBacklog = 4
+	// DefaultDropBatch is how many archived volumes the archiver drops at
+	// once. btrfs's cleaner drops them one after another, mostly within the same
+	// transactions, and neighbouring turns share most of the reference
+	// updates a drop makes (the children of the nodes they both point to),
+	// so a batch writes little more than one drop does.
+	DefaultDropBatch = 8
+	// dropIdle is how long after a sandbox's newest turn the archiver drops
+	// what is left over, batch or not.
+	dropIdle = 2 * time.Second
 )
 
 // usableStates are the states of a snapshot whose tree can still be had.
@@ -487,6 +496,16 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 		return err != nil || n > 0
 	}
 	steps := planArchive(turns, m.cfg.ArchiveAfter, m.cfg.AnchorEvery, forked)
+	var drops []store.Snapshot
+	for _, step := range steps {
+		drops = append(drops, step.drop...)
+	}
+	dropNow := len(drops) >= m.cfg.DropBatch || m.idleSince(turns) >= dropIdle
+	if len(drops) > 0 && !dropNow {
+		// Too few to batch: come back when the sandbox has been quiet
+		// for a while, unless its next turns make a batch first.
+		time.AfterFunc(dropIdle, func() { m.archiveLater(sandboxID) })
+	}
 	for i, step := range steps {
 		if ctx.Err() != nil {
 			return
@@ -498,6 +517,9 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 			}
 		}
 		for _, d := range step.drop {
+			if !dropNow {
+				break
+			}
 			if err := m.dropVolume(ctx, d.ID); err != nil {
 				m.log.Warn("drop the volume of an archived turn", "snapshot", d.ID, "err", err)
 			}
@@ -514,6 +536,17 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 		case <-time.After(archiveInterval):
 		}
 	}
+}
+
+// idleSince is how long ago the newest of turns was taken.
+func (m *Manager) idleSince(turns []store.Snapshot) time.Duration {
+	var newest time.Time
+	for _, t := range turns {
+		if t.CreatedAt.After(newest) {
+			newest = t.CreatedAt
+		}
+	}
+	return m.cfg.Now().Sub(newest)
 }
 
 // sendOne writes a turn's stream against parent (both volumes stay usable

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
@@ -133,7 +134,7 @@ func takeTurns(t *testing.T, m *Manager, id string, n int) map[int]string {
 func TestArchiveRestoreOnDemand(t *testing.T) {
 	ctx := context.Background()
 	m, h, st := newManager(t, 20)
-	m.cfg.ArchiveAfter, m.cfg.AnchorEvery = 4, 5
+	m.cfg.ArchiveAfter, m.cfg.AnchorEvery, m.cfg.DropBatch = 4, 5, 1
 	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func TestArchiveRestoreOnDemand(t *testing.T) {
 func TestArchiveRecovery(t *testing.T) {
 	ctx := context.Background()
 	m, h, st := newManager(t, 20)
-	m.cfg.ArchiveAfter, m.cfg.AnchorEvery = 1, 10
+	m.cfg.ArchiveAfter, m.cfg.AnchorEvery, m.cfg.DropBatch = 1, 10, 1
 	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestArchiveRecovery(t *testing.T) {
 func TestRestoreWhileBaseArchived(t *testing.T) {
 	ctx := context.Background()
 	m, h, st := newManager(t, 20)
-	m.cfg.ArchiveAfter, m.cfg.AnchorEvery = 4, 100
+	m.cfg.ArchiveAfter, m.cfg.AnchorEvery, m.cfg.DropBatch = 4, 100, 1
 	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
 	if err != nil {
 		t.Fatal(err)
@@ -360,4 +361,67 @@ func TestRestoreWhileBaseArchived(t *testing.T) {
 	if s, _ := st.GetSnapshot(ctx, turn[4]); s.State != SnapReady || h.chains[len(h.chains)-1] != 3 {
 		t.Errorf("turn 4 is %s, last chain %v; want ready through turns 2, 3 and 4's streams", s.State, h.chains)
 	}
+}
+
+// TestArchiveDropsInBatches: the archiver writes every old turn's stream at
+// once but drops their volumes only DropBatch at a time, or once the
+// sandbox has taken no turn for dropIdle.
+func TestArchiveDropsInBatches(t *testing.T) {
+	ctx := context.Background()
+	m, h, st := newManager(t, 20)
+	now := time.Now()
+	m.cfg.Now = func() time.Time { return now }
+	m.cfg.ArchiveAfter, m.cfg.AnchorEvery, m.cfg.DropBatch = 2, 100, 3
+	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn := map[int]string{}
+	check := func(stage string, archived ...int) {
+		t.Helper()
+		for n, id := range turn {
+			s, err := st.GetSnapshot(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := SnapReady
+			if slices.Contains(archived, n) {
+				want = SnapArchived
+			}
+			if s.State != want || h.HasSnapshot(ctx, id) != (want == SnapReady) {
+				t.Errorf("%s: turn %d is %s (volume in pool %t), want %s", stage, n, s.State, h.HasSnapshot(ctx, id), want)
+			}
+		}
+	}
+	take := func(n int) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			tr, err := m.Turn(ctx, "a", sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn[len(turn)+1] = tr.ID
+		}
+	}
+	// Six turns: turns 2 and 3 have their streams, but two volumes make no
+	// batch.
+	take(6)
+	m.archiveSandbox(ctx, sb.ID)
+	check("after 6 turns")
+	for _, n := range []int{2, 3, 4} {
+		if s, _ := st.GetSnapshot(ctx, turn[n]); s.ArchivePath == "" {
+			t.Errorf("turn %d has no stream after 6 turns", n)
+		}
+	}
+	// A seventh: three volumes to drop, a batch.
+	take(1)
+	m.archiveSandbox(ctx, sb.ID)
+	check("after 7 turns", 2, 3, 4)
+	// An eighth leaves one; it goes once the sandbox has been quiet.
+	take(1)
+	m.archiveSandbox(ctx, sb.ID)
+	check("after 8 turns", 2, 3, 4)
+	now = now.Add(dropIdle + time.Second)
+	m.archiveSandbox(ctx, sb.ID)
+	check("after a quiet while", 2, 3, 4, 5)
 }

@@ -136,6 +136,10 @@ type Config struct {
 	// the streams' bases (default DefaultAnchorEvery). See archive.go.
 	ArchiveAfter int
 	AnchorEvery  int
+	// DropBatch is how many archived volumes the archiver drops at once
+	// (default DefaultDropBatch; see archive.go). Fewer are dropped once
+	// the sandbox has taken no turn for dropIdle.
+	DropBatch int
 	// OnEvent, if set, hears of every step recorded in a sandbox's history
 	// (the daemon writes them into the sandbox's log).
 	OnEvent func(store.Event)
@@ -230,6 +234,9 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 	}
 	if cfg.AnchorEvery <= 0 {
 		cfg.AnchorEvery = DefaultAnchorEvery
+	}
+	if cfg.DropBatch <= 0 {
+		cfg.DropBatch = DefaultDropBatch
 	}
 	return &Manager{cfg: cfg, store: st, host: host, log: log,
 		live:           map[string]*liveSandbox{},
