@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,35 +21,36 @@ var _ storage.Archiver = (*Storage)(nil)
 // is atomic and the space is the pool's).
 func (s *Storage) ArchiveDir() string { return filepath.Join(s.root, "archive") }
 
-// btrfsBinary finds btrfs(8). Send is off the hot path, so it shells out;
-// receive is warren's own (see applier), since a restore is on a rollback's.
-func btrfsBinary() (string, error) {
-	p, err := exec.LookPath("btrfs")
-	if err != nil {
-		return "", fmt.Errorf("btrfs not found: install btrfs-progs: %w", errdefs.ErrUnavailable)
-	}
-	return p, nil
-}
-
-// Archive implements storage.Archiver: `btrfs send -p parent key` into
-// dst.tmp, synced and renamed to dst, so a file under dst is always a whole
-// stream.
+// Archive implements storage.Archiver: the send ioctl, `btrfs send -p
+// parent key` without the process, writes into dst.tmp, which is synced and
+// renamed to dst, so a file under dst is always a whole stream.
 func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst string) error {
+	src := make([]*os.File, 0, 2)
+	defer func() {
+		for _, f := range src {
+			f.Close()
+		}
+	}()
 	for _, k := range []storage.Key{key, parent} {
 		if err := k.Validate(); err != nil {
 			return err
 		}
-		info, err := s.Stat(ctx, k)
+		f, err := s.openSubvol(k)
 		if err != nil {
 			return fmt.Errorf("archive %s: %w", key, err)
 		}
-		if !info.ReadOnly {
+		src = append(src, f)
+		flags, err := subvolGetFlags(int(f.Fd()))
+		if err != nil {
+			return fmt.Errorf("archive %s: read the flags of %s: %w", key, k, errnoKind(err))
+		}
+		if flags&subvolRdonly == 0 {
 			return fmt.Errorf("archive %s: %s is writable; only read-only volumes can be sent: %w", key, k, errdefs.ErrInvalid)
 		}
 	}
-	bin, err := btrfsBinary()
+	parentID, err := subvolID(int(src[1].Fd()))
 	if err != nil {
-		return err
+		return fmt.Errorf("archive %s: id of %s: %w", key, parent, errnoKind(err))
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
 		return fmt.Errorf("archive %s: create %s: %w", key, filepath.Dir(dst), err)
@@ -60,14 +59,20 @@ func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst stri
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("archive %s: remove leftover %s: %w", key, tmp, err)
 	}
-	out, err := exec.CommandContext(ctx, bin, "send", "-q", "-p", s.Path(parent), "-f", tmp, s.Path(key)).CombinedOutput()
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", key, err)
+	}
+	err = sendDelta(int(src[0].Fd()), parentID, out)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("archive %s against %s: btrfs send: %v: %s", key, parent, err, strings.TrimSpace(string(out)))
-	}
-	if err := syncPath(tmp); err != nil {
-		os.Remove(tmp)
-		return err
+		return fmt.Errorf("archive %s against %s: send: %w", key, parent, errnoKind(err))
 	}
 	if err := os.Rename(tmp, dst); err != nil {
 		os.Remove(tmp)

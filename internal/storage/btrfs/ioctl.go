@@ -2,6 +2,8 @@ package btrfs
 
 import (
 	"fmt"
+	"os"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +22,7 @@ const (
 	iocFsInfo         = 0x8400941f // _IOR(0x94, 31, struct btrfs_ioctl_fs_info_args)
 	iocQuotaCtl       = 0xc0109428 // _IOWR(0x94, 40, struct btrfs_ioctl_quota_ctl_args)
 	iocSetReceived    = 0xc0c89425 // _IOWR(0x94, 37, struct btrfs_ioctl_received_subvol_args)
+	iocSend           = 0x40489426 // _IOW(0x94, 38, struct btrfs_ioctl_send_args)
 
 	subvolRdonly = 1 << 1 // BTRFS_SUBVOL_RDONLY
 
@@ -192,4 +195,32 @@ func enableSimpleQuota(fd int) error {
 func setReceived(fd int, uuid subvolUUID, stransid uint64) error {
 	a := receivedSubvolArgs{UUID: uuid, Stransid: stransid}
 	return ioctl(fd, iocSetReceived, unsafe.Pointer(&a))
+}
+
+// sendArgs is struct btrfs_ioctl_send_args (72 bytes).
+type sendArgs struct {
+	SendFd            int64
+	CloneSourcesCount uint64
+	CloneSources      uint64 // pointer to an array of subvolume ids
+	ParentRoot        uint64
+	Flags             uint64
+	Version           uint32
+	_                 [28]byte
+}
+
+// sendDelta writes to out a version 1 send stream of the read-only
+// subvolume at fd as a delta against the read-only subvolume parentID,
+// which is also the one clone source (as `btrfs send -p` does).
+func sendDelta(fd int, parentID uint64, out *os.File) error {
+	sources := []uint64{parentID}
+	var pin runtime.Pinner
+	pin.Pin(&sources[0])
+	defer pin.Unpin()
+	a := sendArgs{
+		SendFd:            int64(out.Fd()),
+		CloneSourcesCount: 1,
+		CloneSources:      uint64(uintptr(unsafe.Pointer(&sources[0]))),
+		ParentRoot:        parentID,
+	}
+	return ioctl(fd, iocSend, unsafe.Pointer(&a))
 }
