@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -35,16 +36,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// ownMount reports whether a mount point is under a t.TempDir of this
-// package's tests (other packages, running at the same time, mount pools
-// of their own).
+// mountDirs are the directories under which this test binary mounts pools
+// (see trackMounts). Other test binaries, running at the same time (go test
+// -p, or a second run of this package), mount pools of their own under
+// temporary directories named like ours.
+var mountDirs sync.Map
+
+// trackMounts records dir as one this binary mounts pools under.
+func trackMounts(dir string) string {
+	mountDirs.Store(filepath.Clean(dir), true)
+	return dir
+}
+
+// ownMount reports whether a mount point is under a directory this binary
+// mounts pools under.
 func ownMount(mp string) bool {
-	rel, err := filepath.Rel(os.TempDir(), mp)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return false
-	}
-	top := strings.Split(rel, string(filepath.Separator))[0]
-	return strings.HasPrefix(top, "Test") || strings.HasPrefix(top, "Benchmark") || strings.HasPrefix(top, "Fuzz")
+	own := false
+	mountDirs.Range(func(k, _ any) bool {
+		rel, err := filepath.Rel(k.(string), mp)
+		own = err == nil && !strings.HasPrefix(rel, "..")
+		return !own
+	})
+	return own
 }
 
 func btrfsMounts() map[string]bool {
@@ -67,7 +80,7 @@ func newPool(t testing.TB, dataDir string) *Storage {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireBinary(t, "mkfs.btrfs")
-	s, err := Open(context.Background(), Options{DataDir: dataDir, ImageSize: testImageSize, Logger: testLogger(t)})
+	s, err := Open(context.Background(), Options{DataDir: trackMounts(dataDir), ImageSize: testImageSize, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func BenchmarkDiff100k(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.RequireBinary(b, "mkfs.btrfs")
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DataDir: b.TempDir(), ImageSize: 4 << 30, Logger: testLogger(b)})
+	s, err := Open(ctx, Options{DataDir: trackMounts(b.TempDir()), ImageSize: 4 << 30, Logger: testLogger(b)})
 	if err != nil {
 		b.Fatal(err)
 	}

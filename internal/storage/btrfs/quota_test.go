@@ -174,7 +174,7 @@ func TestQuotaGroupsWithoutSimpleQuotas(t *testing.T) {
 	if out, err := exec.Command("mkfs.btrfs", "-q", img).CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.btrfs: %v: %s", err, out)
 	}
-	mnt := t.TempDir()
+	mnt := trackMounts(t.TempDir())
 	dev, err := attachLoop(img, pool.log)
 	if err != nil {
 		t.Fatal(err)

@@ -18,10 +18,7 @@ import (
 // for the watch to see the snapshot before the call returns.
 func TestSnapshotTaken(t *testing.T) {
 	ctx := context.Background()
-	s := newPool(t, t.TempDir())
-	src := storage.Key{Kind: storage.KindSandbox, Name: "src"}
-	vol, err := s.Create(ctx, src)
-	must(t, err)
+	s, src, vol := poolWithSource(t)
 	must(t, os.WriteFile(filepath.Join(vol, "before"), []byte("1"), 0o644))
 	other, err := s.Create(ctx, storage.Key{Kind: storage.KindSandbox, Name: "other"})
 	must(t, err)
@@ -57,14 +54,11 @@ func TestSnapshotTaken(t *testing.T) {
 // snapshot is still made and Taken is simply not called.
 func TestSnapshotTakenWatchCannotTell(t *testing.T) {
 	ctx := context.Background()
-	s := newPool(t, t.TempDir())
-	src := storage.Key{Kind: storage.KindSandbox, Name: "src"}
-	_, err := s.Create(ctx, src)
-	must(t, err)
+	s, src, _ := poolWithSource(t)
 	s.highestSubvol.Store(1 << 60)
 	calls := 0
 	snap := storage.Key{Kind: storage.KindSnapshot, Name: "snap"}
-	_, err = s.Snapshot(ctx, src, snap, storage.SnapshotOptions{ReadOnly: true, Taken: func() { calls++ }})
+	_, err := s.Snapshot(ctx, src, snap, storage.SnapshotOptions{ReadOnly: true, Taken: func() { calls++ }})
 	must(t, err)
 	if calls != 0 {
 		t.Errorf("Taken called %d times with a watch that cannot see the snapshot", calls)
@@ -72,4 +66,14 @@ func TestSnapshotTakenWatchCannotTell(t *testing.T) {
 	if _, err := s.Stat(ctx, snap); err != nil {
 		t.Errorf("snapshot missing: %v", err)
 	}
+}
+
+// poolWithSource opens a pool holding one writable volume to snapshot.
+func poolWithSource(t *testing.T) (*Storage, storage.Key, string) {
+	t.Helper()
+	s := newPool(t, t.TempDir())
+	src := storage.Key{Kind: storage.KindSandbox, Name: "src"}
+	vol, err := s.Create(context.Background(), src)
+	must(t, err)
+	return s, src, vol
 }
