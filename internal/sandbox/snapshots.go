@@ -42,13 +42,11 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 	}
 	synced := time.Since(syncStart)
 	h.snapMu.Lock()
-	var unlockOnce sync.Once
-	release := func() { unlockOnce.Do(h.snapMu.Unlock) }
-	defer release()
 	canFreeze := h.Runtime.Capabilities().Pause
 	start := time.Now()
 	if canFreeze {
 		if err := h.Runtime.Pause(ctx, id); err != nil {
+			h.snapMu.Unlock()
 			return SnapshotResult{}, fmt.Errorf("freeze sandbox %s: %w", id, err)
 		}
 	}
@@ -68,7 +66,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 			}
 			frozen = time.Since(start)
 			// The next snapshot may start while this one is written out.
-			release()
+			h.snapMu.Unlock()
 		})
 	}
 	_, serr := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{

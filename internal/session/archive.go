@@ -504,7 +504,7 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 	if len(drops) > 0 && !dropNow {
 		// Too few to batch: come back when the sandbox has been quiet
 		// for a while, unless its next turns make a batch first.
-		time.AfterFunc(dropIdle, func() { m.archiveLater(sandboxID) })
+		m.recheckDrops(sandboxID)
 	}
 	for i, step := range steps {
 		if ctx.Err() != nil {
@@ -536,6 +536,23 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 		case <-time.After(archiveInterval):
 		}
 	}
+}
+
+// recheckDrops asks the archiver to look at a sandbox again after
+// dropIdle; one wait per sandbox, however many passes ask meanwhile.
+func (m *Manager) recheckDrops(sandboxID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dropRecheck[sandboxID] {
+		return
+	}
+	m.dropRecheck[sandboxID] = true
+	time.AfterFunc(dropIdle, func() {
+		m.mu.Lock()
+		delete(m.dropRecheck, sandboxID)
+		m.mu.Unlock()
+		m.archiveLater(sandboxID)
+	})
 }
 
 // idleSince is how long ago the newest of turns was taken.

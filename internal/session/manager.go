@@ -206,6 +206,7 @@ type Manager struct {
 	snapLocks      map[string]*snapLock // a snapshot's volume in use (shared) or moving (exclusive)
 	archiveQ       chan string          // sandboxes whose turns the archiver should look at
 	archivePending map[string]bool      // sandboxes queued in archiveQ
+	dropRecheck    map[string]bool      // sandboxes the archiver looks at again after dropIdle
 	// archiveMu orders changes to archive chains (streams recorded, volumes
 	// dropped, links kept or removed); taken after any snapshot lock.
 	archiveMu sync.Mutex
@@ -245,6 +246,7 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 		snapLocks:      map[string]*snapLock{},
 		archiveQ:       make(chan string, 1024),
 		archivePending: map[string]bool{},
+		dropRecheck:    map[string]bool{},
 		pools:          newPools(cfg.Pools),
 		refill:         make(chan struct{}, 1),
 	}

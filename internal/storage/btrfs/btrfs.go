@@ -123,10 +123,12 @@ func (s *Storage) watchSnapshot(srcFd, dirFd int, name string, taken func()) (st
 	return func() {
 		close(done)
 		<-stopped
-		// The next watch searches above this one's subvolume.
-		if id, ok, err := w.found(); err == nil && ok {
-			raiseTo(&s.highestSubvol, id)
+		// The next watch searches above this one's subvolume (found now
+		// if the ioctl returned before the watch saw it).
+		if w.id == 0 {
+			w.id, _, _ = w.found()
 		}
+		raiseTo(&s.highestSubvol, w.id)
 	}
 }
 

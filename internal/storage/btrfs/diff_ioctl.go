@@ -143,44 +143,54 @@ func treeSearchV2(fd int, tree, minObj uint64, minType uint32, maxObj uint64, ma
 		if k.NrItems == 0 {
 			return nil
 		}
-		var last treeItem
-		buf := a.Buf[:]
-		for i := uint32(0); i < k.NrItems; i++ {
-			if len(buf) < 32 {
-				return fmt.Errorf("tree search: truncated reply")
-			}
-			it := treeItem{
-				transid:  binary.LittleEndian.Uint64(buf[0:]),
-				objectid: binary.LittleEndian.Uint64(buf[8:]),
-				offset:   binary.LittleEndian.Uint64(buf[16:]),
-				typ:      binary.LittleEndian.Uint32(buf[24:]),
-			}
-			n := int(binary.LittleEndian.Uint32(buf[28:]))
-			if len(buf) < 32+n {
-				return fmt.Errorf("tree search: truncated item")
-			}
-			it.data = buf[32 : 32+n]
-			buf = buf[32+n:]
-			if !fn(it) {
-				return nil
-			}
-			last = it
-		}
-		// Continue after the last key returned.
-		switch {
-		case last.offset < ^uint64(0):
-			k.MinObjectID, k.MinType, k.MinOffset = last.objectid, last.typ, last.offset+1
-		case last.typ < 255:
-			k.MinObjectID, k.MinType, k.MinOffset = last.objectid, last.typ+1, 0
-		case last.objectid < ^uint64(0):
-			k.MinObjectID, k.MinType, k.MinOffset = last.objectid+1, 0, 0
-		default:
-			return nil
-		}
-		if k.MinObjectID > maxObj || (k.MinObjectID == maxObj && k.MinType > maxType) {
-			return nil
+		last, more, err := eachSearchItem(a.Buf[:], k.NrItems, fn)
+		if err != nil || !more || !k.advance(last) {
+			return err
 		}
 	}
+}
+
+// eachSearchItem calls fn for each of the n items of a tree search reply
+// in buf. It returns the last item fn saw and whether fn wants more.
+func eachSearchItem(buf []byte, n uint32, fn func(treeItem) bool) (last treeItem, more bool, err error) {
+	for i := uint32(0); i < n; i++ {
+		if len(buf) < 32 {
+			return last, false, fmt.Errorf("tree search: truncated reply")
+		}
+		it := treeItem{
+			transid:  binary.LittleEndian.Uint64(buf[0:]),
+			objectid: binary.LittleEndian.Uint64(buf[8:]),
+			offset:   binary.LittleEndian.Uint64(buf[16:]),
+			typ:      binary.LittleEndian.Uint32(buf[24:]),
+		}
+		size := int(binary.LittleEndian.Uint32(buf[28:]))
+		if len(buf) < 32+size {
+			return last, false, fmt.Errorf("tree search: truncated item")
+		}
+		it.data = buf[32 : 32+size]
+		buf = buf[32+size:]
+		if !fn(it) {
+			return it, false, nil
+		}
+		last = it
+	}
+	return last, true, nil
+}
+
+// advance moves the search's start past last, the last key a reply
+// returned; false when nothing of the range is left.
+func (k *searchKey) advance(last treeItem) bool {
+	switch {
+	case last.offset < ^uint64(0):
+		k.MinObjectID, k.MinType, k.MinOffset = last.objectid, last.typ, last.offset+1
+	case last.typ < 255:
+		k.MinObjectID, k.MinType, k.MinOffset = last.objectid, last.typ+1, 0
+	case last.objectid < ^uint64(0):
+		k.MinObjectID, k.MinType, k.MinOffset = last.objectid+1, 0, 0
+	default:
+		return false
+	}
+	return k.MinObjectID < k.MaxObjectID || (k.MinObjectID == k.MaxObjectID && k.MinType <= k.MaxType)
 }
 
 // lookupSubvolByUUID finds a diffSubvol of the filesystem of fd by subvolUUID

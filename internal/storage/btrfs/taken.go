@@ -47,6 +47,7 @@ type rootRefWatch struct {
 	floor      uint64
 	name       string
 	args       smallSearchArgs
+	id         uint64 // the new subvolume's, once found
 }
 
 // found reports whether the ROOT_REF is there, and the new subvolume's id.
@@ -70,33 +71,32 @@ func (w *rootRefWatch) found() (uint64, bool, error) {
 		if k.NrItems == 0 {
 			return 0, false, nil
 		}
-		buf := a.Buf[:]
-		var last uint64
-		for i := uint32(0); i < k.NrItems && len(buf) >= 32; i++ {
-			objectid := binary.LittleEndian.Uint64(buf[8:])
-			offset := binary.LittleEndian.Uint64(buf[16:])
-			typ := binary.LittleEndian.Uint32(buf[24:])
-			n := int(binary.LittleEndian.Uint32(buf[28:]))
-			if len(buf) < 32+n {
-				break
+		var id uint64
+		last, more, err := eachSearchItem(a.Buf[:], k.NrItems, func(it treeItem) bool {
+			if w.links(it) {
+				id = it.offset
+				return false
 			}
-			data := buf[32 : 32+n]
-			buf = buf[32+n:]
-			last = offset
-			if objectid != w.parentTree || typ != keyRootRef || n < rootRefLen {
-				continue
-			}
-			nameLen := int(binary.LittleEndian.Uint16(data[16:]))
-			if binary.LittleEndian.Uint64(data) == w.dirIno && rootRefLen+nameLen <= n &&
-				string(data[rootRefLen:rootRefLen+nameLen]) == w.name {
-				return offset, true, nil
-			}
+			return true
+		})
+		if err != nil || id != 0 {
+			return id, id != 0, err
 		}
-		if last == 0 || last == ^uint64(0) {
+		if !more || !k.advance(last) {
 			return 0, false, nil
 		}
-		k.MinOffset = last + 1
 	}
+}
+
+// links reports whether it is the ROOT_REF the watch looks for.
+func (w *rootRefWatch) links(it treeItem) bool {
+	d := it.data
+	if it.objectid != w.parentTree || it.typ != keyRootRef || len(d) < rootRefLen {
+		return false
+	}
+	nameLen := int(binary.LittleEndian.Uint16(d[16:]))
+	return binary.LittleEndian.Uint64(d) == w.dirIno && rootRefLen+nameLen <= len(d) &&
+		string(d[rootRefLen:rootRefLen+nameLen]) == w.name
 }
 
 // watchTaken calls taken once the ROOT_REF of the snapshot appears, or
@@ -114,9 +114,10 @@ func watchTaken(w *rootRefWatch, taken func(), done <-chan struct{}) <-chan stru
 				return
 			case <-t.C:
 			}
-			if _, ok, err := w.found(); err != nil {
+			if id, ok, err := w.found(); err != nil {
 				return
 			} else if ok {
+				w.id = id
 				taken()
 				return
 			}
