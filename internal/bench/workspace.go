@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -35,6 +36,23 @@ func (l layout) dir(i int) string { return fmt.Sprintf("d%04d", i%l.dirs) }
 
 // file is file i's path relative to the workspace.
 func (l layout) file(i int) string { return fmt.Sprintf("%s/f%06d", l.dir(i), i) }
+
+// creationOrder yields every file index, one directory after another, as
+// a checkout or an unpacked archive creates them. btrfs numbers inodes in
+// creation order and keys a file's items by its inode, so a directory's
+// files then sit in a few neighbouring leaves; created in index order they
+// would be spread over the whole tree, one leaf each.
+func (l layout) creationOrder() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for d := 0; d < l.dirs; d++ {
+			for i := d; i < l.files; i += l.dirs {
+				if !yield(i) {
+					return
+				}
+			}
+		}
+	}
+}
 
 // size is file i's size. Pairs of files move the same amount above and
 // below the mean (up to 3/4 of it), so the sizes vary like a source tree's
@@ -98,7 +116,7 @@ func writeWorkspace(ctx context.Context, root string, l layout, uid, gid int) (w
 	}
 	var sendErr error
 feed:
-	for i := 0; i < l.files; i++ {
+	for i := range l.creationOrder() {
 		select {
 		case next <- i:
 		case err := <-errc:

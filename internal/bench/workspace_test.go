@@ -50,3 +50,30 @@ func TestLayoutSpreadsFilesOverDirs(t *testing.T) {
 		t.Errorf("10 files in %d dirs, want 10", small.dirs)
 	}
 }
+
+func TestLayoutCreatesOneDirectoryAfterAnother(t *testing.T) {
+	for _, files := range []int{10, 999, 5001} {
+		l := newLayout(files, 1<<20)
+		seen := make([]bool, files)
+		lastDir, dirsDone := "", map[string]bool{}
+		for i := range l.creationOrder() {
+			if i < 0 || i >= files || seen[i] {
+				t.Fatalf("%d files: index %d out of range or yielded twice", files, i)
+			}
+			seen[i] = true
+			d, _, _ := strings.Cut(l.file(i), "/")
+			if d != lastDir {
+				if dirsDone[d] {
+					t.Fatalf("%d files: directory %s comes back after %s", files, d, lastDir)
+				}
+				dirsDone[lastDir] = true
+				lastDir = d
+			}
+		}
+		for i, ok := range seen {
+			if !ok {
+				t.Fatalf("%d files: index %d never yielded", files, i)
+			}
+		}
+	}
+}
