@@ -61,6 +61,11 @@ func (h *Host) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (st
 	if err := os.MkdirAll(a.ArchiveDir(), 0o700); err != nil {
 		return "", fmt.Errorf("make archive dir: %w", err)
 	}
+	for _, id := range []string{snapID, parentID} {
+		if err := h.settles.snapshot(ctx, id); err != nil {
+			return "", err
+		}
+	}
 	path := streamPath(a, snapID)
 	if err := a.Archive(ctx, snapshotKey(snapID), snapshotKey(parentID), path); err != nil {
 		return "", fmt.Errorf("archive snapshot %s: %w", snapID, err)
@@ -81,6 +86,9 @@ func (h *Host) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths
 		if err := inArchive(a, p); err != nil {
 			return err
 		}
+	}
+	if err := h.settles.snapshot(ctx, baseID); err != nil {
+		return err
 	}
 	if err := a.Restore(ctx, paths, snapshotKey(baseID), snapshotKey(snapID)); err != nil {
 		return fmt.Errorf("restore snapshot %s: %w", snapID, err)

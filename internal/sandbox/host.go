@@ -59,8 +59,9 @@ type Host struct {
 	// snapshots and those of hibernated sandboxes.
 	MemoryDir string
 
-	snapMu sync.Mutex
-	syncs  groupSync
+	snapMu  sync.Mutex
+	syncs   groupSync
+	settles settling
 }
 
 // Spec says what sandbox to create.
@@ -147,6 +148,11 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 		undo.add("delete quota group", func(ctx context.Context) error { return q.DeleteGroup(ctx, spec.Group) })
 	}
 	src, what := spec.source()
+	if spec.Snapshot != "" {
+		if err := h.settles.snapshot(ctx, spec.Snapshot); err != nil {
+			return nil, err
+		}
+	}
 	root, err := h.Storage.Snapshot(ctx, src, vol, storage.SnapshotOptions{Group: spec.Group})
 	if err != nil {
 		if errdefs.IsNotFound(err) {
@@ -337,6 +343,8 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 	if err := h.teardownNetwork(ctx, id); err != nil {
 		errs = append(errs, err)
 	}
+	// A snapshot still being written reads the volume.
+	_ = h.settles.sandbox(context.WithoutCancel(ctx), id)
 	if err := h.Storage.Delete(ctx, storage.Key{Kind: storage.KindSandbox, Name: id}); err != nil && !errdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("delete root filesystem: %w", err))
 	}

@@ -113,6 +113,9 @@ func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, was
 	if err := os.MkdirAll(h.MemoryDir, 0o700); err != nil {
 		return SnapshotResult{}, 0, fmt.Errorf("make memory dir: %w", err)
 	}
+	if err := h.settles.sandbox(ctx, id); err != nil {
+		return SnapshotResult{}, 0, err
+	}
 	h.snapMu.Lock()
 	defer h.snapMu.Unlock()
 	syncStart := time.Now()

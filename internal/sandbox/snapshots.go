@@ -17,11 +17,16 @@ import (
 
 // SnapshotResult describes a snapshot just taken.
 type SnapshotResult struct {
+	// Info describes the new volume. While Settling its sizes are not
+	// known yet (-1).
 	Info storage.Info
 	// Frozen is how long the sandbox's processes were frozen.
 	Frozen time.Duration
 	// Synced is how long writing back dirty data before the freeze took.
 	Synced time.Duration
+	// Settling says Snapshot returned once the content was fixed, before
+	// the snapshot was written out; settled gets the outcome.
+	Settling bool
 }
 
 func sandboxKey(id string) storage.Key  { return storage.Key{Kind: storage.KindSandbox, Name: id} }
@@ -32,7 +37,24 @@ func snapshotKey(id string) storage.Key { return storage.Key{Kind: storage.KindS
 // for the instant of the snapshot itself; the frozen state is consistent
 // (no process is mid-way through a multi-file write while the tree is
 // captured).
-func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (SnapshotResult, error) {
+//
+// With settled set, Snapshot returns as soon as the snapshot's content is
+// fixed, where the storage can tell (on btrfs: once the commit has copied
+// the tree, before it is written out, which is a quarter of a turn's
+// time). The rest is written in the background; every operation on the
+// snapshot or on the sandbox's volume waits for it (settling), and settled
+// gets the outcome: the volume's info, or the error that lost it (the
+// filesystem failing its commit). A daemon killed meanwhile loses nothing:
+// the kernel finishes the call. A host that loses power does lose it, as
+// it loses the sandbox's writes since the last commit; start-up reconciles
+// the record away. Without settled, or where the storage cannot tell,
+// Snapshot returns once the snapshot is written and settled is not called.
+func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (SnapshotResult, error) {
+	// One snapshot of a sandbox at a time: the last one's commit still
+	// reads the volume this one freezes.
+	if err := h.settles.sandbox(ctx, id); err != nil {
+		return SnapshotResult{}, err
+	}
 	// The write-back is shared by every snapshot waiting for one; the
 	// snapshots themselves are serialised host-wide (btrfs commits them
 	// one at a time anyway).
@@ -54,10 +76,9 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 	// Thaw as soon as the snapshot's content is fixed (Taken), not when
 	// the snapshot has been written out: on btrfs that is most of the call.
 	var (
-		thawOnce    sync.Once
-		frozen      time.Duration
-		rerr        error
-		thawedEarly bool
+		thawOnce sync.Once
+		frozen   time.Duration
+		rerr     error
 	)
 	thaw := func() {
 		thawOnce.Do(func() {
@@ -69,25 +90,57 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string) (Snapshot
 			h.snapMu.Unlock()
 		})
 	}
-	_, serr := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{
-		ReadOnly: true, Group: group,
-		Taken: func() { thawedEarly = true; thaw() },
-	})
-	took := time.Since(paused)
-	thaw()
-	h.Log.Debug("snapshot frozen phases", "sandbox", id, "pause", paused.Sub(start), "ioctl", took, "frozen", frozen, "thawed_early", thawedEarly)
-	if serr != nil {
-		return SnapshotResult{}, fmt.Errorf("snapshot sandbox %s: %w", id, serr)
+	st := h.settles.begin(id, snapID)
+	taken := make(chan struct{})
+	written := make(chan error, 1)
+	go func() {
+		_, err := h.Storage.Snapshot(context.WithoutCancel(ctx), sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{
+			ReadOnly: true, Group: group,
+			Taken: func() { thaw(); close(taken) },
+		})
+		written <- err
+	}()
+	// finish completes the call once the snapshot is written; it runs
+	// here, or in the background when the answer went out at Taken.
+	finish := func(serr error, early bool) (storage.Info, error) {
+		took := time.Since(paused)
+		thaw()
+		h.Log.Debug("snapshot frozen phases", "sandbox", id, "pause", paused.Sub(start), "ioctl", took, "frozen", frozen, "thawed_early", early)
+		if rerr != nil {
+			// The snapshot is good; the sandbox staying frozen is the
+			// problem.
+			h.Log.Error("thaw sandbox after snapshot", "sandbox", id, "err", rerr)
+		}
+		if serr != nil {
+			return storage.Info{}, fmt.Errorf("snapshot sandbox %s: %w", id, serr)
+		}
+		return h.Storage.Stat(context.WithoutCancel(ctx), snapshotKey(snapID))
 	}
-	if rerr != nil {
-		// The snapshot is good; the sandbox staying frozen is the problem.
-		h.Log.Error("thaw sandbox after snapshot", "sandbox", id, "err", rerr)
+	select {
+	case <-taken:
+		if settled != nil {
+			go func() {
+				info, err := finish(<-written, true)
+				if err != nil {
+					h.Log.Error("snapshot lost after its content was fixed", "sandbox", id, "snapshot", snapID, "err", err)
+				}
+				h.settles.end(st, err)
+				settled(info, err)
+				h.settles.finished()
+			}()
+			info := storage.Info{Key: snapshotKey(snapID), Path: h.Storage.Path(snapshotKey(snapID)), ReadOnly: true, ExclusiveBytes: -1, ReferencedBytes: -1}
+			return SnapshotResult{Info: info, Frozen: frozen, Synced: synced, Settling: true}, nil
+		}
+		info, err := finish(<-written, true)
+		h.settles.end(st, err)
+		h.settles.finished()
+		return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
+	case serr := <-written:
+		info, err := finish(serr, false)
+		h.settles.end(st, err)
+		h.settles.finished()
+		return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
 	}
-	info, err := h.Storage.Stat(ctx, snapshotKey(snapID))
-	if err != nil {
-		return SnapshotResult{}, err
-	}
-	return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, nil
 }
 
 // syncVolume writes back a volume's dirty data: syncfs on the filesystem
@@ -105,6 +158,8 @@ func (h *Host) syncVolume(key storage.Key) error {
 // DeleteSnapshot removes a snapshot's volume. A missing volume is not an
 // error.
 func (h *Host) DeleteSnapshot(ctx context.Context, snapID string) error {
+	// Even a snapshot that failed to commit: its call must be over.
+	_ = h.settles.snapshot(context.WithoutCancel(ctx), snapID)
 	if h.MemoryDir != "" {
 		if err := removeMemoryImage(h.snapshotImage(snapID)); err != nil {
 			return err
@@ -119,6 +174,9 @@ func (h *Host) DeleteSnapshot(ctx context.Context, snapID string) error {
 
 // SnapshotInfo describes a snapshot's volume (sizes included).
 func (h *Host) SnapshotInfo(ctx context.Context, snapID string) (storage.Info, error) {
+	if err := h.settles.snapshot(ctx, snapID); err != nil {
+		return storage.Info{}, err
+	}
 	return h.Storage.Stat(ctx, snapshotKey(snapID))
 }
 
@@ -129,6 +187,12 @@ func (h *Host) SnapshotInfo(ctx context.Context, snapID string) (storage.Info, e
 // marks it failed.
 func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *agentconn.Conn) error {
 	ctx = context.WithoutCancel(ctx)
+	if err := h.settles.snapshot(ctx, snapID); err != nil {
+		return err
+	}
+	if err := h.settles.sandbox(ctx, spec.ID); err != nil {
+		return err
+	}
 	if _, err := h.Storage.Stat(ctx, snapshotKey(snapID)); err != nil {
 		return fmt.Errorf("snapshot %s: %w", snapID, err)
 	}
@@ -184,9 +248,14 @@ func (h *Host) Diff(ctx context.Context, from string, to string, toLive bool) ([
 	if !ok {
 		return nil, fmt.Errorf("the %s storage cannot diff: %w", h.Storage.Name(), errdefs.ErrUnsupported)
 	}
+	if err := h.settles.snapshot(ctx, from); err != nil {
+		return nil, err
+	}
 	toKey := snapshotKey(to)
 	if toLive {
 		toKey = sandboxKey(to)
+	} else if err := h.settles.snapshot(ctx, to); err != nil {
+		return nil, err
 	}
 	changes, err := d.Diff(ctx, snapshotKey(from), toKey)
 	if err != nil {
@@ -203,6 +272,8 @@ func (h *Host) ReadVolumeFile(id string, live bool, path string, limit int64) (d
 	key := snapshotKey(id)
 	if live {
 		key = sandboxKey(id)
+	} else if err := h.settles.snapshot(context.Background(), id); err != nil {
+		return nil, false, err
 	}
 	root, err := os.Open(h.Storage.Path(key))
 	if err != nil {
@@ -258,6 +329,9 @@ func (h *Host) ReconcileSnapshots(ctx context.Context, keep map[string]bool) err
 
 // HasSnapshot reports whether a snapshot's volume exists.
 func (h *Host) HasSnapshot(ctx context.Context, snapID string) bool {
+	if h.settles.snapshot(ctx, snapID) != nil {
+		return false
+	}
 	_, err := h.Storage.Stat(ctx, snapshotKey(snapID))
 	return err == nil
 }

@@ -58,7 +58,7 @@ func (h *fakeHost) SnapshotMemory(ctx context.Context, id, snapID, group string,
 	if !memory {
 		return sandbox.SnapshotResult{}, 0, fmt.Errorf("cannot save memory: %w", errdefs.ErrUnsupported)
 	}
-	res, err := h.Snapshot(ctx, id, snapID, group)
+	res, err := h.Snapshot(ctx, id, snapID, group, nil)
 	if err != nil {
 		return res, 0, err
 	}

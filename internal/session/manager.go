@@ -42,7 +42,8 @@ type Host interface {
 	IsHibernated(id string) bool
 	Attach(ctx context.Context, id string) (*sandbox.Sandbox, error)
 
-	Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
+	Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (sandbox.SnapshotResult, error)
+	WaitSettled()
 	SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (sandbox.SnapshotResult, int64, error)
 	MemoryImage(snapID string) (runtimeName string, ok bool)
 	DeleteSnapshot(ctx context.Context, snapID string) error
@@ -51,6 +52,7 @@ type Host interface {
 	ReadVolumeFile(id string, live bool, path string, limit int64) ([]byte, bool, error)
 	ReconcileSnapshots(ctx context.Context, keep map[string]bool) error
 	HasSnapshot(ctx context.Context, snapID string) bool
+	SnapshotInfo(ctx context.Context, snapID string) (storage.Info, error)
 	GroupUsage(ctx context.Context, group string) (used, limit int64, err error)
 
 	NetworkAvailable() error
@@ -726,6 +728,8 @@ func (m *Manager) Close() {
 		stop()
 	}
 	m.background.Wait()
+	// Snapshots answered before they were written record their sizes.
+	m.host.WaitSettled()
 	// Pooled sandboxes belong to nobody: stop them rather than leave them
 	// for the next daemon to find and remove.
 	for _, p := range m.pools {

@@ -44,6 +44,7 @@ type fakeHost struct {
 	frozen     map[string]bool           // sandboxes whose processes are frozen
 	tailored   []string                  // SetEnv, SetQuota and UpdateLimits calls, in order
 	diskUsed   int64                     // GroupUsage's answer
+	settle     chan func(error)          // set: snapshots answer before written; the test settles each
 }
 
 func newFakeHost() *fakeHost {
@@ -107,7 +108,9 @@ func (h *fakeHost) Alive(ctx context.Context, id string) (bool, error) {
 	return h.alive[id], nil
 }
 
-func (h *fakeHost) Snapshot(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error) {
+func (h *fakeHost) WaitSettled() {}
+
+func (h *fakeHost) Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (sandbox.SnapshotResult, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.alive[id] {
@@ -117,8 +120,25 @@ func (h *fakeHost) Snapshot(ctx context.Context, id, snapID, group string) (sand
 		h.snaps = map[string]bool{}
 	}
 	h.snaps[snapID] = true
+	if h.settle != nil && settled != nil {
+		// Answered before written: the test settles it.
+		h.settle <- func(err error) {
+			if err != nil {
+				h.mu.Lock()
+				delete(h.snaps, snapID)
+				h.mu.Unlock()
+				settled(storage.Info{}, err)
+				return
+			}
+			settled(fakeSnapshotInfo, nil)
+		}
+		return sandbox.SnapshotResult{Info: storage.Info{ExclusiveBytes: -1, ReferencedBytes: -1}, Settling: true}, nil
+	}
 	return sandbox.SnapshotResult{}, nil
 }
+
+// fakeSnapshotInfo is the sizes the fake reports for a written snapshot.
+var fakeSnapshotInfo = storage.Info{ExclusiveBytes: 4096, ReferencedBytes: 65536}
 
 func (h *fakeHost) DeleteSnapshot(ctx context.Context, snapID string) error {
 	h.mu.Lock()
@@ -155,6 +175,13 @@ func (h *fakeHost) GroupUsage(ctx context.Context, group string) (int64, int64, 
 }
 
 func (h *fakeHost) ReconcileSnapshots(ctx context.Context, keep map[string]bool) error { return nil }
+
+func (h *fakeHost) SnapshotInfo(ctx context.Context, snapID string) (storage.Info, error) {
+	if !h.HasSnapshot(ctx, snapID) {
+		return storage.Info{}, errdefs.ErrNotFound
+	}
+	return fakeSnapshotInfo, nil
+}
 
 func (h *fakeHost) HasSnapshot(ctx context.Context, snapID string) bool {
 	h.mu.Lock()

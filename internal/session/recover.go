@@ -144,6 +144,13 @@ func (m *Manager) recoverSnapshots(ctx context.Context) error {
 		}
 		vol, stream := m.recoverArchive(ctx, s)
 		keep[s.ID] = vol
+		if vol && s.ReferencedBytes < 0 {
+			// Answered before it was written, and the daemon died before
+			// it recorded the sizes (see sandbox.Host.Snapshot).
+			if info, err := m.host.SnapshotInfo(ctx, s.ID); err == nil && info.ReferencedBytes >= 0 {
+				_ = m.store.SetSnapshotSizes(ctx, s.ID, info.ExclusiveBytes, info.ReferencedBytes)
+			}
+		}
 		if stream {
 			keepStreams[s.ArchivePath] = true
 		}

@@ -152,7 +152,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 			err = fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
 		}
 	} else {
-		res, err = m.host.Snapshot(ctx, rec.ID, snap.ID, rec.ID)
+		res, err = m.host.Snapshot(ctx, rec.ID, snap.ID, rec.ID, func(info storage.Info, err error) { m.snapshotSettled(snap.ID, info, err) })
 	}
 	taken := time.Now()
 	bg := context.WithoutCancel(ctx)
@@ -170,8 +170,10 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 	}
 	snap.State = SnapReady
 	snap.ExclusiveBytes, snap.ReferencedBytes = res.Info.ExclusiveBytes, res.Info.ReferencedBytes
-	if err := m.store.SetSnapshotSizes(bg, snap.ID, snap.ExclusiveBytes, snap.ReferencedBytes); err != nil {
-		m.log.Warn("record snapshot sizes", "snapshot", snap.ID, "err", err)
+	if !res.Settling { // else snapshotSettled records them
+		if err := m.store.SetSnapshotSizes(bg, snap.ID, snap.ExclusiveBytes, snap.ReferencedBytes); err != nil {
+			m.log.Warn("record snapshot sizes", "snapshot", snap.ID, "err", err)
+		}
 	}
 	if snap.MemoryBytes > 0 {
 		if err := m.store.SetSnapshotMemory(bg, snap.ID, snap.MemoryBytes); err != nil {
@@ -186,6 +188,24 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		"record", recorded.Sub(began), "sync", res.Synced, "frozen", res.Frozen,
 		"host", taken.Sub(recorded), "finish", time.Since(taken))
 	return SnapshotResult{Snapshot: snap, Frozen: res.Frozen}, nil
+}
+
+// snapshotSettled records the outcome of a snapshot answered before it was
+// written (sandbox.Host.Snapshot): its sizes, or, if the filesystem failed
+// to write it, a tombstone. It must not wait on the snapshot (DeleteSnapshot
+// would): the snapshot's waiters are released, but this runs on its call.
+func (m *Manager) snapshotSettled(id string, info storage.Info, err error) {
+	ctx := context.Background()
+	if err != nil {
+		// The answer said taken; the volume is gone with the failed commit.
+		if uerr := m.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapCreating, SnapReady}, SnapDeleted); uerr != nil {
+			m.log.Warn("tombstone lost snapshot", "snapshot", id, "err", uerr)
+		}
+		return
+	}
+	if err := m.store.SetSnapshotSizes(ctx, id, info.ExclusiveBytes, info.ReferencedBytes); err != nil {
+		m.log.Warn("record snapshot sizes", "snapshot", id, "err", err)
+	}
 }
 
 func (m *Manager) edge(ctx context.Context, family string, kind store.EdgeKind, from, to string) {

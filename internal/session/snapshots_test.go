@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -128,5 +129,55 @@ func TestSnapshotsTurnsRollbackFork(t *testing.T) {
 	}
 	if err := m.DeleteSnapshot(ctx, "a", named.ID); !errdefs.IsNotFound(err) {
 		t.Fatalf("delete twice: %v", err)
+	}
+}
+
+// TestSnapshotAnsweredBeforeWritten covers a host that answers a snapshot
+// once its content is fixed: the record is ready at once with unknown
+// sizes, gets its sizes when the snapshot is written, and becomes a
+// tombstone if the filesystem loses it instead. A restart fills in sizes
+// the daemon died before recording.
+func TestSnapshotAnsweredBeforeWritten(t *testing.T) {
+	ctx := context.Background()
+	m, h, st := newManager(t, 10)
+	h.settle = make(chan func(error), 4)
+	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Turn(ctx, "a", sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != SnapReady || res.ExclusiveBytes != -1 || res.ReferencedBytes != -1 {
+		t.Fatalf("answer before written: %s, sizes %d/%d; want ready, -1/-1", res.State, res.ExclusiveBytes, res.ReferencedBytes)
+	}
+	(<-h.settle)(nil)
+	got, err := st.GetSnapshot(ctx, res.ID)
+	if err != nil || got.State != SnapReady || got.ExclusiveBytes != fakeSnapshotInfo.ExclusiveBytes || got.ReferencedBytes != fakeSnapshotInfo.ReferencedBytes {
+		t.Fatalf("once written: %+v %v", got, err)
+	}
+
+	lost, err := m.Turn(ctx, "a", sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	(<-h.settle)(errors.New("commit failed"))
+	if got, err := st.GetSnapshot(ctx, lost.ID); err != nil || got.State != SnapDeleted {
+		t.Fatalf("lost by the filesystem: %s %v, want a tombstone", got.State, err)
+	}
+
+	// The daemon died before the sizes were recorded.
+	unsized, err := m.Turn(ctx, "a", sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.settle // never settled
+	h.settle = nil
+	if err := m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetSnapshot(ctx, unsized.ID); err != nil || got.State != SnapReady || got.ReferencedBytes != fakeSnapshotInfo.ReferencedBytes {
+		t.Fatalf("after a restart: %+v %v, want ready with its sizes", got, err)
 	}
 }

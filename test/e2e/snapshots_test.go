@@ -34,6 +34,20 @@ ln -sf /usr/local/bin/tool%[6]d /workspace/current-tool`,
 		n, n%10, 1000+n*37%4000, (n+5)%10, n-3, n%7)
 }
 
+// runAsRoot runs cmd as root in sandbox id and returns its output; a
+// failure or a non-zero exit fails the test.
+func runAsRoot(ctx context.Context, t *testing.T, c *client.Client, id, cmd string) string {
+	t.Helper()
+	res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd, User: "root"})
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("%.60s: exit %d: %s", cmd, res.ExitCode, res.Stderr)
+	}
+	return res.Stdout
+}
+
 // TestSnapshotsAgentLoop runs 200 agent turns with a snapshot each, then
 // rolls back and forward, forks, diffs, promotes and hits a quota.
 func TestSnapshotsAgentLoop(t *testing.T) {
@@ -46,14 +60,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	}
 	run := func(id, cmd string) string {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd, User: "root"})
-		if err != nil {
-			t.Fatalf("%s: %v", cmd, err)
-		}
-		if res.ExitCode != 0 {
-			t.Fatalf("%.60s: exit %d: %s", cmd, res.ExitCode, res.Stderr)
-		}
-		return res.Stdout
+		return runAsRoot(ctx, t, c, id, cmd)
 	}
 
 	turns := map[int]string{}
@@ -345,5 +352,131 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 	scratch, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "volumes", "scratch"))
 	if len(scratch) > 0 {
 		t.Errorf("scratch volumes left: %v", scratch)
+	}
+}
+
+// TestTurnUsableAtOnce uses each turn snapshot the instant its answer
+// arrives: a turn is answered once its content is fixed, while btrfs
+// still writes it out, so every operation on it must wait for that
+// rather than find no volume. Each round fires a diff, a content read, a
+// fork and a size query at once, then rolls back to the turn and checks
+// the tree; the last rounds delete the turn, or the whole sandbox, at once.
+func TestTurnUsableAtOnce(t *testing.T) {
+	d := busyboxDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, 5*time.Minute)
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(id, cmd string) string {
+		t.Helper()
+		return runAsRoot(ctx, t, c, id, cmd)
+	}
+	prev, err := c.Turn(ctx, sb.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := 1; n <= 12; n++ {
+		run(sb.SandboxID, fmt.Sprintf("echo round %d > /workspace/r%d.txt; head -c 200000 /dev/urandom > /workspace/blob", n, n))
+		turn, err := c.Turn(ctx, sb.SandboxID)
+		if err != nil {
+			t.Fatalf("round %d: turn: %v", n, err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		wg.Add(4)
+		go func() {
+			defer wg.Done()
+			diff, err := c.Diff(ctx, prev.SnapshotID, turn.SnapshotID, true)
+			if err != nil {
+				errs <- fmt.Errorf("diff: %w", err)
+				return
+			}
+			for _, e := range diff.Changes {
+				if e.Path == fmt.Sprintf("/workspace/r%d.txt", n) && e.Change == "added" && strings.Contains(e.Diff, fmt.Sprintf("round %d", n)) {
+					return
+				}
+			}
+			errs <- fmt.Errorf("diff lacks the new file with its content: %+v", diff.Changes)
+		}()
+		go func() {
+			defer wg.Done()
+			forks, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: turn.SnapshotID, Count: 1})
+			if err != nil || len(forks) != 1 || forks[0].Error != nil {
+				errs <- fmt.Errorf("fork: %v %+v", err, forks)
+				return
+			}
+			id := forks[0].Sandbox.SandboxID
+			res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: fmt.Sprintf("cat /workspace/r%d.txt", n)})
+			if err != nil || res.Stdout != fmt.Sprintf("round %d\n", n) {
+				errs <- fmt.Errorf("fork reads %+v %v", res, err)
+			}
+			if err := c.DeleteSandbox(ctx, id); err != nil {
+				errs <- fmt.Errorf("delete fork: %w", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := c.GetSnapshot(ctx, turn.SnapshotID); err != nil {
+				errs <- fmt.Errorf("get: %w", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := c.Diff(ctx, turn.SnapshotID, "live", false); err != nil {
+				errs <- fmt.Errorf("diff to live: %w", err)
+			}
+		}()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: %v", n, err)
+		}
+		// Move on, then come back to the turn at once.
+		run(sb.SandboxID, "rm -f /workspace/r*.txt")
+		if n%3 == 0 {
+			if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turn.SnapshotID}); err != nil {
+				t.Fatalf("round %d: rollback: %v", n, err)
+			}
+			if got := run(sb.SandboxID, fmt.Sprintf("cat /workspace/r%d.txt", n)); got != fmt.Sprintf("round %d\n", n) {
+				t.Fatalf("round %d: after rollback: %q", n, got)
+			}
+		}
+		prev = turn
+	}
+	// Sizes are recorded once each turn is written.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := c.GetSnapshot(ctx, prev.SnapshotID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.ReferencedBytes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the last turn's sizes were never recorded: %+v", s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Deleting a turn the instant it is answered, then taking another.
+	doomed, err := c.Turn(ctx, sb.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSnapshot(ctx, doomed.SnapshotID); err != nil {
+		t.Fatalf("delete the newest turn: %v", err)
+	}
+	if _, err := c.Turn(ctx, sb.SandboxID); err != nil {
+		t.Fatalf("turn after deleting the last: %v", err)
+	}
+	// And the sandbox itself.
+	run(sb.SandboxID, "echo last > /workspace/last.txt")
+	if _, err := c.Turn(ctx, sb.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+		t.Fatalf("delete the sandbox right after a turn: %v", err)
 	}
 }

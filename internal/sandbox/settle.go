@@ -1,0 +1,108 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// settling tracks the snapshots being written: from the start of the
+// snapshot call until it returns. A turn's snapshot is answered as soon as
+// its content is fixed (see Host.Snapshot), while btrfs still writes out
+// the commit that holds it; until then its volume cannot be opened (its
+// name resolves to nothing), and its sandbox's volume is still the
+// call's source. Everything that reads the snapshot or replaces or removes
+// the sandbox's volume waits for it here first.
+type settling struct {
+	mu        sync.Mutex
+	bySnap    map[string]*settle
+	bySandbox map[string]*settle
+	wg        sync.WaitGroup
+}
+
+type settle struct {
+	sandbox, snap string
+	done          chan struct{}
+	err           error // the snapshot call's error; read after done
+}
+
+// begin registers a snapshot of sandbox about to be written.
+func (s *settling) begin(sandbox, snap string) *settle {
+	st := &settle{sandbox: sandbox, snap: snap, done: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bySnap == nil {
+		s.bySnap = map[string]*settle{}
+		s.bySandbox = map[string]*settle{}
+	}
+	s.bySnap[snap] = st
+	s.bySandbox[sandbox] = st
+	s.wg.Add(1)
+	return st
+}
+
+// end records the snapshot call's outcome and releases its waiters;
+// finished follows once nothing more is done for it.
+func (s *settling) end(st *settle, err error) {
+	s.mu.Lock()
+	if s.bySnap[st.snap] == st {
+		delete(s.bySnap, st.snap)
+	}
+	if s.bySandbox[st.sandbox] == st {
+		delete(s.bySandbox, st.sandbox)
+	}
+	s.mu.Unlock()
+	st.err = err
+	close(st.done)
+}
+
+// finished marks st's background work over (WaitSettled).
+func (s *settling) finished() { s.wg.Done() }
+
+func (s *settling) await(ctx context.Context, st *settle) error {
+	if st == nil {
+		return nil
+	}
+	select {
+	case <-st.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if st.err != nil {
+		return fmt.Errorf("snapshot %s was not written: %w: %w", st.snap, st.err, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// snapshot waits until snapshot id is written, if it is being written.
+// A snapshot whose commit failed is not found.
+func (s *settling) snapshot(ctx context.Context, id string) error {
+	s.mu.Lock()
+	st := s.bySnap[id]
+	s.mu.Unlock()
+	return s.await(ctx, st)
+}
+
+// sandbox waits until no snapshot of sandbox id is being written. Its
+// outcome is the snapshot's business, not the caller's.
+func (s *settling) sandbox(ctx context.Context, id string) error {
+	s.mu.Lock()
+	st := s.bySandbox[id]
+	s.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	select {
+	case <-st.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WaitSettled returns once every snapshot being written is, and its
+// settled callback has returned (see Snapshot): before the daemon closes
+// the store those callbacks write to.
+func (h *Host) WaitSettled() { h.settles.wg.Wait() }
