@@ -50,8 +50,8 @@ func snapshotKey(id string) storage.Key { return storage.Key{Kind: storage.KindS
 // the record away. Without settled, or where the storage cannot tell,
 // Snapshot returns once the snapshot is written and settled is not called.
 func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (SnapshotResult, error) {
-	// One snapshot of a sandbox at a time: the last one's commit still
-	// reads the volume this one freezes.
+	// One snapshot of a sandbox in flight at a time, the last one written
+	// before the next begins (settling tracks one per sandbox).
 	if err := h.settles.sandbox(ctx, id); err != nil {
 		return SnapshotResult{}, err
 	}
