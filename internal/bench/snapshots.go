@@ -78,6 +78,11 @@ type SnapshotReport struct {
 	TurnScatteredOverLocal float64 `json:"turn_scattered_vs_turn_last_p50_ratio"`
 	// TurnWriteExec is the exec that wrote each turn's files (context).
 	TurnWriteExec Stats `json:"turn_write_exec"`
+	// TurnThinking is a few more module-local turns the way an agent
+	// takes them: thinkTime passes between the turn's answer and the next
+	// exec, and between the exec's answer and the turn (the model reading
+	// the output), where the loop above goes on at once.
+	TurnThinking Stats `json:"turn_with_think_time"`
 	// TurnRaw is the floor: every tenth turn, the bench itself writes a
 	// turn's files into the sandbox's volume from the host and times
 	// syncfs plus the btrfs snapshot ioctl — what the filesystem alone
@@ -332,7 +337,44 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	if kr := k / 10; kr > 0 && len(raw) >= 2*kr {
 		s.rep.TurnRawFlatness = ratio(Summarise(raw[len(raw)-kr:]), Summarise(raw[:kr]))
 	}
+	if err := s.runThinkingTurns(ctx); err != nil {
+		return err
+	}
 	return s.runScatteredTurns(ctx)
+}
+
+// thinkTime is the pause on each side of a thinking turn's exec; a model's
+// turn takes seconds, so this is short of the real gap.
+const thinkTime = 100 * time.Millisecond
+
+// thinkingTurns is how many turns runThinkingTurns takes: few, since they
+// push as many turns out of the pool.
+func thinkingTurns(turns int) int { return min(10, max(2, turns/20)) }
+
+// runThinkingTurns times module-local turns with think time around their
+// execs (TurnThinking). They follow the timed turns and are not among
+// s.turns.
+func (s *snapSuite) runThinkingTurns(ctx context.Context) error {
+	var took []time.Duration
+	for i := 1; i <= thinkingTurns(s.opts.Turns); i++ {
+		t := s.opts.Turns + scatteredTurns(s.opts.Turns) + i
+		time.Sleep(thinkTime)
+		res, err := s.h.c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, false)})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return fmt.Errorf("thinking turn %d: write files: %w", t, err)
+		}
+		time.Sleep(thinkTime)
+		start := time.Now()
+		if _, err := s.h.c.Turn(ctx, s.id); err != nil {
+			return fmt.Errorf("thinking turn %d: %w", t, err)
+		}
+		took = append(took, time.Since(start))
+	}
+	s.rep.TurnThinking = Summarise(took)
+	return nil
 }
 
 // scatteredTurns is how many scattered turns follow turns local ones: few,
@@ -374,7 +416,7 @@ func (s *snapSuite) rawTurn(ctx context.Context, t int) (time.Duration, error) {
 	live := storage.Key{Kind: storage.KindSandbox, Name: s.id}
 	vol := s.h.d.Storage.Path(live)
 	buf := make([]byte, turnFileBytes)
-	for _, rel := range turnPaths(s.l, rawTurnNumber(t, s.opts.Turns), false) {
+	for _, rel := range rawTurnPaths(s.l, t) {
 		if _, err := rand.Read(buf); err != nil {
 			return 0, err
 		}
@@ -400,14 +442,6 @@ func (s *snapSuite) rawTurn(ctx context.Context, t int) (time.Duration, error) {
 	return took, s.h.d.Storage.Delete(ctx, key)
 }
 
-// rawTurnNumber is the turn whose paths raw turn t writes: one the run's
-// turns do not reach for hundreds of turns, so that the raw turn is the
-// first writer to its directories since long, as a real turn is.
-// Rewriting the paths turn t has just written flatters the floor: on the
-// same tree, 16.3 ms p50 that way against 21.1 ms when the raw turn wrote
-// the same paths just before the turn did (300 turns).
-func rawTurnNumber(t, turns int) int { return t + turns }
-
 // turnPaths are the workspace-relative paths turn t writes: turnFiles
 // files, alternately a new file and an overwrite of an existing one.
 //
@@ -419,21 +453,41 @@ func rawTurnNumber(t, turns int) int { return t + turns }
 // bumps the references of every child of each copied node, so a scattered
 // turn makes the next snapshot commit several times as much metadata.
 func turnPaths(l layout, t int, scattered bool) []string {
+	if !scattered {
+		return localPaths(l, t, 0, "turn")
+	}
+	paths := make([]string, turnFiles)
+	for j := range paths {
+		n := (t-1)*turnFiles + j
+		if j%2 == 0 {
+			paths[j] = fmt.Sprintf("%s/turn%d-%02d", l.dir(n*7), t, j)
+		} else {
+			paths[j] = l.file(n * 7919 % l.files)
+		}
+	}
+	return paths
+}
+
+// rawTurnPaths are the paths raw turn t writes: local turn t's pattern
+// half-way round the directories, where the turns last wrote hundreds of
+// turns ago (turn t's pair comes back every 1,000 turns; this one is 500
+// turns from it), so that the raw turn is a first writer there as a real
+// turn is, with its new files named apart from any turn's. Rewriting the
+// paths turn t has just written flatters the floor: on the same tree,
+// 16.3 ms p50 that way against 21.1 ms when the raw turn wrote them just
+// before the turn did (300 turns).
+func rawTurnPaths(l layout, t int) []string { return localPaths(l, t, l.dirs/2, "raw") }
+
+// localPaths are a module-local turn's paths: new files named
+// <prefix><t>-<j> and overwrites, in the pair of directories turn t uses,
+// moved shift directories on.
+func localPaths(l layout, t, shift int, prefix string) []string {
 	paths := make([]string, turnFiles)
 	perDir := max(1, l.files/l.dirs)
 	for j := range paths {
-		n := (t-1)*turnFiles + j
-		if scattered {
-			if j%2 == 0 {
-				paths[j] = fmt.Sprintf("%s/turn%d-%02d", l.dir(n*7), t, j)
-			} else {
-				paths[j] = l.file(n * 7919 % l.files)
-			}
-			continue
-		}
-		d := (t*37 + j%4/2) % l.dirs
+		d := (t*37 + j%4/2 + shift) % l.dirs
 		if j%2 == 0 {
-			paths[j] = fmt.Sprintf("%s/turn%d-%02d", l.dir(d), t, j)
+			paths[j] = fmt.Sprintf("%s/%s%d-%02d", l.dir(d), prefix, t, j)
 			continue
 		}
 		i := d + l.dirs*((t*13+j)%perDir)
@@ -603,12 +657,13 @@ func (s *snapSuite) rollbacks(ctx context.Context, turns []int) (rollback, exec 
 
 // inPool is how many of the newest turns in s.turns are still in the pool:
 // the daemon keeps its newest ArchiveAfter turns there (all of them when it
-// does not archive), and the scattered turns are the newest of all.
+// does not archive), and the thinking and scattered turns are the newest
+// of all.
 func (s *snapSuite) inPool() int {
 	if s.h.cfg.ArchiveAfter <= 0 {
 		return len(s.turns)
 	}
-	return max(2, s.h.cfg.ArchiveAfter-scatteredTurns(s.opts.Turns))
+	return max(2, s.h.cfg.ArchiveAfter-scatteredTurns(s.opts.Turns)-thinkingTurns(s.opts.Turns))
 }
 
 // rollbackTarget is the index of the turn the i-th rollback goes to:

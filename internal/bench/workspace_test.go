@@ -77,3 +77,31 @@ func TestLayoutCreatesOneDirectoryAfterAnother(t *testing.T) {
 		}
 	}
 }
+
+func TestRawTurnWritesWhereNoRecentTurnDid(t *testing.T) {
+	l := newLayout(100000, 1<<30)
+	dirsOf := func(paths []string) map[string]bool {
+		out := map[string]bool{}
+		for _, p := range paths {
+			d, _, _ := strings.Cut(p, "/")
+			out[d] = true
+		}
+		return out
+	}
+	for turn := 1; turn <= 1000; turn += 7 {
+		raw := rawTurnPaths(l, turn)
+		for j := 0; j < len(raw); j += 2 {
+			if _, name, _ := strings.Cut(raw[j], "/"); !strings.HasPrefix(name, "raw") {
+				t.Fatalf("raw turn %d makes %s: a turn could make it too", turn, raw[j])
+			}
+		}
+		rawDirs := dirsOf(raw)
+		for near := max(1, turn-200); near <= turn+200; near++ {
+			for d := range dirsOf(turnPaths(l, near, false)) {
+				if rawDirs[d] {
+					t.Fatalf("raw turn %d writes %s, which turn %d writes too", turn, d, near)
+				}
+			}
+		}
+	}
+}
