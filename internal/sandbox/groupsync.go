@@ -16,10 +16,22 @@ type groupSync struct {
 }
 
 // do returns once a run of fn that began after the call has finished.
-func (g *groupSync) do(fn func() error) error {
+func (g *groupSync) do(fn func() error) error { return g.doFrom(g.next(), fn) }
+
+// next is the ticket of the first run to begin from now on.
+func (g *groupSync) next() uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	target := g.started + 1
+	return g.started + 1
+}
+
+// doFrom returns once run number ticket (or a later one) of fn has
+// finished: with a ticket taken earlier (next), a run already under way
+// since then serves the caller.
+func (g *groupSync) doFrom(ticket uint64, fn func() error) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	target := ticket
 	for g.finished < target {
 		if g.running {
 			done := g.done

@@ -63,3 +63,50 @@ func TestGroupSync(t *testing.T) {
 		t.Errorf("error %v, want boom", err)
 	}
 }
+
+// TestGroupSyncTicket: a caller holding a ticket taken before a sync began
+// is served by that sync, under way or done, without starting another.
+func TestGroupSyncTicket(t *testing.T) {
+	var g groupSync
+	var runs atomic.Int32
+	release := make(chan struct{})
+	entered := make(chan struct{}, 2)
+	fn := func() error {
+		runs.Add(1)
+		entered <- struct{}{}
+		<-release
+		return nil
+	}
+	ticket := g.next()
+	first := make(chan error, 1)
+	go func() { first <- g.doFrom(ticket, fn) }()
+	<-entered
+	served := make(chan error, 1)
+	go func() { served <- g.doFrom(ticket, fn) }()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-served:
+		t.Fatal("served before the sync finished")
+	default:
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	if err := g.doFrom(ticket, fn); err != nil { // long done: at once
+		t.Fatal(err)
+	}
+	if got := runs.Load(); got != 1 {
+		t.Errorf("%d syncs for three callers of one ticket, want 1", got)
+	}
+	// A fresh ticket needs a run of its own.
+	if err := g.do(fn); err != nil {
+		t.Fatal(err)
+	}
+	if got := runs.Load(); got != 2 {
+		t.Errorf("%d syncs after a fresh call, want 2", got)
+	}
+}

@@ -62,6 +62,7 @@ type Host struct {
 	snapMu  sync.Mutex
 	syncs   groupSync
 	settles settling
+	quiet   quietWrites
 }
 
 // Spec says what sandbox to create.

@@ -59,7 +59,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	// snapshots themselves are serialised host-wide (btrfs commits them
 	// one at a time anyway).
 	syncStart := time.Now()
-	if err := h.syncVolume(sandboxKey(id)); err != nil {
+	if err := h.syncVolumeFrom(h.writeBackTicket(id), sandboxKey(id)); err != nil {
 		h.Log.Debug("write back before snapshot", "sandbox", id, "err", err)
 	}
 	synced := time.Since(syncStart)
@@ -146,13 +146,17 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 // syncVolume writes back a volume's dirty data: syncfs on the filesystem
 // holding it, shared with the other snapshots waiting for one (every
 // volume is in the one pool).
-func (h *Host) syncVolume(key storage.Key) error {
+func (h *Host) syncVolume(key storage.Key) error { return h.syncVolumeFrom(h.syncs.next(), key) }
+
+// syncVolumeFrom is syncVolume served by write-back number ticket or a
+// later one (groupSync.doFrom).
+func (h *Host) syncVolumeFrom(ticket uint64, key storage.Key) error {
 	f, err := os.Open(h.Storage.Path(key))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return h.syncs.do(func() error { return unix.Syncfs(int(f.Fd())) })
+	return h.syncs.doFrom(ticket, func() error { return unix.Syncfs(int(f.Fd())) })
 }
 
 // DeleteSnapshot removes a snapshot's volume. A missing volume is not an

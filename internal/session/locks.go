@@ -19,6 +19,7 @@ func (m *Manager) BeginCommand(id string) func() {
 	m.mu.Lock()
 	m.running[id]++
 	m.mu.Unlock()
+	m.host.CommandStarted(id)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -26,7 +27,12 @@ func (m *Manager) BeginCommand(id string) func() {
 			if m.running[id]--; m.running[id] <= 0 {
 				delete(m.running, id)
 			}
+			sb := m.live[id]
+			writeBack := sb != nil && sb.takesTurns && m.running[id] == 0
 			m.mu.Unlock()
+			if writeBack {
+				m.host.CommandEnded(id)
+			}
 		})
 	}
 }

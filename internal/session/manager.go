@@ -53,6 +53,8 @@ type Host interface {
 	ReconcileSnapshots(ctx context.Context, keep map[string]bool) error
 	HasSnapshot(ctx context.Context, snapID string) bool
 	SnapshotInfo(ctx context.Context, snapID string) (storage.Info, error)
+	CommandStarted(id string)
+	CommandEnded(id string)
 	GroupUsage(ctx context.Context, group string) (used, limit int64, err error)
 
 	NetworkAvailable() error
@@ -228,6 +230,7 @@ type liveSandbox struct {
 	pausedAt   time.Time
 	lastActive time.Time
 	draining   bool // refuses new calls while its commands finish
+	takesTurns bool // it has taken a turn: its commands' writes are written back as they end
 }
 
 // New returns a manager; call Recover before serving requests.

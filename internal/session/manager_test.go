@@ -45,6 +45,7 @@ type fakeHost struct {
 	tailored   []string                  // SetEnv, SetQuota and UpdateLimits calls, in order
 	diskUsed   int64                     // GroupUsage's answer
 	settle     chan func(error)          // set: snapshots answer before written; the test settles each
+	writeBacks []string                  // CommandEnded calls
 }
 
 func newFakeHost() *fakeHost {
@@ -109,6 +110,14 @@ func (h *fakeHost) Alive(ctx context.Context, id string) (bool, error) {
 }
 
 func (h *fakeHost) WaitSettled() {}
+
+func (h *fakeHost) CommandStarted(id string) {}
+
+func (h *fakeHost) CommandEnded(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.writeBacks = append(h.writeBacks, id)
+}
 
 func (h *fakeHost) Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (sandbox.SnapshotResult, error) {
 	h.mu.Lock()

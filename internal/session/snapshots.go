@@ -100,6 +100,11 @@ func (m *Manager) turnLocked(ctx context.Context, rec store.Sandbox) (SnapshotRe
 	if err != nil {
 		return SnapshotResult{}, err
 	}
+	m.mu.Lock()
+	if sb := m.live[rec.ID]; sb != nil {
+		sb.takesTurns = true
+	}
+	m.mu.Unlock()
 	m.pruneTurns(ctx, rec.ID)
 	m.archiveLater(rec.ID)
 	return res, nil

@@ -181,3 +181,32 @@ func TestSnapshotAnsweredBeforeWritten(t *testing.T) {
 		t.Fatalf("after a restart: %+v %v, want ready with its sizes", got, err)
 	}
 }
+
+// TestCommandsWriteBackOnceTurnsAreTaken: a sandbox's command ends with a
+// write-back (for the turn that follows) only once the sandbox takes turns.
+func TestCommandsWriteBackOnceTurnsAreTaken(t *testing.T) {
+	ctx := context.Background()
+	m, h, _ := newManager(t, 10)
+	sb, err := m.Create(ctx, CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.BeginCommand(sb.ID)()
+	if len(h.writeBacks) != 0 {
+		t.Fatalf("write-backs before any turn: %v", h.writeBacks)
+	}
+	if _, err := m.Turn(ctx, "a", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	outer := m.BeginCommand(sb.ID)
+	inner := m.BeginCommand(sb.ID)
+	inner()
+	if len(h.writeBacks) != 0 {
+		t.Fatalf("write-back while a command still runs: %v", h.writeBacks)
+	}
+	outer()
+	outer() // done twice counts once
+	if len(h.writeBacks) != 1 || h.writeBacks[0] != sb.ID {
+		t.Fatalf("write-backs after the last command: %v, want [%s]", h.writeBacks, sb.ID)
+	}
+}
