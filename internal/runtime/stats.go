@@ -32,6 +32,14 @@ type StatsReader interface {
 	Stats(ctx context.Context, id string) (Stats, error)
 }
 
+// DirtyReader is implemented by runtimes that can tell how much file data
+// a sandbox's processes have written that is not on disk yet (its cgroup's
+// dirty and under-writeback page cache). It is optional: find it with a
+// type assertion.
+type DirtyReader interface {
+	DirtyBytes(ctx context.Context, id string) (int64, error)
+}
+
 // LivenessChecker is implemented by runtimes that can tell whether a
 // sandbox's init process lives more cheaply than Status (the liveness watch
 // asks once a second for every sandbox). Optional, like StatsReader.

@@ -61,45 +61,47 @@ func (s *settling) end(st *settle, err error) {
 // finished marks st's background work over (WaitSettled).
 func (s *settling) finished() { s.wg.Done() }
 
-func (s *settling) await(ctx context.Context, st *settle) error {
+// wait returns once st's call has ended (at once for nil), or ctx's error.
+func (s *settling) wait(ctx context.Context, st *settle) error {
 	if st == nil {
 		return nil
 	}
 	select {
 	case <-st.done:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if st.err != nil {
-		return fmt.Errorf("snapshot %s was not written: %w: %w", st.snap, st.err, errdefs.ErrNotFound)
+}
+
+// lookup finds the call writing snapshot key, or (bySandbox) a snapshot
+// of sandbox key.
+func (s *settling) lookup(key string, bySandbox bool) *settle {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if bySandbox {
+		return s.bySandbox[key]
 	}
-	return nil
+	return s.bySnap[key]
 }
 
 // snapshot waits until snapshot id is written, if it is being written.
 // A snapshot whose commit failed is not found.
 func (s *settling) snapshot(ctx context.Context, id string) error {
-	s.mu.Lock()
-	st := s.bySnap[id]
-	s.mu.Unlock()
-	return s.await(ctx, st)
+	st := s.lookup(id, false)
+	if err := s.wait(ctx, st); err != nil {
+		return err
+	}
+	if st != nil && st.err != nil {
+		return fmt.Errorf("snapshot %s was not written: %w: %w", st.snap, st.err, errdefs.ErrNotFound)
+	}
+	return nil
 }
 
 // sandbox waits until no snapshot of sandbox id is being written. Its
 // outcome is the snapshot's business, not the caller's.
 func (s *settling) sandbox(ctx context.Context, id string) error {
-	s.mu.Lock()
-	st := s.bySandbox[id]
-	s.mu.Unlock()
-	if st == nil {
-		return nil
-	}
-	select {
-	case <-st.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return s.wait(ctx, s.lookup(id, true))
 }
 
 // WaitSettled returns once every snapshot being written is, and its

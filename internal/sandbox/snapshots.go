@@ -59,7 +59,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	// snapshots themselves are serialised host-wide (btrfs commits them
 	// one at a time anyway).
 	syncStart := time.Now()
-	if err := h.syncVolumeFrom(h.writeBackTicket(id), sandboxKey(id)); err != nil {
+	if err := h.writeBackBeforeSnapshot(ctx, id); err != nil {
 		h.Log.Debug("write back before snapshot", "sandbox", id, "err", err)
 	}
 	synced := time.Since(syncStart)

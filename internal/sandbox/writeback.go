@@ -1,6 +1,11 @@
 package sandbox
 
-import "sync"
+import (
+	"context"
+	"sync"
+
+	"github.com/warrenhq/warren/internal/runtime"
+)
 
 // quietWrites remembers, per sandbox, the write-back that began after its
 // last command ended (a groupSync ticket), while no command has started
@@ -40,15 +45,27 @@ func (h *Host) CommandEnded(id string) {
 	}()
 }
 
-// writeBackTicket is the write-back a snapshot of sandbox id needs: the
-// one begun since its last command ended if none started since, else one
-// beginning from now.
-func (h *Host) writeBackTicket(id string) uint64 {
+// writeBackBeforeSnapshot writes back sandbox id's dirty data before a
+// snapshot freezes it, so that the freeze does not (the snapshot would
+// write it back itself, frozen). The write-back begun when its last
+// command ended serves, under way or done, if no command started since and
+// the sandbox's processes have left nothing unwritten since (its cgroup's
+// dirty page cache is empty once that write-back is over); otherwise, or
+// where the runtime cannot tell, a write-back beginning now does.
+func (h *Host) writeBackBeforeSnapshot(ctx context.Context, id string) error {
+	key := sandboxKey(id)
 	h.quiet.mu.Lock()
-	ticket, ok := h.quiet.tickets[id]
+	ticket, quiet := h.quiet.tickets[id]
 	h.quiet.mu.Unlock()
-	if ok {
-		return ticket
+	dr, canTell := h.Runtime.(runtime.DirtyReader)
+	if !quiet || !canTell {
+		return h.syncVolume(key)
 	}
-	return h.syncs.next()
+	if err := h.syncVolumeFrom(ticket, key); err != nil {
+		return err
+	}
+	if n, err := dr.DirtyBytes(ctx, id); err != nil || n > 0 {
+		return h.syncVolume(key)
+	}
+	return nil
 }

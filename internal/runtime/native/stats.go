@@ -52,6 +52,34 @@ func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
 	return s, nil
 }
 
+var _ runtime.DirtyReader = (*Runtime)(nil)
+
+// DirtyBytes reads the page cache id's processes have dirtied and that is
+// not written back yet (dirty plus under writeback), from its memory
+// cgroup: v1's hierarchical total_* counters or v2's file_* ones.
+func (r *Runtime) DirtyBytes(ctx context.Context, id string) (int64, error) {
+	f, err := r.factsOf(id)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox %s: read state: %w", id, err)
+	}
+	stat, dirty, writeback := "", "file_dirty", "file_writeback"
+	if mem, v1 := f.cgroupPaths["memory"]; v1 {
+		stat, dirty, writeback = filepath.Join(mem, "memory.stat"), "total_dirty", "total_writeback"
+	} else if dir, ok := f.cgroupPaths[""]; ok {
+		stat = filepath.Join(dir, "memory.stat")
+	} else {
+		return 0, fmt.Errorf("sandbox %s: no memory cgroup in its state", id)
+	}
+	fields, err := statFields(stat, dirty, writeback)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("sandbox %s has no cgroup (stopped?): %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sandbox %s: read memory.stat: %w", id, err)
+	}
+	return fields[0] + fields[1], nil
+}
+
 // statsV1 reads the per-controller hierarchies of cgroup v1.
 func statsV1(paths map[string]string) (runtime.Stats, error) {
 	var s runtime.Stats
@@ -212,20 +240,35 @@ func readMax(path string) (int64, error) {
 // statField returns the value of key in a "key value" per line file
 // (memory.stat, cpu.stat); a missing key reads as 0.
 func statField(path, key string) (int64, error) {
-	b, err := os.ReadFile(path)
+	v, err := statFields(path, key)
 	if err != nil {
 		return 0, err
 	}
+	return v[0], nil
+}
+
+// statFields is statField for several keys of one file, read once.
+func statFields(path string, keys ...string) ([]int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(keys))
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && k == key {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("parse %s in %s: %w", key, path, err)
+		if !ok {
+			continue
+		}
+		for i, key := range keys {
+			if k == key {
+				n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("parse %s in %s: %w", key, path, err)
+				}
+				out[i] = n
 			}
-			return n, nil
 		}
 	}
-	return 0, sc.Err()
+	return out, sc.Err()
 }

@@ -52,6 +52,7 @@ type Set struct {
 var (
 	_ runtime.Runtime     = (*Set)(nil)
 	_ runtime.StatsReader = (*Set)(nil)
+	_ runtime.DirtyReader = (*Set)(nil)
 )
 
 // New returns a Set whose Start uses the runtime named def.
@@ -301,6 +302,20 @@ func (s *Set) Stats(ctx context.Context, id string) (runtime.Stats, error) {
 		return runtime.Stats{}, fmt.Errorf("the %s runtime cannot read stats: %w", rt.Name(), errdefs.ErrUnsupported)
 	}
 	return sr.Stats(ctx, id)
+}
+
+// DirtyBytes reads id's unwritten page cache from its runtime, if that
+// runtime can.
+func (s *Set) DirtyBytes(ctx context.Context, id string) (int64, error) {
+	rt, err := s.find(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	dr, ok := rt.(runtime.DirtyReader)
+	if !ok {
+		return 0, fmt.Errorf("the %s runtime cannot read dirty bytes: %w", rt.Name(), errdefs.ErrUnsupported)
+	}
+	return dr.DirtyBytes(ctx, id)
 }
 
 // Alive reports whether id's init process runs, through its runtime's
