@@ -20,7 +20,9 @@ type dirtyRuntime struct {
 	err   error
 }
 
-func (r *dirtyRuntime) DirtyBytes(ctx context.Context, id string) (int64, error) { return r.dirty, r.err }
+func (r *dirtyRuntime) DirtyBytes(ctx context.Context, id string) (int64, error) {
+	return r.dirty, r.err
+}
 
 // TestWriteBackBeforeSnapshot: a snapshot after a command is served by the
 // write-back the command's end began, unless a command started since or
