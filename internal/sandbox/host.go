@@ -346,6 +346,7 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 	}
 	// A snapshot still being written reads the volume.
 	_ = h.settles.sandbox(context.WithoutCancel(ctx), id)
+	h.forgetQuiet(id)
 	if err := h.Storage.Delete(ctx, storage.Key{Kind: storage.KindSandbox, Name: id}); err != nil && !errdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("delete root filesystem: %w", err))
 	}

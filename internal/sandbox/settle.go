@@ -19,13 +19,17 @@ type settling struct {
 	mu        sync.Mutex
 	bySnap    map[string]*settle
 	bySandbox map[string]*settle
-	wg        sync.WaitGroup
+	// wg counts the calls under way until WaitSettled closes it; later
+	// ones (a request that outlived the server's shutdown) go uncounted.
+	wg     sync.WaitGroup
+	closed bool
 }
 
 type settle struct {
 	sandbox, snap string
 	done          chan struct{}
 	err           error // the snapshot call's error; read after done
+	counted       bool  // in wg
 }
 
 // begin registers a snapshot of sandbox about to be written.
@@ -39,7 +43,10 @@ func (s *settling) begin(sandbox, snap string) *settle {
 	}
 	s.bySnap[snap] = st
 	s.bySandbox[sandbox] = st
-	s.wg.Add(1)
+	if !s.closed {
+		st.counted = true
+		s.wg.Add(1)
+	}
 	return st
 }
 
@@ -59,7 +66,19 @@ func (s *settling) end(st *settle, err error) {
 }
 
 // finished marks st's background work over (WaitSettled).
-func (s *settling) finished() { s.wg.Done() }
+func (s *settling) finished(st *settle) {
+	if st.counted {
+		s.wg.Done()
+	}
+}
+
+// close stops counting new calls and waits for those counted.
+func (s *settling) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.wg.Wait()
+}
 
 // wait returns once st's call has ended (at once for nil), or ctx's error.
 func (s *settling) wait(ctx context.Context, st *settle) error {
@@ -88,7 +107,12 @@ func (s *settling) lookup(key string, bySandbox bool) *settle {
 // snapshot waits until snapshot id is written, if it is being written.
 // A snapshot whose commit failed is not found.
 func (s *settling) snapshot(ctx context.Context, id string) error {
-	st := s.lookup(id, false)
+	return s.written(ctx, s.lookup(id, false))
+}
+
+// written waits for st's call (if any) and reports a failed one as not
+// found.
+func (s *settling) written(ctx context.Context, st *settle) error {
 	if err := s.wait(ctx, st); err != nil {
 		return err
 	}
@@ -105,6 +129,13 @@ func (s *settling) sandbox(ctx context.Context, id string) error {
 }
 
 // WaitSettled returns once every snapshot being written is, and its
-// settled callback has returned (see Snapshot): before the daemon closes
-// the store those callbacks write to.
-func (h *Host) WaitSettled() { h.settles.wg.Wait() }
+// settled callback has returned (see Snapshot), and every write-back begun
+// when a command ended is over: before the daemon closes the store those
+// callbacks write to and unmounts the pool they hold files open in.
+func (h *Host) WaitSettled() {
+	h.settles.close()
+	h.quiet.mu.Lock()
+	h.quiet.closed = true
+	h.quiet.mu.Unlock()
+	h.quiet.wg.Wait()
+}

@@ -126,19 +126,19 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 				}
 				h.settles.end(st, err)
 				settled(info, err)
-				h.settles.finished()
+				h.settles.finished(st)
 			}()
 			info := storage.Info{Key: snapshotKey(snapID), Path: h.Storage.Path(snapshotKey(snapID)), ReadOnly: true, ExclusiveBytes: -1, ReferencedBytes: -1}
 			return SnapshotResult{Info: info, Frozen: frozen, Synced: synced, Settling: true}, nil
 		}
 		info, err := finish(<-written, true)
 		h.settles.end(st, err)
-		h.settles.finished()
+		h.settles.finished(st)
 		return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
 	case serr := <-written:
 		info, err := finish(serr, false)
 		h.settles.end(st, err)
-		h.settles.finished()
+		h.settles.finished(st)
 		return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
 	}
 }

@@ -15,11 +15,15 @@ import (
 type quietWrites struct {
 	mu      sync.Mutex
 	tickets map[string]uint64
+	wg      sync.WaitGroup // write-backs under way, until WaitSettled
+	closed  bool           // WaitSettled has begun: no more write-backs
 }
 
 // CommandStarted forgets sandbox id's quiet write-back: the command may
 // write after it began.
-func (h *Host) CommandStarted(id string) {
+func (h *Host) CommandStarted(id string) { h.forgetQuiet(id) }
+
+func (h *Host) forgetQuiet(id string) {
 	h.quiet.mu.Lock()
 	delete(h.quiet.tickets, id)
 	h.quiet.mu.Unlock()
@@ -36,9 +40,15 @@ func (h *Host) CommandEnded(id string) {
 	if h.quiet.tickets == nil {
 		h.quiet.tickets = map[string]uint64{}
 	}
+	if h.quiet.closed {
+		h.quiet.mu.Unlock()
+		return
+	}
 	h.quiet.tickets[id] = ticket
+	h.quiet.wg.Add(1)
 	h.quiet.mu.Unlock()
 	go func() {
+		defer h.quiet.wg.Done()
 		if err := h.syncVolumeFrom(ticket, sandboxKey(id)); err != nil {
 			h.Log.Debug("write back after command", "sandbox", id, "err", err)
 		}
