@@ -34,34 +34,37 @@ ln -sf /usr/local/bin/tool%[6]d /workspace/current-tool`,
 		n, n%10, 1000+n*37%4000, (n+5)%10, n-3, n%7)
 }
 
-// runAsRoot runs cmd as root in sandbox id and returns its output; a
-// failure or a non-zero exit fails the test.
-func runAsRoot(ctx context.Context, t *testing.T, c *client.Client, id, cmd string) string {
+// snapshotSandbox starts a busybox daemon (with args) and a sandbox with a
+// 256 MB disk in it; run runs a command in a sandbox as root and returns
+// its output, failing the test on an error or a non-zero exit.
+func snapshotSandbox(t *testing.T, timeout time.Duration, args ...string) (d *daemon, ctx context.Context, id string, run func(id, cmd string) string) {
 	t.Helper()
-	res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd, User: "root"})
+	d = busyboxDaemon(t, args...)
+	c := d.client()
+	ctx = ctxT(t, timeout)
+	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
 	if err != nil {
-		t.Fatalf("%s: %v", cmd, err)
+		t.Fatal(err)
 	}
-	if res.ExitCode != 0 {
-		t.Fatalf("%.60s: exit %d: %s", cmd, res.ExitCode, res.Stderr)
+	run = func(id, cmd string) string {
+		t.Helper()
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd, User: "root"})
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("%.60s: exit %d: %s", cmd, res.ExitCode, res.Stderr)
+		}
+		return res.Stdout
 	}
-	return res.Stdout
+	return d, ctx, sb.SandboxID, run
 }
 
 // TestSnapshotsAgentLoop runs 200 agent turns with a snapshot each, then
 // rolls back and forward, forks, diffs, promotes and hits a quota.
 func TestSnapshotsAgentLoop(t *testing.T) {
-	d := busyboxDaemon(t, "--max-turns", "250")
-	c := d.client()
-	ctx := ctxT(t, 10*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(id, cmd string) string {
-		t.Helper()
-		return runAsRoot(ctx, t, c, id, cmd)
-	}
+	d, ctx, sbID, run := snapshotSandbox(t, 10*time.Minute, "--max-turns", "250")
+	c, sb := d.client(), client.Sandbox{SandboxID: sbID}
 
 	turns := map[int]string{}
 	manifests := map[int]string{}
@@ -362,17 +365,8 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 // fork and a size query at once, then rolls back to the turn and checks
 // the tree; the last rounds delete the turn, or the whole sandbox, at once.
 func TestTurnUsableAtOnce(t *testing.T) {
-	d := busyboxDaemon(t)
-	c := d.client()
-	ctx := ctxT(t, 5*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(id, cmd string) string {
-		t.Helper()
-		return runAsRoot(ctx, t, c, id, cmd)
-	}
+	d, ctx, sbID, run := snapshotSandbox(t, 5*time.Minute)
+	c, sb := d.client(), client.Sandbox{SandboxID: sbID}
 	prev, err := c.Turn(ctx, sb.SandboxID)
 	if err != nil {
 		t.Fatal(err)
