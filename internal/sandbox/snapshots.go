@@ -100,8 +100,9 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 		})
 		written <- err
 	}()
-	// finish completes the call once the snapshot is written; it runs
-	// here, or in the background when the answer went out at Taken.
+	// finish completes the call once the snapshot is written, and
+	// releases whatever waits for it; it runs here, or in the background
+	// when the answer went out at Taken.
 	finish := func(serr error, early bool) (storage.Info, error) {
 		took := time.Since(paused)
 		thaw()
@@ -111,11 +112,20 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 			// problem.
 			h.Log.Error("thaw sandbox after snapshot", "sandbox", id, "err", rerr)
 		}
-		if serr != nil {
-			return storage.Info{}, fmt.Errorf("snapshot sandbox %s: %w", id, serr)
+		var info storage.Info
+		err := serr
+		if err != nil {
+			err = fmt.Errorf("snapshot sandbox %s: %w", id, err)
+		} else {
+			info, err = h.Storage.Stat(context.WithoutCancel(ctx), snapshotKey(snapID))
 		}
-		return h.Storage.Stat(context.WithoutCancel(ctx), snapshotKey(snapID))
+		h.settles.end(st, err)
+		return info, err
 	}
+	var (
+		serr  error
+		early bool
+	)
 	select {
 	case <-taken:
 		if settled != nil {
@@ -124,23 +134,18 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 				if err != nil {
 					h.Log.Error("snapshot lost after its content was fixed", "sandbox", id, "snapshot", snapID, "err", err)
 				}
-				h.settles.end(st, err)
 				settled(info, err)
 				h.settles.finished(st)
 			}()
 			info := storage.Info{Key: snapshotKey(snapID), Path: h.Storage.Path(snapshotKey(snapID)), ReadOnly: true, ExclusiveBytes: -1, ReferencedBytes: -1}
 			return SnapshotResult{Info: info, Frozen: frozen, Synced: synced, Settling: true}, nil
 		}
-		info, err := finish(<-written, true)
-		h.settles.end(st, err)
-		h.settles.finished(st)
-		return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
-	case serr := <-written:
-		info, err := finish(serr, false)
-		h.settles.end(st, err)
-		h.settles.finished(st)
-		return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
+		serr, early = <-written, true
+	case serr = <-written:
 	}
+	info, err := finish(serr, early)
+	h.settles.finished(st)
+	return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
 }
 
 // syncVolume writes back a volume's dirty data: syncfs on the filesystem
