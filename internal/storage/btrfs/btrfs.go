@@ -34,6 +34,10 @@ type Storage struct {
 	// Set only when Open mounted (or found mounted) a loop-backed image.
 	poolDir string
 	image   string
+
+	// reclaimed is called after the space of deleted volumes was hurried
+	// out of a quota group (tests count it).
+	reclaimed func()
 }
 
 // Name implements storage.Storage.
@@ -81,7 +85,7 @@ func (s *Storage) Snapshot(ctx context.Context, parent, key storage.Key, opts st
 		return "", err
 	}
 	defer dir.Close()
-	qgroup, undoGroup, err := s.snapshotGroup(opts.Group)
+	qgroup, undoGroup, err := s.snapshotGroup(opts.Group, !opts.ReadOnly)
 	if err != nil {
 		return "", fmt.Errorf("snapshot %s as %s: %w", parent, key, err)
 	}

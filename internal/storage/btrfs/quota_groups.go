@@ -153,11 +153,14 @@ func (t *groupTable) detachStaleMembers(group string, q uint64) error {
 
 // snapshotGroup returns the qgroup a snapshot joins (0: none), creating the
 // group if missing, and a function that deletes the group again if this
-// call created it (for when the snapshot then fails). On a filesystem
-// without simple quotas the group is ignored, as on backends without
-// QuotaGroups; SetGroupLimit is what tells the caller that limits cannot be
-// had.
-func (s *Storage) snapshotGroup(group string) (qgroup uint64, undo func(), err error) {
+// call created it (for when the snapshot then fails). With reclaim, the
+// space of the group's deleted volumes is hurried out of it first (see
+// reclaimDeleted): for a volume that will take writes, not for a read-only
+// one, which adds nothing to the group and must not pay a commit (a turn
+// snapshot is made with its sandbox frozen). On a filesystem without simple
+// quotas the group is ignored, as on backends without QuotaGroups;
+// SetGroupLimit is what tells the caller that limits cannot be had.
+func (s *Storage) snapshotGroup(group string, reclaim bool) (qgroup uint64, undo func(), err error) {
 	undo = func() {}
 	if group == "" {
 		return 0, undo, nil
@@ -178,10 +181,13 @@ func (s *Storage) snapshotGroup(group string) (qgroup uint64, undo func(), err e
 	if qgroup, err = t.ensure(group); err != nil {
 		return 0, undo, err
 	}
-	if existed {
+	if existed && reclaim {
 		// Likely a rollback, right after the live volume was deleted.
 		if err := reclaimDeleted(t.fd()); err != nil {
 			s.log.Warn("could not hurry the reclaim of deleted volumes; their space leaves the quota group within the commit interval", "err", err)
+		}
+		if s.reclaimed != nil {
+			s.reclaimed()
 		}
 	}
 	if !existed {

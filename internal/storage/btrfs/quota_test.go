@@ -247,8 +247,44 @@ func BenchmarkGroupLookup(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, _, err := s.snapshotGroup("g"); err != nil {
+		if _, _, err := s.snapshotGroup("g", true); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestReadOnlySnapshotLeavesReclaimAlone: a read-only snapshot into an
+// existing group adds nothing the group must make room for, so it does
+// not hurry the reclaim of deleted volumes (a commit, which a turn would
+// pay with its sandbox frozen); a writable volume made into the group, as
+// a rollback makes one, does.
+func TestReadOnlySnapshotLeavesReclaimAlone(t *testing.T) {
+	ctx := context.Background()
+	s, src, _ := poolWithSource(t)
+	tab, err := s.openGroupTable()
+	if errors.Is(err, errNoSimpleQuotas) {
+		t.Skip("no simple quotas on this kernel")
+	}
+	must(t, err)
+	tab.close()
+	calls := 0
+	s.reclaimed = func() { calls++ }
+	live := storage.Key{Kind: storage.KindSandbox, Name: "live"}
+	_, err = s.Snapshot(ctx, src, live, storage.SnapshotOptions{Group: "g"})
+	must(t, err)
+	if calls != 0 {
+		t.Fatalf("the volume that made group g hurried a reclaim (%d)", calls)
+	}
+	turn := storage.Key{Kind: storage.KindSnapshot, Name: "turn"}
+	_, err = s.Snapshot(ctx, live, turn, storage.SnapshotOptions{Group: "g", ReadOnly: true})
+	must(t, err)
+	if calls != 0 {
+		t.Errorf("a read-only snapshot into group g hurried a reclaim (%d)", calls)
+	}
+	back := storage.Key{Kind: storage.KindScratch, Name: "rollback-live"}
+	_, err = s.Snapshot(ctx, turn, back, storage.SnapshotOptions{Group: "g"})
+	must(t, err)
+	if calls != 1 {
+		t.Errorf("a writable volume made into group g: %d reclaims, want 1", calls)
 	}
 }
