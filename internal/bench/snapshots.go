@@ -130,6 +130,8 @@ type SnapshotReport struct {
 	Concurrent       int     `json:"concurrent"`
 	ConcurrentForkMs float64 `json:"concurrent_fork_call_ms"`
 	ConcurrentTurn   Stats   `json:"concurrent_turn"`
+	// ConcurrentFrozen is how long each of those sandboxes was frozen.
+	ConcurrentFrozen Stats `json:"concurrent_turn_frozen"`
 
 	// PhaseSeconds is the wall time of each phase.
 	PhaseSeconds map[string]float64 `json:"phase_seconds"`
@@ -720,14 +722,17 @@ func (s *snapSuite) runConcurrent(ctx context.Context) error {
 		return fmt.Errorf("write a file in each fork: %w", err)
 	}
 	took := make([]time.Duration, len(forks))
+	frozen := make([]time.Duration, len(forks))
 	err = parallel(forks, took, func(i int, id string) error {
-		_, err := c.Turn(ctx, id)
+		snap, err := c.Turn(ctx, id)
+		frozen[i] = time.Duration(snap.FrozenMs * float64(time.Millisecond))
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("concurrent turns: %w", err)
 	}
 	s.rep.ConcurrentTurn = Summarise(took)
+	s.rep.ConcurrentFrozen = Summarise(frozen)
 	return nil
 }
 
