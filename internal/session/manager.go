@@ -89,6 +89,7 @@ type Store interface {
 	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
 	ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]store.Snapshot, error)
 	UpdateSnapshotState(ctx context.Context, id string, from []store.SnapshotState, to store.SnapshotState) error
+	SnapshotTaken(ctx context.Context, id, sandboxID string, edge store.LineageEdge) error
 	SetSnapshotSizes(ctx context.Context, id string, exclusive, referenced int64) error
 	CountForksOf(ctx context.Context, snapshotID string) (int, error)
 	SetSnapshotArchive(ctx context.Context, id, parent, path string) error

@@ -170,7 +170,8 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		}
 		return SnapshotResult{}, err
 	}
-	if err := m.store.UpdateSnapshotState(bg, snap.ID, []store.SnapshotState{SnapCreating}, SnapReady); err != nil {
+	edge := store.LineageEdge{Family: rec.Family, Kind: EdgeSnapshotOf, From: snap.ID, To: rec.ID, At: m.cfg.Now().UTC()}
+	if err := m.store.SnapshotTaken(bg, snap.ID, rec.ID, edge); err != nil {
 		return SnapshotResult{}, err
 	}
 	snap.State = SnapReady
@@ -185,10 +186,6 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 			return SnapshotResult{}, err
 		}
 	}
-	if err := m.store.SetSandboxHead(bg, rec.ID, snap.ID); err != nil {
-		m.log.Warn("record sandbox head", "sandbox", rec.ID, "err", err)
-	}
-	m.edge(bg, rec.Family, EdgeSnapshotOf, snap.ID, rec.ID)
 	m.log.Debug("snapshot taken", "sandbox", rec.ID, "snapshot", snap.ID, "kind", snap.Kind,
 		"record", recorded.Sub(began), "sync", res.Synced, "frozen", res.Frozen,
 		"host", taken.Sub(recorded), "finish", time.Since(taken))

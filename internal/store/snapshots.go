@@ -301,28 +301,50 @@ func (s *Store) UpdateSnapshotState(ctx context.Context, id string, from []Snaps
 		return fmt.Errorf("snapshot %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
 	}
 	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var cur string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM snapshots WHERE id = ?`, id).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
+		return setSnapshotState(ctx, tx, id, from, to)
+	})
+}
+
+func setSnapshotState(ctx context.Context, tx *sql.Tx, id string, from []SnapshotState, to SnapshotState) error {
+	var cur string
+	err := tx.QueryRowContext(ctx, `SELECT state FROM snapshots WHERE id = ?`, id).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", id, dbErr(err))
+	}
+	if len(from) > 0 && !slices.Contains(from, SnapshotState(cur)) {
+		return fmt.Errorf("snapshot %s is %s, so it cannot become %s (only from %v): %w", id, cur, to, from, errdefs.ErrConflict)
+	}
+	var deleted int64
+	if to == SnapshotDeleted {
+		deleted = toNanos(time.Now())
+	}
+	// Undeleting can collide with a snapshot that took the name since:
+	// the unique index says so (ErrAlreadyExists).
+	_, err = tx.ExecContext(ctx, `UPDATE snapshots SET state = ?, deleted_at = ? WHERE id = ?`, string(to), deleted, id)
+	if err != nil {
+		return fmt.Errorf("update snapshot %s state: %w", id, dbErr(err))
+	}
+	return nil
+}
+
+// SnapshotTaken records, in one transaction, that a sandbox's snapshot
+// was taken: the snapshot becomes ready (from creating), the sandbox's
+// head, and edge (its snapshot-of edge) joins the lineage. One commit
+// instead of three, on every turn.
+func (s *Store) SnapshotTaken(ctx context.Context, id, sandboxID string, edge LineageEdge) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := setSnapshotState(ctx, tx, id, []SnapshotState{SnapshotCreating}, SnapshotReady); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", id, dbErr(err))
+		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET head = ?, updated_at = ? WHERE id = ?`,
+			id, toNanos(time.Now()), sandboxID)
+		if err := oneRow(res, err, "set head of sandbox", sandboxID); err != nil {
+			return err
 		}
-		if len(from) > 0 && !slices.Contains(from, SnapshotState(cur)) {
-			return fmt.Errorf("snapshot %s is %s, so it cannot become %s (only from %v): %w", id, cur, to, from, errdefs.ErrConflict)
-		}
-		var deleted int64
-		if to == SnapshotDeleted {
-			deleted = toNanos(time.Now())
-		}
-		// Undeleting can collide with a snapshot that took the name since:
-		// the unique index says so (ErrAlreadyExists).
-		_, err = tx.ExecContext(ctx, `UPDATE snapshots SET state = ?, deleted_at = ? WHERE id = ?`, string(to), deleted, id)
-		if err != nil {
-			return fmt.Errorf("update snapshot %s state: %w", id, dbErr(err))
-		}
-		return nil
+		return insertEdge(ctx, tx, edge)
 	})
 }
 

@@ -298,3 +298,59 @@ func snapshotIDs(l []Snapshot) []string {
 	}
 	return out
 }
+
+// TestSnapshotTaken: the snapshot becomes ready, its sandbox's head and its
+// snapshot-of edge in one transaction; a snapshot not being made changes
+// none of the three.
+func TestSnapshotTaken(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	if err := s.CreateSandbox(ctx, testSandbox("sb1")); err != nil {
+		t.Fatal(err)
+	}
+	sn := testSnapshot("snap1", "sb1")
+	sn.State = SnapshotCreating
+	if err := s.CreateSnapshot(ctx, sn); err != nil {
+		t.Fatal(err)
+	}
+	edge := LineageEdge{Family: "sb1", Kind: EdgeSnapshotOf, From: "snap1", To: "sb1"}
+	if err := s.SnapshotTaken(ctx, "snap1", "sb1", edge); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetSnapshot(ctx, "snap1"); got.State != SnapshotReady {
+		t.Errorf("state %s, want ready", got.State)
+	}
+	if got, _ := s.GetSandbox(ctx, "sb1"); got.Head != "snap1" {
+		t.Errorf("head %q, want snap1", got.Head)
+	}
+	edges, err := s.ListLineage(ctx, "sb1")
+	if err != nil || len(edges) != 1 || edges[0].From != "snap1" || edges[0].Kind != EdgeSnapshotOf {
+		t.Fatalf("lineage %+v, %v; want the one snapshot-of edge", edges, err)
+	}
+
+	// Ready already: refused, and nothing else moves.
+	if err := s.SetSandboxHead(ctx, "sb1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SnapshotTaken(ctx, "snap1", "sb1", edge); !errdefs.IsConflict(err) {
+		t.Errorf("second SnapshotTaken: %v, want ErrConflict", err)
+	}
+	// A sandbox that is gone: the snapshot stays creating.
+	sn2 := testSnapshot("snap2", "sb1")
+	sn2.State = SnapshotCreating
+	if err := s.CreateSnapshot(ctx, sn2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SnapshotTaken(ctx, "snap2", "nope", edge); !errdefs.IsNotFound(err) {
+		t.Errorf("SnapshotTaken for a missing sandbox: %v, want ErrNotFound", err)
+	}
+	if got, _ := s.GetSnapshot(ctx, "snap2"); got.State != SnapshotCreating {
+		t.Errorf("snap2 is %s after a failed SnapshotTaken, want creating", got.State)
+	}
+	if got, _ := s.GetSandbox(ctx, "sb1"); got.Head != "" {
+		t.Errorf("head %q after refused SnapshotTaken calls, want unchanged (empty)", got.Head)
+	}
+	if edges, _ := s.ListLineage(ctx, "sb1"); len(edges) != 1 {
+		t.Errorf("%d edges after refused SnapshotTaken calls, want 1", len(edges))
+	}
+}
