@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -286,5 +287,38 @@ func TestReadOnlySnapshotLeavesReclaimAlone(t *testing.T) {
 	must(t, err)
 	if calls != 1 {
 		t.Errorf("a writable volume made into group g: %d reclaims, want 1", calls)
+	}
+}
+
+// TestWriteBackDropsDeletedVolumes: WriteBack writes a volume's data out
+// (simple quotas count it then) and wakes the cleaner, so a volume deleted
+// before it is dropped within moments rather than at the next commit
+// interval (30 s).
+func TestWriteBackDropsDeletedVolumes(t *testing.T) {
+	ctx := context.Background()
+	s, src, vol := poolWithSource(t)
+	gone := storage.Key{Kind: storage.KindSnapshot, Name: "gone"}
+	_, err := s.Snapshot(ctx, src, gone, storage.SnapshotOptions{ReadOnly: true})
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(vol, "blob"), make([]byte, 4<<20), 0o644))
+	must(t, s.Delete(ctx, gone))
+	must(t, s.WriteBack(ctx, src))
+	if info, err := s.Stat(ctx, src); err == nil && info.ExclusiveBytes >= 0 && info.ExclusiveBytes < 4<<20 {
+		t.Errorf("after WriteBack the volume holds %d bytes, want the 4 MiB written", info.ExclusiveBytes)
+	}
+	root, err := os.Open(s.Root())
+	must(t, err)
+	defer root.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pending, err := searchOffsets(int(root.Fd()), rootTreeObjectID, orphanObjectID, orphanItemKey)
+		must(t, err)
+		if len(pending) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted volume still waiting to be dropped 10 s after WriteBack: %v", pending)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
