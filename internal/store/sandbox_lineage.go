@@ -38,12 +38,16 @@ func validateLineage(sb Sandbox) error {
 // SetSandboxHead records the snapshot the sandbox's live tree now descends
 // from (after a turn snapshot or a rollback); "" means its origin.
 func (s *Store) SetSandboxHead(ctx context.Context, id, head string) error {
+	return setSandboxHead(ctx, s.w, id, head)
+}
+
+func setSandboxHead(ctx context.Context, ex execer, id, head string) error {
 	if head != "" {
 		if err := ids.Validate("head snapshot id", head); err != nil {
 			return fmt.Errorf("sandbox %s: %w", id, err)
 		}
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET head = ?, updated_at = ? WHERE id = ?`,
+	res, err := ex.ExecContext(ctx, `UPDATE sandboxes SET head = ?, updated_at = ? WHERE id = ?`,
 		head, toNanos(time.Now()), id)
 	return oneRow(res, err, "set head of sandbox", id)
 }

@@ -339,9 +339,7 @@ func (s *Store) SnapshotTaken(ctx context.Context, id, sandboxID string, edge Li
 		if err := setSnapshotState(ctx, tx, id, []SnapshotState{SnapshotCreating}, SnapshotReady); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE sandboxes SET head = ?, updated_at = ? WHERE id = ?`,
-			id, toNanos(time.Now()), sandboxID)
-		if err := oneRow(res, err, "set head of sandbox", sandboxID); err != nil {
+		if err := setSandboxHead(ctx, tx, sandboxID, id); err != nil {
 			return err
 		}
 		return insertEdge(ctx, tx, edge)
