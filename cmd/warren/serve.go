@@ -105,6 +105,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause, hibernate (gvisor sandboxes: memory saved to disk and freed; others are paused) or kill")
 	f.DurationVar(&cfg.PausedRetention, "paused-retention", 0, "kill a sandbox paused for this long (0 = never)")
 	f.StringArrayVar(&cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]]: keep MIN ready sandboxes of TEMPLATE for fast creates, each replaced after TTL unclaimed (repeatable)")
+	f.BoolVar(&cfg.CgroupFavorDynmods, "cgroup-favordynmods", cfg.CgroupFavorDynmods, "turn on the kernel's favordynmods cgroup option (host-wide; on kernel 6.18 it stays on until reboot): a sandbox start then skips an RCU grace period, about 10 ms")
 	f.BoolVar(&debug, "debug", false, "log every request")
 	f.BoolVar(&cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &cfg.Network)

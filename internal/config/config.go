@@ -88,6 +88,11 @@ type Config struct {
 	// MetricsPublic serves GET /metrics without an API key (without the
 	// per-sandbox series); by default it needs an admin key.
 	MetricsPublic bool
+	// CgroupFavorDynmods turns on the kernel's favordynmods cgroup option at
+	// start, so that moving a new sandbox's first process into its cgroups
+	// does not wait for an RCU grace period (see internal/favordynmods). It
+	// is host-wide and, on recent kernels, stays on until reboot.
+	CgroupFavorDynmods bool
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
@@ -100,25 +105,26 @@ type Config struct {
 // WARREN_* environment variables that are set.
 func Default() Config {
 	c := Config{
-		DataDir:         "/var/lib/warren",
-		Listen:          "127.0.0.1:3000",
-		Domain:          "localhost",
-		MaxUploadBytes:  1 << 30,
-		SandboxLogBytes: 8 << 20,
-		Storage:         "btrfs",
-		ImageSize:       20 << 30,
-		MaxSandboxes:    100,
-		DefaultLimits:   runtime.DefaultLimits,
-		MaxLimits:       runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
-		DefaultTimeout:  300 * time.Second,
-		AllowNoTimeout:  true,
-		MaxTurns:        -1,
-		ArchiveAfter:    32,
-		AnchorEvery:     100,
-		OutputLimit:     16 << 20,
-		CacheDir:        "/var/cache/warren",
-		BuildBase:       true,
-		Network:         defaultNetwork(),
+		DataDir:            "/var/lib/warren",
+		Listen:             "127.0.0.1:3000",
+		Domain:             "localhost",
+		MaxUploadBytes:     1 << 30,
+		SandboxLogBytes:    8 << 20,
+		Storage:            "btrfs",
+		ImageSize:          20 << 30,
+		MaxSandboxes:       100,
+		DefaultLimits:      runtime.DefaultLimits,
+		MaxLimits:          runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
+		DefaultTimeout:     300 * time.Second,
+		AllowNoTimeout:     true,
+		MaxTurns:           -1,
+		ArchiveAfter:       32,
+		AnchorEvery:        100,
+		OutputLimit:        16 << 20,
+		CacheDir:           "/var/cache/warren",
+		BuildBase:          true,
+		CgroupFavorDynmods: true,
+		Network:            defaultNetwork(),
 	}
 	if v := os.Getenv("WARREN_DATA_DIR"); v != "" {
 		c.DataDir = v

@@ -115,6 +115,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 			d.Close()
 		}
 	}()
+	if cfg.CgroupFavorDynmods {
+		favorDynmods(log)
+	}
 	rt, runtimes, err := openRuntimes(ctx, cfg, log)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/favordynmods"
 	"github.com/warrenhq/warren/internal/runtime/gvisor"
 	"github.com/warrenhq/warren/internal/runtime/native"
 	"github.com/warrenhq/warren/internal/runtime/runtimeset"
@@ -68,6 +69,20 @@ func openRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (*ru
 	}
 	sort.SliceStable(infos, func(i, j int) bool { return infos[i].Default && !infos[j].Default })
 	return set, infos, nil
+}
+
+// favorDynmods turns on the favordynmods cgroup option; sandboxes start
+// without it, only slower.
+func favorDynmods(log *slog.Logger) {
+	res, err := favordynmods.Enable()
+	switch {
+	case errors.Is(err, favordynmods.ErrUnsupported):
+		log.Info("sandbox starts wait for an RCU grace period in the kernel's cgroup code", "reason", err)
+	case err != nil:
+		log.Warn("turn on the favordynmods cgroup option (--cgroup-favordynmods=false stops trying)", "err", err)
+	case !res.Already:
+		log.Info("turned on the kernel's favordynmods cgroup option: a sandbox start no longer waits for an RCU grace period (host-wide; --cgroup-favordynmods=false leaves it alone)", "mount", res.MountPoint)
+	}
 }
 
 // openGVisor opens the gvisor runtime over the runsc binary findRunsc

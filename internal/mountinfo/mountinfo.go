@@ -16,6 +16,9 @@ type Mount struct {
 	MountPoint string
 	FSType     string
 	Source     string
+	// SuperOptions are the filesystem's own options (the last field), as
+	// in "rw,nsdelegate".
+	SuperOptions []string
 }
 
 // Read returns every mount, in the kernel's order (a later line is mounted
@@ -83,11 +86,15 @@ func ParseLine(line string) (Mount, bool) {
 	if sep < 0 || len(fields) < sep+3 {
 		return Mount{}, false
 	}
-	return Mount{
+	m := Mount{
 		MountPoint: unescape(fields[4]),
 		FSType:     fields[sep+1],
 		Source:     unescape(fields[sep+2]),
-	}, true
+	}
+	if len(fields) > sep+3 {
+		m.SuperOptions = strings.Split(fields[sep+3], ",")
+	}
+	return m, true
 }
 
 // unescape undoes the kernel's octal escapes (\040 for a space, ...).

@@ -1,10 +1,14 @@
 package mountinfo
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestParseLine(t *testing.T) {
-	m, ok := ParseLine(`36 35 98:0 /mnt1 /mnt\040two rw,noatime master:1 shared:2 - btrfs /dev/loop0 rw`)
-	if !ok || m.MountPoint != "/mnt two" || m.FSType != "btrfs" || m.Source != "/dev/loop0" {
+	m, ok := ParseLine(`36 35 98:0 /mnt1 /mnt\040two rw,noatime master:1 shared:2 - btrfs /dev/loop0 rw,ssd`)
+	if !ok || m.MountPoint != "/mnt two" || m.FSType != "btrfs" || m.Source != "/dev/loop0" ||
+		!slices.Equal(m.SuperOptions, []string{"rw", "ssd"}) {
 		t.Fatalf("%+v %v", m, ok)
 	}
 	if _, ok := ParseLine("garbage"); ok {
