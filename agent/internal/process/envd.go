@@ -52,7 +52,7 @@ func (e *Envd) Start(ctx context.Context, req *connect.Request[process.StartRequ
 		return err
 	}
 	tag := req.Msg.GetTag()
-	if tag != "" && !tagPattern.MatchString(tag) {
+	if tag != "" && !validTag(tag) {
 		return invalid("tag %q: use 1 to 128 letters, digits, '.', '_' or '-'", tag)
 	}
 	term := req.Msg.GetPty()
