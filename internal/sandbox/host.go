@@ -63,6 +63,7 @@ type Host struct {
 	syncs   groupSync
 	settles settling
 	quiet   quietWrites
+	later   laterWork
 }
 
 // Spec says what sandbox to create.

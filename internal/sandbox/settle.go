@@ -138,4 +138,5 @@ func (h *Host) WaitSettled() {
 	h.quiet.closed = true
 	h.quiet.mu.Unlock()
 	h.quiet.wg.Wait()
+	h.later.close()
 }

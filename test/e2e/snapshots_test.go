@@ -134,6 +134,9 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	if m := run(sb.SandboxID, manifestCmd); m != manifests[150] {
 		t.Fatal("after rolling forward to turn 150 the tree differs from its manifest")
 	}
+	// The old roots the two rollbacks swapped out are dropped in the
+	// background, after the answer; none is left behind.
+	waitNoScratch(t, d.dataDir)
 
 	// Fork 10 from turn 100; each changes its copy; nobody sees another's.
 	forks, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: turns[100], Count: 10})
@@ -355,6 +358,27 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 	scratch, _ := os.ReadDir(filepath.Join(d.dataDir, "pool", "volumes", "scratch"))
 	if len(scratch) > 0 {
 		t.Errorf("scratch volumes left: %v", scratch)
+	}
+}
+
+// waitNoScratch waits up to 30 s for the pool's scratch volumes (a
+// rollback's old root among them) to be gone.
+func waitNoScratch(t *testing.T, dataDir string) {
+	t.Helper()
+	dir := filepath.Join(dataDir, "pool", "volumes", "scratch")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left, err := os.ReadDir(dir)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scratch volumes still there 30 s after the rollbacks: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
