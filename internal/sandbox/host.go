@@ -155,6 +155,7 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 			return nil, err
 		}
 	}
+	h.later.volumeMade()
 	root, err := h.Storage.Snapshot(ctx, src, vol, storage.SnapshotOptions{Group: spec.Group})
 	if err != nil {
 		if errdefs.IsNotFound(err) {

@@ -56,6 +56,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	if err := h.settles.sandbox(ctx, id); err != nil {
 		return SnapshotResult{}, err
 	}
+	h.later.volumeMade()
 	// The write-back is shared by every snapshot waiting for one; the
 	// snapshots themselves are serialised host-wide (btrfs commits them
 	// one at a time anyway).
@@ -222,6 +223,7 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 	// wait for that.
 	t0 := time.Now()
 	scratch := storage.Key{Kind: storage.KindScratch, Name: "rollback-" + spec.ID + "-" + ids.New(6)}
+	h.later.volumeMade()
 	if _, err := h.Storage.Snapshot(ctx, snapshotKey(snapID), scratch, storage.SnapshotOptions{Group: spec.Group}); err != nil {
 		return fmt.Errorf("copy snapshot %s: %w", snapID, err)
 	}
@@ -239,10 +241,14 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 		}
 		return fmt.Errorf("swap in the new root of %s: %w", spec.ID, err)
 	}
-	// The scratch volume now holds the old root. Deleting a volume evicts
-	// every inode of it the kernel has cached: 0.3–1 s once the sandbox has
-	// read a 100k-file workspace. That waits until the sandbox is back up.
-	defer h.later.run(func() { h.dropOldRoot(ctx, spec.ID, scratch) })
+	// The scratch volume now holds the old root. Dropping it can cost
+	// seconds: the delete evicts every inode of it the kernel has cached
+	// (0.3–1 s once the sandbox has read a 100k-file workspace), and if the
+	// old root made the blocks its snapshots share, btrfs's cleaner then
+	// rewrites their back references, stalling every snapshot's commit for
+	// another second or so. So it waits for a quiet pool (an agent's
+	// thinking time), not just for the answer.
+	h.later.whenQuiet(func() { h.dropOldRoot(ctx, spec.ID, scratch) })
 	t2 := time.Now()
 	if _, err := h.start(ctx, spec, h.Storage.Path(sandboxKey(spec.ID))); err != nil {
 		return err

@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"testing"
+	"time"
+)
+
+// ranAt runs whenQuiet and returns a channel that receives when fn ran.
+func ranAt(l *laterWork) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	l.whenQuiet(func() { ch <- time.Now() })
+	return ch
+}
+
+func TestWhenQuietWaitsForTheLastVolume(t *testing.T) {
+	l := &laterWork{quiet: 30 * time.Millisecond}
+	defer l.close()
+	l.volumeMade()
+	ran := ranAt(l)
+	// Volumes keep coming for a while: each one pushes the work back.
+	var last time.Time
+	for range 10 {
+		time.Sleep(10 * time.Millisecond)
+		last = time.Now()
+		l.volumeMade()
+	}
+	select {
+	case at := <-ran:
+		if at.Before(last.Add(30 * time.Millisecond)) {
+			t.Fatalf("ran %v after the last volume, before the pool had been quiet for 30ms", at.Sub(last))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("never ran")
+	}
+}
+
+func TestWhenQuietGivesUpWaitingAfterWaitMax(t *testing.T) {
+	l := &laterWork{quiet: time.Hour, waitMax: 20 * time.Millisecond}
+	defer l.close()
+	l.volumeMade()
+	select {
+	case <-ranAt(l):
+	case <-time.After(10 * time.Second):
+		t.Fatal("a pool that is never quiet held the work past waitMax")
+	}
+}
+
+func TestCloseSkipsWaitingWork(t *testing.T) {
+	l := &laterWork{quiet: time.Hour}
+	l.volumeMade()
+	ran := ranAt(l)
+	done := make(chan struct{})
+	go func() { l.close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close waited for the quiet")
+	}
+	select {
+	case <-ran:
+		t.Fatal("work ran although the host closed first")
+	default:
+	}
+	// After close nothing is taken.
+	l.whenQuiet(func() { t.Error("work taken after close") })
+}
