@@ -1,43 +1,54 @@
 package sandbox
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Pacing of the work left for later.
+// Pacing of a rollback's old root drop (see Host.Rollback).
 const (
 	// poolQuiet is how long the pool must go without a new volume (a
-	// turn, a fork, a rollback's copy) before a rollback's old root is
-	// dropped: btrfs's cleaner then spends a second or two on it, and every
-	// snapshot meanwhile waits on its commits.
+	// turn, a fork, a rollback's copy) before an old root is dropped.
 	poolQuiet = 2 * time.Second
 	// quietWaitMax bounds that wait on a pool that is never quiet.
-	quietWaitMax = time.Minute
+	quietWaitMax = 30 * time.Second
+	// maxWaitingRoots is how many old roots of one sandbox may wait: each
+	// still shares blocks with the sandbox's snapshots, and every snapshot
+	// of a lineage costs more the more volumes it has in the pool (about
+	// 0.25 ms each). Past it the oldest is dropped at once.
+	maxWaitingRoots = 4
 )
 
 // laterWork runs the work calls leave after they answer (a rolled-back
 // sandbox's old root being dropped) and counts it, so that WaitSettled can
 // wait for it before the pool is unmounted.
 type laterWork struct {
-	mu     sync.Mutex
-	wg     sync.WaitGroup
-	closed bool
-	stop   chan struct{} // closed by close: waits for quiet end
-	// quiet and waitMax override poolQuiet and quietWaitMax (tests).
-	quiet, waitMax time.Duration
+	mu      sync.Mutex
+	wg      sync.WaitGroup
+	closed  bool
+	stop    chan struct{}           // closed by close: waits end
+	waiting map[string][]*laterDrop // by sandbox, oldest first
 	// lastVolume is when the newest volume was made (UnixNano).
 	lastVolume atomic.Int64
+	// quiet, waitMax and maxWaiting override the constants (tests).
+	quiet, waitMax time.Duration
+	maxWaiting     int
 }
+
+// laterDrop is one piece of work waiting; now is closed to run it at once.
+type laterDrop struct{ now chan struct{} }
 
 // volumeMade notes that a volume was made now.
 func (l *laterWork) volumeMade() { l.lastVolume.Store(time.Now().UnixNano()) }
 
 // whenQuiet runs fn in the background once the pool has gone poolQuiet
-// without a new volume, or quietWaitMax has passed. fn is not run if the
-// host closes first (start-up's reconcile removes what it would have).
-func (l *laterWork) whenQuiet(fn func()) {
+// without a new volume, after quietWaitMax at the latest, or at once when
+// more than maxWaitingRoots of sandbox's wait. fn is not run if the host
+// closes first (start-up's reconcile removes what it would have).
+func (l *laterWork) whenQuiet(sandbox string, fn func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -45,42 +56,61 @@ func (l *laterWork) whenQuiet(fn func()) {
 	}
 	if l.stop == nil {
 		l.stop = make(chan struct{})
+		l.waiting = map[string][]*laterDrop{}
 	}
-	stop := l.stop
+	d := &laterDrop{now: make(chan struct{})}
+	q := append(l.waiting[sandbox], d)
+	maxWaiting := cmp.Or(l.maxWaiting, maxWaitingRoots)
+	for len(q) > maxWaiting {
+		close(q[0].now)
+		q = q[1:]
+	}
+	l.waiting[sandbox] = q
+	stop, deadline := l.stop, time.Now().Add(cmp.Or(l.waitMax, quietWaitMax))
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		waitMax := quietWaitMax
-		if l.waitMax > 0 {
-			waitMax = l.waitMax
-		}
-		if l.waitQuiet(stop, time.Now().Add(waitMax)) {
+		ok := l.waitQuiet(stop, d.now, deadline)
+		l.forget(sandbox, d)
+		if ok {
 			fn()
 		}
 	}()
 }
 
-// waitQuiet waits for the quiet or the deadline; false if stop closed.
-func (l *laterWork) waitQuiet(stop <-chan struct{}, deadline time.Time) bool {
-	quiet := poolQuiet
-	if l.quiet > 0 {
-		quiet = l.quiet
+// forget takes d off its sandbox's waiting list.
+func (l *laterWork) forget(sandbox string, d *laterDrop) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := slices.DeleteFunc(l.waiting[sandbox], func(e *laterDrop) bool { return e == d })
+	if len(q) == 0 {
+		delete(l.waiting, sandbox)
+	} else {
+		l.waiting[sandbox] = q
 	}
+}
+
+// waitQuiet waits for the quiet, now or the deadline; false if stop
+// closed first.
+func (l *laterWork) waitQuiet(stop, now <-chan struct{}, deadline time.Time) bool {
+	quiet := cmp.Or(l.quiet, poolQuiet)
 	for {
-		now := time.Now()
-		quietAt := time.Unix(0, l.lastVolume.Load()).Add(quiet)
-		if !now.Before(quietAt) || !now.Before(deadline) {
+		at := time.Now()
+		wake := time.Unix(0, l.lastVolume.Load()).Add(quiet)
+		if !at.Before(wake) || !at.Before(deadline) {
 			return true
 		}
-		wake := quietAt
 		if deadline.Before(wake) {
 			wake = deadline
 		}
-		t := time.NewTimer(wake.Sub(now))
+		t := time.NewTimer(wake.Sub(at))
 		select {
 		case <-stop:
 			t.Stop()
 			return false
+		case <-now:
+			t.Stop()
+			return true
 		case <-t.C:
 		}
 	}

@@ -8,7 +8,7 @@ import (
 // ranAt runs whenQuiet and returns a channel that receives when fn ran.
 func ranAt(l *laterWork) <-chan time.Time {
 	ch := make(chan time.Time, 1)
-	l.whenQuiet(func() { ch <- time.Now() })
+	l.whenQuiet("sb", func() { ch <- time.Now() })
 	return ch
 }
 
@@ -62,5 +62,27 @@ func TestCloseSkipsWaitingWork(t *testing.T) {
 	default:
 	}
 	// After close nothing is taken.
-	l.whenQuiet(func() { t.Error("work taken after close") })
+	l.whenQuiet("sb", func() { t.Error("work taken after close") })
+}
+
+func TestWhenQuietDropsTheOldestPastTheCap(t *testing.T) {
+	l := &laterWork{quiet: time.Hour, maxWaiting: 2}
+	defer l.close()
+	l.volumeMade()
+	first, second := ranAt(l), ranAt(l)
+	other := make(chan time.Time, 1)
+	l.whenQuiet("another", func() { other <- time.Now() })
+	third := ranAt(l) // a third of "sb": the oldest goes now
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the oldest of three waiting did not run")
+	}
+	for name, ch := range map[string]<-chan time.Time{"second": second, "third": third, "another sandbox's": other} {
+		select {
+		case <-ch:
+			t.Errorf("the %s ran before the pool was quiet", name)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

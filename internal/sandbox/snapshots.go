@@ -243,12 +243,12 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 	}
 	// The scratch volume now holds the old root. Dropping it can cost
 	// seconds: the delete evicts every inode of it the kernel has cached
-	// (0.3–1 s once the sandbox has read a 100k-file workspace), and if the
-	// old root made the blocks its snapshots share, btrfs's cleaner then
-	// rewrites their back references, stalling every snapshot's commit for
-	// another second or so. So it waits for a quiet pool (an agent's
-	// thinking time), not just for the answer.
-	h.later.whenQuiet(func() { h.dropOldRoot(ctx, spec.ID, scratch) })
+	// (0.3–1 s once the sandbox has read a 100k-file workspace), and
+	// btrfs's cleaner then works through a root whose blocks the
+	// sandbox's snapshots share, stalling every snapshot's commit for
+	// about another second. So it waits for a quiet pool (an agent's
+	// thinking time), within bounds (see laterWork).
+	h.later.whenQuiet(spec.ID, func() { h.dropOldRoot(ctx, spec.ID, scratch) })
 	t2 := time.Now()
 	if _, err := h.start(ctx, spec, h.Storage.Path(sandboxKey(spec.ID))); err != nil {
 		return err
