@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -122,9 +123,27 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	case libcontainer.Paused:
 		return nil
 	case libcontainer.Running:
-		return freeze(ctx, id, c.Pause)
+		return freeze(ctx, id, func() error { return r.pause(id, c) })
 	}
 	return fmt.Errorf("sandbox %s is %s, not running; only a running sandbox can be paused: %w", id, st, errdefs.ErrConflict)
+}
+
+// pause freezes a running sandbox: on cgroup v1 with warren's own wait
+// (freezeV1), else, or if that does not settle, with libcontainer's.
+func (r *Runtime) pause(id string, c *libcontainer.Container) error {
+	if !cgroups.IsCgroup2UnifiedMode() {
+		if f, err := r.factsOf(id); err == nil && f.cgroupPaths["freezer"] != "" {
+			frozen, err := freezeV1(f.cgroupPaths["freezer"])
+			if err != nil {
+				return fmt.Errorf("sandbox %s: %w", id, err)
+			}
+			if frozen {
+				return nil
+			}
+			r.log.Debug("freeze did not settle; libcontainer tries", "sandbox", id, "waited", freezerWait)
+		}
+	}
+	return c.Pause()
 }
 
 // freezeAttempts bounds the retries of a freeze that did not take.
