@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warrenhq/warren/internal/bench"
+	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/selfexe"
 )
 
 // benchCmd runs a benchmark suite on a throwaway data directory and prints
@@ -45,7 +47,18 @@ func benchCmd() *cobra.Command {
 				quickSizes(cmd, &opts, &snap, &tools, &network, &gvisor, &densityN)
 			}
 			dir, _ := cmd.Flags().GetString("data-dir")
-			if !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren" {
+			tempData := !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren"
+			// Before anything is made or started: this may re-execute the
+			// process. A temporary data directory will be made in TMPDIR,
+			// which stands for it here.
+			stateDir := (&config.Config{DataDir: dir}).RuntimeStateDir()
+			if tempData {
+				stateDir = os.TempDir()
+			}
+			if err := selfexe.SealIfCopied(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), stateDir); err != nil {
+				return err
+			}
+			if tempData {
 				tmp, err := os.MkdirTemp("", "warren-bench-")
 				if err != nil {
 					return err
@@ -57,7 +70,7 @@ func benchCmd() *cobra.Command {
 				}()
 				dir = tmp
 			}
-			if exe, err := os.Executable(); err == nil {
+			if exe, err := selfexe.Path(); err == nil {
 				opts.WarrenBinary = exe
 			}
 			level := slog.LevelWarn

@@ -15,6 +15,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon"
+	"github.com/warrenhq/warren/internal/selfexe"
 	"github.com/warrenhq/warren/internal/template"
 )
 
@@ -49,6 +50,10 @@ func serveCmd() *cobra.Command {
 				level = slog.LevelDebug
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			// Before anything starts: it may re-execute this process.
+			if err := selfexe.SealIfCopied(log, cfg.RuntimeStateDir()); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 

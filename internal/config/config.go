@@ -14,6 +14,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/selfexe"
 )
 
 // Config is everything `warren serve` can be told.
@@ -243,7 +244,7 @@ func (c *Config) Validate() error {
 		c.Runsc = abs
 	}
 	if c.AgentBinary == "" {
-		exe, err := os.Executable()
+		exe, err := selfexe.Path()
 		if err != nil {
 			return fmt.Errorf("find warren-agent: %w", err)
 		}

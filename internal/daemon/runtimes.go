@@ -17,6 +17,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime/gvisor"
 	"github.com/warrenhq/warren/internal/runtime/native"
 	"github.com/warrenhq/warren/internal/runtime/runtimeset"
+	"github.com/warrenhq/warren/internal/selfexe"
 )
 
 // openRuntimes opens the native runtime (always) and the gvisor runtime
@@ -127,7 +128,7 @@ func findRunsc(cfg config.Config) (string, error) {
 // warren's own executable.
 func findBeside(agent, name string) (string, error) {
 	dirs := []string{filepath.Dir(agent)}
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := selfexe.Path(); err == nil {
 		dirs = append(dirs, filepath.Dir(exe))
 	}
 	for _, d := range dirs {
