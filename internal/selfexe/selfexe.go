@@ -61,9 +61,15 @@ func SealIfCopied(log *slog.Logger, stateDir string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
 	sealed, err := exeseal.CloneSelfExe(dir)
+	// Gone before a re-exec, which runs no deferred call.
+	if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
+		err = rerr
+	}
 	if err != nil {
+		if sealed != nil {
+			sealed.Close()
+		}
 		return fmt.Errorf("seal a copy of the warren binary: %w", err)
 	}
 	defer sealed.Close()

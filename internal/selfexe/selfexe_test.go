@@ -153,8 +153,12 @@ func TestStateInsideTheBinarysDirectory(t *testing.T) {
 	root := t.TempDir()
 	mount(t, "tmpfs", root, "tmpfs", "size=256m")
 	bin := copyTestBinary(t, root)
-	r := runChild(t, bin, filepath.Join(root, "data", "runtime", "native"))
+	state := filepath.Join(root, "data", "runtime", "native")
+	r := runChild(t, bin, state)
 	if !r.Sealed || r.Path != bin {
 		t.Fatalf("child = %+v; want it running from a sealed copy of %s", r, bin)
+	}
+	if left, _ := os.ReadDir(state); len(left) != 0 {
+		t.Fatalf("the probe left %v in the state directory", left)
 	}
 }
