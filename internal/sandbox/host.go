@@ -155,8 +155,7 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 			return nil, err
 		}
 	}
-	h.later.volumeMade()
-	root, err := h.Storage.Snapshot(ctx, src, vol, storage.SnapshotOptions{Group: spec.Group})
+	root, err := h.snapshotVolume(ctx, src, vol, storage.SnapshotOptions{Group: spec.Group})
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("%s %q does not exist (see `warren %s ls`): %w", what, src.Name, what, errdefs.ErrNotFound)

@@ -138,7 +138,7 @@ func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, was
 	if conn != nil {
 		conn.Drop()
 	}
-	if _, err := h.Storage.Snapshot(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
+	if _, err := h.snapshotVolume(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
 		thaw()
 		return SnapshotResult{}, 0, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}

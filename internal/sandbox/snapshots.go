@@ -56,7 +56,6 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	if err := h.settles.sandbox(ctx, id); err != nil {
 		return SnapshotResult{}, err
 	}
-	h.later.volumeMade()
 	// The write-back is shared by every snapshot waiting for one; the
 	// snapshots themselves are serialised host-wide (btrfs commits them
 	// one at a time anyway).
@@ -96,7 +95,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	taken := make(chan struct{})
 	written := make(chan error, 1)
 	go func() {
-		_, err := h.Storage.Snapshot(context.WithoutCancel(ctx), sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{
+		_, err := h.snapshotVolume(context.WithoutCancel(ctx), sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{
 			ReadOnly: true, Group: group,
 			Taken: func() { thaw(); close(taken) },
 		})
@@ -223,15 +222,14 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 	// wait for that.
 	t0 := time.Now()
 	scratch := storage.Key{Kind: storage.KindScratch, Name: "rollback-" + spec.ID + "-" + ids.New(6)}
-	h.later.volumeMade()
-	if _, err := h.Storage.Snapshot(ctx, snapshotKey(snapID), scratch, storage.SnapshotOptions{Group: spec.Group}); err != nil {
+	if _, err := h.snapshotVolume(ctx, snapshotKey(snapID), scratch, storage.SnapshotOptions{Group: spec.Group}); err != nil {
 		return fmt.Errorf("copy snapshot %s: %w", snapID, err)
 	}
 	t1 := time.Now()
 	err := h.Storage.Exchange(ctx, scratch, sandboxKey(spec.ID))
 	if errdefs.IsNotFound(err) {
 		// No old root (a crash took it): put the copy in place.
-		if _, err = h.Storage.Snapshot(ctx, scratch, sandboxKey(spec.ID), storage.SnapshotOptions{Group: spec.Group}); err != nil {
+		if _, err = h.snapshotVolume(ctx, scratch, sandboxKey(spec.ID), storage.SnapshotOptions{Group: spec.Group}); err != nil {
 			err = fmt.Errorf("install new root of %s: %w", spec.ID, err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/runc/libcontainer"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -128,20 +127,19 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	return fmt.Errorf("sandbox %s is %s, not running; only a running sandbox can be paused: %w", id, st, errdefs.ErrConflict)
 }
 
-// pause freezes a running sandbox: on cgroup v1 with warren's own wait
-// (freezeV1), else, or if that does not settle, with libcontainer's.
+// pause freezes a running sandbox: in a cgroup v1 freezer (a v2 host has
+// none among its paths) with warren's own wait (freezeV1), else, or if
+// that does not settle, with libcontainer's.
 func (r *Runtime) pause(id string, c *libcontainer.Container) error {
-	if !cgroups.IsCgroup2UnifiedMode() {
-		if f, err := r.factsOf(id); err == nil && f.cgroupPaths["freezer"] != "" {
-			frozen, err := freezeV1(f.cgroupPaths["freezer"])
-			if err != nil {
-				return fmt.Errorf("sandbox %s: %w", id, err)
-			}
-			if frozen {
-				return nil
-			}
-			r.log.Debug("freeze did not settle; libcontainer tries", "sandbox", id, "waited", freezerWait)
+	if f, err := r.factsOf(id); err == nil && f.cgroupPaths["freezer"] != "" {
+		frozen, err := freezeV1(f.cgroupPaths["freezer"])
+		if err != nil {
+			return fmt.Errorf("sandbox %s: %w", id, err)
 		}
+		if frozen {
+			return nil
+		}
+		r.log.Debug("freeze did not settle; libcontainer tries", "sandbox", id, "waited", freezerWait)
 	}
 	return c.Pause()
 }
