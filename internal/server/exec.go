@@ -104,6 +104,12 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		}
 		defer flush()
 		res, err := collect(stream, limit, func(ev *agentv1.ExecEvent) {
+			if ev.GetExited() != nil {
+				// The command is over: its write-back (for a turn
+				// snapshot that may follow) starts now, not once the
+				// answer is written.
+				done()
+			}
 			if heldBytes > limit {
 				flush()
 				logged(ev)
@@ -117,7 +123,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if req.Turn {
-			done()
 			res.SnapshotID, res.Error = s.turnAfter(r, id, res.Error)
 		}
 		writeJSON(w, http.StatusOK, res)
@@ -135,8 +140,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		}
 		if ev.Type == "exit" {
 			sawExit = true
+			done()
 			if req.Turn {
-				done()
 				ev.SnapshotID, ev.Error = s.turnAfter(r, id, ev.Error)
 			}
 		}
