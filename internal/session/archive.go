@@ -245,18 +245,29 @@ const maxChain = 100_000
 
 // archiveChain finds the streams that rebuild an archived snapshot: from
 // the nearest snapshot down its chain whose volume is in the pool (the base)
-// up to the snapshot itself, oldest first.
+// up to the snapshot itself, oldest first. The chain is read in one query:
+// a turn's is up to an anchor spacing long, and the archiver checks it
+// before every volume it drops.
 func (m *Manager) archiveChain(ctx context.Context, snap store.Snapshot) (base string, paths []string, err error) {
+	var links []store.Snapshot
+	if snap.ArchiveParent != "" {
+		if links, err = m.store.ArchiveParents(ctx, snap.ArchiveParent, maxChain); err != nil {
+			return "", nil, err
+		}
+	}
 	cur := snap
-	for range maxChain {
+	for i := 0; ; i++ {
 		if cur.ArchivePath == "" || cur.ArchiveParent == "" {
 			return "", nil, fmt.Errorf("snapshot %s has no stream, so %s cannot be rebuilt: %w", cur.ID, snap.ID, errdefs.ErrNotFound)
 		}
-		paths = append(paths, cur.ArchivePath)
-		parent, err := m.store.GetSnapshot(ctx, cur.ArchiveParent)
-		if err != nil {
-			return "", nil, fmt.Errorf("snapshot %s's stream is a delta against %s: %w", cur.ID, cur.ArchiveParent, err)
+		if i == maxChain {
+			return "", nil, fmt.Errorf("the archive chain of %s is longer than %d: %w", snap.ID, maxChain, errdefs.ErrInvalid)
 		}
+		paths = append(paths, cur.ArchivePath)
+		if i >= len(links) || links[i].ID != cur.ArchiveParent {
+			return "", nil, fmt.Errorf("snapshot %s's stream is a delta against %s, which is not recorded: %w", cur.ID, cur.ArchiveParent, errdefs.ErrNotFound)
+		}
+		parent := links[i]
 		if parent.State == SnapReady {
 			slices.Reverse(paths)
 			return parent.ID, paths, nil
@@ -266,7 +277,6 @@ func (m *Manager) archiveChain(ctx context.Context, snap store.Snapshot) (base s
 		}
 		cur = parent
 	}
-	return "", nil, fmt.Errorf("the archive chain of %s is longer than %d: %w", snap.ID, maxChain, errdefs.ErrInvalid)
 }
 
 // lockChainChange takes what a change to id's place in an archive chain

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -85,5 +86,66 @@ func TestSnapshotMemoryField(t *testing.T) {
 	}
 	if err := s.SetSnapshotMemory(ctx, "nope", 1); !errdefs.IsNotFound(err) {
 		t.Errorf("missing snapshot: %v, want ErrNotFound", err)
+	}
+}
+
+func TestArchiveParents(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	// anchor (ready) <- t2 (archived) <- t3 (deleted, kept as a link) <- t4
+	// (archived) <- t5 (ready, about to be dropped); t9's stream names a
+	// parent nobody recorded; c1 <- c2 <- c1 is a cycle (a bug) of archived
+	// snapshots; t7 is a delta against t6, still being taken.
+	type link struct {
+		id, parent string
+		state      SnapshotState
+	}
+	for _, l := range []link{
+		{"anchor", "", SnapshotReady}, {"t2", "anchor", SnapshotArchived}, {"t3", "t2", SnapshotDeleted},
+		{"t4", "t3", SnapshotArchived}, {"t5", "t4", SnapshotReady}, {"t9", "gone", SnapshotArchived},
+		{"c1", "c2", SnapshotArchived}, {"c2", "c1", SnapshotArchived},
+		{"t6", "", SnapshotCreating}, {"t7", "t6", SnapshotArchived},
+	} {
+		sn := testSnapshot(l.id, "sb1")
+		sn.State = l.state
+		if err := s.CreateSnapshot(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+		if l.parent != "" {
+			if err := s.SetSnapshotArchive(ctx, l.id, l.parent, "/pool/archive/"+l.id+".stream"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ids := func(list []Snapshot) []string {
+		var out []string
+		for _, sn := range list {
+			out = append(out, sn.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		from string
+		max  int
+		want []string
+	}{
+		{"t4", 100, []string{"t4", "t3", "t2", "anchor"}}, // stops after the ready base
+		{"anchor", 100, []string{"anchor"}},
+		{"t9", 100, []string{"t9"}}, // its parent is not recorded
+		{"nobody", 100, nil},
+		{"c1", 5, []string{"c1", "c2", "c1", "c2", "c1"}}, // bounded
+		{"t7", 100, []string{"t7", "t6"}},                 // stops at a snapshot being taken
+	} {
+		got, err := s.ArchiveParents(ctx, tc.from, tc.max)
+		if err != nil {
+			t.Fatalf("ArchiveParents(%s): %v", tc.from, err)
+		}
+		if g := ids(got); !slices.Equal(g, tc.want) {
+			t.Errorf("ArchiveParents(%s, %d) = %v; want %v", tc.from, tc.max, g, tc.want)
+		}
+	}
+	got, err := s.ArchiveParents(ctx, "t4", 100)
+	if err != nil || got[1].State != SnapshotDeleted || got[1].ArchivePath != "/pool/archive/t3.stream" || got[3].State != SnapshotReady {
+		t.Errorf("links carry their records: %+v, %v", got, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -395,6 +396,39 @@ func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, erro
 	return n, nil
 }
 
+// ArchiveParents returns the links of an archive chain in one query: the
+// snapshot id, then each one's archive parent in turn, as long as the link
+// before it has no volume of its own (archived, or deleted but kept as a
+// link). The walk stops after a ready or creating snapshot, at a link with
+// no stream, at an id that is not recorded, or after max links. The caller
+// decides what the end means; an unknown first id gives an empty list.
+func (s *Store) ArchiveParents(ctx context.Context, id string, max int) ([]Snapshot, error) {
+	rows, err := s.r.QueryContext(ctx, `WITH RECURSIVE chain(n, id) AS (
+			SELECT 0, ?
+			UNION ALL
+			SELECT chain.n + 1, s.archive_parent FROM snapshots s JOIN chain ON s.id = chain.id
+			WHERE s.state IN (?, ?) AND s.archive_parent != '' AND chain.n + 1 < ?
+		)
+		SELECT `+prefixed("s.", snapshotCols)+` FROM chain JOIN snapshots s ON s.id = chain.id ORDER BY chain.n`,
+		id, string(SnapshotArchived), string(SnapshotDeleted), max)
+	if err != nil {
+		return nil, fmt.Errorf("archive chain of %s: %w", id, dbErr(err))
+	}
+	defer rows.Close()
+	var out []Snapshot
+	for rows.Next() {
+		sn, err := scanSnapshot(rows)
+		if err != nil {
+			return nil, fmt.Errorf("archive chain of %s: %w", id, dbErr(err))
+		}
+		out = append(out, sn)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("archive chain of %s: %w", id, dbErr(err))
+	}
+	return out, nil
+}
+
 // CountSnapshots counts a sandbox's snapshots in any of states (all of them
 // when none are given).
 func (s *Store) CountSnapshots(ctx context.Context, sandboxID string, states ...SnapshotState) (int, error) {
@@ -429,4 +463,14 @@ func scanSnapshot(sc scanner) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("snapshot %s: stored labels are corrupt: %w", sn.ID, err)
 	}
 	return sn, nil
+}
+
+// prefixed qualifies each column of a comma-separated list with prefix
+// ("s." makes "id, team" into "s.id, s.team").
+func prefixed(prefix, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }
