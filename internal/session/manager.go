@@ -95,7 +95,7 @@ type Store interface {
 	SetSnapshotArchive(ctx context.Context, id, parent, path string) error
 	SetSnapshotMemory(ctx context.Context, id string, bytes int64) error
 	CountArchivedOn(ctx context.Context, parentID string) (int, error)
-	ArchiveParents(ctx context.Context, id string, max int) ([]store.Snapshot, error)
+	ArchiveParents(ctx context.Context, id string, limit int) ([]store.Snapshot, error)
 
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
 	AddEvent(ctx context.Context, e store.Event) error

@@ -400,9 +400,9 @@ func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, erro
 // snapshot id, then each one's archive parent in turn, as long as the link
 // before it has no volume of its own (archived, or deleted but kept as a
 // link). The walk stops after a ready or creating snapshot, at a link with
-// no stream, at an id that is not recorded, or after max links. The caller
+// no stream, at an id that is not recorded, or after limit links. The caller
 // decides what the end means; an unknown first id gives an empty list.
-func (s *Store) ArchiveParents(ctx context.Context, id string, max int) ([]Snapshot, error) {
+func (s *Store) ArchiveParents(ctx context.Context, id string, limit int) ([]Snapshot, error) {
 	rows, err := s.r.QueryContext(ctx, `WITH RECURSIVE chain(n, id) AS (
 			SELECT 0, ?
 			UNION ALL
@@ -410,7 +410,7 @@ func (s *Store) ArchiveParents(ctx context.Context, id string, max int) ([]Snaps
 			WHERE s.state IN (?, ?) AND s.archive_parent != '' AND chain.n + 1 < ?
 		)
 		SELECT `+prefixed("s.", snapshotCols)+` FROM chain JOIN snapshots s ON s.id = chain.id ORDER BY chain.n`,
-		id, string(SnapshotArchived), string(SnapshotDeleted), max)
+		id, string(SnapshotArchived), string(SnapshotDeleted), limit)
 	if err != nil {
 		return nil, fmt.Errorf("archive chain of %s: %w", id, dbErr(err))
 	}
