@@ -149,18 +149,14 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
 }
 
-// syncVolume writes back a volume's dirty data: the storage's write-back
-// (storage.WriteBacker) or syncfs on the filesystem holding it, shared
-// with the other snapshots waiting for one (every volume is in the one
-// pool).
+// syncVolume writes back a volume's dirty data: syncfs on the filesystem
+// holding it, shared with the other snapshots waiting for one (every volume
+// is in the one pool).
 func (h *Host) syncVolume(key storage.Key) error { return h.syncVolumeFrom(h.syncs.next(), key) }
 
 // syncVolumeFrom is syncVolume served by write-back number ticket or a
 // later one (groupSync.doFrom).
 func (h *Host) syncVolumeFrom(ticket uint64, key storage.Key) error {
-	if wb, ok := h.Storage.(storage.WriteBacker); ok {
-		return h.syncs.doFrom(ticket, func() error { return wb.WriteBack(context.Background(), key) })
-	}
 	f, err := os.Open(h.Storage.Path(key))
 	if err != nil {
 		return err

@@ -142,14 +142,6 @@ type Differ interface {
 	Diff(ctx context.Context, from, to Key) ([]Change, error)
 }
 
-// WriteBacker is implemented by backends with a write-back of their own,
-// better than syncfs of the filesystem holding a volume.
-type WriteBacker interface {
-	// WriteBack writes back the dirty data of every volume of the pool
-	// (the one holding key) and makes it durable.
-	WriteBack(ctx context.Context, key Key) error
-}
-
 // QuotaGroups is implemented by backends that can cap the space a group of
 // volumes (a sandbox, its snapshots and rollbacks) may use. Writes past the
 // limit fail inside the sandbox with EDQUOT; nothing else is affected.

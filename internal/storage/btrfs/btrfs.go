@@ -38,6 +38,8 @@ type Storage struct {
 	// reclaimed is called after the space of deleted volumes was hurried
 	// out of a quota group (tests count it).
 	reclaimed func()
+	// cleaner wakes btrfs's cleaner after deletes (cleaner.go).
+	cleaner cleanerWaker
 }
 
 // Name implements storage.Storage.

@@ -62,6 +62,7 @@ func (s *Storage) Delete(ctx context.Context, key storage.Key) error {
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", key, errnoKind(err))
 	}
+	s.cleaner.soon(s.root)
 	return nil
 }
 

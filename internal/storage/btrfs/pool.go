@@ -111,14 +111,19 @@ func IsBtrfs(path string) (bool, error) {
 	return st.Type == unix.BTRFS_SUPER_MAGIC, nil
 }
 
-// Close implements storage.Closer. It releases nothing: the pool stays
-// mounted so that sandboxes keep running across daemon restarts.
-func (s *Storage) Close() error { return nil }
+// Close implements storage.Closer. The pool stays mounted so that
+// sandboxes keep running across daemon restarts; only the cleaner's
+// pending wake is cancelled (one under way is waited for).
+func (s *Storage) Close() error {
+	s.cleaner.stop()
+	return nil
+}
 
 // Unmount unmounts a loop-backed pool (the loop device then frees itself).
 // It is for tests and `warren` teardown; it fails with ErrConflict while
 // anything still uses the pool. It does nothing for a btrfs data directory.
 func (s *Storage) Unmount() error {
+	s.cleaner.stop() // a wake under way holds the pool open
 	if s.poolDir == "" {
 		return nil
 	}

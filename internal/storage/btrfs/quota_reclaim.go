@@ -1,15 +1,6 @@
 package btrfs
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
-
-	"github.com/warrenhq/warren/internal/storage"
-)
+import "unsafe"
 
 const (
 	iocSync = 0x9408 // _IO(0x94, 8): BTRFS_IOC_SYNC
@@ -17,30 +8,6 @@ const (
 	orphanObjectID = ^uint64(0) - 4 // BTRFS_ORPHAN_OBJECTID (-5)
 	orphanItemKey  = 48             // BTRFS_ORPHAN_ITEM_KEY
 )
-
-var _ storage.WriteBacker = (*Storage)(nil)
-
-// WriteBack implements storage.WriteBacker with BTRFS_IOC_SYNC, which does
-// what syncfs does (write back every dirty inode, commit) and then wakes the
-// cleaner: volumes deleted since (the archiver's drops) are dropped now,
-// before the next snapshot, instead of whenever the cleaner next wakes (the
-// commit interval, 30 s). Dropped late, they pile up, and a snapshot costs
-// more the more snapshots of its lineage the pool still holds (a 1,000-turn
-// run's last turns took 34–39 ms p50 against 21–23 ms).
-func (s *Storage) WriteBack(ctx context.Context, key storage.Key) error {
-	if err := key.Validate(); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(s.Path(key), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("write back %s: %w", key, errnoKind(err))
-	}
-	defer f.Close()
-	if err := ioctl(int(f.Fd()), iocSync, nil); err != nil {
-		return fmt.Errorf("write back %s: %w", key, errnoKind(err))
-	}
-	return nil
-}
 
 // reclaimDeleted hurries the kernel to drop deleted subvolumes, if there
 // are any still waiting. A deleted volume's extents stay charged to its
