@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -287,32 +286,5 @@ func TestReadOnlySnapshotLeavesReclaimAlone(t *testing.T) {
 	must(t, err)
 	if calls != 1 {
 		t.Errorf("a writable volume made into group g: %d reclaims, want 1", calls)
-	}
-}
-
-// TestDeleteWakesCleaner: a deleted volume is dropped within moments,
-// without any other call, rather than at the next commit interval (30 s):
-// the delete wakes btrfs's cleaner.
-func TestDeleteWakesCleaner(t *testing.T) {
-	ctx := context.Background()
-	s, src, _ := poolWithSource(t)
-	gone := storage.Key{Kind: storage.KindSnapshot, Name: "gone"}
-	_, err := s.Snapshot(ctx, src, gone, storage.SnapshotOptions{ReadOnly: true})
-	must(t, err)
-	must(t, s.Delete(ctx, gone))
-	root, err := os.Open(s.Root())
-	must(t, err)
-	defer root.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pending, err := searchOffsets(int(root.Fd()), rootTreeObjectID, orphanObjectID, orphanItemKey)
-		must(t, err)
-		if len(pending) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deleted volume still waiting to be dropped 10 s after the delete: %v", pending)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
