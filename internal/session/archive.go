@@ -432,19 +432,21 @@ type archiveStep struct {
 }
 
 // planArchive picks the steps that archive one sandbox's turns. turns are
-// its ready and archived turn snapshots. The newest keep turns stay, and so
-// do anchors (turn ≡ 1 mod every) and turns with forks (their streams are
-// written all the same, so the chain goes on through them). Every other
-// ready turn gets a stream against the nearest older turn in the pool; a
-// volume is dropped once its stream exists and the next turn's stream no
-// longer needs it.
-func planArchive(turns []store.Snapshot, keep, every int, forked func(id string) bool) []archiveStep {
-	if keep <= 0 || every <= 0 || len(turns) <= keep {
+// its ready turn snapshots, each with the usable (ready or archived) turn
+// after it if there is one (store.TurnWindow); every turn numbered up to
+// oldThrough is old, the rest (the newest ArchiveAfter) stay. Anchors (turn
+// ≡ 1 mod every) and turns with forks stay too (their streams are written
+// all the same, so the chain goes on through them). Every other old ready
+// turn gets a stream against the nearest older turn in the pool; a volume
+// is dropped once its stream exists and the next turn's stream no longer
+// needs it.
+func planArchive(turns []store.Snapshot, oldThrough, every int, forked func(id string) bool) []archiveStep {
+	if oldThrough <= 0 || every <= 0 {
 		return nil
 	}
 	turns = slices.Clone(turns)
 	slices.SortFunc(turns, func(a, b store.Snapshot) int { return a.Turn - b.Turn })
-	old := len(turns) - keep
+	old, _ := slices.BinarySearchFunc(turns, oldThrough+1, func(s store.Snapshot, n int) int { return s.Turn - n })
 	droppable := func(i int) bool {
 		return i < old && !isAnchor(turns[i].Turn, every) && turns[i].State == SnapReady && !forked(turns[i].ID)
 	}
@@ -466,7 +468,9 @@ func planArchive(turns []store.Snapshot, keep, every int, forked func(id string)
 	var steps []archiveStep
 	for i := range turns[:old] {
 		t := turns[i]
-		if t.State != SnapReady || isAnchor(t.Turn, every) {
+		// An old turn always has a newer one in a window read whole; one
+		// that does not is left for the next pass.
+		if t.State != SnapReady || isAnchor(t.Turn, every) || i+1 == len(turns) {
 			continue
 		}
 		step := archiveStep{snap: t}
@@ -495,8 +499,7 @@ func isAnchor(turn, every int) bool { return turn%every == 1%every }
 
 // archiveSandbox runs what planArchive picks for one sandbox.
 func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
-	turns, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: sandboxID,
-		Kinds: []store.SnapshotKind{KindTurn}, States: usableStates})
+	w, err := m.store.TurnWindow(ctx, sandboxID, m.cfg.ArchiveAfter)
 	if err != nil {
 		m.log.Warn("list turns to archive", "sandbox", sandboxID, "err", err)
 		return
@@ -505,12 +508,12 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 		n, err := m.store.CountForksOf(ctx, id)
 		return err != nil || n > 0
 	}
-	steps := planArchive(turns, m.cfg.ArchiveAfter, m.cfg.AnchorEvery, forked)
+	steps := planArchive(w.Turns, w.OldThrough, m.cfg.AnchorEvery, forked)
 	var drops []store.Snapshot
 	for _, step := range steps {
 		drops = append(drops, step.drop...)
 	}
-	dropNow := len(drops) >= m.cfg.DropBatch || m.idleSince(turns) >= dropIdle
+	dropNow := len(drops) >= m.cfg.DropBatch || m.cfg.Now().Sub(w.Newest) >= dropIdle
 	if len(drops) > 0 && !dropNow {
 		// Too few to batch: come back when the sandbox has been quiet
 		// for a while, unless its next turns make a batch first.
@@ -563,17 +566,6 @@ func (m *Manager) recheckDrops(sandboxID string) {
 		m.mu.Unlock()
 		m.archiveLater(sandboxID)
 	})
-}
-
-// idleSince is how long ago the newest of turns was taken.
-func (m *Manager) idleSince(turns []store.Snapshot) time.Duration {
-	var newest time.Time
-	for _, t := range turns {
-		if t.CreatedAt.After(newest) {
-			newest = t.CreatedAt
-		}
-	}
-	return m.cfg.Now().Sub(newest)
 }
 
 // sendOne writes a turn's stream against parent (both volumes stay usable

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
@@ -46,6 +47,35 @@ func step(turn, parent int, drops ...int) string {
 	return fmt.Sprintf("%s drop %v", s, drops)
 }
 
+// windowOf is what store.TurnWindow reads, computed from a whole history:
+// the ready turns, each with the usable turn after it, and the number of
+// the newest usable turn not among the newest keep (0: none).
+func windowOf(turns []store.Snapshot, keep int) (window []store.Snapshot, oldThrough int) {
+	var usable []store.Snapshot
+	for _, t := range turns {
+		if slices.Contains(usableStates, t.State) {
+			usable = append(usable, t)
+		}
+	}
+	slices.SortFunc(usable, func(a, b store.Snapshot) int { return a.Turn - b.Turn })
+	if len(usable) > keep {
+		oldThrough = usable[len(usable)-keep-1].Turn
+	}
+	for i, t := range usable {
+		if t.State == SnapReady || i > 0 && usable[i-1].State == SnapReady {
+			window = append(window, t)
+		}
+	}
+	return window, oldThrough
+}
+
+// planKeeping plans a whole history's archiving the way the archiver does:
+// from its window, keeping the newest keep turns.
+func planKeeping(turns []store.Snapshot, keep, every int, forked func(string) bool) []archiveStep {
+	window, oldThrough := windowOf(turns, keep)
+	return planArchive(window, oldThrough, every, forked)
+}
+
 func TestPlanArchive(t *testing.T) {
 	all := map[int]store.SnapshotState{}
 	for n := 1; n <= 60; n++ {
@@ -68,7 +98,7 @@ func TestPlanArchive(t *testing.T) {
 			want = append(want, step(n, n-1, n-1))
 		}
 	}
-	if got := stepsOf(planArchive(turnsOf(all), 8, 20, noForks)); !slices.Equal(got, want) {
+	if got := stepsOf(planKeeping(turnsOf(all), 8, 20, noForks)); !slices.Equal(got, want) {
 		t.Errorf("steps\n%v\nwant\n%v", got, want)
 	}
 
@@ -93,7 +123,7 @@ func TestPlanArchive(t *testing.T) {
 			want = append(want, step(n, n-1, n-1))
 		}
 	}
-	if got := stepsOf(planArchive(turnsOf(all), 8, 20, forked)); !slices.Equal(got, want) {
+	if got := stepsOf(planKeeping(turnsOf(all), 8, 20, forked)); !slices.Equal(got, want) {
 		t.Errorf("with forks and gaps, steps\n%v\nwant\n%v", got, want)
 	}
 	if steps := planArchive(turnsOf(all), 0, 20, noForks); steps != nil {
@@ -108,11 +138,46 @@ func TestPlanArchive(t *testing.T) {
 			turns[i].ArchivePath = "/archive/x.stream"
 		}
 	}
-	if got, want := stepsOf(planArchive(turns, 2, 100, noForks)), []string{}; len(got) != 0 {
+	if got, want := stepsOf(planKeeping(turns, 2, 100, noForks)), []string{}; len(got) != 0 {
 		t.Errorf("restored turn 3 with turn 4 still to come: %v, want %v", got, want)
 	}
-	if got, want := stepsOf(planArchive(turns, 1, 100, noForks)), []string{step(4, 3, 3)}; !slices.Equal(got, want) {
+	if got, want := stepsOf(planKeeping(turns, 1, 100, noForks)), []string{step(4, 3, 3)}; !slices.Equal(got, want) {
 		t.Errorf("restored turn 3, turn 4 old: %v, want %v", got, want)
+	}
+}
+
+// The archiver plans from a window of the history (store.TurnWindow):
+// the plan must be the one the whole history gives.
+func TestPlanArchiveWindowMatchesHistory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	states := []store.SnapshotState{SnapReady, SnapReady, SnapArchived, SnapArchived, SnapArchived, SnapDeleted, SnapCreating}
+	for round := range 500 {
+		var turns []store.Snapshot
+		for n := 1; n <= 1+rng.IntN(120); n++ {
+			if rng.IntN(10) == 0 {
+				continue // never taken (a gap in the numbers)
+			}
+			st := states[rng.IntN(len(states))]
+			sn := store.Snapshot{ID: "t" + store.TurnName(n), Turn: n, State: st}
+			if st == SnapArchived || st == SnapReady && rng.IntN(4) == 0 {
+				sn.ArchivePath = "/archive/" + sn.ID + ".stream"
+			}
+			turns = append(turns, sn)
+		}
+		keep, every := 1+rng.IntN(40), 2+rng.IntN(30)
+		forked := func(id string) bool { return len(id)%3 == round%3 }
+		var usable []store.Snapshot
+		for _, t := range turns {
+			if slices.Contains(usableStates, t.State) {
+				usable = append(usable, t)
+			}
+		}
+		window, oldThrough := windowOf(turns, keep)
+		got := stepsOf(planArchive(window, oldThrough, every, forked))
+		want := stepsOf(planArchive(usable, oldThrough, every, forked))
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d (keep %d, every %d): from the window\n%v\nfrom the whole history\n%v", round, keep, every, got, want)
+		}
 	}
 }
 

@@ -96,6 +96,7 @@ type Store interface {
 	SetSnapshotMemory(ctx context.Context, id string, bytes int64) error
 	CountArchivedOn(ctx context.Context, parentID string) (int, error)
 	ArchiveParents(ctx context.Context, id string, limit int) ([]store.Snapshot, error)
+	TurnWindow(ctx context.Context, sandboxID string, keep int) (store.TurnWindow, error)
 
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
 	AddEvent(ctx context.Context, e store.Event) error

@@ -2,8 +2,11 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 )
@@ -147,5 +150,79 @@ func TestArchiveParents(t *testing.T) {
 	got, err := s.ArchiveParents(ctx, "t4", 100)
 	if err != nil || got[1].State != SnapshotDeleted || got[1].ArchivePath != "/pool/archive/t3.stream" || got[3].State != SnapshotReady {
 		t.Errorf("links carry their records: %+v, %v", got, err)
+	}
+}
+
+// TurnWindow against the same window computed from the whole history.
+func TestTurnWindow(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	if w, err := s.TurnWindow(ctx, "sb1", 4); err != nil || len(w.Turns) != 0 || w.OldThrough != 0 || !w.Newest.IsZero() {
+		t.Errorf("no turns: %+v, %v; want an empty window", w, err)
+	}
+	if _, err := s.TurnWindow(ctx, "../sb1", 4); !errdefs.IsInvalid(err) {
+		t.Errorf("bad sandbox id: %v, want ErrInvalid", err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	states := []SnapshotState{SnapshotReady, SnapshotArchived, SnapshotArchived, SnapshotArchived, SnapshotDeleted, SnapshotCreating}
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var history []Snapshot // sb1's turns
+	for n := 1; n <= 300; n++ {
+		if rng.IntN(10) == 0 {
+			continue
+		}
+		sn := testSnapshot(fmt.Sprintf("t%03d", n), "sb1")
+		sn.Kind, sn.Turn, sn.State = SnapshotTurn, n, states[rng.IntN(len(states))]
+		sn.CreatedAt = base.Add(time.Duration(n) * time.Second)
+		if err := s.CreateSnapshot(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+		history = append(history, sn)
+	}
+	// Neither another sandbox's turns nor sb1's other snapshots count.
+	other := testSnapshot("other", "sb2")
+	other.Kind, other.Turn, other.CreatedAt = SnapshotTurn, 400, base.Add(time.Hour)
+	named := testSnapshot("named", "sb1")
+	named.Kind, named.Name, named.CreatedAt = SnapshotNamed, "keep-me", base.Add(time.Hour)
+	for _, sn := range []Snapshot{other, named} {
+		if err := s.CreateSnapshot(ctx, sn); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var usable []Snapshot
+	for _, sn := range history {
+		if sn.State == SnapshotReady || sn.State == SnapshotArchived {
+			usable = append(usable, sn)
+		}
+	}
+	var want []string
+	for i, sn := range usable {
+		if sn.State == SnapshotReady || i > 0 && usable[i-1].State == SnapshotReady {
+			want = append(want, sn.ID)
+		}
+	}
+	for _, keep := range []int{0, 1, 32, len(usable) - 1, len(usable), len(usable) + 5} {
+		w, err := s.TurnWindow(ctx, "sb1", keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, sn := range w.Turns {
+			got = append(got, sn.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("keep %d: turns\n%v\nwant\n%v", keep, got, want)
+		}
+		wantOld := 0
+		if len(usable) > keep {
+			wantOld = usable[len(usable)-keep-1].Turn
+		}
+		if w.OldThrough != wantOld {
+			t.Errorf("keep %d: old through %d, want %d", keep, w.OldThrough, wantOld)
+		}
+		if newest := usable[len(usable)-1].CreatedAt; !w.Newest.Equal(newest) {
+			t.Errorf("keep %d: newest %v, want %v", keep, w.Newest, newest)
+		}
 	}
 }

@@ -209,6 +209,9 @@ var migrations = []string{
 	// 42: the runtime every sandbox of a template must run on ('' = any:
 	// the create's or the server's default).
 	`ALTER TABLE templates ADD COLUMN runtime TEXT NOT NULL DEFAULT ''`,
+	// 43: a sandbox's turns still in the pool, which archiving plans from
+	// (TurnWindow) without reading the archived rest of a long history.
+	`CREATE INDEX snapshots_ready_turns ON snapshots (sandbox_id, turn) WHERE kind = 'turn' AND state = 'ready'`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -474,3 +474,77 @@ func prefixed(prefix, cols string) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// TurnWindow is the part of a sandbox's turn history that archiving plans
+// from: its ready turns, each with the usable turn after it, instead of
+// every turn it ever took. A long history is mostly archived turns, and
+// reading them all on every archiving pass made each turn's archiving cost
+// grow with the history (3 ms of CPU a pass at 1,000 turns).
+type TurnWindow struct {
+	// Turns are the ready turns and, after each, the next usable (ready or
+	// archived) turn, by turn number.
+	Turns []Snapshot
+	// OldThrough is the number of the newest usable turn that is not among
+	// the newest keep: it and the turns before it are old. 0 when the
+	// sandbox has no more than keep usable turns.
+	OldThrough int
+	// Newest is when the newest usable turn was taken (zero: there is none).
+	Newest time.Time
+}
+
+// TurnWindow reads sandboxID's turn window for keeping its newest keep
+// turns, in one read transaction.
+func (s *Store) TurnWindow(ctx context.Context, sandboxID string, keep int) (TurnWindow, error) {
+	if err := ids.Validate("sandbox id", sandboxID); err != nil {
+		return TurnWindow{}, err
+	}
+	var w TurnWindow
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return w, fmt.Errorf("turn window of %s: %w", sandboxID, dbErr(err))
+	}
+	defer tx.Rollback()
+	// "state != 'deleted'" lets SQLite use the partial index on
+	// (sandbox_id, turn) that holds a sandbox's live turns.
+	const usable = `sandbox_id = ? AND kind = 'turn' AND state != 'deleted' AND state IN ('ready', 'archived')`
+	var created int64
+	err = tx.QueryRowContext(ctx, `SELECT created_at FROM snapshots WHERE `+usable+` ORDER BY turn DESC LIMIT 1`, sandboxID).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return w, nil
+	}
+	if err != nil {
+		return w, fmt.Errorf("newest turn of %s: %w", sandboxID, dbErr(err))
+	}
+	w.Newest = fromNanos(created)
+	if keep >= 0 {
+		err = tx.QueryRowContext(ctx, `SELECT turn FROM snapshots WHERE `+usable+` ORDER BY turn DESC LIMIT 1 OFFSET ?`, sandboxID, keep).Scan(&w.OldThrough)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return w, fmt.Errorf("old turns of %s: %w", sandboxID, dbErr(err))
+		}
+	}
+	// The ready turns (an index of their own), then the archived turn
+	// right after each, if any.
+	const ready = `sandbox_id = ? AND kind = 'turn' AND state = 'ready'`
+	rows, err := tx.QueryContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE `+ready+`
+		UNION ALL
+		SELECT `+snapshotCols+` FROM snapshots WHERE `+usable+` AND state = 'archived' AND turn IN (
+			SELECT (SELECT min(n.turn) FROM snapshots n WHERE n.sandbox_id = r.sandbox_id AND n.kind = 'turn'
+				AND n.state != 'deleted' AND n.state IN ('ready', 'archived') AND n.turn > r.turn)
+			FROM snapshots r WHERE r.`+ready+`)
+		ORDER BY turn`, sandboxID, sandboxID, sandboxID)
+	if err != nil {
+		return w, fmt.Errorf("turn window of %s: %w", sandboxID, dbErr(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		sn, err := scanSnapshot(rows)
+		if err != nil {
+			return w, fmt.Errorf("turn window of %s: %w", sandboxID, dbErr(err))
+		}
+		w.Turns = append(w.Turns, sn)
+	}
+	if err := rows.Err(); err != nil {
+		return w, fmt.Errorf("turn window of %s: %w", sandboxID, dbErr(err))
+	}
+	return w, nil
+}
