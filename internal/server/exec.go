@@ -83,7 +83,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		OutputLimitBytes: limit,
 	}))
 	if err != nil {
-		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
+		writeError(w, r, s.agentError(r, id, err))
 		return
 	}
 	defer stream.Close()
@@ -119,7 +119,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			heldBytes += uint64(len(ev.GetOutput().GetData()))
 		})
 		if err != nil {
-			writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
+			writeError(w, r, s.agentError(r, id, err))
 			return
 		}
 		if req.Turn {
@@ -158,11 +158,23 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		// The stream broke (the agent or the sandbox went away): say so
 		// in-band, since the status line has been sent.
 		msg := "the sandbox's agent went away before the command finished"
-		if err := stream.Err(); err != nil {
+		if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id); why != nil {
+			msg = messageOf(why)
+		} else if err := stream.Err(); err != nil {
 			msg += ": " + messageOf(err)
 		}
 		_ = enc.Encode(client.ExecEvent{Type: "error", Error: msg})
 	}
+}
+
+// agentError is a command's broken agent call: how the sandbox stopped
+// running if it did meanwhile (its timeout killed it, say), else the
+// agent's error.
+func (s *Server) agentError(r *http.Request, id string, err error) error {
+	if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id); why != nil {
+		return why
+	}
+	return fmt.Errorf("sandbox agent: %w", err)
 }
 
 // turnAfter takes the turn snapshot an exec asked for. A failure is

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -36,4 +38,47 @@ func (m *Manager) Events(ctx context.Context, team, id string, after int64, limi
 		return nil, err
 	}
 	return m.store.ListEvents(ctx, id, after, limit)
+}
+
+// StoppedDuringCommand explains a command whose connection to the sandbox's
+// agent broke: if the sandbox stopped running meanwhile (its timeout killed
+// it, say), it returns an error saying how and why, ErrNotFound if the
+// sandbox is gone and ErrConflict if it is paused, hibernated, stopped or
+// failed. It returns nil while the sandbox runs, and when that cannot be
+// told: the break is then the agent's own and is reported as it is.
+func (m *Manager) StoppedDuringCommand(ctx context.Context, team, id string) error {
+	kind := errdefs.ErrConflict
+	rec, err := m.store.GetSandbox(ctx, id)
+	switch {
+	case errdefs.IsNotFound(err) || err == nil && rec.State == StateDestroyed:
+		kind = errdefs.ErrNotFound
+	case err != nil || rec.State == StateRunning || rec.Team != team:
+		return nil
+	}
+	ev, err := m.store.LastEvent(ctx, id)
+	if err != nil || ev.Team != team || ev.To == StateRunning {
+		return nil
+	}
+	what := map[store.SandboxState]string{
+		StateDestroyed:  "was killed",
+		StatePaused:     "was paused",
+		StateHibernated: "was hibernated (its processes saved to disk and ended)",
+		StateStopped:    "was stopped",
+		StateFailed:     "failed",
+	}[ev.To]
+	if what == "" {
+		what = "became " + string(ev.To)
+	}
+	why := map[string]string{
+		CauseTimeout: "its timeout ran out",
+		CauseAPI:     "an API call asked for it",
+		CauseRestart: "warren restarted",
+	}[ev.Cause]
+	if why == "" {
+		why = ev.Cause
+	}
+	if ev.Detail != "" {
+		why += ": " + ev.Detail
+	}
+	return fmt.Errorf("sandbox %s %s while the command ran (%s), so the command did not finish: %w", id, what, why, kind)
 }

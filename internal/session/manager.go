@@ -101,6 +101,7 @@ type Store interface {
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
 	AddEvent(ctx context.Context, e store.Event) error
 	ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]store.Event, error)
+	LastEvent(ctx context.Context, sandboxID string) (store.Event, error)
 	AddToolCall(ctx context.Context, c store.ToolCall) (int64, error)
 	ListToolCalls(ctx context.Context, sandboxID string, after int64, limit int) ([]store.ToolCall, error)
 	ListLineage(ctx context.Context, family string) ([]store.LineageEdge, error)

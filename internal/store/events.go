@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,13 +62,34 @@ func insertEvent(ctx context.Context, ex execer, e Event) error {
 // ListEvents returns a sandbox's events after the one with id after (0 =
 // from the start), oldest first, at most limit (0 = all).
 func (s *Store) ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]Event, error) {
-	return listHistory(ctx, s, "sandbox_events", "id, sandbox_id, team, at, kind, from_state, to_state, cause, detail", "events",
-		sandboxID, after, limit, func(rows *sql.Rows) (Event, error) {
-			var e Event
-			var at int64
-			var from, to string
-			err := rows.Scan(&e.ID, &e.SandboxID, &e.Team, &at, &e.Kind, &from, &to, &e.Cause, &e.Detail)
-			e.At, e.From, e.To = fromNanos(at), SandboxState(from), SandboxState(to)
-			return e, err
-		})
+	return listHistory(ctx, s, "sandbox_events", eventCols, "events", sandboxID, after, limit,
+		func(rows *sql.Rows) (Event, error) { return scanEvent(rows) })
+}
+
+const eventCols = "id, sandbox_id, team, at, kind, from_state, to_state, cause, detail"
+
+func scanEvent(sc scanner) (Event, error) {
+	var e Event
+	var at int64
+	var from, to string
+	err := sc.Scan(&e.ID, &e.SandboxID, &e.Team, &at, &e.Kind, &from, &to, &e.Cause, &e.Detail)
+	e.At, e.From, e.To = fromNanos(at), SandboxState(from), SandboxState(to)
+	return e, err
+}
+
+// LastEvent returns a sandbox's newest event; ErrNotFound if it has none.
+// Events outlive the sandbox's record.
+func (s *Store) LastEvent(ctx context.Context, sandboxID string) (Event, error) {
+	if err := ids.Validate("sandbox id", sandboxID); err != nil {
+		return Event{}, err
+	}
+	e, err := scanEvent(s.r.QueryRowContext(ctx, `SELECT `+eventCols+`
+		FROM sandbox_events WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1`, sandboxID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Event{}, fmt.Errorf("events of sandbox %s: %w", sandboxID, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return Event{}, fmt.Errorf("last event of %s: %w", sandboxID, dbErr(err))
+	}
+	return e, nil
 }

@@ -68,3 +68,26 @@ func TestSetSandboxLimits(t *testing.T) {
 		t.Fatalf("unknown: %v", err)
 	}
 }
+
+func TestLastEvent(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	if _, err := s.LastEvent(ctx, "sb1"); !errdefs.IsNotFound(err) {
+		t.Errorf("no events: %v, want ErrNotFound", err)
+	}
+	if _, err := s.LastEvent(ctx, "../x"); !errdefs.IsInvalid(err) {
+		t.Errorf("bad id: %v, want ErrInvalid", err)
+	}
+	for _, kind := range []string{"created", "timed-out", "destroyed"} {
+		if err := s.AddEvent(ctx, Event{SandboxID: "sb1", Team: "t", Kind: kind, From: "running", To: "destroyed", Cause: "timeout"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AddEvent(ctx, Event{SandboxID: "sb2", Team: "t", Kind: "created", Cause: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.LastEvent(ctx, "sb1")
+	if err != nil || e.Kind != "destroyed" || e.To != "destroyed" || e.Cause != "timeout" || e.Team != "t" || e.At.IsZero() {
+		t.Errorf("last event = %+v, %v; want sb1's destroyed", e, err)
+	}
+}

@@ -207,3 +207,31 @@ func TestRunTimeout(t *testing.T) {
 		t.Errorf("/metrics lacks %q:\n%s", want, prom)
 	}
 }
+
+// A command the run timeout cuts short says so: 404 (the sandbox is gone)
+// with the reason, waiting or streaming, not the agent connection's error.
+func TestExecCutByTimeout(t *testing.T) {
+	d := busyboxDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, time.Minute)
+	two := int64(2)
+	for _, streaming := range []bool{false, true} {
+		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &two})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), sb.SandboxID) })
+		req := client.ExecRequest{Cmd: []string{"sleep", "60"}}
+		if streaming {
+			_, err = c.Exec(ctx, sb.SandboxID, req, nil, nil)
+		} else {
+			_, err = c.ExecWait(ctx, sb.SandboxID, req)
+			if code := client.StatusCode(err); code != 404 {
+				t.Errorf("waiting exec cut by the timeout: status %d (%v), want 404", code, err)
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), "was killed while the command ran (its timeout ran out)") {
+			t.Errorf("streaming %v: exec cut by the timeout: %v, want the reason", streaming, err)
+		}
+	}
+}
