@@ -78,6 +78,11 @@ type SnapshotReport struct {
 	TurnScatteredOverLocal float64 `json:"turn_scattered_vs_turn_last_p50_ratio"`
 	// TurnWriteExec is the exec that wrote each turn's files (context).
 	TurnWriteExec Stats `json:"turn_write_exec"`
+	// TurnWithExec is each turn's exec plus its snapshot, back to back:
+	// what the agent waits for. Work moved from the snapshot into the exec
+	// (a write-back begun while the command runs, say) lowers turn but
+	// not this.
+	TurnWithExec Stats `json:"turn_with_exec"`
 	// TurnThinking is a few more module-local turns the way an agent
 	// takes them: thinkTime passes between the turn's answer and the next
 	// exec, and between the exec's answer and the turn (the model reading
@@ -291,7 +296,7 @@ func (s *snapSuite) workspace(ctx context.Context) error {
 // runTurns runs the turns and times each turn snapshot.
 func (s *snapSuite) runTurns(ctx context.Context) error {
 	c := s.h.c
-	var turn, frozen, execs, raw []time.Duration
+	var turn, frozen, execs, both, raw []time.Duration
 	// The raw floor every tenth turn; every turn in a short run, so that it
 	// has samples at all.
 	rawEvery := max(1, min(10, s.opts.Turns/10))
@@ -312,6 +317,7 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 			return fmt.Errorf("turn %d: %w", t, err)
 		}
 		turn = append(turn, time.Since(start))
+		both = append(both, execs[len(execs)-1]+turn[len(turn)-1])
 		frozen = append(frozen, time.Duration(snap.FrozenMs*float64(time.Millisecond)))
 		s.turns = append(s.turns, snap)
 		if t%rawEvery == 0 {
@@ -334,6 +340,7 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	}
 	s.rep.TurnFrozen = Summarise(frozen)
 	s.rep.TurnWriteExec = Summarise(execs)
+	s.rep.TurnWithExec = Summarise(both)
 	s.rep.TurnRaw = Summarise(raw)
 	s.rep.TurnOverRaw = ratio(s.rep.TurnAll, s.rep.TurnRaw)
 	if kr := k / 10; kr > 0 && len(raw) >= 2*kr {
