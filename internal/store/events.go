@@ -62,8 +62,7 @@ func insertEvent(ctx context.Context, ex execer, e Event) error {
 // ListEvents returns a sandbox's events after the one with id after (0 =
 // from the start), oldest first, at most limit (0 = all).
 func (s *Store) ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]Event, error) {
-	return listHistory(ctx, s, "sandbox_events", eventCols, "events", sandboxID, after, limit,
-		func(rows *sql.Rows) (Event, error) { return scanEvent(rows) })
+	return listHistory(ctx, s, "sandbox_events", eventCols, "events", sandboxID, after, limit, scanEvent)
 }
 
 const eventCols = "id, sandbox_id, team, at, kind, from_state, to_state, cause, detail"

@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"fmt"
 
 	"github.com/warrenhq/warren/internal/ids"
 )
@@ -12,7 +10,7 @@ import (
 // (events, tool calls, network events) after the row with id after (0 =
 // from the oldest), oldest first, at most limit (0 = all). cols are
 // selected in order and handed to scan; what names the rows in errors.
-func listHistory[T any](ctx context.Context, s *Store, table, cols, what, sandboxID string, after int64, limit int, scan func(*sql.Rows) (T, error)) ([]T, error) {
+func listHistory[T any](ctx context.Context, s *Store, table, cols, what, sandboxID string, after int64, limit int, scan func(scanner) (T, error)) ([]T, error) {
 	if err := ids.Validate("sandbox id", sandboxID); err != nil {
 		return nil, err
 	}
@@ -22,18 +20,5 @@ func listHistory[T any](ctx context.Context, s *Store, table, cols, what, sandbo
 		q += ` LIMIT ?`
 		args = append(args, limit)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list %s of %s: %w", what, sandboxID, dbErr(err))
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", what, dbErr(err))
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.r, "list "+what+" of "+sandboxID, scan, q, args...)
 }

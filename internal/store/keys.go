@@ -153,23 +153,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, team string) ([]APIKey, error) 
 		args = append(args, team)
 	}
 	q += ` ORDER BY created_at, id`
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list API keys: %w", dbErr(err))
-	}
-	defer rows.Close()
-	var out []APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list API keys: %w", dbErr(err))
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list API keys: %w", dbErr(err))
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list API keys", scanKey, q, args...)
 }
 
 // RevokeAPIKey revokes the key with this id (its record is kept). Revoking a

@@ -79,25 +79,15 @@ func (s *Store) ListLineage(ctx context.Context, family string) ([]LineageEdge, 
 	if err := ids.Validate("family", family); err != nil {
 		return nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT id, family, kind, from_id, to_id, at FROM lineage_edges
-		WHERE family = ? ORDER BY id`, family)
-	if err != nil {
-		return nil, fmt.Errorf("list lineage of family %s: %w", family, dbErr(err))
-	}
-	defer rows.Close()
-	var out []LineageEdge
-	for rows.Next() {
-		var e LineageEdge
-		var kind string
-		var at int64
-		if err := rows.Scan(&e.ID, &e.Family, &kind, &e.From, &e.To, &at); err != nil {
-			return nil, fmt.Errorf("list lineage of family %s: %w", family, dbErr(err))
-		}
-		e.Kind, e.At = EdgeKind(kind), fromNanos(at)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list lineage of family %s: %w", family, dbErr(err))
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list lineage of family "+family, scanEdge,
+		`SELECT id, family, kind, from_id, to_id, at FROM lineage_edges WHERE family = ? ORDER BY id`, family)
+}
+
+func scanEdge(sc scanner) (LineageEdge, error) {
+	var e LineageEdge
+	var kind string
+	var at int64
+	err := sc.Scan(&e.ID, &e.Family, &kind, &e.From, &e.To, &at)
+	e.Kind, e.At = EdgeKind(kind), fromNanos(at)
+	return e, err
 }

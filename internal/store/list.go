@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -16,6 +17,33 @@ type listQuery struct {
 	args              []any
 	after             string // an id or Cursor() to start after
 	limit             int    // 0 = no limit
+}
+
+// querier runs queries: a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryAll runs a query and scans every row it returns with scan; what
+// names the query in errors ("list templates").
+func queryAll[T any](ctx context.Context, db querier, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, dbErr(err))
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, dbErr(err))
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, dbErr(err))
+	}
+	return out, nil
 }
 
 // runList runs q and scans every row with scan.
@@ -40,21 +68,5 @@ func runList[T any](ctx context.Context, s *Store, q listQuery, scan func(scanne
 		sql += ` LIMIT ?`
 		q.args = append(q.args, q.limit)
 	}
-	rows, err := s.r.QueryContext(ctx, sql, q.args...)
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", q.table, dbErr(err))
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", q.table, dbErr(err))
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list %s: %w", q.table, dbErr(err))
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list "+q.table, scan, sql, q.args...)
 }

@@ -122,7 +122,7 @@ func (s *Store) AddNetworkEvents(ctx context.Context, evs []NetworkEvent) error 
 // after (0 = from the oldest kept), oldest first, at most limit (0 = all).
 func (s *Store) ListNetworkEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]NetworkEvent, error) {
 	return listHistory(ctx, s, "network_events", "id, sandbox_id, at, verdict, reason, protocol, destination, port, domain", "network events",
-		sandboxID, after, limit, func(rows *sql.Rows) (NetworkEvent, error) {
+		sandboxID, after, limit, func(rows scanner) (NetworkEvent, error) {
 			var e NetworkEvent
 			var at int64
 			err := rows.Scan(&e.ID, &e.SandboxID, &at, &e.Verdict, &e.Reason, &e.Protocol, &e.Destination, &e.Port, &e.Domain)

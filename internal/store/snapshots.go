@@ -403,7 +403,7 @@ func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, erro
 // no stream, at an id that is not recorded, or after limit links. The caller
 // decides what the end means; an unknown first id gives an empty list.
 func (s *Store) ArchiveParents(ctx context.Context, id string, limit int) ([]Snapshot, error) {
-	rows, err := s.r.QueryContext(ctx, `WITH RECURSIVE chain(n, id) AS (
+	return queryAll(ctx, s.r, "archive chain of "+id, scanSnapshot, `WITH RECURSIVE chain(n, id) AS (
 			SELECT 0, ?
 			UNION ALL
 			SELECT chain.n + 1, s.archive_parent FROM snapshots s JOIN chain ON s.id = chain.id
@@ -411,22 +411,6 @@ func (s *Store) ArchiveParents(ctx context.Context, id string, limit int) ([]Sna
 		)
 		SELECT `+prefixed("s.", snapshotCols)+` FROM chain JOIN snapshots s ON s.id = chain.id ORDER BY chain.n`,
 		id, string(SnapshotArchived), string(SnapshotDeleted), limit)
-	if err != nil {
-		return nil, fmt.Errorf("archive chain of %s: %w", id, dbErr(err))
-	}
-	defer rows.Close()
-	var out []Snapshot
-	for rows.Next() {
-		sn, err := scanSnapshot(rows)
-		if err != nil {
-			return nil, fmt.Errorf("archive chain of %s: %w", id, dbErr(err))
-		}
-		out = append(out, sn)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("archive chain of %s: %w", id, dbErr(err))
-	}
-	return out, nil
 }
 
 // CountSnapshots counts a sandbox's snapshots in any of states (all of them
@@ -525,26 +509,12 @@ func (s *Store) TurnWindow(ctx context.Context, sandboxID string, keep int) (Tur
 	// The ready turns (an index of their own), then the archived turn
 	// right after each, if any.
 	const ready = `sandbox_id = ? AND kind = 'turn' AND state = 'ready'`
-	rows, err := tx.QueryContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE `+ready+`
+	w.Turns, err = queryAll(ctx, tx, "turn window of "+sandboxID, scanSnapshot, `SELECT `+snapshotCols+` FROM snapshots WHERE `+ready+`
 		UNION ALL
 		SELECT `+snapshotCols+` FROM snapshots WHERE `+usable+` AND state = 'archived' AND turn IN (
 			SELECT (SELECT min(n.turn) FROM snapshots n WHERE n.sandbox_id = r.sandbox_id AND n.kind = 'turn'
 				AND n.state != 'deleted' AND n.state IN ('ready', 'archived') AND n.turn > r.turn)
 			FROM snapshots r WHERE r.`+ready+`)
 		ORDER BY turn`, sandboxID, sandboxID, sandboxID)
-	if err != nil {
-		return w, fmt.Errorf("turn window of %s: %w", sandboxID, dbErr(err))
-	}
-	defer rows.Close()
-	for rows.Next() {
-		sn, err := scanSnapshot(rows)
-		if err != nil {
-			return w, fmt.Errorf("turn window of %s: %w", sandboxID, dbErr(err))
-		}
-		w.Turns = append(w.Turns, sn)
-	}
-	if err := rows.Err(); err != nil {
-		return w, fmt.Errorf("turn window of %s: %w", sandboxID, dbErr(err))
-	}
-	return w, nil
+	return w, err
 }

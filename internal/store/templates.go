@@ -62,23 +62,7 @@ func (s *Store) GetTemplate(ctx context.Context, name string) (Template, error) 
 
 // ListTemplates returns every template, by name.
 func (s *Store) ListTemplates(ctx context.Context) ([]Template, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT name, source, created_at, size_bytes, runtime FROM templates ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list templates: %w", dbErr(err))
-	}
-	defer rows.Close()
-	var out []Template
-	for rows.Next() {
-		t, err := scanTemplate(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list templates: %w", dbErr(err))
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list templates: %w", dbErr(err))
-	}
-	return out, nil
+	return queryAll(ctx, s.r, "list templates", scanTemplate, `SELECT name, source, created_at, size_bytes, runtime FROM templates ORDER BY name`)
 }
 
 // DeleteTemplate removes a template's record, or returns ErrNotFound.

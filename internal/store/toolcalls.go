@@ -71,7 +71,7 @@ func (s *Store) AddToolCall(ctx context.Context, c ToolCall) (int64, error) {
 func (s *Store) ListToolCalls(ctx context.Context, sandboxID string, after int64, limit int) ([]ToolCall, error) {
 	return listHistory(ctx, s, "tool_calls", `id, sandbox_id, team, tool_call_id, tool, at, params_digest, params_bytes,
 		result_bytes, duration_ms, is_error, exit_code, turn, snapshot_id`, "tool calls",
-		sandboxID, after, limit, func(rows *sql.Rows) (ToolCall, error) {
+		sandboxID, after, limit, func(rows scanner) (ToolCall, error) {
 			var c ToolCall
 			var at, ms int64
 			var exit sql.NullInt32
