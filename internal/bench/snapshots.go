@@ -248,7 +248,11 @@ func RunSnapshots(ctx context.Context, opts SnapshotOptions) (_ SnapshotReport, 
 	}{
 		{"workspace", s.workspace},
 		{"turns", s.runTurns},
+		// The diff before the turns below: its pairs are the newest turns,
+		// in the pool however few turns it keeps.
 		{"diff", s.runDiff},
+		{"thinking_turns", s.runThinkingTurns},
+		{"scattered_turns", s.runScatteredTurns},
 		{"fork", s.runFork},
 		{"rollback", s.runRollback},
 		{"concurrent", s.runConcurrent},
@@ -346,10 +350,7 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	if kr := k / 10; kr > 0 && len(raw) >= 2*kr {
 		s.rep.TurnRawFlatness = ratio(Summarise(raw[len(raw)-kr:]), Summarise(raw[:kr]))
 	}
-	if err := s.runThinkingTurns(ctx); err != nil {
-		return err
-	}
-	return s.runScatteredTurns(ctx)
+	return nil
 }
 
 // thinkTime is the pause on each side of a thinking turn's exec; a model's
@@ -523,8 +524,9 @@ func (s *snapSuite) runDiff(ctx context.Context) error {
 	c := s.h.c
 	n := len(s.turns)
 	// Consecutive turns still in the pool: an archived pair would time
-	// its restore (rollback_archived measures that).
-	lo := max(1, n-s.inPool())
+	// its restore (rollback_archived measures that). No turn has been
+	// taken since the last of s.turns.
+	lo := max(1, n-s.inPool(0))
 	pairs := min(30, n-lo)
 	diff := func(k int) (client.Diff, error) {
 		return c.Diff(ctx, s.turns[k-1].SnapshotID, s.turns[k].SnapshotID, false)
@@ -547,10 +549,23 @@ func (s *snapSuite) runDiff(ctx context.Context) error {
 	s.rep.Diff = Summarise(took)
 	s.rep.DiffServer = Summarise(server)
 
-	// The baseline compares the last pair measured, tree against tree.
+	// The baseline compares the last pair measured, tree against tree,
+	// or the newest pair whose volumes are in the pool: with few turns
+	// kept there (--archive-after), the measured pairs may be archived.
+	vol := func(k int) string {
+		return s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k].SnapshotID})
+	}
+	inPool := func(k int) bool {
+		_, err := os.Stat(vol(k))
+		return err == nil
+	}
 	k := lo + (pairs-1)*(n-lo)/pairs
-	from := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k-1].SnapshotID})
-	to := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k].SnapshotID})
+	for ; k >= 1 && !(inPool(k-1) && inPool(k)); k-- {
+	}
+	if k < 1 {
+		return fmt.Errorf("full walk: no two consecutive turns are in the pool")
+	}
+	from, to := vol(k-1), vol(k)
 	var walk []time.Duration
 	for i := 0; i < 3; i++ {
 		start := time.Now()
@@ -573,7 +588,7 @@ func (s *snapSuite) runFork(ctx context.Context) error {
 	const forks = 15
 	// Turns still in the pool: a fork of an archived turn restores it
 	// first, which rollback_archived measures.
-	w := min(n, s.inPool())
+	w := min(n, s.inPool(scatteredTurns(s.opts.Turns)+thinkingTurns(s.opts.Turns)))
 	never := int64(0)
 	var took, deleted []time.Duration
 	for i := -1; i < forks; i++ { // i = -1 is an untimed warm-up
@@ -615,7 +630,7 @@ func forkError(res []client.ForkResult) error {
 // followed by a (separately timed) exec.
 func (s *snapSuite) runRollback(ctx context.Context) error {
 	n := len(s.turns)
-	w := min(n, s.inPool())
+	w := min(n, s.inPool(scatteredTurns(s.opts.Turns)+thinkingTurns(s.opts.Turns)))
 	var recent, archived []int
 	for i := range 15 {
 		recent = append(recent, n-2-i%max(1, w-1))
@@ -664,15 +679,14 @@ func (s *snapSuite) rollbacks(ctx context.Context, turns []int) (rollback, exec 
 	return Summarise(took), Summarise(execs), nil
 }
 
-// inPool is how many of the newest turns in s.turns are still in the pool:
-// the daemon keeps its newest ArchiveAfter turns there (all of them when it
-// does not archive), and the thinking and scattered turns are the newest
-// of all.
-func (s *snapSuite) inPool() int {
+// inPool is how many of the newest turns in s.turns are still in the pool
+// once since more turns have been taken after them: the daemon keeps its
+// newest ArchiveAfter turns there (all of them when it does not archive).
+func (s *snapSuite) inPool(since int) int {
 	if s.h.cfg.ArchiveAfter <= 0 {
 		return len(s.turns)
 	}
-	return max(2, s.h.cfg.ArchiveAfter-scatteredTurns(s.opts.Turns)-thinkingTurns(s.opts.Turns))
+	return max(2, s.h.cfg.ArchiveAfter-since)
 }
 
 // rollbackTarget is the index of the turn the i-th rollback goes to:
