@@ -549,23 +549,10 @@ func (s *snapSuite) runDiff(ctx context.Context) error {
 	s.rep.Diff = Summarise(took)
 	s.rep.DiffServer = Summarise(server)
 
-	// The baseline compares the last pair measured, tree against tree,
-	// or the newest pair whose volumes are in the pool: with few turns
-	// kept there (--archive-after), the measured pairs may be archived.
-	vol := func(k int) string {
-		return s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k].SnapshotID})
-	}
-	inPool := func(k int) bool {
-		_, err := os.Stat(vol(k))
-		return err == nil
-	}
+	// The baseline compares the last pair measured, tree against tree.
 	k := lo + (pairs-1)*(n-lo)/pairs
-	for ; k >= 1 && !(inPool(k-1) && inPool(k)); k-- {
-	}
-	if k < 1 {
-		return fmt.Errorf("full walk: no two consecutive turns are in the pool")
-	}
-	from, to := vol(k-1), vol(k)
+	from := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k-1].SnapshotID})
+	to := s.h.d.Storage.Path(storage.Key{Kind: storage.KindSnapshot, Name: s.turns[k].SnapshotID})
 	var walk []time.Duration
 	for i := 0; i < 3; i++ {
 		start := time.Now()
@@ -588,7 +575,7 @@ func (s *snapSuite) runFork(ctx context.Context) error {
 	const forks = 15
 	// Turns still in the pool: a fork of an archived turn restores it
 	// first, which rollback_archived measures.
-	w := min(n, s.inPool(scatteredTurns(s.opts.Turns)+thinkingTurns(s.opts.Turns)))
+	w := min(n, s.inPool(s.laterTurns()))
 	never := int64(0)
 	var took, deleted []time.Duration
 	for i := -1; i < forks; i++ { // i = -1 is an untimed warm-up
@@ -630,7 +617,7 @@ func forkError(res []client.ForkResult) error {
 // followed by a (separately timed) exec.
 func (s *snapSuite) runRollback(ctx context.Context) error {
 	n := len(s.turns)
-	w := min(n, s.inPool(scatteredTurns(s.opts.Turns)+thinkingTurns(s.opts.Turns)))
+	w := min(n, s.inPool(s.laterTurns()))
 	var recent, archived []int
 	for i := range 15 {
 		recent = append(recent, n-2-i%max(1, w-1))
@@ -687,6 +674,12 @@ func (s *snapSuite) inPool(since int) int {
 		return len(s.turns)
 	}
 	return max(2, s.h.cfg.ArchiveAfter-since)
+}
+
+// laterTurns is how many turns the thinking and scattered phases take
+// after the last of s.turns.
+func (s *snapSuite) laterTurns() int {
+	return scatteredTurns(s.opts.Turns) + thinkingTurns(s.opts.Turns)
 }
 
 // rollbackTarget is the index of the turn the i-th rollback goes to:

@@ -491,20 +491,22 @@ func (s *Store) TurnWindow(ctx context.Context, sandboxID string, keep int) (Tur
 	// "state != 'deleted'" lets SQLite use the partial index on
 	// (sandbox_id, turn) that holds a sandbox's live turns.
 	const usable = `sandbox_id = ? AND kind = 'turn' AND state != 'deleted' AND state IN ('ready', 'archived')`
-	var created int64
-	err = tx.QueryRowContext(ctx, `SELECT created_at FROM snapshots WHERE `+usable+` ORDER BY turn DESC LIMIT 1`, sandboxID).Scan(&created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return w, nil
+	// The newest keep+1 usable turns: the first is the newest, the last (if
+	// there are that many) the newest old one.
+	type head struct {
+		turn    int
+		created int64
 	}
-	if err != nil {
-		return w, fmt.Errorf("newest turn of %s: %w", sandboxID, dbErr(err))
+	heads, err := queryAll(ctx, tx, "newest turns of "+sandboxID, func(sc scanner) (head, error) {
+		var h head
+		return h, sc.Scan(&h.turn, &h.created)
+	}, `SELECT turn, created_at FROM snapshots WHERE `+usable+` ORDER BY turn DESC LIMIT ?`, sandboxID, max(keep, 0)+1)
+	if err != nil || len(heads) == 0 {
+		return w, err
 	}
-	w.Newest = fromNanos(created)
-	if keep >= 0 {
-		err = tx.QueryRowContext(ctx, `SELECT turn FROM snapshots WHERE `+usable+` ORDER BY turn DESC LIMIT 1 OFFSET ?`, sandboxID, keep).Scan(&w.OldThrough)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return w, fmt.Errorf("old turns of %s: %w", sandboxID, dbErr(err))
-		}
+	w.Newest = fromNanos(heads[0].created)
+	if keep >= 0 && len(heads) == keep+1 {
+		w.OldThrough = heads[keep].turn
 	}
 	// The ready turns (an index of their own), then the archived turn
 	// right after each, if any.
