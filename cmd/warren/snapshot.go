@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -61,14 +62,21 @@ func snapshotListCmd(a *app) *cobra.Command {
 		all  bool
 	)
 	cmd := &cobra.Command{
-		Use:     "ls",
+		Use:     "ls [SANDBOX]",
 		Aliases: []string{"list"},
-		Short:   "List snapshots",
-		Args:    args(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Short:   "List snapshots (of one sandbox: SANDBOX or --sandbox)",
+		Args:    args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, argv []string) error {
+			if len(argv) == 1 {
+				if opts.SandboxID != "" && opts.SandboxID != argv[0] {
+					return fmt.Errorf("two sandboxes given (%s and --sandbox %s): give one", argv[0], opts.SandboxID)
+				}
+				opts.SandboxID = argv[0]
+			}
 			// Explicit states rather than the server's default, so that the
-			// listing means the same whatever the server assumes.
-			opts.States = []string{"ready"}
+			// listing means the same whatever the server assumes. Archived
+			// turns are usable (restored when used), so they are listed.
+			opts.States = []string{"ready", "archived"}
 			if all {
 				opts.States = append(opts.States, "deleted")
 			}
@@ -85,14 +93,17 @@ func snapshotListCmd(a *app) *cobra.Command {
 			}
 			tw := newTable(a.out)
 			head := []string{"ID", "NAME", "KIND", "TURN", "SANDBOX", "SIZE", "CREATED"}
-			if all {
+			// The state is worth a column once some snapshot is not plain
+			// ready (archived, or a tombstone with --all).
+			states := all || slices.ContainsFunc(snaps, func(s client.Snapshot) bool { return s.State != "ready" })
+			if states {
 				head = append(head, "STATE")
 			}
 			row(tw, head...)
 			for _, s := range snaps {
 				cols := []string{s.SnapshotID, orDash(s.Name), s.Kind, fmtTurn(s.Turn), s.SandboxID,
 					fmtSize(s.ExclusiveBytes), fmtTime(s.CreatedAt)}
-				if all {
+				if states {
 					cols = append(cols, s.State)
 				}
 				row(tw, cols...)

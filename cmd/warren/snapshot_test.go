@@ -259,8 +259,26 @@ func TestCLISnapshots(t *testing.T) {
 		!strings.Contains(lines[2], "1.5KiB") {
 		t.Fatalf("ls rows:\n%s", r.stdout)
 	}
-	if f.lastQuery != "nextToken=2&sandboxID=sb1&state=ready" {
+	if f.lastQuery != "nextToken=2&sandboxID=sb1&state=ready&state=archived" {
 		t.Fatalf("ls query %q", f.lastQuery)
+	}
+	// An archived turn is usable: listed, with its state, and the sandbox
+	// may be given as the argument.
+	f.mu.Lock()
+	f.snaps["sn2"] = func() client.Snapshot { s := f.snaps["sn2"]; s.State = "archived"; return s }()
+	f.mu.Unlock()
+	r = cli(t, env, "", "snapshot", "ls", "sb1").must(t, 0)
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[0], "STATE") || !strings.HasPrefix(lines[2], "sn2") ||
+		!strings.HasSuffix(lines[2], "archived") || !strings.HasSuffix(lines[1], "ready") {
+		t.Fatalf("ls with an archived turn printed:\n%s", r.stdout)
+	}
+	if !strings.Contains(f.lastQuery, "sandboxID=sb1") {
+		t.Fatalf("ls SANDBOX query %q", f.lastQuery)
+	}
+	r = cli(t, env, "", "snapshot", "ls", "sb1", "--sandbox", "sb2").must(t, 1)
+	if !strings.Contains(r.stderr, "two sandboxes given") {
+		t.Fatalf("ls with two sandboxes: %q", r.stderr)
 	}
 	r = cli(t, env, "", "snapshot", "ls", "--all").must(t, 0)
 	if !strings.Contains(r.stdout, "STATE") || !strings.Contains(r.stdout, "deleted") || len(strings.Split(strings.TrimSpace(r.stdout), "\n")) != 6 {
