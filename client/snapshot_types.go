@@ -47,6 +47,9 @@ type RollbackRequest struct {
 	SnapshotID string `json:"snapshotID"`
 	// Force rolls back even while commands are running (they are killed).
 	Force bool `json:"force,omitempty"`
+	// FilesOnly takes only the files of a snapshot taken with memory: the
+	// processes restart instead of being restored.
+	FilesOnly bool `json:"filesOnly,omitempty"`
 }
 
 // RollbackResult answers a rollback (and a promote).

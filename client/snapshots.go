@@ -34,7 +34,8 @@ type SnapshotListOptions struct {
 	// Name keeps the snapshots with this name.
 	Name string
 	// States keeps the snapshots in one of these states ("ready",
-	// "deleted"); none means the server's default (ready ones).
+	// "archived", "deleted"); none means the server's default (the
+	// usable ones: ready and archived).
 	States []string
 	// Limit is the page size (0 = the server's default).
 	Limit int

@@ -58,6 +58,9 @@ type NewSandbox struct {
 	// kernel: stronger isolation). Empty: the server's default; a fork
 	// keeps its parent's. GET /health lists the runtimes available.
 	Runtime string `json:"runtime,omitempty"`
+	// FilesOnly starts a sandbox made from a snapshot taken with memory
+	// from the snapshot's files alone: fresh processes, on any runtime.
+	FilesOnly bool `json:"filesOnly,omitempty"`
 }
 
 // Network is E2B's network settings of a sandbox.

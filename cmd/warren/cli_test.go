@@ -265,7 +265,7 @@ func TestCLISandboxes(t *testing.T) {
 	}
 
 	r = cli(t, env, "", "sandbox", "rm", "sb1", "nope", "sb2").must(t, 1)
-	if r.stdout != "sb1\nsb2\n" || !strings.Contains(r.stderr, "error: sandbox nope: sandbox nope not found") {
+	if r.stdout != "sb1\nsb2\n" || r.stderr != "error: sandbox nope not found\n" {
 		t.Fatalf("rm: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 	r = cli(t, env, "", "sandbox", "get", "sb1").must(t, 1)

@@ -73,9 +73,10 @@ func keyListCmd(a *app) *cobra.Command {
 
 func keyRevokeCmd(a *app) *cobra.Command {
 	return &cobra.Command{
-		Use:   "revoke ID...",
-		Short: "Revoke API keys",
-		Args:  args(cobra.MinimumNArgs(1)),
+		Use:     "revoke ID...",
+		Aliases: []string{"rm", "delete"},
+		Short:   "Revoke API keys",
+		Args:    args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
 			return eachID(a, ids, "key", func(id string) error { return c.RevokeAPIKey(cmd.Context(), id) })

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/storage/treediff"
 )
 
 func lineageCmd(a *app) *cobra.Command {
@@ -267,6 +268,7 @@ func diffLine(e client.DiffEntry) string {
 	if e.Type == "dir" && !strings.HasSuffix(path, "/") {
 		path += "/"
 	}
+	path = treediff.DisplayPath(path)
 	var details []string
 	if e.Type != "" && e.Type != "file" && e.Type != "dir" {
 		details = append(details, e.Type)

@@ -32,6 +32,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		autoRes   bool
 		public    bool
 		toolSnaps bool
+		filesOnly bool
 		cpus      float64
 		pids      int64
 		meta, env []string
@@ -78,6 +79,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 			egress.apply(&in)
 			in.SnapshotEveryToolCall = toolSnaps
 			in.Runtime = rtName
+			in.FilesOnly = filesOnly
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
 			if err != nil {
 				return err
@@ -103,6 +105,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
 	f.StringVar(&rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
+	f.BoolVar(&filesOnly, "files-only", false, "from a snapshot taken with memory (--template SNAP), take only its files: processes start afresh, on any runtime")
 	egress.register(cmd, false)
 	return cmd
 }
@@ -242,10 +245,11 @@ func eachID(a *app, ids []string, what string, fn func(id string) error) error {
 	for _, id := range ids {
 		if err := fn(id); err != nil {
 			failed++
-			if len(ids) == 1 {
-				fmt.Fprintf(a.errOut, "error: %s\n", a.describe(err))
+			// Name the id unless the server's message does already.
+			if msg := a.describe(err); len(ids) == 1 || strings.Contains(msg, id) {
+				fmt.Fprintf(a.errOut, "error: %s\n", msg)
 			} else {
-				fmt.Fprintf(a.errOut, "error: %s %s: %s\n", what, id, a.describe(err))
+				fmt.Fprintf(a.errOut, "error: %s %s: %s\n", what, id, msg)
 			}
 			continue
 		}

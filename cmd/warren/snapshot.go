@@ -194,18 +194,19 @@ the same after a command.`,
 }
 
 func rollbackCmd(a *app) *cobra.Command {
-	var force bool
+	var force, filesOnly bool
 	cmd := &cobra.Command{
 		Use:   "rollback ID SNAP",
 		Short: "Replace a sandbox's files with a snapshot of it",
 		Long: `Replace a sandbox's live tree with one of its snapshots. Changes made since are
-lost unless snapshotted first. In the native runtime the sandbox's processes are
-restarted. A sandbox that is running commands is refused unless --force, which
-kills them.`,
+lost unless snapshotted first. The sandbox's processes are restarted, or, from a
+snapshot taken with memory (gvisor), restored as they were; --files-only takes
+only such a snapshot's files. A sandbox that is running commands is refused
+unless --force, which kills them.`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			id, snap := argv[0], argv[1]
-			res, err := a.client().Rollback(cmd.Context(), id, client.RollbackRequest{SnapshotID: snap, Force: force})
+			res, err := a.client().Rollback(cmd.Context(), id, client.RollbackRequest{SnapshotID: snap, Force: force, FilesOnly: filesOnly})
 			if err != nil {
 				return err
 			}
@@ -218,12 +219,15 @@ kills them.`,
 			msg := fmt.Sprintf("rolled back %s to %s", id, snap)
 			if res.ProcessesRestarted {
 				msg += " (processes restarted)"
+			} else if res.ProcessesRestored {
+				msg += " (processes restored from its memory)"
 			}
 			fmt.Fprintln(a.out, msg)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "roll back even while commands run (they are killed)")
+	cmd.Flags().BoolVar(&filesOnly, "files-only", false, "from a snapshot taken with memory, take only its files: processes start afresh")
 	return cmd
 }
 

@@ -294,7 +294,7 @@ func TestCLISnapshots(t *testing.T) {
 		t.Fatalf("get printed:\n%s", r.stdout)
 	}
 	r = cli(t, env, "", "snapshot", "rm", "sn1", "nope").must(t, 1)
-	if r.stdout != "sn1\n" || !strings.Contains(r.stderr, "error: snapshot nope: snapshot nope not found") {
+	if r.stdout != "sn1\n" || r.stderr != "error: snapshot nope not found\n" {
 		t.Fatalf("rm: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 }
@@ -395,6 +395,9 @@ func TestDiffLine(t *testing.T) {
 		{client.DiffEntry{Path: "/d", Change: "modified", Type: "dir", Mode: 0o700, OldMode: 0o755}, "M  /d/ (mode 0755 → 0700)"},
 		{client.DiffEntry{Path: "/x", Change: "removed", Type: "file", OldSize: 9}, "D  /x"},
 		{client.DiffEntry{Path: "/x", Change: "renamed"}, "?  /x"},
+		// A name that would forge a line, or reach the terminal, is quoted.
+		{client.DiffEntry{Path: "/w/a\nD  /etc/passwd", Change: "added", Type: "file", Size: 1}, `A  "/w/a\nD  /etc/passwd" (1B)`},
+		{client.DiffEntry{Path: "/w/\x1b]0;x\a", Change: "removed", Type: "file"}, `D  "/w/\x1b]0;x\a"`},
 	}
 	for _, tt := range tests {
 		if got := diffLine(tt.e); got != tt.want {

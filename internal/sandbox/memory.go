@@ -50,6 +50,32 @@ func (h *Host) memoryRuntime() (memoryRuntime, error) {
 	return nil, fmt.Errorf("the %s runtime cannot save memory; memory snapshots need the gvisor runtime (filesystem snapshots work on every runtime): %w", h.Runtime.Name(), errdefs.ErrUnsupported)
 }
 
+// CanSaveMemory says whether the memory of a sandbox on the runtime named
+// name ("" = the host's default) can be saved and restored here (nil), or
+// why not (ErrUnsupported). Callers ask before they record anything, so
+// that a refused request leaves nothing behind.
+func (h *Host) CanSaveMemory(name string) error {
+	if _, err := h.memoryRuntime(); err != nil {
+		return err
+	}
+	if name == "" {
+		name = h.Runtime.Name()
+	}
+	caps, ok := h.Runtime.Capabilities(), name == h.Runtime.Name()
+	if set, isSet := h.Runtime.(interface {
+		CapabilitiesOf(string) (runtime.Capabilities, bool)
+	}); isSet {
+		caps, ok = set.CapabilitiesOf(name)
+	}
+	if !ok {
+		return fmt.Errorf("no runtime named %q here: %w", name, errdefs.ErrUnsupported)
+	}
+	if !caps.MemorySnapshot {
+		return fmt.Errorf("the %s runtime cannot save memory; memory snapshots need the gvisor runtime (filesystem snapshots work on every runtime): %w", name, errdefs.ErrUnsupported)
+	}
+	return nil
+}
+
 // single adapts a lone runtime.Checkpointer to memoryRuntime.
 type single struct{ runtime.Checkpointer }
 

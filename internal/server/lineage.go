@@ -31,7 +31,7 @@ func (s *Server) contentDiff(res session.DiffResult, c storage.Change, budget *i
 	if !ok {
 		return ""
 	}
-	d := treediff.UnifiedDiff(a, b, "a"+c.Path, "b"+c.Path, 3)
+	d := treediff.UnifiedDiff(a, b, treediff.DisplayPath("a"+c.Path), treediff.DisplayPath("b"+c.Path), 3)
 	if len(d) > *budget {
 		return ""
 	}

@@ -41,7 +41,8 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		ToolSnapshots: body.SnapshotEveryToolCall,
 
-		Runtime: body.Runtime,
+		Runtime:   body.Runtime,
+		FilesOnly: body.FilesOnly,
 
 		Network: createPolicy(body),
 	}

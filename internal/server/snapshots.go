@@ -132,13 +132,14 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	rec, err := s.deps.Sessions.Rollback(r.Context(), teamOf(r), r.PathValue("id"), body.SnapshotID, body.Force)
+	rec, err := s.deps.Sessions.Rollback(r.Context(), teamOf(r), r.PathValue("id"), body.SnapshotID,
+		session.RollbackOptions{Force: body.Force, FilesOnly: body.FilesOnly})
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	out := client.RollbackResult{Sandbox: s.detailOf(rec), SnapshotID: body.SnapshotID, ProcessesRestarted: true}
-	if snap, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), body.SnapshotID); err == nil && snap.MemoryBytes > 0 {
+	if snap, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), body.SnapshotID); err == nil && snap.MemoryBytes > 0 && !body.FilesOnly {
 		out.ProcessesRestarted, out.ProcessesRestored = false, true
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -154,10 +155,23 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
-	var body client.ForkRequest
-	if err := decodeJSON(w, r, &body); err != nil {
+	var in struct {
+		client.ForkRequest
+		// Count shadows the embedded one, to tell an absent count (one
+		// fork) from an explicit 0 (refused).
+		Count *int `json:"count"`
+	}
+	if err := decodeJSON(w, r, &in); err != nil {
 		writeError(w, r, err)
 		return
+	}
+	body := in.ForkRequest
+	if in.Count != nil {
+		if *in.Count <= 0 {
+			writeError(w, r, fmt.Errorf("count %d: want at least 1 fork (omit count for one): %w", *in.Count, errdefs.ErrInvalid))
+			return
+		}
+		body.Count = *in.Count
 	}
 	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata, Memory: body.Memory, FilesOnly: body.FilesOnly}
 	timeout, err := s.runTimeout(body.Timeout)

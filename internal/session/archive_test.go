@@ -266,13 +266,13 @@ func TestArchiveRestoreOnDemand(t *testing.T) {
 	if state(4) != SnapDeleted || !h.HasArchive(s4.ArchivePath) {
 		t.Errorf("deleted link turn 4: %s, stream kept %t", state(4), h.HasArchive(s4.ArchivePath))
 	}
-	if _, err := m.Rollback(ctx, "a", sb.ID, turn[4], false); !errdefs.IsNotFound(err) {
+	if _, err := m.Rollback(ctx, "a", sb.ID, turn[4], RollbackOptions{}); !errdefs.IsNotFound(err) {
 		t.Errorf("rollback to deleted turn 4: %v, want ErrNotFound", err)
 	}
 
 	// Rollback restores on demand, through the deleted link: 4's and 5's
 	// streams over the forked turn 3.
-	if _, err := m.Rollback(ctx, "a", sb.ID, turn[5], false); err != nil {
+	if _, err := m.Rollback(ctx, "a", sb.ID, turn[5], RollbackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if state(5) != SnapReady || !slices.Contains(h.restored, turn[5]) || h.chains[len(h.chains)-1] != 2 {

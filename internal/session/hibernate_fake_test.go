@@ -68,6 +68,15 @@ func (h *fakeHost) SnapshotMemory(ctx context.Context, id, snapID, group string,
 	return res, 8192, nil
 }
 
+func (h *fakeHost) CanSaveMemory(string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.memory {
+		return fmt.Errorf("cannot save memory: %w", errdefs.ErrUnsupported)
+	}
+	return nil
+}
+
 func (h *fakeHost) MemoryImage(snapID string) (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

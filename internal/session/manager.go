@@ -46,6 +46,7 @@ type Host interface {
 	WaitSettled()
 	SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (sandbox.SnapshotResult, int64, error)
 	MemoryImage(snapID string) (runtimeName string, ok bool)
+	CanSaveMemory(runtimeName string) error
 	DeleteSnapshot(ctx context.Context, snapID string) error
 	Rollback(ctx context.Context, spec sandbox.Spec, snapID string, conn *agentconn.Conn) error
 	Diff(ctx context.Context, from, to string, toLive bool) ([]storage.Change, error)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/sandbox"
@@ -63,6 +64,9 @@ func (m *Manager) Snapshot(ctx context.Context, team, id string, req SnapshotReq
 	if req.Name != "" {
 		if err := ids.ValidateName("snapshot name", req.Name); err != nil {
 			return SnapshotResult{}, err
+		}
+		if store.IsTurnName(req.Name) {
+			return SnapshotResult{}, fmt.Errorf("snapshot name %q: names of the form turn-N are kept for turn snapshots (POST /sandboxes/{id}/turns takes one); pick another: %w", req.Name, errdefs.ErrInvalid)
 		}
 	}
 	if err := validateMap("labels", req.Labels); err != nil {
@@ -134,6 +138,24 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		// An unnamed snapshot asked for by a user: nothing to keep unique.
 		snap.Kind = KindImplicit
 	}
+	var agent *agentconn.Conn
+	if req.Memory {
+		// Refused before anything is recorded: a refused request leaves no
+		// tombstone.
+		if err := m.host.CanSaveMemory(rec.Runtime); err != nil {
+			if errdefs.IsUnsupported(err) {
+				return SnapshotResult{}, fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
+			}
+			return SnapshotResult{}, err
+		}
+		m.mu.Lock()
+		sb := m.live[rec.ID]
+		m.mu.Unlock()
+		if sb == nil {
+			return SnapshotResult{}, fmt.Errorf("sandbox %s is not attached to this daemon: %w", rec.ID, errdefs.ErrUnavailable)
+		}
+		agent = sb.Agent
+	}
 	began := time.Now()
 	if err := m.store.CreateSnapshot(ctx, snap); err != nil {
 		if errdefs.IsAlreadyExists(err) && req.Name != "" {
@@ -145,14 +167,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 	var res sandbox.SnapshotResult
 	var err error
 	if req.Memory {
-		m.mu.Lock()
-		sb := m.live[rec.ID]
-		m.mu.Unlock()
-		if sb == nil {
-			err = fmt.Errorf("sandbox %s is not attached to this daemon: %w", rec.ID, errdefs.ErrUnavailable)
-		} else {
-			res, snap.MemoryBytes, err = m.host.SnapshotMemory(ctx, rec.ID, snap.ID, rec.ID, false, sb.Agent)
-		}
+		res, snap.MemoryBytes, err = m.host.SnapshotMemory(ctx, rec.ID, snap.ID, rec.ID, false, agent)
 		if errdefs.IsUnsupported(err) {
 			err = fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
 		}
@@ -253,20 +268,29 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, team, snapID string) error
 	return m.dropSnapshot(ctx, snap.ID)
 }
 
+// RollbackOptions qualify a rollback.
+type RollbackOptions struct {
+	// Force rolls back while commands run (they are killed).
+	Force bool
+	// FilesOnly takes only the files of a snapshot taken with memory: the
+	// processes restart instead of being restored.
+	FilesOnly bool
+}
+
 // Rollback makes a sandbox's filesystem that of one of its family's
-// snapshots and restarts its processes. It refuses while a command runs
-// unless force.
-func (m *Manager) Rollback(ctx context.Context, team, id, snapID string, force bool) (store.Sandbox, error) {
+// snapshots and restarts its processes (or, from a snapshot with memory,
+// restores them). It refuses while a command runs unless opts.Force.
+func (m *Manager) Rollback(ctx context.Context, team, id, snapID string, opts RollbackOptions) (store.Sandbox, error) {
 	unlock := m.lockSandbox(id)
 	defer unlock()
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
-	return m.rollbackLocked(ctx, rec, snapID, force)
+	return m.rollbackLocked(ctx, rec, snapID, opts)
 }
 
-func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID string, force bool) (store.Sandbox, error) {
+func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID string, opts RollbackOptions) (store.Sandbox, error) {
 	if snapID == "" {
 		return store.Sandbox{}, fmt.Errorf("snapshotID is missing: %w", errdefs.ErrInvalid)
 	}
@@ -280,8 +304,16 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	if rec.State != StateRunning {
 		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be rolled back: %w", rec.ID, rec.State, errdefs.ErrConflict)
 	}
-	if n := m.inflight(rec.ID); n > 0 && !force {
-		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them or pass force to kill them: %w", rec.ID, n, errdefs.ErrConflict)
+	withMemory := snap.MemoryBytes > 0 && !opts.FilesOnly
+	if withMemory {
+		// Checked before the sandbox is touched: a restore that cannot
+		// work would otherwise fail after its processes were stopped.
+		if err := m.canRestoreMemory(rec, snap); err != nil {
+			return store.Sandbox{}, err
+		}
+	}
+	if n := m.inflight(rec.ID); n > 0 && !opts.Force {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them, or roll back with force (warren rollback --force) to kill them: %w", rec.ID, n, errdefs.ErrConflict)
 	}
 	m.mu.Lock()
 	sb := m.live[rec.ID]
@@ -296,10 +328,10 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	}
 	spec := specOf(rec)
 	restarted := "processes restarted"
-	if snap.MemoryBytes > 0 {
+	if withMemory {
 		if _, ok := m.host.MemoryImage(snapID); !ok {
 			release()
-			return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing: %w", snapID, errdefs.ErrNotFound)
+			return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing; roll back its files only (filesOnly): %w", snapID, errdefs.ErrNotFound)
 		}
 		spec.MemoryFrom = snapID
 		restarted = "processes restored from the snapshot's memory"
@@ -320,6 +352,23 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	m.edge(ctx, rec.Family, EdgeRolledBackTo, rec.ID, snapID)
 	m.event(ctx, rec, "rolled-back", rec.State, rec.State, CauseAPI, "to snapshot "+snapID+"; "+restarted)
 	return m.store.GetSandbox(ctx, rec.ID)
+}
+
+// canRestoreMemory says whether rec's processes can be restored from
+// snap's memory image: the image must be there, saved by the runtime rec
+// runs on, and that runtime able to restore it here.
+func (m *Manager) canRestoreMemory(rec store.Sandbox, snap store.Snapshot) error {
+	rt, ok := m.host.MemoryImage(snap.ID)
+	if !ok {
+		return fmt.Errorf("snapshot %s's memory image is missing; roll back its files only (filesOnly): %w", snap.ID, errdefs.ErrNotFound)
+	}
+	if rt != "" && rec.Runtime != "" && rt != rec.Runtime {
+		return fmt.Errorf("snapshot %s holds memory saved by the %s runtime and sandbox %s runs on %s, which cannot restore it; roll back its files only (filesOnly), or fork the snapshot: %w", snap.ID, rt, rec.ID, rec.Runtime, errdefs.ErrInvalid)
+	}
+	if err := m.host.CanSaveMemory(rec.Runtime); err != nil {
+		return fmt.Errorf("sandbox %s cannot have its processes restored (%v); roll back the snapshot's files only (filesOnly): %w", rec.ID, err, errdefs.ErrInvalid)
+	}
+	return nil
 }
 
 // specOf rebuilds what the host needs to (re)start a sandbox from its
@@ -400,6 +449,9 @@ func (m *Manager) Fork(ctx context.Context, team, id string, req ForkRequest) (s
 		if snap.Family != rec.Family {
 			return "", nil, fmt.Errorf("snapshot %s is not of sandbox %s's family: %w", snapID, id, errdefs.ErrInvalid)
 		}
+		if req.Memory && snap.MemoryBytes == 0 {
+			return "", nil, fmt.Errorf("snapshot %s was taken without memory, so its forks cannot carry on with its processes; drop memory (a fork from its files), or fork the live state with memory: %w", snapID, errdefs.ErrInvalid)
+		}
 	}
 	results := make([]ForkResult, req.Count)
 	sem := make(chan struct{}, maxForkParallelism)
@@ -445,6 +497,13 @@ func (m *Manager) Promote(ctx context.Context, team, forkID string) (store.Sandb
 	if err != nil {
 		return store.Sandbox{}, "", "", fmt.Errorf("the fork's parent %s: %w", fork.ParentSandbox, err)
 	}
+	// Checked before the fork's snapshot, which a refused promote would
+	// otherwise leave behind (the parent is checked again under its lock).
+	for _, sb := range []store.Sandbox{fork, parent} {
+		if sb.State != StateRunning {
+			return store.Sandbox{}, "", "", fmt.Errorf("sandbox %s is %s; a promote needs the fork and its parent running: %w", sb.ID, sb.State, errdefs.ErrConflict)
+		}
+	}
 	unlockFork := m.lockSandbox(fork.ID)
 	fromFork, err := m.snapshotLocked(ctx, fork, SnapshotRequest{Kind: KindImplicit, Labels: map[string]string{"warren.promote": "fork-state"}})
 	unlockFork()
@@ -465,7 +524,7 @@ func (m *Manager) Promote(ctx context.Context, team, forkID string) (store.Sandb
 	if err != nil {
 		return store.Sandbox{}, "", "", err
 	}
-	out, err := m.rollbackLocked(ctx, parent, fromFork.ID, true)
+	out, err := m.rollbackLocked(ctx, parent, fromFork.ID, RollbackOptions{Force: true})
 	if err != nil {
 		return store.Sandbox{}, "", "", err
 	}

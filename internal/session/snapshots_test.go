@@ -53,11 +53,11 @@ func TestSnapshotsTurnsRollbackFork(t *testing.T) {
 
 	// Rollback: within the family only; refused while a command runs.
 	done := m.BeginCommand(sb.ID)
-	if _, err := m.Rollback(ctx, "a", sb.ID, named.ID, false); !errdefs.IsConflict(err) {
+	if _, err := m.Rollback(ctx, "a", sb.ID, named.ID, RollbackOptions{}); !errdefs.IsConflict(err) {
 		t.Fatalf("rollback during a command: %v", err)
 	}
 	done()
-	if _, err := m.Rollback(ctx, "a", sb.ID, named.ID, false); err != nil {
+	if _, err := m.Rollback(ctx, "a", sb.ID, named.ID, RollbackOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ = st.GetSandbox(ctx, sb.ID)
@@ -69,7 +69,7 @@ func TestSnapshotsTurnsRollbackFork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Rollback(ctx, "a", sb.ID, otherSnap.ID, true); !errdefs.IsInvalid(err) {
+	if _, err := m.Rollback(ctx, "a", sb.ID, otherSnap.ID, RollbackOptions{Force: true}); !errdefs.IsInvalid(err) {
 		t.Fatalf("rollback to another family's snapshot: %v", err)
 	}
 

@@ -110,6 +110,9 @@ type SnapshotFilter struct {
 // turnName is the form of a turn snapshot's name, reserved for them.
 var turnName = regexp.MustCompile(`^turn-[0-9]+$`)
 
+// IsTurnName says whether name has the form reserved for turn snapshots.
+func IsTurnName(name string) bool { return turnName.MatchString(name) }
+
 // TurnName is the name of the snapshot taken at the end of turn n.
 func TurnName(n int) string { return "turn-" + strconv.Itoa(n) }
 
@@ -200,7 +203,7 @@ func validateSnapshot(sn Snapshot) error {
 		if sn.Turn != 0 {
 			return wrap(fmt.Errorf("only turn snapshots have a turn number: %w", errdefs.ErrInvalid))
 		}
-		if turnName.MatchString(sn.Name) {
+		if IsTurnName(sn.Name) {
 			return wrap(fmt.Errorf("names of the form turn-N are kept for turn snapshots; pick another name than %q: %w",
 				sn.Name, errdefs.ErrInvalid))
 		}

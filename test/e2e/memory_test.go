@@ -118,6 +118,33 @@ func TestGVisorMemorySnapshots(t *testing.T) {
 		t.Errorf("the parent sees a fork's file: %+v, %v", res, err)
 	}
 
+	// A native sandbox of the same family cannot restore gvisor's memory:
+	// a rollback to the snapshot is refused before anything is touched,
+	// and with filesOnly it takes the files and restarts the processes.
+	native, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: snap.SnapshotID, Runtime: "native", FilesOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ExecWait(ctx, native.SandboxID, sh("echo later > /workspace/native")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Rollback(ctx, native.SandboxID, client.RollbackRequest{SnapshotID: snap.SnapshotID})
+	if client.StatusCode(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "filesOnly") {
+		t.Errorf("rollback of a native sandbox to a gvisor memory snapshot: %v, want 400 naming filesOnly", err)
+	}
+	if res, err := c.ExecWait(ctx, native.SandboxID, sh("cat /workspace/native")); err != nil || res.Stdout != "later\n" {
+		t.Errorf("after the refused rollback the native sandbox gives %+v, %v; want it untouched", res, err)
+	}
+	if rb, err := c.Rollback(ctx, native.SandboxID, client.RollbackRequest{SnapshotID: snap.SnapshotID, FilesOnly: true}); err != nil || !rb.ProcessesRestarted || rb.ProcessesRestored {
+		t.Errorf("files-only rollback: %+v, %v; want the processes restarted", rb, err)
+	}
+	if res, err := c.ExecWait(ctx, native.SandboxID, sh("test -e /workspace/native && echo kept || echo gone")); err != nil || res.Stdout != "gone\n" {
+		t.Errorf("after the files-only rollback: %+v, %v; want the snapshot's files", res, err)
+	}
+	if err := c.DeleteSandbox(ctx, native.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+
 	// Hibernate the parent (paused first: a paused sandbox hibernates
 	// too): no processes, calls refused, restart survived.
 	if err := c.PauseSandbox(ctx, id); err != nil {
@@ -241,7 +268,8 @@ func TestNativeRefusesMemory(t *testing.T) {
 	if res, err := c.ExecWait(ctx, id, sh("echo still")); err != nil || res.Stdout != "still\n" {
 		t.Errorf("after the refusals: %+v, %v", res, err)
 	}
-	if snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: id}); err != nil || len(snaps) != 0 {
+	// Not even tombstones: the refusals come before anything is recorded.
+	if snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: id, States: []string{"ready", "deleted"}}); err != nil || len(snaps) != 0 {
 		t.Errorf("refused snapshots left records: %+v, %v", snaps, err)
 	}
 }

@@ -257,10 +257,34 @@ func TestSnapshotBadInput(t *testing.T) {
 	check("fork count -2", err, 400)
 	_, err = c.Fork(ctx, a.SandboxID, client.ForkRequest{Count: 100000})
 	check("fork count above the limit", err, 400)
+	if code, body := d.postAPI(ctx, "/sandboxes/"+a.SandboxID+"/fork", `{"count":0}`); code != 400 || !strings.Contains(body, "count 0") {
+		t.Errorf("fork count 0: %d %s, want 400 naming the count", code, body)
+	}
+	_, err = c.Fork(ctx, b.SandboxID, client.ForkRequest{SnapshotID: snapB.SnapshotID, Memory: true})
+	check("fork with memory of a snapshot taken without it", err, 400)
+	// A refused promote leaves no snapshot of the fork behind.
+	forks, err := c.Fork(ctx, b.SandboxID, client.ForkRequest{SnapshotID: snapB.SnapshotID})
+	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
+		t.Fatalf("fork: %v %+v", err, forks)
+	}
+	fork := forks[0].Sandbox.SandboxID
+	if _, err := c.StopSandbox(ctx, b.SandboxID, time.Second, false); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Promote(ctx, fork)
+	check("promote into a stopped parent", err, 409)
+	if snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: fork, States: []string{"ready", "deleted"}}); err != nil || len(snaps) != 0 {
+		t.Errorf("a refused promote left %d snapshots of the fork (%v)", len(snaps), err)
+	}
 	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "b-state"})
 	check("duplicate snapshot name", err, 409)
 	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "Bad/Name"})
 	check("bad snapshot name", err, 400)
+	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "turn-5"})
+	check("a turn's name", err, 400)
+	if err != nil && !strings.Contains(err.Error(), `snapshot name "turn-5"`) {
+		t.Errorf("a turn's name: %v; want the message to name the name", err)
+	}
 	_, err = c.Diff(ctx, "nosuchsnapshot", "live", false)
 	check("diff of an unknown snapshot", err, 404)
 	_, err = c.Promote(ctx, a.SandboxID)
@@ -279,7 +303,7 @@ func TestSnapshotBadInput(t *testing.T) {
 	}
 	_, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
 	check("create from a deleted snapshot", err, 404)
-	for _, id := range []string{a.SandboxID, b.SandboxID, sb.SandboxID} {
+	for _, id := range []string{a.SandboxID, b.SandboxID, sb.SandboxID, fork} {
 		if err := c.DeleteSandbox(ctx, id); err != nil {
 			t.Fatal(err)
 		}
