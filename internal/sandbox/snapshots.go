@@ -149,6 +149,20 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
 }
 
+// SnapshotStopped takes a read-only snapshot of a stopped sandbox's kept
+// tree. Nothing runs in it, so there is nothing to freeze; the snapshot
+// ioctl writes back whatever its killed processes left unwritten.
+func (h *Host) SnapshotStopped(ctx context.Context, id, snapID, group string) (SnapshotResult, error) {
+	if err := h.settles.sandbox(ctx, id); err != nil {
+		return SnapshotResult{}, err
+	}
+	if _, err := h.snapshotVolume(context.WithoutCancel(ctx), sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
+		return SnapshotResult{}, fmt.Errorf("snapshot stopped sandbox %s: %w", id, err)
+	}
+	info, err := h.Storage.Stat(context.WithoutCancel(ctx), snapshotKey(snapID))
+	return SnapshotResult{Info: info}, err
+}
+
 // syncVolume writes back a volume's dirty data: syncfs on the filesystem
 // holding it, shared with the other snapshots waiting for one (every volume
 // is in the one pool).

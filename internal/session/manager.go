@@ -43,6 +43,7 @@ type Host interface {
 	Attach(ctx context.Context, id string) (*sandbox.Sandbox, error)
 
 	Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (sandbox.SnapshotResult, error)
+	SnapshotStopped(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error)
 	WaitSettled()
 	SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (sandbox.SnapshotResult, int64, error)
 	MemoryImage(snapID string) (runtimeName string, ok bool)

@@ -146,6 +146,19 @@ func (h *fakeHost) Snapshot(ctx context.Context, id, snapID, group string, settl
 	return sandbox.SnapshotResult{}, nil
 }
 
+func (h *fakeHost) SnapshotStopped(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.alive[id] {
+		return sandbox.SnapshotResult{}, fmt.Errorf("sandbox %s is running; SnapshotStopped would not freeze it", id)
+	}
+	if h.snaps == nil {
+		h.snaps = map[string]bool{}
+	}
+	h.snaps[snapID] = true
+	return sandbox.SnapshotResult{Info: fakeSnapshotInfo}, nil
+}
+
 // fakeSnapshotInfo is the sizes the fake reports for a written snapshot.
 var fakeSnapshotInfo = storage.Info{ExclusiveBytes: 4096, ReferencedBytes: 65536}
 

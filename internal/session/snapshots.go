@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,8 +116,14 @@ func (m *Manager) turnLocked(ctx context.Context, rec store.Sandbox) (SnapshotRe
 }
 
 func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req SnapshotRequest) (SnapshotResult, error) {
-	if rec.State != StateRunning {
-		return SnapshotResult{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be snapshotted: %w", rec.ID, rec.State, errdefs.ErrConflict)
+	// A stopped sandbox keeps its tree, which can be snapshotted (to fork
+	// it, or start a sandbox from it); it has no processes to save.
+	stopped := rec.State == StateStopped
+	if stopped && req.Memory {
+		return SnapshotResult{}, fmt.Errorf("sandbox %s is stopped: it has no processes whose memory could be saved (a snapshot of its files works): %w", rec.ID, errdefs.ErrConflict)
+	}
+	if rec.State != StateRunning && !stopped {
+		return SnapshotResult{}, fmt.Errorf("sandbox %s is %s; only a running or stopped sandbox can be snapshotted: %w", rec.ID, rec.State, errdefs.ErrConflict)
 	}
 	snap := store.Snapshot{
 		ID:              ids.New(20),
@@ -171,6 +178,8 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		if errdefs.IsUnsupported(err) {
 			err = fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
 		}
+	} else if stopped {
+		res, err = m.host.SnapshotStopped(ctx, rec.ID, snap.ID, rec.ID)
 	} else {
 		res, err = m.host.Snapshot(ctx, rec.ID, snap.ID, rec.ID, func(info storage.Info, err error) { m.snapshotSettled(snap.ID, info, err) })
 	}
@@ -539,18 +548,27 @@ type DiffResult struct {
 }
 
 // Diff lists the changes from snapshot `from` to snapshot `to`, or to the
-// live tree of from's sandbox when to is "live".
+// live tree of from's sandbox when to is "live", or of sandbox X when to is
+// "live:X" (what a diff's answer names its live side).
 func (m *Manager) Diff(ctx context.Context, team, from, to string) (DiffResult, error) {
 	a, err := m.usableSnapshot(ctx, team, from)
 	if err != nil {
 		return DiffResult{}, err
 	}
+	liveID, live := strings.CutPrefix(to, "live:")
 	if to == "" || to == "live" {
-		rec, err := m.Get(ctx, team, a.SandboxID)
-		if err != nil {
-			return DiffResult{}, fmt.Errorf("the live tree of sandbox %s: %w", a.SandboxID, err)
+		liveID, live = a.SandboxID, true
+	}
+	if live {
+		if err := ids.Validate("sandbox id", liveID); err != nil {
+			return DiffResult{}, err
 		}
-		if rec.State != StateRunning && rec.State != StatePaused {
+		rec, err := m.Get(ctx, team, liveID)
+		if err != nil {
+			return DiffResult{}, fmt.Errorf("the live tree of sandbox %s: %w", liveID, err)
+		}
+		// Stopped and hibernated sandboxes keep their trees.
+		if !slices.Contains([]store.SandboxState{StateRunning, StatePaused, StateHibernated, StateStopped}, rec.State) {
 			return DiffResult{}, fmt.Errorf("sandbox %s is %s and has no live tree: %w", rec.ID, rec.State, errdefs.ErrConflict)
 		}
 		release, err := m.useSnapshots(ctx, a)

@@ -522,3 +522,64 @@ func TestTurnUsableAtOnce(t *testing.T) {
 		t.Fatalf("delete the sandbox right after a turn: %v", err)
 	}
 }
+
+// A stopped sandbox keeps its tree: it can be snapshotted (no freeze: no
+// processes), diffed against and forked, though it runs no more.
+func TestStoppedSandboxKeepsTree(t *testing.T) {
+	d, ctx, id := busyboxSandbox(t, 2*time.Minute)
+	c := d.client()
+	if _, err := c.ExecWait(ctx, id, sh("echo kept > /workspace/result")); err != nil {
+		t.Fatal(err)
+	}
+	before, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Name: "before-stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Left in the page cache by a process the stop kills.
+	if _, err := c.ExecWait(ctx, id, sh("echo last > /workspace/last")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StopSandbox(ctx, id, time.Second, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Turn(ctx, id); client.StatusCode(err) != 409 {
+		t.Errorf("turn of a stopped sandbox: %v, want 409", err)
+	}
+	if _, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Memory: true}); client.StatusCode(err) != 409 {
+		t.Errorf("memory snapshot of a stopped sandbox: %v, want 409", err)
+	}
+	diff, err := c.Diff(ctx, before.SnapshotID, "live", false)
+	if err != nil || len(diff.Changes) == 0 || diff.Added == 0 {
+		t.Fatalf("diff to a stopped sandbox's tree: %+v, %v; want /workspace/last added", diff, err)
+	}
+	if byName, err := c.Diff(ctx, before.SnapshotID, diff.To, false); err != nil || byName.Added != diff.Added || byName.To != diff.To {
+		t.Errorf("diff to %q (the name the answer gave): %+v, %v", diff.To, byName, err)
+	}
+	if _, err := c.Diff(ctx, before.SnapshotID, "live:nosuchsandbox", false); client.StatusCode(err) != 404 {
+		t.Errorf("diff to live:nosuchsandbox: %v, want 404", err)
+	}
+	final, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Name: "final"})
+	if err != nil {
+		t.Fatalf("snapshot of a stopped sandbox: %v", err)
+	}
+	if final.FrozenMs != 0 {
+		t.Errorf("a stopped sandbox was frozen for %.1f ms", final.FrozenMs)
+	}
+	forks, err := c.Fork(ctx, id, client.ForkRequest{Count: 1})
+	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
+		t.Fatalf("fork of a stopped sandbox's tree: %+v, %v", forks, err)
+	}
+	from, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: final.SnapshotID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range []string{forks[0].Sandbox.SandboxID, from.SandboxID} {
+		res, err := c.ExecWait(ctx, sb, sh("cat /workspace/result /workspace/last"))
+		if err != nil || res.Stdout != "kept\nlast\n" {
+			t.Errorf("sandbox %s made from the stopped tree reads %+v, %v", sb, res, err)
+		}
+		if err := c.DeleteSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
