@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -68,6 +69,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	done := s.deps.Sessions.BeginCommand(id)
 	defer done()
+	began := time.Now()
 	limit := req.OutputLimit
 	if limit == 0 {
 		limit = s.deps.OutputLimit
@@ -83,7 +85,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		OutputLimitBytes: limit,
 	}))
 	if err != nil {
-		writeError(w, r, s.agentError(r, id, err))
+		writeError(w, r, s.agentError(r, id, began, err))
 		return
 	}
 	defer stream.Close()
@@ -119,7 +121,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 			heldBytes += uint64(len(ev.GetOutput().GetData()))
 		})
 		if err != nil {
-			writeError(w, r, s.agentError(r, id, err))
+			writeError(w, r, s.agentError(r, id, began, err))
 			return
 		}
 		if req.Turn {
@@ -158,7 +160,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		// The stream broke (the agent or the sandbox went away): say so
 		// in-band, since the status line has been sent.
 		msg := "the sandbox's agent went away before the command finished"
-		if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id); why != nil {
+		if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id, began); why != nil {
 			msg = messageOf(why)
 		} else if err := stream.Err(); err != nil {
 			msg += ": " + messageOf(err)
@@ -167,11 +169,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// agentError is a command's broken agent call: how the sandbox stopped
-// running if it did meanwhile (its timeout killed it, say), else the
-// agent's error.
-func (s *Server) agentError(r *http.Request, id string, err error) error {
-	if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id); why != nil {
+// agentError is a command's broken agent call (begun at began): how the
+// sandbox stopped running if it did meanwhile (its timeout killed it, say),
+// or was restarted by a rollback, else the agent's error.
+func (s *Server) agentError(r *http.Request, id string, began time.Time, err error) error {
+	if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id, began); why != nil {
 		return why
 	}
 	return fmt.Errorf("sandbox agent: %w", err)

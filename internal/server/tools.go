@@ -69,7 +69,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		Tool: name, Params: params, User: req.User, Cwd: req.Cwd,
 	}))
 	if err != nil {
-		writeError(w, r, s.agentError(r, id, err))
+		writeError(w, r, s.agentError(r, id, start, err))
 		return
 	}
 	defer stream.Close()
@@ -123,7 +123,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			err = fmt.Errorf("the sandbox's agent ended the call without a result: %w", errdefs.ErrUnavailable)
 		}
-		if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id); why != nil {
+		if why := s.deps.Sessions.StoppedDuringCommand(r.Context(), teamOf(r), id, start); why != nil {
 			err = why
 		}
 		err = fmt.Errorf("tool %s: %w", name, err)

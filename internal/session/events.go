@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
@@ -40,20 +41,34 @@ func (m *Manager) Events(ctx context.Context, team, id string, after int64, limi
 	return m.store.ListEvents(ctx, id, after, limit)
 }
 
-// StoppedDuringCommand explains a command whose connection to the sandbox's
-// agent broke: if the sandbox stopped running meanwhile (its timeout killed
-// it, say), it returns an error saying how and why, ErrNotFound if the
-// sandbox is gone and ErrConflict if it is paused, hibernated, stopped or
-// failed. It returns nil while the sandbox runs, and when that cannot be
-// told: the break is then the agent's own and is reported as it is.
-func (m *Manager) StoppedDuringCommand(ctx context.Context, team, id string) error {
+// StoppedDuringCommand explains a command, begun at since, whose
+// connection to the sandbox's agent broke: if the sandbox stopped running
+// meanwhile (its timeout killed it, say), it returns an error saying how and
+// why, ErrNotFound if the sandbox is gone and ErrConflict if it is paused,
+// hibernated, stopped or failed; ErrConflict too if a forced rollback
+// restarted its processes since. It returns nil while the sandbox runs
+// undisturbed, and when that cannot be told: the break is then the agent's
+// own and is reported as it is.
+func (m *Manager) StoppedDuringCommand(ctx context.Context, team, id string, since time.Time) error {
 	kind := errdefs.ErrConflict
 	rec, err := m.store.GetSandbox(ctx, id)
 	switch {
 	case errdefs.IsNotFound(err) || err == nil && rec.State == StateDestroyed:
 		kind = errdefs.ErrNotFound
-	case err != nil || rec.State == StateRunning || rec.Team != team:
+	case err != nil || rec.Team != team:
 		return nil
+	case rec.State == StateRunning:
+		m.mu.Lock()
+		var at time.Time
+		var to string
+		if sb := m.live[id]; sb != nil {
+			at, to = sb.restarted, sb.restartedTo
+		}
+		m.mu.Unlock()
+		if at.IsZero() || at.Before(since) {
+			return nil
+		}
+		return fmt.Errorf("sandbox %s was rolled back to snapshot %s while the command ran (forced), which restarted its processes, so the command did not finish: %w", id, to, errdefs.ErrConflict)
 	}
 	ev, err := m.store.LastEvent(ctx, id)
 	if err != nil || ev.Team != team || ev.To == StateRunning {

@@ -237,6 +237,10 @@ type liveSandbox struct {
 	lastActive time.Time
 	draining   bool // refuses new calls while its commands finish
 	takesTurns bool // it has taken a turn: its commands' writes are written back as they end
+	// restarted is when its processes were last restarted by a rollback
+	// (or a promote), and to which snapshot: commands cut by it say so.
+	restarted   time.Time
+	restartedTo string
 }
 
 // New returns a manager; call Recover before serving requests.

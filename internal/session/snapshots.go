@@ -345,6 +345,9 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 		spec.MemoryFrom = snapID
 		restarted = "processes restored from the snapshot's memory"
 	}
+	m.mu.Lock()
+	sb.restarted, sb.restartedTo = time.Now(), snapID
+	m.mu.Unlock()
 	err = m.host.Rollback(ctx, spec, snapID, sb.Agent)
 	release()
 	if err != nil {

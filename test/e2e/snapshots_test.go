@@ -583,3 +583,52 @@ func TestStoppedSandboxKeepsTree(t *testing.T) {
 		}
 	}
 }
+
+// A command cut short by a forced rollback says so, waiting or streaming;
+// an unforced rollback is refused while it runs.
+func TestExecCutByRollback(t *testing.T) {
+	d, ctx, id := busyboxSandbox(t, 2*time.Minute)
+	c := d.client()
+	snap, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Name: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, streaming := range []bool{false, true} {
+		errc := make(chan error, 1)
+		go func() {
+			req := client.ExecRequest{Cmd: []string{"sleep", "60"}}
+			var err error
+			if streaming {
+				_, err = c.Exec(ctx, id, req, nil, nil)
+			} else {
+				_, err = c.ExecWait(ctx, id, req)
+			}
+			errc <- err
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			res, err := c.ExecWait(ctx, id, sh("ps | grep -q '[s]leep 60'"))
+			if err == nil && res.ExitCode == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the command does not start: %+v, %v", res, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_, err := c.Rollback(ctx, id, client.RollbackRequest{SnapshotID: snap.SnapshotID})
+		if client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "--force") {
+			t.Errorf("rollback while a command runs: %v, want 409 naming --force", err)
+		}
+		if _, err := c.Rollback(ctx, id, client.RollbackRequest{SnapshotID: snap.SnapshotID, Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		err = <-errc
+		if !strings.Contains(fmt.Sprint(err), "was rolled back to snapshot "+snap.SnapshotID+" while the command ran") {
+			t.Errorf("streaming %v: command cut by a forced rollback: %v, want the reason", streaming, err)
+		}
+		if !streaming && client.StatusCode(err) != 409 {
+			t.Errorf("waiting exec cut by a rollback: status %d, want 409", client.StatusCode(err))
+		}
+	}
+}
