@@ -217,10 +217,15 @@ func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	// The upper bounds keep the MiB → bytes shifts from overflowing.
-	if body.MemoryMB < 0 || body.CPUCount < 0 || body.Pids < 0 || body.DiskMB < 0 || body.MemoryMB > 1<<30 || body.DiskMB > 1<<30 {
-		writeError(w, r, fmt.Errorf("limits must be 0 (unchanged) or positive: %w", errdefs.ErrInvalid))
-		return
+	for _, l := range []struct {
+		name  string
+		value float64
+	}{{"memoryMB", float64(body.MemoryMB)}, {"cpuCount", body.CPUCount}, {"pids", float64(body.Pids)}, {"diskMB", float64(body.DiskMB)}} {
+		// The upper bound keeps the MiB → bytes shifts from overflowing.
+		if l.value < 0 || l.value > 1<<30 {
+			writeError(w, r, fmt.Errorf("%s %v: want 0 (unchanged) or a positive value up to %d: %w", l.name, l.value, 1<<30, errdefs.ErrInvalid))
+			return
+		}
 	}
 	rec, err := s.deps.Sessions.UpdateLimits(r.Context(), teamOf(r), r.PathValue("id"),
 		runtime.Limits{MemoryBytes: body.MemoryMB << 20, CPUMillis: int64(body.CPUCount * 1000), Pids: body.Pids}, body.DiskMB<<20)
@@ -228,5 +233,7 @@ func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.detailOf(rec))
+	d := s.detailOf(rec)
+	s.addDiskUsage(r, &d)
+	writeJSON(w, http.StatusOK, d)
 }

@@ -140,13 +140,19 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 			d.Events = append(d.Events, eventOfRecord(e))
 		}
 	}
-	if used, limit, err := s.deps.Sessions.DiskUsage(r.Context(), rec.ID); err == nil {
+	s.addDiskUsage(r, &d)
+	writeJSON(w, http.StatusOK, d)
+}
+
+// addDiskUsage fills in what the sandbox holds on disk, and its quota as the
+// storage has it, when they can be read.
+func (s *Server) addDiskUsage(r *http.Request, d *client.SandboxDetail) {
+	if used, limit, err := s.deps.Sessions.DiskUsage(r.Context(), d.SandboxID); err == nil {
 		d.DiskUsedBytes = used
 		if limit > 0 {
 			d.DiskSizeMB = limit >> 20
 		}
 	}
-	writeJSON(w, http.StatusOK, d)
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {

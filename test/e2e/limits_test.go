@@ -97,14 +97,19 @@ func TestUpdateDiskQuota(t *testing.T) {
 	}
 	// Lowered to 10 MB above its use: a 30 MB write fails inside.
 	lower := det.DiskUsedBytes>>20 + 10
-	if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: lower}); err != nil {
+	if got, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: lower}); err != nil {
 		t.Fatalf("lower the quota to %d MB: %v", lower, err)
+	} else if got.DiskSizeMB != lower || got.DiskUsedBytes < 60<<20 {
+		t.Errorf("the answer to a quota change: size %d MB, used %d bytes; want %d MB and the use", got.DiskSizeMB, got.DiskUsedBytes, lower)
 	}
 	if out := write("c", 30); !strings.Contains(out, "Disk quota exceeded") {
 		t.Fatalf("30 MB more under a quota lowered to %d MB: %s", lower, out)
 	}
 	if det, err := c.GetSandbox(ctx, id); err != nil || det.DiskSizeMB != lower {
 		t.Fatalf("after lowering: %+v %v", det, err)
+	}
+	if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: 1 << 40}); err == nil || !strings.Contains(err.Error(), "diskMB") {
+		t.Errorf("a quota out of range: %v, want the message to name diskMB", err)
 	}
 	for _, bad := range []int64{-1, 1, 1 << 40} {
 		if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: bad}); client.StatusCode(err) != 400 {
