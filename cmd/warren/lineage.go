@@ -221,11 +221,20 @@ small text files are followed by a unified diff.`,
   warren diff --content $SNAP1 $SNAP2`,
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
+			from, err := a.snapshotRef(cmd.Context(), argv[0], "")
+			if err != nil {
+				return err
+			}
 			to := "live"
 			if len(argv) == 2 {
 				to = argv[1]
 			}
-			d, err := a.client().Diff(cmd.Context(), argv[0], to, content)
+			if to != "live" && !strings.HasPrefix(to, "live:") {
+				if to, err = a.snapshotRef(cmd.Context(), to, ""); err != nil {
+					return err
+				}
+			}
+			d, err := a.client().Diff(cmd.Context(), from, to, content)
 			if err != nil {
 				return err
 			}

@@ -126,7 +126,11 @@ func snapshotGetCmd(a *app) *cobra.Command {
 		Short:   "Describe a snapshot",
 		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			s, err := a.client().GetSnapshot(cmd.Context(), argv[0])
+			ref, err := a.snapshotRef(cmd.Context(), argv[0], "")
+			if err != nil {
+				return err
+			}
+			s, err := a.client().GetSnapshot(cmd.Context(), ref)
 			if err != nil {
 				return err
 			}
@@ -165,7 +169,13 @@ func snapshotRemoveCmd(a *app) *cobra.Command {
 		Args:    args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
-			return eachID(a, ids, "snapshot", func(id string) error { return c.DeleteSnapshot(cmd.Context(), id) })
+			return eachID(a, ids, "snapshot", func(id string) error {
+				ref, err := a.snapshotRef(cmd.Context(), id, "")
+				if err != nil {
+					return err
+				}
+				return c.DeleteSnapshot(cmd.Context(), ref)
+			})
 		},
 	}
 }
@@ -205,7 +215,11 @@ only such a snapshot's files. A sandbox that is running commands is refused
 unless --force, which kills them.`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			id, snap := argv[0], argv[1]
+			id := argv[0]
+			snap, err := a.snapshotRef(cmd.Context(), argv[1], id)
+			if err != nil {
+				return err
+			}
 			res, err := a.client().Rollback(cmd.Context(), id, client.RollbackRequest{SnapshotID: snap, Force: force, FilesOnly: filesOnly})
 			if err != nil {
 				return err
@@ -251,9 +265,6 @@ own line; a fork that failed is reported on stderr and makes the exit status 1.`
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			in := client.ForkRequest{Count: count, Memory: memory, FilesOnly: filesOnly}
-			if len(argv) == 2 {
-				in.SnapshotID = argv[1]
-			}
 			if count < 1 {
 				return usageError{fmt.Errorf("-n %d: want at least 1 fork", count)}
 			}
@@ -266,6 +277,11 @@ own line; a fork that failed is reported on stderr and makes the exit status 1.`
 					return usageError{fmt.Errorf("--timeout %d: want seconds >= 0 (0 = never)", timeout)}
 				}
 				in.Timeout = &timeout
+			}
+			if len(argv) == 2 {
+				if in.SnapshotID, err = a.snapshotRef(cmd.Context(), argv[1], argv[0]); err != nil {
+					return err
+				}
 			}
 			res, err := a.client().Fork(cmd.Context(), argv[0], in)
 			if err != nil {

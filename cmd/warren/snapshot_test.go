@@ -293,8 +293,18 @@ func TestCLISnapshots(t *testing.T) {
 	if !strings.Contains(r.stdout, "step=3") || !strings.Contains(r.stdout, "0B exclusive, 1MiB referenced") {
 		t.Fatalf("get printed:\n%s", r.stdout)
 	}
+	// A snapshot may be named instead of given by id; turn names are
+	// looked up among the sandbox's own when the command names one.
+	r = cli(t, env, "", "snapshot", "get", "before").must(t, 0)
+	if !strings.Contains(r.stdout, "sn1") {
+		t.Fatalf("get by name printed:\n%s", r.stdout)
+	}
+	cli(t, env, "", "rollback", "sb1", "turn-1").must(t, 0)
+	if !strings.Contains(string(f.lastBody), `"snapshotID":"sn2"`) {
+		t.Fatalf("rollback by turn name sent %s", f.lastBody)
+	}
 	r = cli(t, env, "", "snapshot", "rm", "sn1", "nope").must(t, 1)
-	if r.stdout != "sn1\n" || r.stderr != "error: snapshot nope not found\n" {
+	if r.stdout != "sn1\n" || r.stderr != "error: no snapshot has the id or name \"nope\" (warren snapshot ls lists them)\n" {
 		t.Fatalf("rm: stdout %q stderr %q", r.stdout, r.stderr)
 	}
 }
@@ -368,8 +378,9 @@ D  /workspace/old/
 	if f.lastQuery != "to=live" {
 		t.Fatalf("diff query %q", f.lastQuery)
 	}
-	r = cli(t, env, "", "diff", "--content", "sn1", "sn9").must(t, 0)
-	if f.lastQuery != "content=true&to=sn9" || !strings.Contains(r.stdout, "M  /workspace/a.txt (10B → 12B)\n--- a/workspace/a.txt\n") ||
+	cli(t, env, "", "turn", "sb1").must(t, 0)
+	r = cli(t, env, "", "diff", "--content", "sn1", "sn2").must(t, 0)
+	if f.lastQuery != "content=true&to=sn2" || !strings.Contains(r.stdout, "M  /workspace/a.txt (10B → 12B)\n--- a/workspace/a.txt\n") ||
 		!strings.Contains(r.stdout, "+hello!!\nM  /workspace/run.sh") {
 		t.Fatalf("diff --content (query %q) printed:\n%s", f.lastQuery, r.stdout)
 	}
