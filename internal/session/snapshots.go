@@ -622,6 +622,15 @@ type Lineage struct {
 // Lineage returns the family history of a team's sandbox.
 func (m *Manager) Lineage(ctx context.Context, team, id string) (Lineage, error) {
 	rec, err := m.Get(ctx, team, id)
+	if errdefs.IsNotFound(err) {
+		// A deleted sandbox's family lives on in its snapshots (and its
+		// forks): found through any snapshot it took, tombstones included.
+		snaps, lerr := m.store.ListSnapshots(ctx, store.SnapshotFilter{Team: team, SandboxID: id,
+			States: []store.SnapshotState{SnapReady, SnapArchived, SnapDeleted}, Limit: 1})
+		if lerr == nil && len(snaps) == 1 {
+			rec, err = store.Sandbox{Family: snaps[0].Family, Template: snaps[0].Template}, nil
+		}
+	}
 	if err != nil {
 		return Lineage{}, err
 	}

@@ -210,3 +210,38 @@ func TestCommandsWriteBackOnceTurnsAreTaken(t *testing.T) {
 		t.Fatalf("write-backs after the last command: %v, want [%s]", h.writeBacks, sb.ID)
 	}
 }
+
+// A deleted sandbox's lineage is still served: its family lives on in its
+// snapshots.
+func TestLineageOfDeletedSandbox(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newManager(t, 10)
+	sb, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := m.Snapshot(ctx, "a", sb.ID, SnapshotRequest{Name: "kept"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(ctx, "a", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.Lineage(ctx, "a", sb.ID)
+	if err != nil || l.Family != sb.Family || len(l.Snapshots) != 1 || l.Snapshots[0].ID != snap.ID {
+		t.Fatalf("lineage of a deleted sandbox: %+v, %v", l, err)
+	}
+	if _, err := m.Lineage(ctx, "b", sb.ID); !errdefs.IsNotFound(err) {
+		t.Errorf("another team: %v, want not found", err)
+	}
+	bare, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Delete(ctx, "a", bare.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Lineage(ctx, "a", bare.ID); !errdefs.IsNotFound(err) {
+		t.Errorf("a deleted sandbox that took no snapshot: %v, want not found", err)
+	}
+}

@@ -582,6 +582,14 @@ func TestStoppedSandboxKeepsTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Deleted, its family's history is still there to see.
+	if err := c.DeleteSandbox(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := d.cli("", "lineage", id)
+	if code != 0 || !strings.Contains(out, final.SnapshotID) || !strings.Contains(out, "before-stop") {
+		t.Errorf("lineage of the deleted sandbox: exit %d, %s%s", code, out, stderr)
+	}
 }
 
 // A command cut short by a forced rollback says so, waiting or streaming;
