@@ -151,7 +151,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		// tombstone.
 		if err := m.host.CanSaveMemory(rec.Runtime); err != nil {
 			if errdefs.IsUnsupported(err) {
-				return SnapshotResult{}, fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
+				return SnapshotResult{}, noMemoryError(rec)
 			}
 			return SnapshotResult{}, err
 		}
@@ -176,7 +176,7 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 	if req.Memory {
 		res, snap.MemoryBytes, err = m.host.SnapshotMemory(ctx, rec.ID, snap.ID, rec.ID, false, agent)
 		if errdefs.IsUnsupported(err) {
-			err = fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
+			err = noMemoryError(rec)
 		}
 	} else if stopped {
 		res, err = m.host.SnapshotStopped(ctx, rec.ID, snap.ID, rec.ID)
@@ -214,6 +214,12 @@ func (m *Manager) snapshotLocked(ctx context.Context, rec store.Sandbox, req Sna
 		"record", recorded.Sub(began), "sync", res.Synced, "frozen", res.Frozen,
 		"host", taken.Sub(recorded), "finish", time.Since(taken))
 	return SnapshotResult{Snapshot: snap, Frozen: res.Frozen}, nil
+}
+
+// noMemoryError refuses a memory snapshot of a sandbox whose runtime
+// cannot save memory.
+func noMemoryError(rec store.Sandbox) error {
+	return fmt.Errorf("sandbox %s runs on the %s runtime, which cannot save memory: memory snapshots need the gvisor runtime (a snapshot without memory works): %w", rec.ID, rec.Runtime, errdefs.ErrInvalid)
 }
 
 // snapshotSettled records the outcome of a snapshot answered before it was
@@ -313,14 +319,6 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	if rec.State != StateRunning {
 		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be rolled back: %w", rec.ID, rec.State, errdefs.ErrConflict)
 	}
-	withMemory := snap.MemoryBytes > 0 && !opts.FilesOnly
-	if withMemory {
-		// Checked before the sandbox is touched: a restore that cannot
-		// work would otherwise fail after its processes were stopped.
-		if err := m.canRestoreMemory(rec, snap); err != nil {
-			return store.Sandbox{}, err
-		}
-	}
 	if n := m.inflight(rec.ID); n > 0 && !opts.Force {
 		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them, or roll back with force (warren rollback --force) to kill them: %w", rec.ID, n, errdefs.ErrConflict)
 	}
@@ -337,10 +335,13 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	}
 	spec := specOf(rec)
 	restarted := "processes restarted"
-	if withMemory {
-		if _, ok := m.host.MemoryImage(snapID); !ok {
+	if snap.MemoryBytes > 0 && !opts.FilesOnly {
+		// Checked before the sandbox is touched (and with the snapshot
+		// held): a restore that cannot work would otherwise fail after its
+		// processes were stopped.
+		if err := m.canRestoreMemory(rec, snap); err != nil {
 			release()
-			return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing; roll back its files only (filesOnly): %w", snapID, errdefs.ErrNotFound)
+			return store.Sandbox{}, err
 		}
 		spec.MemoryFrom = snapID
 		restarted = "processes restored from the snapshot's memory"
