@@ -62,12 +62,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), id)
+	agent, done, err := s.deps.Sessions.Acquire(r.Context(), teamOf(r), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	done := s.deps.Sessions.BeginCommand(id)
 	defer done()
 	began := time.Now()
 	limit := req.OutputLimit

@@ -38,19 +38,20 @@ func pathParam(r *http.Request, name string) (string, error) {
 	return p, nil
 }
 
-// sandboxAgent resolves the request's sandbox and path.
-func (s *Server) sandboxAgent(w http.ResponseWriter, r *http.Request) (*agentconn.Conn, string, bool) {
+// sandboxAgent resolves the request's path and admits the call into its
+// sandbox; the caller calls release when the call ends.
+func (s *Server) sandboxAgent(w http.ResponseWriter, r *http.Request) (agent *agentconn.Conn, path string, release func(), ok bool) {
 	p, err := pathParam(r, "path")
 	if err != nil {
 		writeError(w, r, err)
-		return nil, "", false
+		return nil, "", nil, false
 	}
-	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), r.PathValue("id"))
+	agent, release, err = s.deps.Sessions.Acquire(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
-		return nil, "", false
+		return nil, "", nil, false
 	}
-	return agent, p, true
+	return agent, p, release, true
 }
 
 func entryOf(e *agentv1.EntryInfo) client.EntryInfo {
@@ -81,10 +82,11 @@ func entryOf(e *agentv1.EntryInfo) client.EntryInfo {
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
-	agent, p, ok := s.sandboxAgent(w, r)
+	agent, p, release, ok := s.sandboxAgent(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	stream, err := agent.Files().ReadFile(r.Context(), connect.NewRequest(&agentv1.ReadFileRequest{Path: p}))
 	if err != nil {
 		writeError(w, r, err)
@@ -149,10 +151,11 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
-	agent, p, ok := s.sandboxAgent(w, r)
+	agent, p, release, ok := s.sandboxAgent(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	mode := uint32(0o644)
 	if v := r.URL.Query().Get("mode"); v != "" {
 		m, err := strconv.ParseUint(v, 8, 32)
@@ -208,10 +211,11 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
-	agent, p, ok := s.sandboxAgent(w, r)
+	agent, p, release, ok := s.sandboxAgent(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	if _, err := agent.Files().Remove(r.Context(), connect.NewRequest(&agentv1.RemoveRequest{Path: p})); err != nil {
 		writeError(w, r, err)
 		return
@@ -220,10 +224,11 @@ func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
-	agent, p, ok := s.sandboxAgent(w, r)
+	agent, p, release, ok := s.sandboxAgent(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	res, err := agent.Files().Stat(r.Context(), connect.NewRequest(&agentv1.StatRequest{Path: p}))
 	if err != nil {
 		writeError(w, r, err)
@@ -235,10 +240,11 @@ func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
 const maxListDepth = 16
 
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
-	agent, p, ok := s.sandboxAgent(w, r)
+	agent, p, release, ok := s.sandboxAgent(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	depth := uint64(1)
 	if v := r.URL.Query().Get("depth"); v != "" {
 		d, err := strconv.ParseUint(v, 10, 32)
@@ -261,10 +267,11 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
-	agent, p, ok := s.sandboxAgent(w, r)
+	agent, p, release, ok := s.sandboxAgent(w, r)
 	if !ok {
 		return
 	}
+	defer release()
 	res, err := agent.Files().MakeDir(r.Context(), connect.NewRequest(&agentv1.MakeDirRequest{Path: p, User: r.URL.Query().Get("user")}))
 	if err != nil {
 		writeError(w, r, err)
@@ -283,11 +290,12 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, fmt.Errorf("give source and destination paths (each at most %d bytes): %w", maxPathLen, errdefs.ErrInvalid))
 		return
 	}
-	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), r.PathValue("id"))
+	agent, release, err := s.deps.Sessions.Acquire(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	defer release()
 	res, err := agent.Files().Move(r.Context(), connect.NewRequest(&agentv1.MoveRequest{Source: body.Source, Destination: body.Destination}))
 	if err != nil {
 		writeError(w, r, err)

@@ -32,18 +32,39 @@ var allowedSignals = map[string]bool{
 	"SIGUSR1": true, "SIGUSR2": true, "SIGSTOP": true, "SIGCONT": true,
 }
 
-// processes returns a team's running sandbox's agent and output collector.
-func (s *Server) processes(r *http.Request) (*agentconn.Conn, *procs.Collector, error) {
+// processes admits a call into a team's running sandbox and returns its
+// agent, its output collector and the call's release.
+func (s *Server) processes(r *http.Request) (*agentconn.Conn, *procs.Collector, func(), error) {
 	id := r.PathValue("id")
-	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), id)
+	agent, release, err := s.deps.Sessions.Acquire(r.Context(), teamOf(r), id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	col, ok := s.deps.Procs.Get(id)
 	if !ok {
-		return nil, nil, fmt.Errorf("sandbox %s: its process output is not being collected (is the daemon restarting?): %w", id, errdefs.ErrUnavailable)
+		release()
+		return nil, nil, nil, errNotCollected(id)
 	}
-	return agent, col, nil
+	return agent, col, release, nil
+}
+
+// processOutputs returns the output collector of a team's running sandbox.
+// It counts no call in flight: following a process's output may last as
+// long as the process and must not keep the sandbox from pausing.
+func (s *Server) processOutputs(r *http.Request) (*procs.Collector, error) {
+	id := r.PathValue("id")
+	if _, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), id); err != nil {
+		return nil, err
+	}
+	col, ok := s.deps.Procs.Get(id)
+	if !ok {
+		return nil, errNotCollected(id)
+	}
+	return col, nil
+}
+
+func errNotCollected(id string) error {
+	return fmt.Errorf("sandbox %s: its process output is not being collected (is the daemon restarting?): %w", id, errdefs.ErrUnavailable)
 }
 
 // refOf names a process to the agent: a number is a pid, anything else a tag.
@@ -68,11 +89,12 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, fmt.Errorf("turn does not apply to a background process: take a turn with POST /sandboxes/{id}/turns: %w", errdefs.ErrInvalid))
 		return
 	}
-	agent, col, err := s.processes(r)
+	agent, col, release, err := s.processes(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	defer release()
 	res, err := agent.Process().Start(r.Context(), connect.NewRequest(&agentv1.StartRequest{
 		Tag: req.Tag,
 		Exec: &agentv1.ExecRequest{
@@ -116,7 +138,7 @@ func processInfo(p procs.Process) client.ProcessInfo {
 }
 
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
-	_, col, err := s.processes(r)
+	col, err := s.processOutputs(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -144,7 +166,7 @@ func queryOffset(r *http.Request, name string, def uint64) (uint64, error) {
 // processOutput replays a process's output from the host's ring and, with
 // ?follow=true, streams it live until the process exits, as NDJSON.
 func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
-	_, col, err := s.processes(r)
+	col, err := s.processOutputs(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -203,11 +225,12 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
-	agent, _, err := s.processes(r)
+	agent, _, release, err := s.processes(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	defer release()
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxStdinBody))
 	if err != nil {
 		writeError(w, r, fmt.Errorf("stdin body is larger than %d bytes; send it in parts: %w", maxStdinBody, errTooLarge))
@@ -221,11 +244,12 @@ func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request) {
-	agent, _, err := s.processes(r)
+	agent, _, release, err := s.processes(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	defer release()
 	if _, err := agent.Process().CloseStdin(r.Context(), connect.NewRequest(&agentv1.CloseStdinRequest{Process: refOf(r.PathValue("ref"))})); err != nil {
 		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
 		return
@@ -247,11 +271,12 @@ func (s *Server) processSignal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, fmt.Errorf("signal %q is not allowed: use one of SIGTERM, SIGKILL, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT: %w", req.Signal, errdefs.ErrInvalid))
 		return
 	}
-	agent, _, err := s.processes(r)
+	agent, _, release, err := s.processes(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	defer release()
 	if _, err := agent.Process().SendSignal(r.Context(), connect.NewRequest(&agentv1.SendSignalRequest{Process: refOf(r.PathValue("ref")), Signal: sig})); err != nil {
 		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
 		return

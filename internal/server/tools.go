@@ -57,12 +57,11 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), id)
+	agent, done, err := s.deps.Sessions.Acquire(r.Context(), teamOf(r), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	done := s.deps.Sessions.BeginCommand(id)
 	defer done()
 	start := time.Now()
 	stream, err := agent.Tools().Call(r.Context(), connect.NewRequest(&agentv1.CallRequest{

@@ -32,15 +32,17 @@ func (m *Manager) hibernate(ctx context.Context, team, id, cause string) (store.
 	if err := checkTransition(id, rec.State, StateHibernated); err != nil {
 		return store.Sandbox{}, err
 	}
-	if n := m.inflight(id); n > 0 {
-		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) streaming; wait for them to finish before hibernating: %w", id, n, errdefs.ErrConflict)
+	reopen, busy, err := m.closeAdmission(id, "hibernating", false)
+	if err != nil {
+		return store.Sandbox{}, err
 	}
+	if busy > 0 {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) streaming; wait for them to finish before hibernating: %w", id, busy, errdefs.ErrConflict)
+	}
+	defer reopen()
 	m.mu.Lock()
 	sb := m.live[id]
 	m.mu.Unlock()
-	if sb == nil {
-		return store.Sandbox{}, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
-	}
 	info, err := m.host.Hibernate(ctx, id)
 	if err != nil {
 		if errdefs.IsUnsupported(err) {

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/store"
@@ -11,49 +10,6 @@ import (
 // lockSandbox serialises the operations that change a sandbox's tree or
 // life (snapshot, rollback, delete) and returns the unlock.
 func (m *Manager) lockSandbox(id string) func() { return m.sbLocks.Lock(id) }
-
-// BeginCommand records a command in flight in a sandbox (rollback refuses
-// while any runs); call the returned func when it ends (calling it again is
-// harmless).
-func (m *Manager) BeginCommand(id string) func() {
-	m.mu.Lock()
-	m.running[id]++
-	m.mu.Unlock()
-	m.host.CommandStarted(id)
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			m.mu.Lock()
-			if m.running[id]--; m.running[id] <= 0 {
-				delete(m.running, id)
-			}
-			sb := m.live[id]
-			writeBack := sb != nil && sb.takesTurns && m.running[id] == 0
-			m.mu.Unlock()
-			if writeBack {
-				m.host.CommandEnded(id)
-			}
-		})
-	}
-}
-
-// CommandsInFlight is how many commands run now in all sandboxes (for
-// GET /health).
-func (m *Manager) CommandsInFlight() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, c := range m.running {
-		n += c
-	}
-	return n
-}
-
-func (m *Manager) inflight(id string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.running[id]
-}
 
 // deleteVolumeLater queues a snapshot volume for deletion. Deletes are
 // cheap to issue but btrfs cleans up in the background, and a burst of them

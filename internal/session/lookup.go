@@ -1,13 +1,12 @@
 package session
 
-// Finding sandboxes: a team's records, any record for the sandbox plane,
-// and the agent connection of a running sandbox.
+// Finding sandboxes: a team's records and any record for the sandbox plane
+// (admission.go admits calls into a running one).
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/store"
@@ -63,42 +62,4 @@ func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) 
 		f.States = []store.SandboxState{StateCreating, StateRunning, StatePaused, StateHibernated, StateStopped, StateFailed}
 	}
 	return m.store.ListSandboxes(ctx, f)
-}
-
-// Agent returns the agent connection of a team's running sandbox.
-func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
-	m.mu.Lock()
-	if sb := m.live[id]; sb != nil && sb.team == team && !sb.paused && !sb.draining {
-		sb.lastActive = m.cfg.Now()
-		m.mu.Unlock()
-		return sb.Agent, nil
-	}
-	m.mu.Unlock()
-	// Not attached: the record says why (unknown, another team's, failed).
-	rec, err := m.Get(ctx, team, id)
-	if err != nil {
-		return nil, err
-	}
-	if (rec.State == StatePaused || rec.State == StateHibernated) && rec.AutoResume {
-		if _, err := m.resume(ctx, team, id, CauseAutoResume); err != nil {
-			return nil, err
-		}
-		return m.Agent(ctx, team, id)
-	}
-	if rec.State == StatePaused || rec.State == StateHibernated {
-		return nil, fmt.Errorf("sandbox %s is %s; resume it first (POST /sandboxes/%s/resume): %w", id, rec.State, id, errdefs.ErrConflict)
-	}
-	if rec.State != StateRunning {
-		return nil, fmt.Errorf("sandbox %s is %s, not running: %w", id, rec.State, errdefs.ErrConflict)
-	}
-	m.mu.Lock()
-	sb := m.live[id]
-	m.mu.Unlock()
-	if sb == nil {
-		return nil, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
-	}
-	if sb.draining {
-		return nil, fmt.Errorf("sandbox %s is draining: it takes no new calls and stops when its commands finish: %w", id, errdefs.ErrConflict)
-	}
-	return sb.Agent, nil
 }

@@ -236,6 +236,9 @@ type liveSandbox struct {
 	pausedAt   time.Time
 	lastActive time.Time
 	draining   bool // refuses new calls while its commands finish
+	// closedFor, while set, says which operation (under the sandbox's
+	// lock) refuses new calls for now: see admission.go.
+	closedFor  string
 	takesTurns bool // it has taken a turn: its commands' writes are written back as they end
 	// restarted is when its processes were last restarted by a rollback
 	// (or a promote), and to which snapshot: commands cut by it say so.

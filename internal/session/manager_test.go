@@ -46,6 +46,12 @@ type fakeHost struct {
 	diskUsed   int64                     // GroupUsage's answer
 	settle     chan func(error)          // set: snapshots answer before written; the test settles each
 	writeBacks []string                  // CommandEnded calls
+	// duringPause, when set, runs inside Pause before the sandbox is
+	// frozen (with no lock of the fake held).
+	duringPause func(id string)
+	// duringRollback, when set, runs inside Rollback before the rollback
+	// is recorded (with no lock of the fake held).
+	duringRollback func()
 }
 
 func newFakeHost() *fakeHost {
@@ -170,6 +176,9 @@ func (h *fakeHost) DeleteSnapshot(ctx context.Context, snapID string) error {
 }
 
 func (h *fakeHost) Rollback(ctx context.Context, spec sandbox.Spec, snapID string, _ *agentconn.Conn) error {
+	if h.duringRollback != nil {
+		h.duringRollback()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.snaps[snapID] {
@@ -212,6 +221,9 @@ func (h *fakeHost) HasSnapshot(ctx context.Context, snapID string) bool {
 }
 
 func (h *fakeHost) Pause(ctx context.Context, id string) error {
+	if h.duringPause != nil {
+		h.duringPause(id)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.alive[id] {
@@ -504,7 +516,15 @@ func TestRecoverMatchesRecords(t *testing.T) {
 
 func TestCommandsInFlightCountsEverySandbox(t *testing.T) {
 	m, _, _ := newManager(t, 10)
-	a1, a2, b := m.BeginCommand("a"), m.BeginCommand("a"), m.BeginCommand("b")
+	sa, err := m.Create(context.Background(), CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := m.Create(context.Background(), CreateRequest{Team: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, a2, b := acquire(t, m, "a", sa.ID), acquire(t, m, "a", sa.ID), acquire(t, m, "b", sb.ID)
 	if n := m.CommandsInFlight(); n != 3 {
 		t.Fatalf("CommandsInFlight = %d, want 3", n)
 	}

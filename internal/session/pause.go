@@ -29,15 +29,17 @@ func (m *Manager) pause(ctx context.Context, team, id, cause string) error {
 	if err := checkTransition(id, rec.State, StatePaused); err != nil {
 		return err
 	}
-	if n := m.inflight(id); n > 0 {
-		return fmt.Errorf("sandbox %s has %d command(s) streaming; wait for them to finish before pausing: %w", id, n, errdefs.ErrConflict)
+	reopen, busy, err := m.closeAdmission(id, "pausing", false)
+	if err != nil {
+		return err
 	}
+	if busy > 0 {
+		return fmt.Errorf("sandbox %s has %d command(s) streaming; wait for them to finish before pausing: %w", id, busy, errdefs.ErrConflict)
+	}
+	defer reopen()
 	m.mu.Lock()
 	sb := m.live[id]
 	m.mu.Unlock()
-	if sb == nil {
-		return fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
-	}
 	if err := m.host.Pause(ctx, id); err != nil {
 		return fmt.Errorf("pause sandbox %s: %w", id, err)
 	}

@@ -319,15 +319,17 @@ func (m *Manager) rollbackLocked(ctx context.Context, rec store.Sandbox, snapID 
 	if rec.State != StateRunning {
 		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be rolled back: %w", rec.ID, rec.State, errdefs.ErrConflict)
 	}
-	if n := m.inflight(rec.ID); n > 0 && !opts.Force {
-		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them, or roll back with force (warren rollback --force) to kill them: %w", rec.ID, n, errdefs.ErrConflict)
+	reopen, busy, err := m.closeAdmission(rec.ID, "rolling back", opts.Force)
+	if err != nil {
+		return store.Sandbox{}, err
 	}
+	if busy > 0 {
+		return store.Sandbox{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them, or roll back with force (warren rollback --force) to kill them: %w", rec.ID, busy, errdefs.ErrConflict)
+	}
+	defer reopen()
 	m.mu.Lock()
 	sb := m.live[rec.ID]
 	m.mu.Unlock()
-	if sb == nil {
-		return store.Sandbox{}, fmt.Errorf("sandbox %s is not attached to this daemon: %w", rec.ID, errdefs.ErrUnavailable)
-	}
 	ctx = context.WithoutCancel(ctx)
 	release, err := m.useSnapshots(ctx, snap)
 	if err != nil {

@@ -52,7 +52,7 @@ func TestSnapshotsTurnsRollbackFork(t *testing.T) {
 	}
 
 	// Rollback: within the family only; refused while a command runs.
-	done := m.BeginCommand(sb.ID)
+	done := acquire(t, m, "a", sb.ID)
 	if _, err := m.Rollback(ctx, "a", sb.ID, named.ID, RollbackOptions{}); !errdefs.IsConflict(err) {
 		t.Fatalf("rollback during a command: %v", err)
 	}
@@ -191,15 +191,15 @@ func TestCommandsWriteBackOnceTurnsAreTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.BeginCommand(sb.ID)()
+	acquire(t, m, "a", sb.ID)()
 	if len(h.writeBacks) != 0 {
 		t.Fatalf("write-backs before any turn: %v", h.writeBacks)
 	}
 	if _, err := m.Turn(ctx, "a", sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	outer := m.BeginCommand(sb.ID)
-	inner := m.BeginCommand(sb.ID)
+	outer := acquire(t, m, "a", sb.ID)
+	inner := acquire(t, m, "a", sb.ID)
 	inner()
 	if len(h.writeBacks) != 0 {
 		t.Fatalf("write-back while a command still runs: %v", h.writeBacks)
