@@ -99,6 +99,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /health", s.health)
 	m.HandleFunc("GET /metrics", s.prometheus)
+	m.HandleFunc("GET /openapi.json", s.openAPI)
 	m.Handle("GET /sandboxes/{id}/metrics", s.auth(s.sandboxMetrics))
 
 	m.Handle("POST /sandboxes", s.auth(s.createSandbox))
