@@ -82,7 +82,7 @@ type Deps struct {
 // Server routes requests to handlers.
 type Server struct {
 	deps  Deps
-	mux   *http.ServeMux
+	mux   *routeMux
 	authz *authCache
 	ports portProxy
 	envd  envdProxy
@@ -90,7 +90,7 @@ type Server struct {
 
 // New builds the API's handler.
 func New(deps Deps) *Server {
-	s := &Server{deps: deps, mux: http.NewServeMux(), authz: newAuthCache(deps.Keys)}
+	s := &Server{deps: deps, mux: newRouteMux(), authz: newAuthCache(deps.Keys)}
 	s.routes()
 	return s
 }
@@ -99,6 +99,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /health", s.health)
 	m.HandleFunc("GET /metrics", s.prometheus)
+	m.HandleFunc("GET /openapi.json", s.openAPI)
 	m.Handle("GET /sandboxes/{id}/metrics", s.auth(s.sandboxMetrics))
 
 	m.Handle("POST /sandboxes", s.auth(s.createSandbox))
