@@ -25,7 +25,8 @@ RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 RUNSC         := $(CACHE_DIR)/runsc/$(RUNSC_VERSION)/runsc
 # make install: the three binaries side by side in LIBDIR (the daemon finds
 # warren-agent and warren-gvisor-init beside its own binary), warren linked
-# into BINDIR, the unit in UNITDIR. DESTDIR stages it all elsewhere.
+# into BINDIR, the unit in UNITDIR, docs/operations.md in DOCDIR. DESTDIR
+# stages it all elsewhere.
 PREFIX      ?= /usr/local
 LIBDIR      ?= $(PREFIX)/lib/warren
 BINDIR      ?= $(PREFIX)/bin
@@ -67,12 +68,13 @@ build: deps
 # safe while the old daemon and sandboxes run: running sandboxes keep the
 # agent they started with. The unit names the installed paths.
 install: build
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 bin/warren bin/warren-agent bin/warren-gvisor-init $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(LIBDIR)/warren $(DESTDIR)$(BINDIR)/warren
 	sed -e 's|/usr/local/bin/warren|$(BINDIR)/warren|' -e 's|/usr/local/share/doc/warren|$(DOCDIR)|' dist/systemd/warren.service \
 		> $(DESTDIR)$(UNITDIR)/warren.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/warren.service
+	install -m 0644 docs/operations.md $(DESTDIR)$(DOCDIR)/
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
 	@echo "installed; start it with: systemctl enable --now warren (or, after an upgrade: systemctl restart warren)"
 
