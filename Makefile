@@ -1,6 +1,7 @@
 # warren — two commands set everything up on a fresh Debian/Ubuntu machine (as root):
 #   make run    builds, provisions the data directory and the `base` template, serves on 127.0.0.1:3000
 #   make test   installs what the tests need and runs every test suite
+# make install puts warren and its systemd unit on this host (docs/operations.md).
 SHELL       := /bin/bash
 DATA_DIR    ?= /var/lib/warren
 # Slow build artefacts (debootstrap trees) live outside the clone and survive it.
@@ -22,8 +23,17 @@ MCP_DIR     := test/e2e/mcp
 # clone (about 4 minutes, 80 MB). Static: a cgo build fails at run time.
 RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 RUNSC         := $(CACHE_DIR)/runsc/$(RUNSC_VERSION)/runsc
+# make install: the three binaries side by side in LIBDIR (the daemon finds
+# warren-agent and warren-gvisor-init beside its own binary), warren linked
+# into BINDIR, the unit in UNITDIR, docs/operations.md in DOCDIR. DESTDIR
+# stages it all elsewhere.
+PREFIX      ?= /usr/local
+LIBDIR      ?= $(PREFIX)/lib/warren
+BINDIR      ?= $(PREFIX)/bin
+DOCDIR      ?= $(PREFIX)/share/doc/warren
+UNITDIR     ?= /etc/systemd/system
 
-.PHONY: all build deps e2b-deps runsc run test test-unit test-e2e torture fuzz bench bench-e2b vet generate clean
+.PHONY: all build install deps e2b-deps runsc run test test-unit test-e2e torture fuzz bench bench-e2b vet generate clean
 
 all: build
 
@@ -53,6 +63,20 @@ build: deps
 	CGO_ENABLED=1 $(GO) build -tags '$(GO_TAGS)' -o bin/warren ./cmd/warren
 	cd agent && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../bin/warren-agent ./cmd/warren-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/warren-gvisor-init ./internal/runtime/gvisor/gvisorinit
+
+# install(1) replaces each file by a new one (the old is unlinked), so it is
+# safe while the old daemon and sandboxes run: running sandboxes keep the
+# agent they started with. The unit names the installed paths.
+install: build
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	install -m 0755 bin/warren bin/warren-agent bin/warren-gvisor-init $(DESTDIR)$(LIBDIR)/
+	ln -sfn $(LIBDIR)/warren $(DESTDIR)$(BINDIR)/warren
+	sed -e 's|/usr/local/bin/warren|$(BINDIR)/warren|' -e 's|/usr/local/share/doc/warren|$(DOCDIR)|' dist/systemd/warren.service \
+		> $(DESTDIR)$(UNITDIR)/warren.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/warren.service
+	install -m 0644 docs/operations.md $(DESTDIR)$(DOCDIR)/
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then systemctl daemon-reload; fi
+	@echo "installed; start it with: systemctl enable --now warren (or, after an upgrade: systemctl restart warren)"
 
 # Built only when missing: into a scratch directory first, so that an interrupted build leaves no
 # half-written binary behind.
