@@ -246,7 +246,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go d.Sessions.Run(runCtx)
+	d.Sessions.Start(runCtx)
 	go d.Metrics.Run(runCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

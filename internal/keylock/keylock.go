@@ -31,6 +31,10 @@ func (l *Locks) Lock(key string) (unlock func()) {
 	e.refs++
 	l.mu.Unlock()
 	e.Lock()
+	return l.unlockFunc(key, e)
+}
+
+func (l *Locks) unlockFunc(key string, e *entry) func() {
 	return func() {
 		e.Unlock()
 		l.mu.Lock()
@@ -47,4 +51,22 @@ func (l *Locks) Busy(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.m[key] != nil
+}
+
+// TryLock locks key's mutex if nobody holds or waits for it, and returns
+// its unlock; ok is false (and unlock nil) when the key is busy. It never
+// waits.
+func (l *Locks) TryLock(key string) (unlock func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = make(map[string]*entry)
+	}
+	if l.m[key] != nil {
+		return nil, false
+	}
+	e := &entry{refs: 1}
+	e.Lock() // new, so nobody else can hold it
+	l.m[key] = e
+	return l.unlockFunc(key, e), true
 }

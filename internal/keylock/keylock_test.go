@@ -29,3 +29,31 @@ func TestLocks(t *testing.T) {
 		t.Fatalf("%d entries left after every unlock", len(l.m))
 	}
 }
+
+func TestTryLock(t *testing.T) {
+	var l Locks
+	unlock, ok := l.TryLock("a")
+	if !ok {
+		t.Fatal("TryLock of a free key failed")
+	}
+	if _, ok := l.TryLock("a"); ok {
+		t.Fatal("TryLock of a held key succeeded")
+	}
+	if !l.Busy("a") || l.Busy("b") {
+		t.Fatal("Busy disagrees with the locks held")
+	}
+	other, ok := l.TryLock("b")
+	if !ok {
+		t.Fatal("TryLock of another key failed")
+	}
+	other()
+	unlock()
+	again, ok := l.TryLock("a")
+	if !ok {
+		t.Fatal("TryLock after unlock failed")
+	}
+	again()
+	if len(l.m) != 0 {
+		t.Fatalf("%d entries left after every unlock", len(l.m))
+	}
+}

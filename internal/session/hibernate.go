@@ -22,6 +22,11 @@ func (m *Manager) Hibernate(ctx context.Context, team, id string) (store.Sandbox
 func (m *Manager) hibernate(ctx context.Context, team, id, cause string) (store.Sandbox, error) {
 	unlock := m.lockSandbox(id)
 	defer unlock()
+	return m.hibernateLocked(ctx, team, id, cause)
+}
+
+// hibernateLocked is hibernate for a caller that holds the sandbox's lock.
+func (m *Manager) hibernateLocked(ctx context.Context, team, id, cause string) (store.Sandbox, error) {
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return store.Sandbox{}, err

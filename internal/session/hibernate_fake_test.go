@@ -129,6 +129,7 @@ func TestHibernateLifecycle(t *testing.T) {
 		t.Errorf("pausing a hibernated sandbox: %v, want ErrConflict", err)
 	}
 	m.watch(ctx)
+	m.actions.Wait()
 	if cur, _ := m.Get(ctx, "t", rec.ID); cur.State != StateHibernated {
 		t.Fatalf("the watch changed a hibernated sandbox to %s", cur.State)
 	}

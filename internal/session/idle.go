@@ -1,12 +1,8 @@
 package session
 
 import (
-	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // Idle actions.
@@ -24,13 +20,6 @@ const (
 	TimeoutIdle      = "idle"      // no activity for --idle-timeout
 	TimeoutRetention = "retention" // paused for --paused-retention
 )
-
-// timeoutFired tells OnTimeout that a timeout fired and what was done.
-func (m *Manager) timeoutFired(timeout, action string) {
-	if m.cfg.OnTimeout != nil {
-		m.cfg.OnTimeout(timeout, action)
-	}
-}
 
 // Touch records activity in a sandbox (an API call that uses it, output of
 // its commands, or traffic on a port connection or a long file or watch
@@ -89,83 +78,4 @@ func (a *ActivityMeter) Note() {
 		return
 	}
 	a.m.Touch(a.id)
-}
-
-// idle applies the idle timeout to running sandboxes and the retention
-// limit to paused ones. A sandbox with a command in flight is never idle.
-func (m *Manager) idle(ctx context.Context) {
-	if m.cfg.IdleTimeout <= 0 && m.cfg.PausedRetention <= 0 {
-		return
-	}
-	now := m.cfg.Now()
-	type due struct {
-		id     string
-		paused bool
-		since  time.Time
-	}
-	var todo []due
-	m.mu.Lock()
-	for id, sb := range m.live {
-		switch {
-		case sb.paused && m.cfg.PausedRetention > 0 && !sb.pausedAt.IsZero() && now.Sub(sb.pausedAt) >= m.cfg.PausedRetention:
-			todo = append(todo, due{id, true, sb.pausedAt})
-		case !sb.paused && m.cfg.IdleTimeout > 0 && m.running[id] == 0 && !sb.lastActive.IsZero() && now.Sub(sb.lastActive) >= m.cfg.IdleTimeout:
-			todo = append(todo, due{id, false, sb.lastActive})
-		}
-	}
-	m.mu.Unlock()
-	for _, d := range todo {
-		rec, err := m.store.GetSandbox(ctx, d.id)
-		if err != nil {
-			continue
-		}
-		if d.paused {
-			m.log.Info("paused sandbox reached its retention; killing it", "sandbox", d.id)
-			m.event(ctx, rec, "retention-expired", rec.State, rec.State, CauseTimeout, fmt.Sprintf("paused since %s", d.since.Format(time.RFC3339)))
-			m.timeoutFired(TimeoutRetention, IdleKill)
-			unlock := m.lockSandbox(d.id)
-			if cur, err := m.store.GetSandbox(ctx, d.id); err == nil && (cur.State == StatePaused || cur.State == StateHibernated) {
-				_ = m.destroy(ctx, cur, CauseTimeout)
-			}
-			unlock()
-			continue
-		}
-		detail := fmt.Sprintf("no activity since %s", d.since.Format(time.RFC3339))
-		switch m.cfg.IdleAction {
-		case IdleKill:
-			m.log.Info("sandbox idle; killing it", "sandbox", d.id)
-			m.event(ctx, rec, "idle", rec.State, rec.State, CauseTimeout, detail+"; killing")
-			m.timeoutFired(TimeoutIdle, IdleKill)
-			unlock := m.lockSandbox(d.id)
-			if cur, err := m.store.GetSandbox(ctx, d.id); err == nil && cur.State == StateRunning {
-				_ = m.destroy(ctx, cur, CauseTimeout)
-			}
-			unlock()
-		case IdleHibernate:
-			m.log.Info("sandbox idle; hibernating it", "sandbox", d.id)
-			m.event(ctx, rec, "idle", rec.State, rec.State, CauseTimeout, detail+"; hibernating")
-			action := IdleHibernate
-			_, err := m.hibernate(ctx, rec.Team, d.id, CauseTimeout)
-			if errdefs.IsInvalid(err) {
-				// Its runtime cannot save memory: pausing is the next best.
-				action = IdlePause
-				err = m.pause(ctx, rec.Team, d.id, CauseTimeout)
-			}
-			if err == nil {
-				m.timeoutFired(TimeoutIdle, action)
-			} else {
-				m.log.Warn("hibernate an idle sandbox", "sandbox", d.id, "err", err)
-				m.Touch(d.id)
-			}
-		default:
-			m.log.Info("sandbox idle; pausing it", "sandbox", d.id)
-			m.event(ctx, rec, "idle", rec.State, rec.State, CauseTimeout, detail+"; pausing")
-			if err := m.pause(ctx, rec.Team, d.id, CauseTimeout); err != nil {
-				m.log.Warn("pause an idle sandbox", "sandbox", d.id, "err", err)
-				m.Touch(d.id) // try again after another idle period, not every second
-			} else {
-				m.timeoutFired(TimeoutIdle, IdlePause)
-			}
-		}
-	}
 }

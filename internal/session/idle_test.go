@@ -57,6 +57,7 @@ func TestActivityMeterKeepsBusyStreamsAlive(t *testing.T) {
 		now = now.Add(500 * time.Millisecond)
 		meter.Note()
 		m.idle(ctx)
+		m.actions.Wait()
 		if st := state(); st != StateRunning {
 			t.Fatalf("a sandbox with traffic on a port went %s", st)
 		}
@@ -68,6 +69,7 @@ func TestActivityMeterKeepsBusyStreamsAlive(t *testing.T) {
 	// Silent, still open: idle after the timeout.
 	now = now.Add(m.cfg.IdleTimeout)
 	m.idle(ctx)
+	m.actions.Wait()
 	if st := state(); st != StatePaused {
 		t.Fatalf("a sandbox whose only connection went silent is %s, want paused", st)
 	}

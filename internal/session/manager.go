@@ -5,7 +5,6 @@ package session
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -159,6 +158,8 @@ type Config struct {
 	OnTimeout func(timeout, action string)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// TimeoutTick is how often the timeout loops look (0: DefaultTimeoutTick).
+	TimeoutTick time.Duration
 }
 
 // CreateRequest says what sandbox a team wants.
@@ -210,8 +211,12 @@ type Manager struct {
 	pools  map[string]*pool
 	refill chan struct{}
 
-	background     sync.WaitGroup // Run and the goroutines it starts
+	background     sync.WaitGroup // the goroutines Start starts
 	stopBackground context.CancelFunc
+	// actions are the timeout actions under way (see timeouts.go), each
+	// holding one of actionSlots.
+	actions     sync.WaitGroup
+	actionSlots chan struct{}
 
 	snapLocks      map[string]*snapLock // a snapshot's volume in use (shared) or moving (exclusive)
 	archiveQ       chan string          // sandboxes whose turns the archiver should look at
@@ -267,6 +272,7 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 		dropRecheck:    map[string]bool{},
 		pools:          newPools(cfg.Pools),
 		refill:         make(chan struct{}, 1),
+		actionSlots:    make(chan struct{}, maxTimeoutActions),
 	}
 }
 
@@ -621,118 +627,6 @@ func validateEnv(env map[string]string) error {
 	return nil
 }
 
-// Run enforces run timeouts and notices dead sandboxes until ctx ends or
-// Close is called; it also runs the background deleter and archiver.
-func (m *Manager) Run(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	m.mu.Lock()
-	m.stopBackground = cancel
-	m.mu.Unlock()
-	m.background.Add(4)
-	defer m.background.Done()
-	go func() { defer m.background.Done(); m.runPools(ctx) }()
-	go func() { defer m.background.Done(); m.runDeletes(ctx) }()
-	go func() { defer m.background.Done(); m.runArchiver(ctx) }()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.expire(ctx)
-			m.watch(ctx)
-			m.idle(ctx)
-		}
-	}
-}
-
-func (m *Manager) expire(ctx context.Context) {
-	// A paused sandbox's run timeout does not tick (Resume extends it).
-	recs, err := m.store.ListSandboxes(ctx, store.SandboxFilter{States: []store.SandboxState{StateRunning}})
-	if err != nil {
-		if !errors.Is(err, context.Canceled) {
-			m.log.Warn("list sandboxes for timeouts", "err", err)
-		}
-		return
-	}
-	now := m.cfg.Now()
-	for _, rec := range recs {
-		if rec.EndAt.IsZero() || now.Before(rec.EndAt) {
-			continue
-		}
-		m.log.Info("sandbox timed out; killing it", "sandbox", rec.ID, "endAt", rec.EndAt)
-		unlock := m.lockSandbox(rec.ID)
-		if cur, err := m.store.GetSandbox(ctx, rec.ID); err == nil && cur.State == StateRunning && !cur.EndAt.After(now) {
-			if cur.AutoPause {
-				unlock()
-				if err := m.pause(ctx, cur.Team, cur.ID, CauseTimeout); err != nil {
-					m.log.Warn("pause timed-out sandbox", "sandbox", rec.ID, "err", err)
-					continue
-				}
-				m.event(ctx, cur, "timed-out", cur.State, StatePaused, CauseTimeout, "run timeout reached at "+cur.EndAt.Format(time.RFC3339)+"; paused (autoPause)")
-				m.timeoutFired(TimeoutRun, IdlePause)
-				continue
-			}
-			m.event(ctx, cur, "timed-out", cur.State, cur.State, CauseTimeout, "run timeout reached at "+cur.EndAt.Format(time.RFC3339))
-			m.timeoutFired(TimeoutRun, IdleKill)
-			if err := m.destroy(ctx, cur, CauseTimeout); err != nil {
-				m.log.Warn("kill timed-out sandbox", "sandbox", rec.ID, "err", err)
-			}
-		}
-		unlock()
-	}
-}
-
-// watch fails live sandboxes whose processes are gone (PID 1, the agent,
-// was killed from inside, or the sandbox was OOM-killed as a whole) and
-// frees what they held; the record stays, with the reason, for inspection.
-func (m *Manager) watch(ctx context.Context) {
-	m.mu.Lock()
-	ids := make([]string, 0, len(m.live))
-	for id := range m.live {
-		ids = append(ids, id)
-	}
-	m.mu.Unlock()
-	for _, id := range ids {
-		if m.sbLocks.Busy(id) {
-			continue // a rollback stops and restarts the processes on purpose
-		}
-		unlock := m.lockSandbox(id)
-		m.mu.Lock()
-		hibernated := m.live[id] != nil && m.live[id].hibernated
-		m.mu.Unlock()
-		if hibernated {
-			unlock()
-			continue // it has no processes, by design
-		}
-		alive, err := m.host.Alive(ctx, id)
-		if err != nil || alive {
-			unlock()
-			continue
-		}
-		m.mu.Lock()
-		sb, ok := m.live[id]
-		delete(m.live, id)
-		m.mu.Unlock()
-		if !ok {
-			unlock()
-			continue // deleted meanwhile
-		}
-		if err := m.store.UpdateSandboxState(ctx, id, []store.SandboxState{StateRunning, StatePaused}, StateFailed,
-			"the sandbox's init process (its agent) exited"); err != nil {
-			unlock()
-			continue
-		}
-		m.log.Warn("sandbox died; marked failed", "sandbox", id)
-		m.event(ctx, store.Sandbox{ID: id, Team: sb.team}, "failed", StateRunning, StateFailed, CauseError, "the sandbox's init process (its agent) exited")
-		if err := m.host.Destroy(ctx, id, sb.Agent); err != nil {
-			m.log.Warn("free a dead sandbox", "sandbox", id, "err", err)
-		}
-		unlock()
-	}
-}
-
 // Close detaches from every sandbox without stopping any: they keep
 // running and a later daemon reattaches.
 func (m *Manager) Close() {
@@ -744,6 +638,7 @@ func (m *Manager) Close() {
 		stop()
 	}
 	m.background.Wait()
+	m.actions.Wait()
 	// Snapshots answered before they were written record their sizes.
 	m.host.WaitSettled()
 	// Pooled sandboxes belong to nobody: stop them rather than leave them

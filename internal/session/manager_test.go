@@ -52,6 +52,10 @@ type fakeHost struct {
 	// duringRollback, when set, runs inside Rollback before the rollback
 	// is recorded (with no lock of the fake held).
 	duringRollback func()
+	// hangDestroy holds Destroy of the sandboxes it names until the
+	// channel is closed (a runtime call that hangs).
+	hangDestroy map[string]chan struct{}
+	destroyErr  error // Destroy's answer (after it has forgotten the sandbox)
 }
 
 func newFakeHost() *fakeHost {
@@ -95,11 +99,17 @@ func (h *fakeHost) Recover(ctx context.Context, id string) (*sandbox.Sandbox, er
 
 func (h *fakeHost) Destroy(ctx context.Context, id string, _ *agentconn.Conn) error {
 	h.mu.Lock()
+	hang := h.hangDestroy[id]
+	h.mu.Unlock()
+	if hang != nil {
+		<-hang
+	}
+	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.alive, id)
 	delete(h.networks, id)
 	h.destroyed = append(h.destroyed, id)
-	return nil
+	return h.destroyErr
 }
 
 func (h *fakeHost) Reconcile(ctx context.Context, keep map[string]bool) error {
@@ -433,6 +443,7 @@ func TestTimeoutKills(t *testing.T) {
 	b, _ := m.Create(ctx, CreateRequest{Team: "a", Timeout: &never})
 	now = now.Add(time.Minute)
 	m.expire(ctx)
+	m.actions.Wait()
 	if h.alive[a.ID] || !h.alive[b.ID] {
 		t.Fatalf("after expiry: a alive=%v b alive=%v", h.alive[a.ID], h.alive[b.ID])
 	}
@@ -459,6 +470,7 @@ func TestWatchFailsDeadSandboxes(t *testing.T) {
 	delete(h.alive, a.ID)
 	h.mu.Unlock()
 	m.watch(ctx)
+	m.actions.Wait()
 	ra, _ := st.GetSandbox(ctx, a.ID)
 	rb, _ := st.GetSandbox(ctx, b.ID)
 	if ra.State != StateFailed || ra.Reason == "" || rb.State != StateRunning {

@@ -19,6 +19,11 @@ func (m *Manager) Pause(ctx context.Context, team, id string) error {
 func (m *Manager) pause(ctx context.Context, team, id, cause string) error {
 	unlock := m.lockSandbox(id)
 	defer unlock()
+	return m.pauseLocked(ctx, team, id, cause)
+}
+
+// pauseLocked is pause for a caller that holds the sandbox's lock.
+func (m *Manager) pauseLocked(ctx context.Context, team, id, cause string) error {
 	rec, err := m.Get(ctx, team, id)
 	if err != nil {
 		return err

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,5 +77,101 @@ func TestRequireTimeoutRefusesNever(t *testing.T) {
 	}
 	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base", Timeout: &short}); err != nil || p.hits != 1 {
 		t.Fatalf("pooled create with a timeout: %v, hits %d", err, p.hits)
+	}
+}
+
+// A runtime call that hangs in one sandbox holds back nothing else: the
+// other sandboxes' run timeouts still fire on time, the stuck sandbox is
+// skipped (not acted on twice), and a failed or unfinished action counts
+// nothing.
+func TestStuckSandboxStallsNoTimeout(t *testing.T) {
+	ctx := context.Background()
+	m, h, st := newManager(t, 10)
+	m.cfg.TimeoutTick = 20 * time.Millisecond
+	var mu sync.Mutex
+	var fired []string
+	m.cfg.OnTimeout = func(timeout, action string) {
+		mu.Lock()
+		fired = append(fired, timeout+"/"+action)
+		mu.Unlock()
+	}
+	short := 50 * time.Millisecond
+	stuck, err := m.Create(ctx, CreateRequest{Team: "a", Timeout: &short})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	h.mu.Lock()
+	h.hangDestroy = map[string]chan struct{}{stuck.ID: release}
+	h.mu.Unlock()
+	m.Start(ctx)
+	defer m.Close()
+	defer close(release)
+	// The stuck sandbox's kill is under way (and hangs) before the other's
+	// timeout is due.
+	waitFor(t, "the stuck sandbox's kill to begin", func() bool {
+		rec, err := st.GetSandbox(ctx, stuck.ID)
+		return err == nil && rec.State == StateDestroyed
+	})
+	later, err := m.Create(ctx, CreateRequest{Team: "a", Timeout: &short})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the other sandbox's run timeout", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(fired) > 0
+	})
+	h.mu.Lock()
+	gone := !h.alive[later.ID]
+	h.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if !gone || len(fired) != 1 || fired[0] != "run/kill" {
+		t.Fatalf("OnTimeout heard %v, want one run/kill (the stuck kill has not finished)", fired)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A timeout whose action fails counts nothing: the metrics count what was
+// done, not what was tried.
+func TestFailedTimeoutActionCountsNothing(t *testing.T) {
+	ctx := context.Background()
+	m, h, _ := newManager(t, 10)
+	now := time.Now()
+	m.cfg.Now = func() time.Time { return now }
+	m.cfg.IdleTimeout, m.cfg.IdleAction = time.Minute, IdleKill
+	var fired []string
+	m.cfg.OnTimeout = func(timeout, action string) { fired = append(fired, timeout+"/"+action) }
+	short := 10 * time.Second
+	if _, err := m.Create(ctx, CreateRequest{Team: "a", Timeout: &short}); err != nil {
+		t.Fatal(err)
+	}
+	h.destroyErr = errors.New("runsc delete: timed out")
+	now = now.Add(time.Minute)
+	m.expire(ctx)
+	m.actions.Wait()
+	if _, err := m.Create(ctx, CreateRequest{Team: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	m.idle(ctx)
+	m.actions.Wait()
+	if len(h.destroyed) != 2 {
+		t.Fatalf("destroys tried: %v, want the timed-out and the idle sandbox", h.destroyed)
+	}
+	if len(fired) != 0 {
+		t.Fatalf("OnTimeout heard %v of actions that failed", fired)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/keylock"
@@ -72,6 +73,10 @@ type Runtime struct {
 	log          *slog.Logger
 	host         hostFacts
 	locks        keylock.Locks
+
+	// callTimeout and longCallTimeout replace the deadlines of runsc's
+	// commands when set (see runsc.go).
+	callTimeout, longCallTimeout time.Duration
 
 	probeMu  sync.Mutex
 	probed   bool

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // baseFlags go on every runsc command. runsc also relays them to the
@@ -60,8 +61,17 @@ func (e *runscError) notExist() bool {
 // output goes to pipes, which a sandbox must never inherit) and returns its
 // stdout.
 func (r *Runtime) runscOut(ctx context.Context, args ...string) ([]byte, error) {
+	budget := r.deadline(callTimeout, r.callTimeout)
+	if len(args) > 0 && args[0] == "checkpoint" {
+		budget = r.deadline(longCallTimeout, r.longCallTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	full := append(r.baseFlags(), args...)
 	cmd := exec.CommandContext(ctx, r.runsc, full...)
+	// A child that keeps runsc's pipes open must not hold the call past
+	// its deadline either.
+	cmd.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -72,6 +82,29 @@ func (r *Runtime) runscOut(ctx context.Context, args ...string) ([]byte, error) 
 		return stdout.Bytes(), &runscError{args: args, msg: lastLines(msg, 5), err: err}
 	}
 	return stdout.Bytes(), nil
+}
+
+// Deadlines of runsc's commands. The sandbox's lock is held across them,
+// and a runsc that hangs (a wedged sandbox, a gofer stuck in the kernel)
+// must not hold it, and every later call on that sandbox, for ever. They
+// bound a hang, not a slow machine: generous.
+const (
+	// callTimeout bounds a short command: state, pause, resume, kill,
+	// delete, update, events, an exec of the init.
+	callTimeout = time.Minute
+	// longCallTimeout bounds what moves a sandbox's memory: run, restore
+	// and checkpoint of a sandbox of many GiB.
+	longCallTimeout = 10 * time.Minute
+	// waitDelay is how long a timed-out runsc's pipes may stay open.
+	waitDelay = 5 * time.Second
+)
+
+// deadline is def unless the runtime was given its own (tests).
+func (r *Runtime) deadline(def, own time.Duration) time.Duration {
+	if own > 0 {
+		return own
+	}
+	return def
 }
 
 // ociState is what `runsc state` prints.

@@ -137,7 +137,10 @@ func (r *Runtime) runDetached(ctx context.Context, spec runtime.Spec, image stri
 	args := append(r.baseFlags(), network, "--log="+filepath.Join(bundle, "runsc.log"))
 	args = append(args, verb...)
 	args = append(args, "--detach", "--bundle="+bundle, "--pid-file="+filepath.Join(bundle, "pid"), spec.ID)
+	ctx, cancel := context.WithTimeout(ctx, r.deadline(longCallTimeout, r.longCallTimeout))
+	defer cancel()
 	cmd := exec.CommandContext(ctx, r.runsc, args...)
+	cmd.WaitDelay = waitDelay
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
 	cmd.Dir = bundle
 	if err := cmd.Run(); err != nil {
