@@ -2,6 +2,9 @@ package metrics
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -117,11 +120,34 @@ func TestSeriesArePinned(t *testing.T) {
 }
 
 // scrape reads the exposition, with or without the per-sandbox series.
-func scrape(t *testing.T, m *Metrics, withSandboxes bool) string {
+func scrape(t testing.TB, m *Metrics, withSandboxes bool) string {
 	t.Helper()
-	var b strings.Builder
-	if err := m.WritePrometheus(context.Background(), &b, withSandboxes); err != nil {
-		t.Fatal(err)
+	rec := httptest.NewRecorder()
+	m.Handler(withSandboxes).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
 	}
-	return b.String()
+	return rec.Body.String()
+}
+
+// BenchmarkScrape: one admin scrape with 200 sampled sandboxes and 40
+// routes' histograms.
+func BenchmarkScrape(b *testing.B) {
+	fs := &fakeStats{m: map[string]runtime.Stats{}}
+	m := New(Options{Version: "1", PoolPath: b.TempDir(), Sampler: SamplerConfig{IDs: fs.ids, Stats: fs},
+		States: func(ctx context.Context) (map[string]int, error) { return map[string]int{"running": 200}, nil }})
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 2 {
+		for n := range 200 {
+			fs.m[fmt.Sprintf("sb%d", n)] = runtime.Stats{CPUUsageNanos: uint64(i) * 5e8, MemoryBytes: 1 << 20, Pids: 3, At: t0.Add(time.Duration(i) * time.Second)}
+		}
+		m.Sampler.SampleOnce(context.Background())
+	}
+	for n := range 40 {
+		m.ObserveRequest(fmt.Sprintf("GET /r%d", n), 200, time.Millisecond)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		scrape(b, m, true)
+	}
 }
