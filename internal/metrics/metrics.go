@@ -57,7 +57,7 @@ func (m *Metrics) CountTimeout(timeout, action string) {
 	m.timeouts.WithLabelValues(timeout, action).Inc()
 }
 
-// New returns Metrics; call Run to start sampling.
+// New returns Metrics; call Start to start sampling.
 func New(opts Options) *Metrics {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -70,8 +70,21 @@ func New(opts Options) *Metrics {
 	return m
 }
 
-// Run samples the sandboxes until ctx is done.
-func (m *Metrics) Run(ctx context.Context) { m.Sampler.Run(ctx) }
+// Start samples the sandboxes until ctx is done or stop is called. stop
+// returns once the sampling goroutine has ended, so that what it reads
+// (the runtime, the storage) can be closed after it.
+func (m *Metrics) Start(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Sampler.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
 
 // Uptime is how long ago the metrics (the daemon) started.
 func (m *Metrics) Uptime() time.Duration { return m.opts.Now().Sub(m.started) }

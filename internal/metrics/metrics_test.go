@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestPrometheusPoolsAndTimeouts(t *testing.T) {
@@ -61,4 +63,29 @@ func TestScrapeSurvivesAFailedCount(t *testing.T) {
 	if got := errs.Recent(); len(got) != 1 || !strings.Contains(got[0].Message, "database is locked") {
 		t.Errorf("errors = %+v, want the failed count", got)
 	}
+}
+
+// TestStartStopJoinsTheSampler: stop returns only once the sampling
+// goroutine has ended, even when a pass is under way.
+func TestStartStopJoinsTheSampler(t *testing.T) {
+	inPass := make(chan struct{})
+	var ended atomic.Bool
+	m := New(Options{Sampler: SamplerConfig{
+		Stats: &fakeStats{},
+		Log:   slog.New(slog.DiscardHandler),
+		IDs: func(ctx context.Context) ([]string, error) {
+			close(inPass) // the goroutine is in its first pass
+			<-ctx.Done()
+			time.Sleep(20 * time.Millisecond) // a pass that ends a while after
+			ended.Store(true)
+			return nil, ctx.Err()
+		},
+	}})
+	stop := m.Start(context.Background())
+	<-inPass
+	stop()
+	if !ended.Load() {
+		t.Fatal("stop returned while the sampler was in a pass")
+	}
+	stop() // a second stop is harmless
 }
