@@ -58,6 +58,9 @@ type Daemon struct {
 	Networks  *sandbox.Networks
 	audit     *networkAudit
 	runtimes  []client.RuntimeInfo // for GET /health
+
+	// stopMetrics stops the sampler Serve started and waits for it.
+	stopMetrics func()
 }
 
 // OpenStorage opens the data directory's pool and database: all that
@@ -247,7 +250,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	d.Sessions.Start(runCtx)
-	go d.Metrics.Run(runCtx)
+	d.stopMetrics = d.Metrics.Start(runCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	d.log.Info("warren is serving", "addr", ln.Addr().String(), "data", d.cfg.DataDir, "storage", d.Storage.Name())
@@ -270,6 +273,9 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 // Close releases the daemon's resources. Sandboxes and the storage pool's
 // mount stay, for the next daemon to reattach to.
 func (d *Daemon) Close() error {
+	if d.stopMetrics != nil {
+		d.stopMetrics() // it reads the runtime and the storage closed below
+	}
 	var errs []error
 	d.Procs.Close() // before the agent connections close under it
 	if d.Sessions != nil {

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"path/filepath"
+	"slices"
 
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/runtime"
@@ -11,9 +12,10 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
-// metricStates are the states the warren_sandboxes gauge reports
-// (destroyed sandboxes are history, not load).
-var metricStates = []store.SandboxState{session.StateCreating, session.StateRunning, session.StatePaused, session.StateStopped, session.StateFailed}
+// metricStates are the states the warren_sandboxes gauge reports: every
+// state of the lifecycle but destroyed (destroyed sandboxes are history,
+// not load).
+var metricStates = slices.DeleteFunc(session.States(), func(s store.SandboxState) bool { return s == session.StateDestroyed })
 
 // newMetrics wires the metrics sampler to the runtime (which sandboxes
 // exist, their cgroup counters), the storage (disk per sandbox, pool fill
@@ -48,18 +50,24 @@ func (d *Daemon) newMetrics(errs *metrics.Errors) *metrics.Metrics {
 			return out
 		},
 		Version: Version,
-		States: func(ctx context.Context) (map[string]int, error) {
-			out := make(map[string]int, len(metricStates))
-			for _, st := range metricStates {
-				n, err := d.Store.CountSandboxes(ctx, st)
-				if err != nil {
-					return nil, err
-				}
-				out[string(st)] = n
-			}
-			return out, nil
-		},
+		States:  sandboxesByState(d.Store),
 	})
+}
+
+// sandboxesByState counts the sandboxes in each of metricStates, for the
+// warren_sandboxes gauge (a state with none is a 0, not a missing series).
+func sandboxesByState(st *store.Store) func(ctx context.Context) (map[string]int, error) {
+	return func(ctx context.Context) (map[string]int, error) {
+		out := make(map[string]int, len(metricStates))
+		for _, s := range metricStates {
+			n, err := st.CountSandboxes(ctx, s)
+			if err != nil {
+				return nil, err
+			}
+			out[string(s)] = n
+		}
+		return out, nil
+	}
 }
 
 // onEvent hears of every step of a sandbox's life: it goes into the

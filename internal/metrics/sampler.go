@@ -1,7 +1,7 @@
 // Package metrics measures warren: a sampler that reads every live
 // sandbox's counters once a second and keeps a bounded history of each, the
 // API's latency histograms, the storage pool's fill level, and the
-// Prometheus text exposition of all of it. It decides nothing; the server
+// Prometheus exposition of all of it. It decides nothing; the server
 // serves what it holds.
 package metrics
 

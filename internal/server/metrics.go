@@ -95,9 +95,6 @@ func (s *Server) writePrometheus(withSandboxes bool) http.HandlerFunc {
 			writeError(w, r, fmt.Errorf("metrics are not enabled on this server: %w", errdefs.ErrUnavailable))
 			return
 		}
-		w.Header().Set("Content-Type", metrics.ContentType)
-		if err := s.deps.Metrics.WritePrometheus(r.Context(), w, withSandboxes); err != nil {
-			s.deps.Log.Warn("write /metrics", "err", err)
-		}
+		s.deps.Metrics.Handler(withSandboxes).ServeHTTP(w, r)
 	}
 }

@@ -2,6 +2,8 @@ package session
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
@@ -77,3 +79,6 @@ func checkTransition(id string, from, to store.SandboxState) error {
 	}
 	return nil
 }
+
+// States lists every state of the lifecycle, sorted.
+func States() []store.SandboxState { return slices.Sorted(maps.Keys(transitions)) }

@@ -79,8 +79,8 @@ func TestIdleTimeout(t *testing.T) {
 	// Both firings are counted in /metrics, by timeout and action.
 	prom := httpGet(t, d, "/metrics", d.key, 200)
 	for _, want := range []string{
-		`warren_timeouts_fired_total{timeout="idle",action="pause"} 1`,
-		`warren_timeouts_fired_total{timeout="retention",action="kill"} 1`,
+		`warren_timeouts_fired_total{action="pause",timeout="idle"} 1`,
+		`warren_timeouts_fired_total{action="kill",timeout="retention"} 1`,
 	} {
 		if !strings.Contains(prom, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, prom)

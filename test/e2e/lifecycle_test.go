@@ -203,7 +203,7 @@ func TestRunTimeout(t *testing.T) {
 	}
 	waitFor(t, 25*time.Second, "the extended sandbox to be killed at its new end", func() bool { return !alive(extended.SandboxID) })
 	prom := httpGet(t, d, "/metrics", d.key, 200)
-	if want := `warren_timeouts_fired_total{timeout="run",action="kill"} 2`; !strings.Contains(prom, want) {
+	if want := `warren_timeouts_fired_total{action="kill",timeout="run"} 2`; !strings.Contains(prom, want) {
 		t.Errorf("/metrics lacks %q:\n%s", want, prom)
 	}
 }

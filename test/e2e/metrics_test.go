@@ -105,9 +105,9 @@ func TestMetrics(t *testing.T) {
 	prom := httpGet(t, d, "/metrics", d.key, 200)
 	for _, want := range []string{
 		`warren_sandboxes{state="running"} 1`,
-		`warren_sandbox_memory_limit_bytes{sandbox="` + id + `"} 67108864`,
+		`warren_sandbox_memory_limit_bytes{sandbox="` + id + `"} 6.7108864e+07`,
 		`warren_operation_duration_seconds_count{op="exec"} 1`,
-		`warren_http_request_duration_seconds_count{route="POST /sandboxes",code="201"} 1`,
+		`warren_http_request_duration_seconds_count{code="201",route="POST /sandboxes"} 1`,
 		"warren_pool_size_bytes ",
 	} {
 		if !strings.Contains(prom, want) {

@@ -56,11 +56,11 @@ func TestWarmPool(t *testing.T) {
 	// /metrics shows the pool's size, hits and misses (hit ratio).
 	prom := httpGet(t, d, "/metrics", d.key, 200)
 	for _, want := range []string{
-		`warren_warm_pool_ready{template="bb",network="false"} 3`,
-		`warren_warm_pool_min{template="bb",network="false"} 3`,
-		`warren_warm_pool_hits_total{template="bb",network="false"} 3`,
-		`warren_warm_pool_misses_total{template="bb",network="false"} 0`,
-		`warren_warm_pool_hit_ratio{template="bb",network="false"} 1`,
+		`warren_warm_pool_ready{network="false",template="bb"} 3`,
+		`warren_warm_pool_min{network="false",template="bb"} 3`,
+		`warren_warm_pool_hits_total{network="false",template="bb"} 3`,
+		`warren_warm_pool_misses_total{network="false",template="bb"} 0`,
+		`warren_warm_pool_hit_ratio{network="false",template="bb"} 1`,
 	} {
 		if !strings.Contains(prom, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, prom)
