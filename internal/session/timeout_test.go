@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -173,5 +175,17 @@ func TestFailedTimeoutActionCountsNothing(t *testing.T) {
 	}
 	if len(fired) != 0 {
 		t.Fatalf("OnTimeout heard %v of actions that failed", fired)
+	}
+}
+
+// Close joins everything Start started, even when it comes at once: no
+// loop may outlive the store it writes to.
+func TestCloseJoinsBackground(t *testing.T) {
+	m, _, _ := newManager(t, 10)
+	ignore := goleak.IgnoreCurrent() // the store's own
+	m.Start(context.Background())
+	m.Close()
+	if err := goleak.Find(ignore); err != nil {
+		t.Fatalf("goroutines left after Close:\n%v", err)
 	}
 }
