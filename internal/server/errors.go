@@ -50,7 +50,11 @@ func statusOf(err error) int {
 		case connect.CodePermissionDenied:
 			return http.StatusForbidden
 		case connect.CodeUnauthenticated:
-			return http.StatusUnauthorized
+			// The agent is untrusted: what it says must never read as
+			// the API refusing the caller's key (a 401 makes clients
+			// drop or re-ask for it). Its one honest use is a user name
+			// the sandbox does not know: the request was wrong.
+			return http.StatusBadRequest
 		case connect.CodeResourceExhausted:
 			return http.StatusTooManyRequests
 		case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeCanceled:
@@ -74,7 +78,7 @@ func messageOf(err error) string {
 
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)
-	if status == http.StatusUnauthorized {
+	if errors.Is(err, errdefs.ErrUnauthenticated) {
 		// Clients (MCP ones among them) learn from it to send a bearer key.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="warren"`)
 	}
