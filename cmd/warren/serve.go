@@ -85,7 +85,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (debugging)")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the API (env WARREN_LISTEN)")
 	f.StringVar(&cfg.Domain, "domain", cfg.Domain, "sandbox domain: Host <port>-<id>.<domain> reaches that port in the sandbox; returned to E2B SDKs for getHost (env WARREN_DOMAIN)")
-	f.Int64Var(&maxUploadMB, "max-upload-mb", cfg.MaxUploadBytes>>20, "largest file upload through the E2B sandbox plane, in MiB")
+	f.Int64Var(&maxUploadMB, "max-upload-mb", cfg.MaxUploadBytes>>20, "largest file upload (PUT /sandboxes/{id}/files and the E2B sandbox plane's POST /files), in MiB")
 	f.Int64Var(&logMB, "log-mb", cfg.SandboxLogBytes>>20, "disk budget of each sandbox's log (process output and lifecycle), in MiB; rotated within it")
 	f.StringVar(&cfg.Storage, "storage", cfg.Storage, "storage backend: btrfs or dir (env WARREN_STORAGE)")
 	f.Int64Var(&imageSizeGiB, "image-size-gb", cfg.ImageSize>>30, "size of the loop-backed btrfs image made when the data dir is not on btrfs (sparse)")

@@ -28,7 +28,8 @@ type Config struct {
 	// sandbox. It is returned in create answers, where the SDKs' getHost
 	// uses it. Browsers resolve *.localhost to loopback.
 	Domain string
-	// MaxUploadBytes bounds one file upload through the sandbox plane.
+	// MaxUploadBytes bounds one file upload (warren's PUT /files and the
+	// E2B sandbox plane's POST /files).
 	MaxUploadBytes int64
 	// SandboxLogBytes bounds each sandbox's log (process output and
 	// lifecycle) on disk; it is rotated within that budget.

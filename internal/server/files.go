@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -151,11 +152,11 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
-	agent, p, release, ok := s.sandboxAgent(w, r)
-	if !ok {
+	limit := s.uploadLimit()
+	if r.ContentLength > limit {
+		writeError(w, r, errUploadTooLarge(limit))
 		return
 	}
-	defer release()
 	mode := uint32(0o644)
 	if v := r.URL.Query().Get("mode"); v != "" {
 		m, err := strconv.ParseUint(v, 8, 32)
@@ -165,12 +166,17 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		}
 		mode = uint32(m)
 	}
-	if r.ContentLength > maxUploadBody {
-		writeError(w, r, fmt.Errorf("file is larger than %d bytes: %w", maxUploadBody, errTooLarge))
+	agent, p, release, ok := s.sandboxAgent(w, r)
+	if !ok {
 		return
 	}
-	body := http.MaxBytesReader(w, r.Body, maxUploadBody)
-	stream := agent.Files().WriteFile(r.Context())
+	defer release()
+	body := http.MaxBytesReader(w, r.Body, limit)
+	// Cancelling the stream is what abandons an upload: a stream closed
+	// in order would have the agent keep what it got so far.
+	ctx, abandon := context.WithCancel(r.Context())
+	defer abandon()
+	stream := agent.Files().WriteFile(ctx)
 	err := stream.Send(&agentv1.WriteFileRequest{Header: &agentv1.WriteFileHeader{
 		Path:        p,
 		Mode:        mode,
@@ -192,9 +198,10 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		if rerr != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(rerr, &tooBig) {
-				rerr = fmt.Errorf("file is larger than %d bytes: %w", maxUploadBody, errTooLarge)
+				rerr = errUploadTooLarge(limit)
 			}
 			// Abandon the upload: the agent drops its temporary file.
+			abandon()
 			_, _ = stream.CloseAndReceive()
 			writeError(w, r, rerr)
 			return
@@ -302,4 +309,17 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, entryOf(res.Msg.GetEntry()))
+}
+
+// uploadLimit bounds one file upload, through warren's API and E2B's
+// sandbox plane alike (--max-upload-mb).
+func (s *Server) uploadLimit() int64 {
+	if s.deps.MaxUploadBytes > 0 {
+		return s.deps.MaxUploadBytes
+	}
+	return defaultMaxUpload
+}
+
+func errUploadTooLarge(limit int64) error {
+	return fmt.Errorf("upload is over this server's limit of %d bytes (--max-upload-mb): %w", limit, errTooLarge)
 }

@@ -233,23 +233,30 @@ func (s *Server) envdReverseProxy() *httputil.ReverseProxy {
 					pr.Out.Header.Del(h)
 				}
 			},
-			Transport:     envdTransport{},
-			FlushInterval: -1, // Connect server streams pass each message at once
-			ErrorHandler:  s.envdProxyError,
+			Transport:      envdTransport{},
+			FlushInterval:  -1, // Connect server streams pass each message at once
+			ErrorHandler:   s.envdProxyError,
+			ModifyResponse: dropChallenges,
 		}
 	})
 	return s.envd.proxy
 }
 
+// dropChallenges strips authentication challenges from the agent's
+// answers: the agent is untrusted and must not ask the caller for other
+// credentials. Its status codes pass as envd's protocol has them.
+func dropChallenges(res *http.Response) error {
+	res.Header.Del("WWW-Authenticate")
+	res.Header.Del("Proxy-Authenticate")
+	return nil
+}
+
 // proxyEnvd hands a checked request to the sandbox's agent.
 func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.Sandbox) {
 	if r.URL.Path == "/files" && r.Method == http.MethodPost {
-		limit := s.deps.MaxUploadBytes
-		if limit <= 0 {
-			limit = maxUploadBody
-		}
+		limit := s.uploadLimit()
 		if r.ContentLength > limit {
-			s.planeError(w, r, fmt.Errorf("upload of %d bytes is over this server's limit of %d bytes (--max-upload-mb): %w", r.ContentLength, limit, errTooLarge))
+			s.planeError(w, r, errUploadTooLarge(limit))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
@@ -290,7 +297,7 @@ func (s *Server) envdProxyError(w http.ResponseWriter, r *http.Request, err erro
 	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		s.planeError(w, r, fmt.Errorf("upload is over this server's limit of %d bytes (--max-upload-mb): %w", tooBig.Limit, errTooLarge))
+		s.planeError(w, r, errUploadTooLarge(tooBig.Limit))
 		return
 	}
 	t, _ := r.Context().Value(envdTargetKey{}).(envdTarget)

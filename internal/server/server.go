@@ -30,8 +30,8 @@ const AdminTeam = "admin"
 // maxJSONBody bounds every JSON request body.
 const maxJSONBody = 1 << 20
 
-// maxUploadBody bounds a file upload.
-const maxUploadBody = 1 << 30
+// defaultMaxUpload bounds a file upload when Deps.MaxUploadBytes is not set.
+const defaultMaxUpload = 1 << 30
 
 // Templates is what the API needs to manage templates.
 type Templates interface {
@@ -73,7 +73,8 @@ type Deps struct {
 	MetricsPublic bool
 	// Tokens issues and checks the sandbox plane's access tokens and
 	// signed file URLs. Domain is the sandbox domain of host routing.
-	// MaxUploadBytes bounds one upload through the sandbox plane.
+	// MaxUploadBytes bounds one file upload, through warren's API and
+	// the sandbox plane (0: defaultMaxUpload).
 	Tokens         *accesstoken.Issuer
 	Domain         string
 	MaxUploadBytes int64

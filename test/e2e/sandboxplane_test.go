@@ -142,6 +142,23 @@ func TestSandboxPlane(t *testing.T) {
 	if code, b := call("POST", "/files?path=/tmp/small&username=root", up, strings.NewReader("hello")); code != 200 || !strings.Contains(string(b), `"path":"/tmp/small"`) {
 		t.Errorf("octet-stream upload: %d %s", code, b)
 	}
+	// The same limit holds for warren's own PUT /files, declared or
+	// streamed (no Content-Length).
+	own := map[string]string{"X-API-Key": d.key}
+	for name, body := range map[string]func() io.Reader{
+		"declared": func() io.Reader { return bytes.NewReader(make([]byte, 2<<20)) },
+		"streamed": func() io.Reader { return io.MultiReader(bytes.NewReader(make([]byte, 2<<20))) },
+	} {
+		if code, b := call("PUT", "/sandboxes/"+a.SandboxID+"/files?path=/tmp/big2", own, body()); code != 413 || !strings.Contains(string(b), "--max-upload-mb") {
+			t.Errorf("PUT /files, 2 MiB %s over a 1 MiB limit: %d %s", name, code, b)
+		}
+	}
+	if code, _ := call("GET", "/sandboxes/"+a.SandboxID+"/files?path=/tmp/big2", own, nil); code != 404 {
+		t.Errorf("a refused PUT /files left /tmp/big2 (GET: %d)", code)
+	}
+	if code, b := call("PUT", "/sandboxes/"+a.SandboxID+"/files?path=/tmp/small2", own, strings.NewReader("hello")); code != 200 {
+		t.Errorf("PUT /files under the limit: %d %s", code, b)
+	}
 
 	// Signed URLs carry no sandbox header: the signature finds the sandbox.
 	signed := func(method, path, user, token string, exp string) string {
