@@ -20,6 +20,7 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/accesstoken"
+	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/mcpserver"
 	"github.com/warrenhq/warren/internal/metrics"
@@ -221,13 +222,13 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Domain:         d.cfg.Domain,
 		MaxUploadBytes: d.cfg.MaxUploadBytes,
 		Sessions:       d.Sessions,
+		Commands:       commands.New(d.Sessions, d.Logs, d.cfg.OutputLimit),
 		Keys:           d.Store,
 		Templates:      d.Templates,
 		Procs:          d.Procs,
 		Logs:           d.Logs,
 		Tools:          tools,
 		Log:            d.log,
-		OutputLimit:    d.cfg.OutputLimit,
 		Runtimes:       d.runtimes,
 		Health: client.Health{
 			Status:  "ok",

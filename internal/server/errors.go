@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
@@ -68,13 +69,7 @@ func statusOf(err error) int {
 
 // messageOf is the message a user sees: an agent's own message without
 // Connect's code prefix, else the error's text.
-func messageOf(err error) string {
-	var ce *connect.Error
-	if errors.As(err, &ce) && !errdefs.IsNotFound(err) {
-		return ce.Message()
-	}
-	return err.Error()
-}
+var messageOf = commands.MessageOf
 
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status := statusOf(err)

@@ -14,6 +14,7 @@ import (
 	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/agentconn"
+	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/procs"
 )
@@ -81,7 +82,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if err := validateExec(&req.ExecRequest); err != nil {
+	if err := commands.ValidateExec(&req.ExecRequest); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -49,7 +49,9 @@ type Keys interface {
 
 // Deps are the services the API is put in front of.
 type Deps struct {
-	Sessions  *session.Manager
+	Sessions *session.Manager
+	// Commands runs exec and tool calls (*commands.Service).
+	Commands  Commands
 	Keys      Keys
 	Templates Templates
 	// Procs holds the output of sandboxes' background processes.
@@ -65,8 +67,6 @@ type Deps struct {
 	// Runtimes are the sandbox runtimes, listed in GET /health's
 	// capabilities.
 	Runtimes []client.RuntimeInfo
-	// OutputLimit is an exec's output cap when the request names none.
-	OutputLimit uint64
 	// Metrics feeds /health, /metrics and /sandboxes/{id}/metrics (nil:
 	// static health, no metrics). MetricsPublic serves /metrics without a key.
 	Metrics       *metrics.Metrics
