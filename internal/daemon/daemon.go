@@ -217,12 +217,14 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
 	}
+	cmds := commands.New(d.Sessions, d.Logs, d.cfg.OutputLimit)
 	api := server.New(server.Deps{
 		Tokens:         tokens,
 		Domain:         d.cfg.Domain,
 		MaxUploadBytes: d.cfg.MaxUploadBytes,
 		Sessions:       d.Sessions,
-		Commands:       commands.New(d.Sessions, d.Logs, d.cfg.OutputLimit),
+		Commands:       cmds,
+		Files:          cmds,
 		Keys:           d.Store,
 		Templates:      d.Templates,
 		Procs:          d.Procs,

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -69,8 +70,42 @@ func (f *fakeCommands) CallTool(_ context.Context, team, id, name string, _ clie
 	return f.tool, f.err
 }
 
+// The file calls of fakeCommands: each answers f.err, or an entry named
+// after what it was asked.
+func (f *fakeCommands) Stat(_ context.Context, team, id, path string) (client.EntryInfo, error) {
+	f.asked = team + "/" + id + ":stat " + path
+	return client.EntryInfo{Path: path}, f.err
+}
+func (f *fakeCommands) ListDir(_ context.Context, team, id, path string, depth uint32) ([]client.EntryInfo, error) {
+	f.asked = fmt.Sprintf("%s/%s:ls %s %d", team, id, path, depth)
+	return []client.EntryInfo{{Path: path}}, f.err
+}
+func (f *fakeCommands) MakeDir(_ context.Context, team, id, path, user string) (client.EntryInfo, error) {
+	f.asked = team + "/" + id + ":mkdir " + path + " " + user
+	return client.EntryInfo{Path: path}, f.err
+}
+func (f *fakeCommands) Remove(_ context.Context, team, id, path string) error {
+	f.asked = team + "/" + id + ":rm " + path
+	return f.err
+}
+func (f *fakeCommands) Move(_ context.Context, team, id, src, dst string) (client.EntryInfo, error) {
+	f.asked = team + "/" + id + ":mv " + src + " " + dst
+	return client.EntryInfo{Path: dst}, f.err
+}
+func (f *fakeCommands) ReadFile(context.Context, string, string, string) (*commands.FileReader, error) {
+	return nil, errdefs.ErrUnsupported
+}
+func (f *fakeCommands) WriteFile(_ context.Context, team, id string, req commands.WriteFileRequest, body io.Reader) (client.EntryInfo, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return client.EntryInfo{}, err
+	}
+	f.asked = fmt.Sprintf("%s/%s:write %s %o %d bytes", team, id, req.Path, req.Mode, len(b))
+	return client.EntryInfo{Path: req.Path, Size: int64(len(b))}, f.err
+}
+
 func commandServer(f *fakeCommands) *Server {
-	return New(Deps{Keys: fakeKeys{}, Commands: f, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return New(Deps{Keys: fakeKeys{}, Commands: f, Files: f, MaxUploadBytes: 1 << 10, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
 // ndjsonLines splits an NDJSON answer into its objects.
@@ -140,6 +175,31 @@ func TestCommandRoutes(t *testing.T) {
 		{name: "tool refused before any progress", method: "POST", path: "/sandboxes/sb/tools/bash?stream=true", body: `{}`, key: "k",
 			fake:   fakeCommands{err: fmt.Errorf("params must be a JSON object: %w", errdefs.ErrInvalid)},
 			status: 400, contains: "JSON object", asked: "t/sb/bash"},
+		{name: "stat", method: "GET", path: "/sandboxes/sb/files/stat?path=/etc/passwd", key: "k",
+			status: 200, contains: `"path":"/etc/passwd"`, asked: "t/sb:stat /etc/passwd"},
+		{name: "stat without a path", method: "GET", path: "/sandboxes/sb/files/stat", key: "k",
+			status: 400, contains: "query parameter"},
+		{name: "stat of a missing file", method: "GET", path: "/sandboxes/sb/files/stat?path=/nope", key: "k",
+			fake:   fakeCommands{err: fmt.Errorf("stat /nope: %w", errdefs.ErrNotFound)},
+			status: 404, asked: "t/sb:stat /nope"},
+		{name: "list to a depth", method: "GET", path: "/sandboxes/sb/files/list?path=/w&depth=3", key: "k",
+			status: 200, asked: "t/sb:ls /w 3"},
+		{name: "list too deep", method: "GET", path: "/sandboxes/sb/files/list?path=/w&depth=99", key: "k",
+			status: 400, contains: "depth"},
+		{name: "mkdir as a user", method: "POST", path: "/sandboxes/sb/files/mkdir?path=/w/d&user=user", key: "k",
+			status: 200, asked: "t/sb:mkdir /w/d user"},
+		{name: "remove", method: "DELETE", path: "/sandboxes/sb/files?path=/w/d", key: "k",
+			status: 204, asked: "t/sb:rm /w/d"},
+		{name: "move", method: "POST", path: "/sandboxes/sb/files/move", body: `{"source":"/a","destination":"/b"}`, key: "k",
+			status: 200, contains: `"path":"/b"`, asked: "t/sb:mv /a /b"},
+		{name: "move without a destination", method: "POST", path: "/sandboxes/sb/files/move", body: `{"source":"/a"}`, key: "k",
+			status: 400, contains: "destination"},
+		{name: "write with a mode", method: "PUT", path: "/sandboxes/sb/files?path=/w/f&mode=0600", body: "hello", key: "k",
+			status: 200, asked: "t/sb:write /w/f 600 5 bytes"},
+		{name: "write with a bad mode", method: "PUT", path: "/sandboxes/sb/files?path=/w/f&mode=9", body: "hello", key: "k",
+			status: 400, contains: "octal"},
+		{name: "write over the upload limit", method: "PUT", path: "/sandboxes/sb/files?path=/w/f", body: strings.Repeat("x", 2<<10), key: "k",
+			status: 413, contains: "--max-upload-mb"},
 		{name: "tool body too large", method: "POST", path: "/sandboxes/sb/tools/write", body: `{"params":{"content":"` + strings.Repeat("x", maxToolBody) + `"}}`, key: "k",
 			status: 413},
 	} {

@@ -50,8 +50,10 @@ type Keys interface {
 // Deps are the services the API is put in front of.
 type Deps struct {
 	Sessions *session.Manager
-	// Commands runs exec and tool calls (*commands.Service).
+	// Commands runs exec and tool calls, Files file calls
+	// (*commands.Service both).
 	Commands  Commands
+	Files     Files
 	Keys      Keys
 	Templates Templates
 	// Procs holds the output of sandboxes' background processes.
