@@ -107,3 +107,21 @@ func TestCommandWaitsForARollback(t *testing.T) {
 		t.Fatalf("the call was admitted before the rollback ended (rollbacks seen: %v)", seen)
 	}
 }
+
+// A drain its caller gives up on leaves the sandbox taking calls again.
+func TestAbandonedDrainReopens(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newManager(t, 10)
+	rec, err := m.Create(ctx, CreateRequest{Team: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFlight := acquire(t, m, "a", rec.ID)
+	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, _, err := m.Drain(dctx, "a", rec.ID, time.Minute, 0); err == nil {
+		t.Fatal("a drain whose caller left reported success")
+	}
+	inFlight()
+	acquire(t, m, "a", rec.ID)()
+}

@@ -85,6 +85,13 @@ func (m *Manager) Drain(ctx context.Context, team, id string, wait, grace time.D
 	for m.inflight(id) > 0 && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
+			// The caller gave up on the drain: the sandbox takes calls
+			// again rather than refuse them for ever.
+			m.mu.Lock()
+			if sb := m.live[id]; sb != nil {
+				sb.draining = false
+			}
+			m.mu.Unlock()
 			return store.Sandbox{}, false, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
