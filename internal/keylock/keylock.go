@@ -4,7 +4,10 @@
 // with every sandbox ever seen.
 package keylock
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // Locks is a set of mutexes by key. The zero value is ready to use.
 type Locks struct {
@@ -69,4 +72,22 @@ func (l *Locks) TryLock(key string) (unlock func(), ok bool) {
 	e.Lock() // new, so nobody else can hold it
 	l.m[key] = e
 	return l.unlockFunc(key, e), true
+}
+
+// LockContext is Lock that gives up when ctx ends first. A waiter that
+// gave up still takes the lock when its turn comes, and at once releases
+// it: a mutex cannot be left mid-wait.
+func (l *Locks) LockContext(ctx context.Context, key string) (unlock func(), err error) {
+	if unlock, ok := l.TryLock(key); ok {
+		return unlock, nil
+	}
+	got := make(chan func(), 1)
+	go func() { got <- l.Lock(key) }()
+	select {
+	case unlock := <-got:
+		return unlock, nil
+	case <-ctx.Done():
+		go func() { (<-got)() }()
+		return nil, ctx.Err()
+	}
 }

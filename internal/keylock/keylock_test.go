@@ -1,8 +1,11 @@
 package keylock
 
 import (
+	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestLocks(t *testing.T) {
@@ -55,5 +58,35 @@ func TestTryLock(t *testing.T) {
 	again()
 	if len(l.m) != 0 {
 		t.Fatalf("%d entries left after every unlock", len(l.m))
+	}
+}
+
+func TestLockContext(t *testing.T) {
+	var l Locks
+	held := l.Lock("a")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := l.LockContext(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockContext of a held key: %v, want the deadline", err)
+	}
+	held()
+	// The waiter that gave up takes and drops the lock: the key frees.
+	unlock, err := l.LockContext(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l.mu.Lock()
+		n := len(l.m)
+		l.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d entries left after every unlock", n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -87,8 +87,13 @@ func (m *Manager) makeAdmissible(ctx context.Context, team, id string) error {
 	closed := sb != nil && sb.team == team && sb.closedFor != ""
 	m.mu.Unlock()
 	if closed {
-		// The operation holds the sandbox's lock until it reopens.
-		m.lockSandbox(id)()
+		// The operation holds the sandbox's lock until it reopens; a
+		// caller that goes away meanwhile stops waiting.
+		unlock, err := m.sbLocks.LockContext(ctx, id)
+		if err != nil {
+			return fmt.Errorf("sandbox %s: waited for an operation on it: %w", id, err)
+		}
+		unlock()
 		return nil
 	}
 	// Not attached, or not taking calls: the record says why (unknown,
