@@ -31,7 +31,7 @@ func (fakeKeys) CreateAPIKey(context.Context, string, string) (string, store.API
 	return "", store.APIKey{}, errdefs.ErrUnsupported
 }
 func (fakeKeys) ListAPIKeys(context.Context, string) ([]store.APIKey, error) { return nil, nil }
-func (fakeKeys) RevokeAPIKey(context.Context, string) error                 { return nil }
+func (fakeKeys) RevokeAPIKey(context.Context, string) error                  { return nil }
 
 // fakeCommands answers as the test says, and records what it was asked.
 type fakeCommands struct {
