@@ -49,13 +49,14 @@ type Log interface {
 type Service struct {
 	sessions Sessions
 	logs     Log
+	procs    Collectors // nil: no background processes
 	// outputLimit is an exec's output cap when the request names none.
 	outputLimit uint64
 }
 
 // New returns the command service.
-func New(sessions Sessions, logs Log, outputLimit uint64) *Service {
-	return &Service{sessions: sessions, logs: logs, outputLimit: outputLimit}
+func New(sessions Sessions, logs Log, procs Collectors, outputLimit uint64) *Service {
+	return &Service{sessions: sessions, logs: logs, procs: procs, outputLimit: outputLimit}
 }
 
 // agentError is a call's broken agent stream (begun at began): how the

@@ -217,7 +217,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
 	}
-	cmds := commands.New(d.Sessions, d.Logs, d.cfg.OutputLimit)
+	cmds := commands.New(d.Sessions, d.Logs, d.Procs, d.cfg.OutputLimit)
 	api := server.New(server.Deps{
 		Tokens:         tokens,
 		Domain:         d.cfg.Domain,
@@ -225,6 +225,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Sessions:       d.Sessions,
 		Commands:       cmds,
 		Files:          cmds,
+		Processes:      cmds,
 		Keys:           d.Store,
 		Templates:      d.Templates,
 		Procs:          d.Procs,

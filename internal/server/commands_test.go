@@ -104,8 +104,26 @@ func (f *fakeCommands) WriteFile(_ context.Context, team, id string, req command
 	return client.EntryInfo{Path: req.Path, Size: int64(len(b))}, f.err
 }
 
+// The background-process calls of fakeCommands.
+func (f *fakeCommands) StartProcess(_ context.Context, team, id string, req client.StartProcessRequest) (client.ProcessInfo, error) {
+	f.asked = team + "/" + id + ":start " + req.Command
+	return client.ProcessInfo{PID: 9, Tag: req.Tag, State: "running"}, f.err
+}
+func (f *fakeCommands) SendInput(_ context.Context, team, id, ref string, data []byte) error {
+	f.asked = fmt.Sprintf("%s/%s:stdin %s %d bytes", team, id, ref, len(data))
+	return f.err
+}
+func (f *fakeCommands) CloseInput(_ context.Context, team, id, ref string) error {
+	f.asked = team + "/" + id + ":close " + ref
+	return f.err
+}
+func (f *fakeCommands) Signal(_ context.Context, team, id, ref, sig string) error {
+	f.asked = team + "/" + id + ":kill " + ref + " " + sig
+	return f.err
+}
+
 func commandServer(f *fakeCommands) *Server {
-	return New(Deps{Keys: fakeKeys{}, Commands: f, Files: f, MaxUploadBytes: 1 << 10, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return New(Deps{Keys: fakeKeys{}, Commands: f, Files: f, Processes: f, MaxUploadBytes: 1 << 10, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
 // ndjsonLines splits an NDJSON answer into its objects.
@@ -200,6 +218,22 @@ func TestCommandRoutes(t *testing.T) {
 			status: 400, contains: "octal"},
 		{name: "write over the upload limit", method: "PUT", path: "/sandboxes/sb/files?path=/w/f", body: strings.Repeat("x", 2<<10), key: "k",
 			status: 413, contains: "--max-upload-mb"},
+		{name: "start a process", method: "POST", path: "/sandboxes/sb/processes", body: `{"command":"sleep 9","tag":"s"}`, key: "k",
+			status: 201, contains: `"pid":9`, asked: "t/sb:start sleep 9"},
+		{name: "start refused", method: "POST", path: "/sandboxes/sb/processes", body: `{"command":"x","turn":true}`, key: "k",
+			fake:   fakeCommands{err: fmt.Errorf("turn does not apply: %w", errdefs.ErrInvalid)},
+			status: 400, asked: "t/sb:start x"},
+		{name: "stdin", method: "POST", path: "/sandboxes/sb/processes/s/stdin", body: "abc", key: "k",
+			status: 204, asked: "t/sb:stdin s 3 bytes"},
+		{name: "stdin too large", method: "POST", path: "/sandboxes/sb/processes/s/stdin", body: strings.Repeat("x", commands.MaxStdin+1), key: "k",
+			status: 413},
+		{name: "close stdin", method: "POST", path: "/sandboxes/sb/processes/s/stdin/close", key: "k",
+			status: 204, asked: "t/sb:close s"},
+		{name: "signal", method: "POST", path: "/sandboxes/sb/processes/9/signal", body: `{"signal":"term"}`, key: "k",
+			status: 204, asked: "t/sb:kill 9 term"},
+		{name: "signal of a gone process", method: "POST", path: "/sandboxes/sb/processes/9/signal", body: `{"signal":"term"}`, key: "k",
+			fake:   fakeCommands{err: fmt.Errorf("process 9: %w", errdefs.ErrNotFound)},
+			status: 404, asked: "t/sb:kill 9 term"},
 		{name: "tool body too large", method: "POST", path: "/sandboxes/sb/tools/write", body: `{"params":{"content":"` + strings.Repeat("x", maxToolBody) + `"}}`, key: "k",
 			status: 413},
 	} {

@@ -1,52 +1,27 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
-	"connectrpc.com/connect"
-
-	agentv1 "github.com/warrenhq/warren/api/gen/warren/agent/v1"
 	"github.com/warrenhq/warren/client"
-	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/procs"
 )
 
-const (
-	// maxStdinBody bounds one stdin write (the agent's own bound).
-	maxStdinBody = 4 << 20
-	// knownWait bounds how long a start waits for the host's collector to
-	// hear of the new process, so that list and output see it at once.
-	knownWait = 2 * time.Second
-)
-
-// allowedSignals are the signals a client may send to a process.
-var allowedSignals = map[string]bool{
-	"SIGTERM": true, "SIGKILL": true, "SIGINT": true, "SIGHUP": true, "SIGQUIT": true,
-	"SIGUSR1": true, "SIGUSR2": true, "SIGSTOP": true, "SIGCONT": true,
-}
-
-// processes admits a call into a team's running sandbox and returns its
-// agent, its output collector and the call's release.
-func (s *Server) processes(r *http.Request) (*agentconn.Conn, *procs.Collector, func(), error) {
-	id := r.PathValue("id")
-	agent, release, err := s.deps.Sessions.Acquire(r.Context(), teamOf(r), id)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	col, ok := s.deps.Procs.Get(id)
-	if !ok {
-		release()
-		return nil, nil, nil, errNotCollected(id)
-	}
-	return agent, col, release, nil
+// Processes is what the background-process routes need that runs in a
+// sandbox: the command service (*commands.Service). Listing and following
+// output read the host's collector (Deps.Procs) and need no agent call.
+type Processes interface {
+	StartProcess(ctx context.Context, team, id string, req client.StartProcessRequest) (client.ProcessInfo, error)
+	SendInput(ctx context.Context, team, id, ref string, data []byte) error
+	CloseInput(ctx context.Context, team, id, ref string) error
+	Signal(ctx context.Context, team, id, ref, signal string) error
 }
 
 // processOutputs returns the output collector of a team's running sandbox.
@@ -59,21 +34,9 @@ func (s *Server) processOutputs(r *http.Request) (*procs.Collector, error) {
 	}
 	col, ok := s.deps.Procs.Get(id)
 	if !ok {
-		return nil, errNotCollected(id)
+		return nil, commands.ErrNotCollected(id)
 	}
 	return col, nil
-}
-
-func errNotCollected(id string) error {
-	return fmt.Errorf("sandbox %s: its process output is not being collected (is the daemon restarting?): %w", id, errdefs.ErrUnavailable)
-}
-
-// refOf names a process to the agent: a number is a pid, anything else a tag.
-func refOf(ref string) *agentv1.ProcessRef {
-	if n, err := strconv.ParseInt(ref, 10, 32); err == nil && n > 0 {
-		return &agentv1.ProcessRef{Pid: int32(n)}
-	}
-	return &agentv1.ProcessRef{Tag: ref}
 }
 
 func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
@@ -82,60 +45,12 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if err := commands.ValidateExec(&req.ExecRequest); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if req.Turn {
-		writeError(w, r, fmt.Errorf("turn does not apply to a background process: take a turn with POST /sandboxes/{id}/turns: %w", errdefs.ErrInvalid))
-		return
-	}
-	agent, col, release, err := s.processes(r)
+	info, err := s.deps.Processes.StartProcess(r.Context(), teamOf(r), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, r, err)
 		return
-	}
-	defer release()
-	res, err := agent.Process().Start(r.Context(), connect.NewRequest(&agentv1.StartRequest{
-		Tag: req.Tag,
-		Exec: &agentv1.ExecRequest{
-			Argv: req.Cmd, ShellCommand: req.Command, Env: req.Env, Cwd: req.Cwd,
-			User: req.User, Stdin: req.Stdin, TimeoutMs: req.TimeoutMs,
-		},
-	}))
-	if err != nil {
-		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
-		return
-	}
-	p := res.Msg.GetProcess()
-	col.WaitKnown(r.Context(), p.GetPid(), p.GetSeq(), knownWait)
-	info := client.ProcessInfo{
-		PID: p.GetPid(), Tag: p.GetTag(), Cmd: p.GetArgv(), Cwd: p.GetCwd(), User: p.GetUser(),
-		State: "running", StartedAt: time.UnixMilli(p.GetStartedAtUnixMs()).UTC(),
-	}
-	if got, err := col.Get(r.Context(), strconv.Itoa(int(p.GetPid()))); err == nil && got.Seq == p.GetSeq() {
-		info = processInfo(got)
 	}
 	writeJSON(w, http.StatusCreated, info)
-}
-
-func processInfo(p procs.Process) client.ProcessInfo {
-	info := client.ProcessInfo{
-		PID: p.PID, Tag: p.Tag, Cmd: p.Argv, Cwd: p.Cwd, User: p.User, State: "running",
-		StartedAt:   p.StartedAt.UTC(),
-		StdoutBytes: p.StdoutEnd, StderrBytes: p.StderrEnd,
-		StdoutStart: p.StdoutStart, StderrStart: p.StderrStart,
-	}
-	if info.Cmd == nil {
-		info.Cmd = []string{}
-	}
-	if p.Exit != nil {
-		code := p.Exit.ExitCode
-		ended := p.EndedAt.UTC()
-		info.State, info.ExitCode, info.EndedAt = "exited", &code, &ended
-		info.Signal, info.TimedOut, info.Error = p.Exit.Signal, p.Exit.TimedOut, p.Exit.Error
-	}
-	return info
 }
 
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +62,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 	list := col.List(r.Context())
 	out := make([]client.ProcessInfo, 0, len(list))
 	for _, p := range list {
-		out = append(out, processInfo(p))
+		out = append(out, commands.ProcessInfo(p))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -226,36 +141,16 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
-	agent, _, release, err := s.processes(r)
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, commands.MaxStdin))
 	if err != nil {
-		writeError(w, r, err)
+		writeError(w, r, fmt.Errorf("stdin body is larger than %d bytes; send it in parts: %w", commands.MaxStdin, errTooLarge))
 		return
 	}
-	defer release()
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxStdinBody))
-	if err != nil {
-		writeError(w, r, fmt.Errorf("stdin body is larger than %d bytes; send it in parts: %w", maxStdinBody, errTooLarge))
-		return
-	}
-	if _, err := agent.Process().SendInput(r.Context(), connect.NewRequest(&agentv1.SendInputRequest{Process: refOf(r.PathValue("ref")), Data: data})); err != nil {
-		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	noContent(w, r, s.deps.Processes.SendInput(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref"), data))
 }
 
 func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request) {
-	agent, _, release, err := s.processes(r)
-	if err != nil {
-		writeError(w, r, err)
-		return
-	}
-	defer release()
-	if _, err := agent.Process().CloseStdin(r.Context(), connect.NewRequest(&agentv1.CloseStdinRequest{Process: refOf(r.PathValue("ref"))})); err != nil {
-		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	noContent(w, r, s.deps.Processes.CloseInput(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref")))
 }
 
 func (s *Server) processSignal(w http.ResponseWriter, r *http.Request) {
@@ -264,22 +159,13 @@ func (s *Server) processSignal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sig := strings.ToUpper(strings.TrimSpace(req.Signal))
-	if sig != "" && !strings.HasPrefix(sig, "SIG") {
-		sig = "SIG" + sig
-	}
-	if !allowedSignals[sig] {
-		writeError(w, r, fmt.Errorf("signal %q is not allowed: use one of SIGTERM, SIGKILL, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT: %w", req.Signal, errdefs.ErrInvalid))
-		return
-	}
-	agent, _, release, err := s.processes(r)
+	noContent(w, r, s.deps.Processes.Signal(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref"), req.Signal))
+}
+
+// noContent answers err, or 204 when it is nil.
+func noContent(w http.ResponseWriter, r *http.Request, err error) {
 	if err != nil {
 		writeError(w, r, err)
-		return
-	}
-	defer release()
-	if _, err := agent.Process().SendSignal(r.Context(), connect.NewRequest(&agentv1.SendSignalRequest{Process: refOf(r.PathValue("ref")), Signal: sig})); err != nil {
-		writeError(w, r, fmt.Errorf("sandbox agent: %w", err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -54,6 +54,7 @@ type Deps struct {
 	// (*commands.Service both).
 	Commands  Commands
 	Files     Files
+	Processes Processes
 	Keys      Keys
 	Templates Templates
 	// Procs holds the output of sandboxes' background processes.
