@@ -24,7 +24,7 @@ func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	evs, err := s.deps.Sessions.Events(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
+	evs, err := s.records.Events(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
 	if err != nil {
 		writeError(w, r, err)
 		return

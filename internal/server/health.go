@@ -24,7 +24,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		h.Capabilities.Runtimes = s.deps.Runtimes
 	}
 	if s.deps.Sessions != nil {
-		h.CommandsInFlight = s.deps.Sessions.CommandsInFlight()
+		h.CommandsInFlight = s.daemon.CommandsInFlight()
 	}
 	if m := s.deps.Metrics; m != nil {
 		h.UptimeSeconds = int64(m.Uptime().Seconds())

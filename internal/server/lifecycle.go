@@ -31,7 +31,7 @@ func (s *Server) runTimeout(seconds *int64) (*time.Duration, error) {
 		return nil, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *seconds, int(maxTimeout.Seconds()), errdefs.ErrInvalid)
 	}
 	d := time.Duration(*seconds) * time.Second
-	if err := s.deps.Sessions.CheckTimeout(d); err != nil {
+	if err := s.lifecycle.CheckTimeout(d); err != nil {
 		return nil, err
 	}
 	return &d, nil
@@ -51,14 +51,14 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if body.Memory != nil && *body.Memory && s.savesMemory(r) {
-		if _, err := s.deps.Sessions.Hibernate(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+		if _, err := s.lifecycle.Hibernate(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 			writeError(w, r, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if err := s.deps.Sessions.Pause(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+	if err := s.lifecycle.Pause(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -68,7 +68,7 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 // savesMemory reports whether the request's sandbox runs on a runtime that
 // can save its memory to disk.
 func (s *Server) savesMemory(r *http.Request) bool {
-	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+	rec, err := s.lifecycle.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	return err == nil && s.detailOf(rec).MemorySnapshot
 }
 
@@ -79,7 +79,7 @@ func (s *Server) hibernateSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	rec, err := s.deps.Sessions.Hibernate(r.Context(), teamOf(r), r.PathValue("id"))
+	rec, err := s.lifecycle.Hibernate(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -102,18 +102,18 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	resumed, err := s.deps.Sessions.Resume(r.Context(), teamOf(r), id)
+	resumed, err := s.lifecycle.Resume(r.Context(), teamOf(r), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	if d != nil {
-		if err := s.deps.Sessions.SetTimeout(r.Context(), teamOf(r), id, *d); err != nil {
+		if err := s.lifecycle.SetTimeout(r.Context(), teamOf(r), id, *d); err != nil {
 			writeError(w, r, err)
 			return
 		}
 	}
-	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), id)
+	rec, err := s.lifecycle.Get(r.Context(), teamOf(r), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -140,7 +140,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.deps.Sessions.SetTimeout(r.Context(), teamOf(r), r.PathValue("id"), *d); err != nil {
+	if err := s.lifecycle.SetTimeout(r.Context(), teamOf(r), r.PathValue("id"), *d); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -195,9 +195,9 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 			}
 			wait = time.Duration(*body.DrainWait * float64(time.Second))
 		}
-		rec, graceful, err = s.deps.Sessions.Drain(r.Context(), teamOf(r), r.PathValue("id"), wait, grace)
+		rec, graceful, err = s.lifecycle.Drain(r.Context(), teamOf(r), r.PathValue("id"), wait, grace)
 	} else {
-		rec, graceful, err = s.deps.Sessions.Stop(r.Context(), teamOf(r), r.PathValue("id"), grace)
+		rec, graceful, err = s.lifecycle.Stop(r.Context(), teamOf(r), r.PathValue("id"), grace)
 	}
 	if err != nil {
 		writeError(w, r, err)
@@ -227,7 +227,7 @@ func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rec, err := s.deps.Sessions.UpdateLimits(r.Context(), teamOf(r), r.PathValue("id"),
+	rec, err := s.lifecycle.UpdateLimits(r.Context(), teamOf(r), r.PathValue("id"),
 		runtime.Limits{MemoryBytes: body.MemoryMB << 20, CPUMillis: int64(body.CPUCount * 1000), Pids: body.Pids}, body.DiskMB<<20)
 	if err != nil {
 		writeError(w, r, err)

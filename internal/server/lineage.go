@@ -17,7 +17,7 @@ func (s *Server) contentDiff(res session.DiffResult, c storage.Change, budget *i
 		if (side == res.From && c.Kind == storage.ChangeAdded) || (side == res.To && c.Kind == storage.ChangeRemoved) {
 			return nil, true // that side has no file: diff against empty
 		}
-		b, ok, err := s.deps.Sessions.ReadForDiff(side, c.Path, maxContentDiffFile)
+		b, ok, err := s.snapshots.ReadForDiff(side, c.Path, maxContentDiffFile)
 		if err != nil || !ok || bytes.IndexByte(b, 0) >= 0 {
 			return nil, false
 		}
@@ -40,7 +40,7 @@ func (s *Server) contentDiff(res session.DiffResult, c storage.Change, budget *i
 }
 
 func (s *Server) lineage(w http.ResponseWriter, r *http.Request) {
-	l, err := s.deps.Sessions.Lineage(r.Context(), teamOf(r), r.PathValue("id"))
+	l, err := s.snapshots.Lineage(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -60,7 +60,7 @@ func (s *Server) sandboxLogsV2(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readLogs(w http.ResponseWriter, r *http.Request, timeCursor bool) (sandboxlog.Page, bool) {
 	q, err := logQuery(r, timeCursor)
 	if err == nil {
-		_, err = s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+		_, err = s.records.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	}
 	var page sandboxlog.Page
 	if err == nil {

@@ -22,7 +22,7 @@ func (s *Server) observe(r *http.Request, status int, d time.Duration) {
 // sandboxMetrics answers GET /sandboxes/{id}/metrics?start=&end= (unix
 // seconds, inclusive) with the team's sandbox's samples, E2B's shape.
 func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+	rec, err := s.records.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return

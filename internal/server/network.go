@@ -62,7 +62,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if internet != nil {
 		p.AllowInternetAccess = *internet
 	} else {
-		rec, err := s.deps.Sessions.Get(r.Context(), team, id)
+		rec, err := s.networks.Get(r.Context(), team, id)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -71,7 +71,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 			p.AllowInternetAccess = rec.Network.AllowInternetAccess
 		}
 	}
-	if _, err := s.deps.Sessions.UpdateNetwork(r.Context(), team, id, p); err != nil {
+	if _, err := s.networks.UpdateNetwork(r.Context(), team, id, p); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -80,7 +80,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 
 // getNetwork serves GET /sandboxes/{id}/network: the policy in force.
 func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+	rec, err := s.networks.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -113,7 +113,7 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	evs, err := s.deps.Sessions.NetworkEvents(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
+	evs, err := s.networks.NetworkEvents(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -129,7 +129,7 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 // capabilities is what GET /health says of the optional features.
 func (s *Server) capabilities() *client.Capabilities {
 	c := &client.Capabilities{Network: true}
-	if err := s.deps.Sessions.NetworkAvailable(); err != nil {
+	if err := s.networks.NetworkAvailable(); err != nil {
 		c.Network, c.NetworkError = false, err.Error()
 	}
 	return c

@@ -7,7 +7,7 @@ import (
 )
 
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
-	stats := s.deps.Sessions.PoolStats()
+	stats := s.daemon.PoolStats()
 	out := make([]client.Pool, 0, len(stats))
 	for _, p := range stats {
 		out = append(out, client.Pool{

@@ -133,7 +133,7 @@ func (s *Server) portProxy() *httputil.ReverseProxy {
 				// The transport keeps the connection for later requests
 				// to the same sandbox and port; an idle one in its pool
 				// moves no bytes and so marks nothing.
-				return metered(tun, s.deps.Sessions.ActivityMeter(pr.id)), nil
+				return metered(tun, s.plane.ActivityMeter(pr.id)), nil
 			},
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     30 * time.Second,
@@ -180,7 +180,7 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, t portTarget)
 	}
 	// First request for this sandbox, or refused on what is remembered: the
 	// record decides (it may be gone: then "not found", not "refused").
-	rec, err := s.deps.Sessions.Lookup(r.Context(), t.id)
+	rec, err := s.plane.Lookup(r.Context(), t.id)
 	if err != nil {
 		s.ports.records.forget(t.id)
 		s.sandboxGone(w, r, t.id, err)
@@ -215,7 +215,7 @@ func (s *Server) portAllowed(r *http.Request, rec portRecord) bool {
 
 // proxyPort forwards an allowed request to the port.
 func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, t portTarget, rec portRecord) {
-	agent, err := s.deps.Sessions.Agent(r.Context(), rec.team, t.id)
+	agent, err := s.plane.Agent(r.Context(), rec.team, t.id)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			s.ports.records.forget(t.id)
@@ -288,7 +288,7 @@ func (s *Server) connectPort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	agent, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), id)
+	agent, err := s.plane.Agent(r.Context(), teamOf(r), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -313,7 +313,7 @@ func (s *Server) connectPort(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Bytes the client sent right behind its request are in brw's buffer.
-	splice(conn, brw.Reader, tun, s.deps.Sessions.ActivityMeter(id))
+	splice(conn, brw.Reader, tun, s.plane.ActivityMeter(id))
 }
 
 // splice copies both ways, passing each side's half-close on, until both

@@ -29,7 +29,7 @@ type Processes interface {
 // long as the process and must not keep the sandbox from pausing.
 func (s *Server) processOutputs(r *http.Request) (*procs.Collector, error) {
 	id := r.PathValue("id")
-	if _, err := s.deps.Sessions.Agent(r.Context(), teamOf(r), id); err != nil {
+	if _, err := s.plane.Agent(r.Context(), teamOf(r), id); err != nil {
 		return nil, err
 	}
 	col, ok := s.deps.Procs.Get(id)

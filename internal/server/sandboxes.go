@@ -64,7 +64,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
 		req.DiskBytes = l.DiskMB << 20
 	}
-	rec, err := s.deps.Sessions.Create(r.Context(), req)
+	rec, err := s.records.Create(r.Context(), req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -126,13 +126,13 @@ func (s *Server) detailOf(rec store.Sandbox) client.SandboxDetail {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	rec, err := s.deps.Sessions.Get(r.Context(), teamOf(r), r.PathValue("id"))
+	rec, err := s.records.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	d := s.detailOf(rec)
-	if evs, err := s.deps.Sessions.Events(r.Context(), rec.Team, rec.ID, 0, 0); err == nil {
+	if evs, err := s.records.Events(r.Context(), rec.Team, rec.ID, 0, 0); err == nil {
 		if len(evs) > recentEvents {
 			evs = evs[len(evs)-recentEvents:]
 		}
@@ -147,7 +147,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 // addDiskUsage fills in what the sandbox holds on disk, and its quota as the
 // storage has it, when they can be read.
 func (s *Server) addDiskUsage(r *http.Request, d *client.SandboxDetail) {
-	if used, limit, err := s.deps.Sessions.DiskUsage(r.Context(), d.SandboxID); err == nil {
+	if used, limit, err := s.records.DiskUsage(r.Context(), d.SandboxID); err == nil {
 		d.DiskUsedBytes = used
 		if limit > 0 {
 			d.DiskSizeMB = limit >> 20
@@ -156,7 +156,7 @@ func (s *Server) addDiskUsage(r *http.Request, d *client.SandboxDetail) {
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
-	if err := s.deps.Sessions.Delete(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+	if err := s.records.Delete(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -200,6 +200,6 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	writePage(w, r, limit, func(n int) ([]store.Sandbox, error) {
 		f.Limit = n
-		return s.deps.Sessions.List(r.Context(), teamOf(r), f)
+		return s.records.List(r.Context(), teamOf(r), f)
 	}, s.detailOf)
 }

@@ -84,7 +84,7 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request, t portTarget
 		s.servePort(w, r, t)
 		return
 	}
-	rec, err := s.deps.Sessions.Lookup(r.Context(), t.id)
+	rec, err := s.plane.Lookup(r.Context(), t.id)
 	if err != nil {
 		s.sandboxGone(w, r, t.id, err)
 		return
@@ -169,7 +169,7 @@ func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
 		s.planeError(w, r, fmt.Errorf("signed URLs are for GET and POST /files: %w", errdefs.ErrInvalid))
 		return
 	}
-	for _, id := range s.deps.Sessions.Attached() {
+	for _, id := range s.plane.Attached() {
 		if err := accesstoken.Verify(sig, s.deps.Tokens.EnvdToken(id), time.Now()); err != nil {
 			if errors.Is(err, accesstoken.ErrExpired) {
 				s.planeError(w, r, fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated))
@@ -177,7 +177,7 @@ func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		}
-		rec, err := s.deps.Sessions.Lookup(r.Context(), id)
+		rec, err := s.plane.Lookup(r.Context(), id)
 		if err != nil {
 			s.sandboxGone(w, r, id, err)
 			return
@@ -261,7 +261,7 @@ func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.San
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
-	agent, err := s.deps.Sessions.Agent(r.Context(), rec.Team, rec.ID)
+	agent, err := s.plane.Agent(r.Context(), rec.Team, rec.ID)
 	if err != nil {
 		switch {
 		case errdefs.IsNotFound(err):
@@ -279,7 +279,7 @@ func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.San
 	// A long stream keeps the sandbox from going idle while it carries
 	// something (envdactivity.go); the request itself touched it already.
 	if how := envdMeteringOf(r.URL.Path); how.up != nil || how.down != nil {
-		if meter := s.deps.Sessions.ActivityMeter(rec.ID); meter != nil {
+		if meter := s.plane.ActivityMeter(rec.ID); meter != nil {
 			if how.up != nil && r.Body != nil && r.Body != http.NoBody {
 				r.Body = how.up(r.Body, meter)
 			}

@@ -19,7 +19,6 @@ import (
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/sandboxlog"
-	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -49,7 +48,7 @@ type Keys interface {
 
 // Deps are the services the API is put in front of.
 type Deps struct {
-	Sessions *session.Manager
+	Sessions Sessions
 	// Commands runs exec and tool calls, Files file calls
 	// (*commands.Service both).
 	Commands  Commands
@@ -85,7 +84,15 @@ type Deps struct {
 
 // Server routes requests to handlers.
 type Server struct {
-	deps  Deps
+	deps Deps
+	// The session service, by the role each route group needs.
+	records   Records
+	lifecycle Lifecycle
+	snapshots Snapshots
+	networks  Networks
+	plane     Plane
+	daemon    Daemon
+
 	mux   *routeMux
 	authz *authCache
 	ports portProxy

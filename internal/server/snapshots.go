@@ -55,7 +55,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	res, err := s.deps.Sessions.Snapshot(r.Context(), teamOf(r), r.PathValue("id"), session.SnapshotRequest{Name: body.Name, Labels: body.Labels, Memory: body.Memory})
+	res, err := s.snapshots.Snapshot(r.Context(), teamOf(r), r.PathValue("id"), session.SnapshotRequest{Name: body.Name, Labels: body.Labels, Memory: body.Memory})
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -64,7 +64,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) {
-	res, err := s.deps.Sessions.Turn(r.Context(), teamOf(r), r.PathValue("id"))
+	res, err := s.snapshots.Turn(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -93,12 +93,12 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	}
 	writePage(w, r, limit, func(n int) ([]store.Snapshot, error) {
 		f.Limit = n
-		return s.deps.Sessions.ListSnapshots(r.Context(), teamOf(r), f)
+		return s.snapshots.ListSnapshots(r.Context(), teamOf(r), f)
 	}, snapshotOf)
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	snap, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), r.PathValue("id"))
+	snap, err := s.snapshots.GetSnapshot(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -107,7 +107,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
-	if err := s.deps.Sessions.DeleteSnapshot(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+	if err := s.snapshots.DeleteSnapshot(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -119,7 +119,7 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 // anything else is a template, which only an admin may delete.
 func (s *Server) deleteTemplateOrSnapshot(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), id); err == nil {
+	if _, err := s.snapshots.GetSnapshot(r.Context(), teamOf(r), id); err == nil {
 		s.deleteSnapshot(w, r)
 		return
 	}
@@ -132,21 +132,21 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	rec, err := s.deps.Sessions.Rollback(r.Context(), teamOf(r), r.PathValue("id"), body.SnapshotID,
+	rec, err := s.snapshots.Rollback(r.Context(), teamOf(r), r.PathValue("id"), body.SnapshotID,
 		session.RollbackOptions{Force: body.Force, FilesOnly: body.FilesOnly})
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	out := client.RollbackResult{Sandbox: s.detailOf(rec), SnapshotID: body.SnapshotID, ProcessesRestarted: true}
-	if snap, err := s.deps.Sessions.GetSnapshot(r.Context(), teamOf(r), body.SnapshotID); err == nil && snap.MemoryBytes > 0 && !body.FilesOnly {
+	if snap, err := s.snapshots.GetSnapshot(r.Context(), teamOf(r), body.SnapshotID); err == nil && snap.MemoryBytes > 0 && !body.FilesOnly {
 		out.ProcessesRestarted, out.ProcessesRestored = false, true
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
-	rec, from, prev, err := s.deps.Sessions.Promote(r.Context(), teamOf(r), r.PathValue("id"))
+	rec, from, prev, err := s.snapshots.Promote(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -180,7 +180,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Timeout = timeout
-	_, results, err := s.deps.Sessions.Fork(r.Context(), teamOf(r), r.PathValue("id"), req)
+	_, results, err := s.snapshots.Fork(r.Context(), teamOf(r), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -207,7 +207,7 @@ const (
 func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	to := r.URL.Query().Get("to")
-	res, err := s.deps.Sessions.Diff(r.Context(), teamOf(r), r.PathValue("id"), to)
+	res, err := s.snapshots.Diff(r.Context(), teamOf(r), r.PathValue("id"), to)
 	if err != nil {
 		writeError(w, r, err)
 		return

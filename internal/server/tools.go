@@ -58,7 +58,7 @@ func (s *Server) toolCalls(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	calls, err := s.deps.Sessions.ToolCalls(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
+	calls, err := s.records.ToolCalls(r.Context(), teamOf(r), r.PathValue("id"), after, limit)
 	if err != nil {
 		writeError(w, r, err)
 		return
