@@ -72,3 +72,15 @@ func TestLifecycleRoutes(t *testing.T) {
 		})
 	}
 }
+
+// New hands the session service to every route group by its role.
+func TestNewWiresEveryRole(t *testing.T) {
+	var sessions struct{ Sessions }
+	s := New(Deps{Sessions: sessions, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for name, role := range map[string]any{"records": s.records, "lifecycle": s.lifecycle, "snapshots": s.snapshots,
+		"networks": s.networks, "plane": s.plane, "daemon": s.daemon} {
+		if role == nil {
+			t.Errorf("the %s role is not wired", name)
+		}
+	}
+}

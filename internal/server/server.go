@@ -102,6 +102,10 @@ type Server struct {
 // New builds the API's handler.
 func New(deps Deps) *Server {
 	s := &Server{deps: deps, mux: newRouteMux(), authz: newAuthCache(deps.Keys)}
+	if deps.Sessions != nil {
+		s.records, s.lifecycle, s.snapshots = deps.Sessions, deps.Sessions, deps.Sessions
+		s.networks, s.plane, s.daemon = deps.Sessions, deps.Sessions, deps.Sessions
+	}
 	s.routes()
 	return s
 }
