@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
@@ -35,7 +37,11 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 
 	ctx := context.Background()
 	cfg := config.Default()
-	cfg.DataDir = t.TempDir()
+	dataDir, err := os.MkdirTemp("", "warren-daemon-close-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = dataDir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.BuildBase = false
 	cfg.AgentBinary = filepath.Join(bin, "warren-agent")
@@ -46,6 +52,18 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	t.Cleanup(func() {
 		if err := Teardown(context.Background(), cfg, log); err != nil {
 			t.Errorf("teardown: %v", err)
+		}
+		// A pool mounted twice (a mountinfo read that missed the first
+		// mount while other tests changed theirs) needs an unmount each.
+		pool := filepath.Join(dataDir, "pool")
+		for range 50 {
+			if err := unix.Unmount(pool, 0); errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := os.RemoveAll(dataDir); err != nil {
+			t.Errorf("remove the data dir: %v", err)
 		}
 	})
 	d, err := Open(ctx, cfg, log)
