@@ -115,6 +115,58 @@ type naiveExecer interface {
 
 // Run measures and returns the report.
 func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
+	opts.defaults()
+	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
+		cfg.ImageSize = 4 << 30
+		// The pool's sandboxes, and its claims kept to the end, count; so
+		// do the concurrency item's forks, one per sandbox at once.
+		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + max(2*slices.Max(opts.Concurrency), 10)
+		cfg.Pools = []string{poolTemplate + "=1"}
+	})
+	if err != nil {
+		return Report{}, err
+	}
+	defer func() { retErr = errors.Join(retErr, h.close()) }()
+	d, c, tmpl, cfg := h.d, h.c, h.tmpl, h.cfg
+
+	rep := Report{
+		Machine: machine(), Storage: d.Storage.Name(), Runtime: d.Runtime.Name(), Template: tmpl,
+		Targets: Targets{CreateToFirstOutputP50Ms: 40, ExecTrueP50Ms: 1.5, SpeedupVsNaive: 10, PoolClaimToFirstOutputP50Ms: 3, PortRouteAddedP50Ms: 1},
+	}
+	keepSB, err := measureCreateDelete(ctx, c, tmpl, opts.Creates, &rep)
+	if err != nil {
+		return rep, err
+	}
+	keep := keepSB.SandboxID
+	if err := measureExecs(ctx, h, keep, opts, &rep); err != nil {
+		return rep, err
+	}
+	if rep.Pause, rep.Resume, err = measurePauseResume(ctx, c, keep, 30); err != nil {
+		return rep, err
+	}
+	if rep.Files, err = measureFiles(ctx, c, keep, cfg.DataDir, opts.FileOps); err != nil {
+		return rep, fmt.Errorf("files: %w", err)
+	}
+	if rep.Fork, err = measureForks(ctx, c, keep, opts.ForkRounds); err != nil {
+		return rep, fmt.Errorf("fork: %w", err)
+	}
+	if rep.PoolClaim, err = measurePoolClaims(ctx, h, opts.PoolClaims); err != nil {
+		return rep, fmt.Errorf("pool claims: %w", err)
+	}
+	if rep.PortRoute, err = measurePortRoute(ctx, h, keepSB, opts.PortRequests, opts.WarrenBinary); err != nil {
+		return rep, fmt.Errorf("port route: %w", err)
+	}
+	if err := c.DeleteSandbox(ctx, keep); err != nil {
+		return rep, fmt.Errorf("delete: %w", err)
+	}
+	if rep.Concurrency, err = measureConcurrency(ctx, h, opts); err != nil {
+		return rep, fmt.Errorf("concurrency: %w", err)
+	}
+	return rep, nil
+}
+
+// defaults fills in the core suite's sizes left at zero.
+func (opts *Options) defaults() {
 	if opts.Creates <= 0 {
 		opts.Creates = 30
 	}
@@ -139,71 +191,62 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if opts.ForkRounds <= 0 {
 		opts.ForkRounds = 5
 	}
-	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
-		cfg.ImageSize = 4 << 30
-		// The pool's sandboxes, and its claims kept to the end, count; so
-		// do the concurrency item's forks, one per sandbox at once.
-		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + max(2*slices.Max(opts.Concurrency), 10)
-		cfg.Pools = []string{poolTemplate + "=1"}
-	})
-	if err != nil {
-		return Report{}, err
-	}
-	defer func() { retErr = errors.Join(retErr, h.close()) }()
-	d, c, tmpl, cfg := h.d, h.c, h.tmpl, h.cfg
+}
 
-	rep := Report{
-		Machine: machine(), Storage: d.Storage.Name(), Runtime: d.Runtime.Name(), Template: tmpl,
-		Targets: Targets{CreateToFirstOutputP50Ms: 40, ExecTrueP50Ms: 1.5, SpeedupVsNaive: 10, PoolClaimToFirstOutputP50Ms: 3, PortRouteAddedP50Ms: 1},
-	}
-
+// measureCreateDelete creates sandboxes one after another, each until its
+// first output, and deletes all but the last, which it returns for the
+// items that follow. The first round warms caches and is not counted.
+func measureCreateDelete(ctx context.Context, c *client.Client, tmpl string, creates int, rep *Report) (client.Sandbox, error) {
 	var created, deleted []time.Duration
-	var keep string
-	var keepSB client.Sandbox
-	for i := 0; i < opts.Creates+1; i++ {
+	for i := 0; ; i++ {
 		start := time.Now()
 		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl})
 		if err != nil {
-			return rep, fmt.Errorf("create: %w", err)
+			return client.Sandbox{}, fmt.Errorf("create: %w", err)
 		}
 		fw := &firstWrite{}
 		if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
-			return rep, fmt.Errorf("first exec: %w", err)
+			return client.Sandbox{}, fmt.Errorf("first exec: %w", err)
 		}
 		if i > 0 { // the first run warms caches; it is not counted
 			created = append(created, fw.at.Sub(start))
 		}
-		if i == opts.Creates {
-			keep, keepSB = sb.SandboxID, sb
-			break
+		if i == creates {
+			rep.CreateToFirstOutput = Summarise(created)
+			rep.Delete = Summarise(deleted)
+			return sb, nil
 		}
 		start = time.Now()
 		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
-			return rep, fmt.Errorf("delete: %w", err)
+			return client.Sandbox{}, fmt.Errorf("delete: %w", err)
 		}
 		if i > 0 {
 			deleted = append(deleted, time.Since(start))
 		}
 	}
-	rep.CreateToFirstOutput = Summarise(created)
-	rep.Delete = Summarise(deleted)
+}
 
-	// Exec round trips on one sandbox.
+// measureExecs times `true` round trips in sandbox id: through the API,
+// through the agent directly, and the baselines that enter the sandbox
+// with a new process per command (in the daemon's process and as a
+// runc-exec-style CLI).
+func measureExecs(ctx context.Context, h *harness, id string, opts Options, rep *Report) error {
+	d, c := h.d, h.c
 	api, err := timeN(opts.Execs, func() error {
-		res, err := c.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"true"}})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("true exited %d: %s", res.ExitCode, res.Error)
 		}
 		return err
 	})
 	if err != nil {
-		return rep, fmt.Errorf("exec via API: %w", err)
+		return fmt.Errorf("exec via API: %w", err)
 	}
 	rep.ExecTrueAPI = Summarise(api)
 
-	agent, err := d.Sessions.Agent(ctx, "admin", keep)
+	agent, err := d.Sessions.Agent(ctx, "admin", id)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	direct, err := timeN(opts.Execs, func() error {
 		stream, err := agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Argv: []string{"true"}}))
@@ -216,76 +259,59 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		return stream.Err()
 	})
 	if err != nil {
-		return rep, fmt.Errorf("exec via agent: %w", err)
+		return fmt.Errorf("exec via agent: %w", err)
 	}
 	rep.ExecTrueAgent = Summarise(direct)
 
-	n := opts.Execs / 5
-	if n < 20 {
-		n = 20
-	}
+	n := max(opts.Execs/5, 20)
 	if ne, ok := d.Runtime.(naiveExecer); ok {
 		setns, err := timeN(n, func() error {
-			code, err := ne.ExecNaive(ctx, keep, []string{"/bin/true"})
+			code, err := ne.ExecNaive(ctx, id, []string{"/bin/true"})
 			if err == nil && code != 0 {
 				err = fmt.Errorf("true exited %d", code)
 			}
 			return err
 		})
 		if err != nil {
-			return rep, fmt.Errorf("in-process setns exec: %w", err)
+			return fmt.Errorf("in-process setns exec: %w", err)
 		}
 		rep.ExecTrueSetns = Summarise(setns)
 		rep.SpeedupAgentVsSetns = ratio(rep.ExecTrueSetns, rep.ExecTrueAgent)
 	}
 	if opts.WarrenBinary != "" {
 		runcExec, err := timeN(n, func() error {
-			out, err := exec.CommandContext(ctx, opts.WarrenBinary, "exec-naive", "--state-dir", cfg.RuntimeStateDir(), keep, "--", "/bin/true").CombinedOutput()
+			out, err := exec.CommandContext(ctx, opts.WarrenBinary, "exec-naive", "--state-dir", h.cfg.RuntimeStateDir(), id, "--", "/bin/true").CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("%w: %s", err, out)
 			}
 			return nil
 		})
 		if err != nil {
-			return rep, fmt.Errorf("runc-exec-style exec: %w", err)
+			return fmt.Errorf("runc-exec-style exec: %w", err)
 		}
 		rep.ExecTrueRuncExec = Summarise(runcExec)
 		rep.SpeedupAgentVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAgent)
 		rep.SpeedupAPIVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAPI)
 	}
+	return nil
+}
+
+// measurePauseResume pauses and resumes sandbox id rounds times.
+func measurePauseResume(ctx context.Context, c *client.Client, id string, rounds int) (pause, resume Stats, _ error) {
 	var pauses, resumes []time.Duration
-	for i := 0; i < 30; i++ {
+	for range rounds {
 		start := time.Now()
-		if err := c.PauseSandbox(ctx, keep); err != nil {
-			return rep, fmt.Errorf("pause: %w", err)
+		if err := c.PauseSandbox(ctx, id); err != nil {
+			return pause, resume, fmt.Errorf("pause: %w", err)
 		}
 		pauses = append(pauses, time.Since(start))
 		start = time.Now()
-		if _, err := c.ResumeSandbox(ctx, keep); err != nil {
-			return rep, fmt.Errorf("resume: %w", err)
+		if _, err := c.ResumeSandbox(ctx, id); err != nil {
+			return pause, resume, fmt.Errorf("resume: %w", err)
 		}
 		resumes = append(resumes, time.Since(start))
 	}
-	rep.Pause, rep.Resume = Summarise(pauses), Summarise(resumes)
-	if rep.Files, err = measureFiles(ctx, c, keep, cfg.DataDir, opts.FileOps); err != nil {
-		return rep, fmt.Errorf("files: %w", err)
-	}
-	if rep.Fork, err = measureForks(ctx, c, keep, opts.ForkRounds); err != nil {
-		return rep, fmt.Errorf("fork: %w", err)
-	}
-	if rep.PoolClaim, err = measurePoolClaims(ctx, h, opts.PoolClaims); err != nil {
-		return rep, fmt.Errorf("pool claims: %w", err)
-	}
-	if rep.PortRoute, err = measurePortRoute(ctx, h, keepSB, opts.PortRequests, opts.WarrenBinary); err != nil {
-		return rep, fmt.Errorf("port route: %w", err)
-	}
-	if err := c.DeleteSandbox(ctx, keep); err != nil {
-		return rep, fmt.Errorf("delete: %w", err)
-	}
-	if rep.Concurrency, err = measureConcurrency(ctx, h, opts); err != nil {
-		return rep, fmt.Errorf("concurrency: %w", err)
-	}
-	return rep, nil
+	return Summarise(pauses), Summarise(resumes), nil
 }
 
 func timeN(n int, fn func() error) ([]time.Duration, error) {

@@ -50,7 +50,6 @@ var allowed = map[string]string{
 	"cmd/warren.lineageTree":                       "not yet split",
 	"cmd/warren.sandboxCreateCmd":                  "not yet split",
 	"cmd/warren.serveCmd":                          "not yet split",
-	"internal/bench.Run":                           "not yet split",
 	"internal/bench.RunGVisor":                     "not yet split",
 	"internal/bench.RunNetwork":                    "not yet split",
 	"internal/bench.RunSnapshots":                  "not yet split",
