@@ -46,7 +46,6 @@ var allowed = map[string]string{
 	"agent/internal/tools.runGrep":                 "not yet split",
 	"agent/internal/tools.runRead":                 "not yet split",
 	"client.Client":                                "not yet split",
-	"cmd/warren.serveCmd":                          "not yet split",
 	"internal/bench.RunGVisor":                     "not yet split",
 	"internal/bench.RunNetwork":                    "not yet split",
 	"internal/bench.RunSnapshots":                  "not yet split",
