@@ -167,29 +167,22 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 
 // defaults fills in the core suite's sizes left at zero.
 func (opts *Options) defaults() {
-	if opts.Creates <= 0 {
-		opts.Creates = 30
-	}
-	if opts.Execs <= 0 {
-		opts.Execs = 300
-	}
-	if opts.PortRequests <= 0 {
-		opts.PortRequests = 300
-	}
-	if opts.PoolClaims <= 0 {
-		opts.PoolClaims = 20
-	}
+	defaultSize(&opts.Creates, 30)
+	defaultSize(&opts.Execs, 300)
+	defaultSize(&opts.PortRequests, 300)
+	defaultSize(&opts.PoolClaims, 20)
 	if len(opts.Concurrency) == 0 {
 		opts.Concurrency = []int{1, 10, 50}
 	}
-	if opts.ExecsEach <= 0 {
-		opts.ExecsEach = 20
-	}
-	if opts.FileOps <= 0 {
-		opts.FileOps = 50
-	}
-	if opts.ForkRounds <= 0 {
-		opts.ForkRounds = 5
+	defaultSize(&opts.ExecsEach, 20)
+	defaultSize(&opts.FileOps, 50)
+	defaultSize(&opts.ForkRounds, 5)
+}
+
+// defaultSize sets *n to def when it is not positive.
+func defaultSize(n *int, def int) {
+	if *n <= 0 {
+		*n = def
 	}
 }
 
