@@ -47,7 +47,6 @@ var allowed = map[string]string{
 	"agent/internal/tools.runRead":                 "not yet split",
 	"client.Client":                                "not yet split",
 	"internal/bench.RunGVisor":                     "not yet split",
-	"internal/bench.RunNetwork":                    "not yet split",
 	"internal/bench.RunSnapshots":                  "not yet split",
 	"internal/bench.RunTools":                      "not yet split",
 	"internal/bench.concurrencyLevel":              "not yet split",
