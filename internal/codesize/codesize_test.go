@@ -48,7 +48,6 @@ var allowed = map[string]string{
 	"client.Client":                                "not yet split",
 	"internal/bench.RunGVisor":                     "not yet split",
 	"internal/bench.RunSnapshots":                  "not yet split",
-	"internal/bench.RunTools":                      "not yet split",
 	"internal/bench.concurrencyLevel":              "not yet split",
 	"internal/bench.measureMemory":                 "not yet split",
 	"internal/config.Config.Validate":              "not yet split",
