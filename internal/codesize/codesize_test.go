@@ -46,7 +46,6 @@ var allowed = map[string]string{
 	"agent/internal/tools.runGrep":                 "not yet split",
 	"agent/internal/tools.runRead":                 "not yet split",
 	"client.Client":                                "not yet split",
-	"internal/bench.concurrencyLevel":              "not yet split",
 	"internal/config.Config.Validate":              "not yet split",
 	"internal/network.New":                         "not yet split",
 	"internal/network.Manager":                     "not yet split",
