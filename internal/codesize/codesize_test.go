@@ -42,7 +42,6 @@ var allowedPackages = map[string]string{
 var allowed = map[string]string{
 	"agent/internal/envdfs.Service.download":       "not yet split",
 	"agent/internal/files.Service.WriteFile":       "not yet split",
-	"agent/internal/tools.overlay.apply":           "not yet split",
 	"client.Client":                                "not yet split",
 	"internal/config.Config.Validate":              "not yet split",
 	"internal/network.New":                         "not yet split",
