@@ -47,7 +47,6 @@ var allowed = map[string]string{
 	"internal/runtime/gvisor.Runtime":              "not yet split",
 	"internal/sandbox.Host.Snapshot":               "not yet split",
 	"internal/sandbox.Host":                        "not yet split",
-	"internal/storage/btrfs.Storage.Restore":       "not yet split",
 	"internal/storage/btrfs.Storage":               "not yet split",
 	"internal/storage/storagetest.testQuotaGroups": "not yet split",
 	"internal/store.Store":                         "not yet split",
