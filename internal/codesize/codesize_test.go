@@ -41,7 +41,6 @@ var allowedPackages = map[string]string{
 // only shrinks.
 var allowed = map[string]string{
 	"client.Client":                                "not yet split",
-	"internal/network.New":                         "not yet split",
 	"internal/network.Manager":                     "not yet split",
 	"internal/runtime/gvisor.Runtime":              "not yet split",
 	"internal/sandbox.Host.Snapshot":               "not yet split",
