@@ -40,14 +40,23 @@ var allowedPackages = map[string]string{
 // with the reason. An entry that matches nothing fails the test, so the list
 // only shrinks.
 var allowed = map[string]string{
-	"client.Client":                                "not yet split",
-	"internal/network.Manager":                     "not yet split",
-	"internal/runtime/gvisor.Runtime":              "not yet split",
-	"internal/sandbox.Host.Snapshot":               "not yet split",
-	"internal/sandbox.Host":                        "not yet split",
-	"internal/storage/btrfs.Storage":               "not yet split",
-	"internal/storage/storagetest.testQuotaGroups": "not yet split",
-	"internal/store.Store":                         "not yet split",
+	// Host's jobs (lifecycle, snapshots, memory checkpoints, network,
+	// write-back tickets, old-root drops) want helper types of their own,
+	// but internal/session calls its exported methods and is being
+	// rewritten at the same time: split it after that lands.
+	"internal/sandbox.Host": "split by job after the session rewrite (issue 23)",
+	// The freeze, the thaw at Taken and the background finish share state
+	// through closures; a frozenSnapshot type would hold it, checked by
+	// the snapshot e2e tests.
+	"internal/sandbox.Host.Snapshot": "split with Host",
+	"internal/network.Manager":       "split by job (addresses, rules, namespaces, audit, resolver) not done in this pass",
+	// A wide API client wants services (c.Sandboxes.Create, go-github's
+	// way); that changes every caller (the CLI, bench, e2e): a change of
+	// its own.
+	"client.Client":                   "services are a change of their own",
+	"internal/runtime/gvisor.Runtime": "not yet split",
+	"internal/storage/btrfs.Storage":  "not yet split",
+	"internal/store.Store":            "not yet split",
 }
 
 // skipDirs are directories no hand-written Go of ours lives in.
