@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,190 +20,202 @@ import (
 // benchCmd runs a benchmark suite on a throwaway data directory and prints
 // the report as JSON.
 func benchCmd() *cobra.Command {
-	var opts bench.Options
-	var snap bench.SnapshotOptions
-	var suite string
-	var densityN int
-	var tools bench.ToolsOptions
-	var gvisor bench.GVisorOptions
-	var quick bool
-	var plot string
-	var table bool
-	var network bench.NetworkOptions
-	var httpClient bool
-	var debug bool
+	var b benchRun
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if httpClient {
-				return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
-			}
-			switch suite {
-			case "core", "snapshots", "density", "tools", "network", "gvisor", "all":
-			default:
-				return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network, gvisor or all", suite)
-			}
-			if quick {
-				quickSizes(cmd, &opts, &snap, &tools, &network, &gvisor, &densityN)
-			}
-			dir, _ := cmd.Flags().GetString("data-dir")
-			tempData := !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren"
-			// Before anything is made or started: this may re-execute the
-			// process. A temporary data directory will be made in TMPDIR,
-			// which stands for it here.
-			stateDir := (&config.Config{DataDir: dir}).RuntimeStateDir()
-			if tempData {
-				stateDir = os.TempDir()
-			}
-			if err := selfexe.SealIfCopied(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), stateDir); err != nil {
-				return err
-			}
-			if tempData {
-				tmp, err := os.MkdirTemp("", "warren-bench-")
-				if err != nil {
-					return err
-				}
-				defer func() {
-					if err := bench.RemoveDataDir(tmp); err != nil {
-						fmt.Fprintln(cmd.ErrOrStderr(), "warren bench:", err)
-					}
-				}()
-				dir = tmp
-			}
-			if exe, err := selfexe.Path(); err == nil {
-				opts.WarrenBinary = exe
-			}
-			level := slog.LevelWarn
-			if debug {
-				level = slog.LevelDebug // e.g. each snapshot's phases
-			}
-			opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			// Each suite gets its own daemon; with both, each its own data
-			// directory beside the other.
-			dataDir := func(name string) string {
-				if suite == "all" {
-					return filepath.Join(dir, name)
-				}
-				return dir
-			}
-			out := map[string]any{}
-			if suite == "core" || suite == "all" {
-				o := opts
-				o.DataDir = dataDir("core")
-				rep, err := bench.Run(cmd.Context(), o)
-				if err != nil {
-					return err
-				}
-				out["core"] = rep
-			}
-			if suite == "snapshots" || suite == "all" {
-				snap.Options = opts
-				snap.DataDir = dataDir("snapshots")
-				snap.Progress = cmd.ErrOrStderr()
-				rep, err := bench.RunSnapshots(cmd.Context(), snap)
-				if err != nil {
-					return err
-				}
-				out["snapshots"] = rep
-			}
-			if suite == "density" || suite == "all" {
-				o := opts
-				o.DataDir = dataDir("density")
-				rep, err := bench.RunDensity(cmd.Context(), o, densityN)
-				if err != nil {
-					return err
-				}
-				out["density"] = rep
-			}
-			if suite == "tools" || suite == "all" {
-				tools.Options = opts
-				tools.DataDir = dataDir("tools")
-				tools.Progress = cmd.ErrOrStderr()
-				rep, err := bench.RunTools(cmd.Context(), tools)
-				if err != nil {
-					return err
-				}
-				out["tools"] = rep
-			}
-			if suite == "network" || suite == "all" {
-				o := network
-				o.Options, o.Creates, o.Claims, o.Progress = opts, opts.Creates, opts.PoolClaims, cmd.ErrOrStderr()
-				o.DataDir = dataDir("network")
-				rep, err := bench.RunNetwork(cmd.Context(), o)
-				if err != nil {
-					return err
-				}
-				out["network"] = rep
-			}
-			if suite == "gvisor" || suite == "all" {
-				gvisor.Options = opts
-				gvisor.Creates = min(opts.Creates, 10)
-				gvisor.Execs = min(opts.Execs, 100)
-				gvisor.DataDir = dataDir("gvisor")
-				gvisor.Progress = cmd.ErrOrStderr()
-				rep, err := bench.RunGVisor(cmd.Context(), gvisor)
-				switch {
-				case err != nil && suite == "all" && errors.Is(err, bench.ErrNoGVisor):
-					// A machine without runsc still measures the rest.
-					out["gvisor"] = map[string]string{"skipped": err.Error()}
-				case err != nil:
-					return err
-				default:
-					out["gvisor"] = rep
-				}
-			}
-			if plot != "" {
-				if err := writePlot(plot, suite, out); err != nil {
-					return err
-				}
-			}
-			if table {
-				// stderr: stdout stays one JSON document for tools.
-				if err := bench.WriteTable(cmd.ErrOrStderr(), "warren bench --suite "+suite, reportOf(suite, out)); err != nil {
-					return err
-				}
-			}
-			return printBench(cmd, suite, out)
+			return b.run(cmd)
 		},
 	}
+	b.flags(cmd)
+	return cmd
+}
+
+// benchRun is what the bench command's flags ask for.
+type benchRun struct {
+	opts       bench.Options
+	snap       bench.SnapshotOptions
+	suite      string
+	densityN   int
+	tools      bench.ToolsOptions
+	gvisor     bench.GVisorOptions
+	quick      bool
+	plot       string
+	table      bool
+	network    bench.NetworkOptions
+	httpClient bool
+	debug      bool
+}
+
+// flags binds b to the command's flags.
+func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory) or all")
-	f.BoolVar(&debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
-	f.BoolVar(&table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
-	f.StringVar(&plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
-	f.BoolVar(&quick, "quick", false, "tiny sizes for every figure: checks that each scenario runs (a few minutes for --suite all); the numbers mean little")
-	f.IntVar(&gvisor.Rounds, "memory-rounds", 5, "gvisor: rounds of each memory item (checkpoint, hibernate, wake, fork ×5)")
-	f.IntVar(&gvisor.HeldMB, "held-mb", 256, "gvisor: memory the held sandbox's process holds, in MB")
-	f.IntVar(&tools.Calls, "tool-calls", 200, "tools: read and edit round trips")
-	f.IntVar(&tools.GrepFiles, "grep-files", 100_000, "tools: files in the tree grep searches")
-	f.IntVar(&densityN, "sandboxes", 200, "density suite: idle sandboxes to start")
-	f.IntVar(&opts.Creates, "creates", 30, "core: sandboxes to create and delete")
-	f.IntVar(&opts.Execs, "execs", 300, "core: exec round trips per method")
-	f.IntVar(&opts.PoolClaims, "pool-claims", 20, "core: creates served from a warm pool (each waits for the refill)")
-	f.IntSliceVar(&opts.Concurrency, "concurrency", []int{1, 10, 50}, "core: numbers of sandboxes busy at once for the concurrency item")
-	f.IntVar(&opts.FileOps, "file-ops", 50, "core: 4 KiB file writes and reads through the API (a tenth as many of 10 MB)")
-	f.IntVar(&opts.ForkRounds, "fork-rounds", 5, "core: forks of the live state, of one and of ten")
-	f.IntVar(&opts.ExecsEach, "execs-each", 20, "core: execs, 4 KiB file writes and reads, and routed GETs each sandbox makes in the concurrency item (also the samples of its pause and resume)")
-	f.IntVar(&opts.PortRequests, "port-requests", 300, "core: HTTP GETs of each kind through the port route and to the loopback baseline")
-	f.IntVar(&network.DownloadMB, "download-mb", 100, "network: size of each download in MB")
-	f.IntVar(&network.Downloads, "downloads", 21, "network: downloads of each kind (through a sandbox, plain namespaces, a plain routed path)")
-	f.IntVar(&network.PolicyRounds, "policy-rounds", 30, "network: live policy changes timed (PUT /network until a new connection follows it)")
-	f.IntVar(&snap.Files, "files", 100_000, "snapshots: files in the workspace")
-	f.IntVar(&snap.WorkspaceMB, "workspace-mb", 1024, "snapshots: total size of the workspace in MB")
-	f.IntVar(&snap.Turns, "turns", 300, "snapshots: turns (25 files written, then a turn snapshot)")
-	f.IntVar(&snap.ArchiveAfter, "archive-after", 0, "snapshots: turns kept in the pool before archiving (default: the daemon's)")
-	f.IntVar(&snap.AnchorEvery, "anchor-every", 0, "snapshots: spacing of the turns kept as archive anchors (default: the daemon's)")
-	f.IntVar(&snap.Concurrent, "concurrent", 32, "snapshots: forks taking a turn snapshot at once")
-	f.StringVar(&opts.Storage, "storage", "btrfs", "storage backend")
-	f.StringVar(&opts.Template, "template", "", "an existing template in --data-dir (default: build a busybox one)")
-	f.StringVar(&opts.AgentBinary, "agent", "", "warren-agent binary (default: beside warren)")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory) or all")
+	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
+	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
+	f.StringVar(&b.plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
+	f.BoolVar(&b.quick, "quick", false, "tiny sizes for every figure: checks that each scenario runs (a few minutes for --suite all); the numbers mean little")
+	f.IntVar(&b.gvisor.Rounds, "memory-rounds", 5, "gvisor: rounds of each memory item (checkpoint, hibernate, wake, fork ×5)")
+	f.IntVar(&b.gvisor.HeldMB, "held-mb", 256, "gvisor: memory the held sandbox's process holds, in MB")
+	f.IntVar(&b.tools.Calls, "tool-calls", 200, "tools: read and edit round trips")
+	f.IntVar(&b.tools.GrepFiles, "grep-files", 100_000, "tools: files in the tree grep searches")
+	f.IntVar(&b.densityN, "sandboxes", 200, "density suite: idle sandboxes to start")
+	f.IntVar(&b.opts.Creates, "creates", 30, "core: sandboxes to create and delete")
+	f.IntVar(&b.opts.Execs, "execs", 300, "core: exec round trips per method")
+	f.IntVar(&b.opts.PoolClaims, "pool-claims", 20, "core: creates served from a warm pool (each waits for the refill)")
+	f.IntSliceVar(&b.opts.Concurrency, "concurrency", []int{1, 10, 50}, "core: numbers of sandboxes busy at once for the concurrency item")
+	f.IntVar(&b.opts.FileOps, "file-ops", 50, "core: 4 KiB file writes and reads through the API (a tenth as many of 10 MB)")
+	f.IntVar(&b.opts.ForkRounds, "fork-rounds", 5, "core: forks of the live state, of one and of ten")
+	f.IntVar(&b.opts.ExecsEach, "execs-each", 20, "core: execs, 4 KiB file writes and reads, and routed GETs each sandbox makes in the concurrency item (also the samples of its pause and resume)")
+	f.IntVar(&b.opts.PortRequests, "port-requests", 300, "core: HTTP GETs of each kind through the port route and to the loopback baseline")
+	f.IntVar(&b.network.DownloadMB, "download-mb", 100, "network: size of each download in MB")
+	f.IntVar(&b.network.Downloads, "downloads", 21, "network: downloads of each kind (through a sandbox, plain namespaces, a plain routed path)")
+	f.IntVar(&b.network.PolicyRounds, "policy-rounds", 30, "network: live policy changes timed (PUT /network until a new connection follows it)")
+	f.IntVar(&b.snap.Files, "files", 100_000, "snapshots: files in the workspace")
+	f.IntVar(&b.snap.WorkspaceMB, "workspace-mb", 1024, "snapshots: total size of the workspace in MB")
+	f.IntVar(&b.snap.Turns, "turns", 300, "snapshots: turns (25 files written, then a turn snapshot)")
+	f.IntVar(&b.snap.ArchiveAfter, "archive-after", 0, "snapshots: turns kept in the pool before archiving (default: the daemon's)")
+	f.IntVar(&b.snap.AnchorEvery, "anchor-every", 0, "snapshots: spacing of the turns kept as archive anchors (default: the daemon's)")
+	f.IntVar(&b.snap.Concurrent, "concurrent", 32, "snapshots: forks taking a turn snapshot at once")
+	f.StringVar(&b.opts.Storage, "storage", "btrfs", "storage backend")
+	f.StringVar(&b.opts.Template, "template", "", "an existing template in --data-dir (default: build a busybox one)")
+	f.StringVar(&b.opts.AgentBinary, "agent", "", "warren-agent binary (default: beside warren)")
 	// The core suite's port-route item times its GETs from a process of its
 	// own, this binary run with --http-client.
-	f.BoolVar(&httpClient, "http-client", false, "time the GETs described on stdin and print the durations (used by the core suite)")
+	f.BoolVar(&b.httpClient, "http-client", false, "time the GETs described on stdin and print the durations (used by the core suite)")
 	_ = f.MarkHidden("http-client")
-	return cmd
+}
+
+// run runs the suite the flags name and prints its report.
+func (b *benchRun) run(cmd *cobra.Command) error {
+	if b.httpClient {
+		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
+	}
+	switch b.suite {
+	case "core", "snapshots", "density", "tools", "network", "gvisor", "all":
+	default:
+		return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network, gvisor or all", b.suite)
+	}
+	if b.quick {
+		quickSizes(cmd, &b.opts, &b.snap, &b.tools, &b.network, &b.gvisor, &b.densityN)
+	}
+	dir, _ := cmd.Flags().GetString("data-dir")
+	tempData := !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren"
+	// Before anything is made or started: this may re-execute the
+	// process. A temporary data directory will be made in TMPDIR,
+	// which stands for it here.
+	stateDir := (&config.Config{DataDir: dir}).RuntimeStateDir()
+	if tempData {
+		stateDir = os.TempDir()
+	}
+	if err := selfexe.SealIfCopied(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), stateDir); err != nil {
+		return err
+	}
+	if tempData {
+		tmp, err := os.MkdirTemp("", "warren-bench-")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := bench.RemoveDataDir(tmp); err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warren bench:", err)
+			}
+		}()
+		dir = tmp
+	}
+	if exe, err := selfexe.Path(); err == nil {
+		b.opts.WarrenBinary = exe
+	}
+	level := slog.LevelWarn
+	if b.debug {
+		level = slog.LevelDebug // e.g. each snapshot's phases
+	}
+	b.opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	out, err := b.runSuites(cmd.Context(), dir, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if b.plot != "" {
+		if err := writePlot(b.plot, b.suite, out); err != nil {
+			return err
+		}
+	}
+	if b.table {
+		// stderr: stdout stays one JSON document for tools.
+		if err := bench.WriteTable(cmd.ErrOrStderr(), "warren bench --suite "+b.suite, reportOf(b.suite, out)); err != nil {
+			return err
+		}
+	}
+	return printBench(cmd, b.suite, out)
+}
+
+// runSuites runs the suite the flags name, or all of them in turn, in data
+// directory dir, and returns each one's report by name.
+func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer) (map[string]any, error) {
+	opts := b.opts
+	suites := []struct {
+		name string
+		run  func(dataDir string) (any, error)
+	}{
+		{"core", func(dataDir string) (any, error) {
+			o := opts
+			o.DataDir = dataDir
+			return bench.Run(ctx, o)
+		}},
+		{"snapshots", func(dataDir string) (any, error) {
+			o := b.snap
+			o.Options, o.DataDir, o.Progress = opts, dataDir, progress
+			return bench.RunSnapshots(ctx, o)
+		}},
+		{"density", func(dataDir string) (any, error) {
+			o := opts
+			o.DataDir = dataDir
+			return bench.RunDensity(ctx, o, b.densityN)
+		}},
+		{"tools", func(dataDir string) (any, error) {
+			o := b.tools
+			o.Options, o.DataDir, o.Progress = opts, dataDir, progress
+			return bench.RunTools(ctx, o)
+		}},
+		{"network", func(dataDir string) (any, error) {
+			o := b.network
+			o.Options, o.Creates, o.Claims, o.Progress = opts, opts.Creates, opts.PoolClaims, progress
+			o.DataDir = dataDir
+			return bench.RunNetwork(ctx, o)
+		}},
+		{"gvisor", func(dataDir string) (any, error) {
+			o := b.gvisor
+			o.Options, o.DataDir, o.Progress = opts, dataDir, progress
+			o.Creates = min(opts.Creates, 10)
+			o.Execs = min(opts.Execs, 100)
+			return bench.RunGVisor(ctx, o)
+		}},
+	}
+	out := map[string]any{}
+	for _, s := range suites {
+		if b.suite != s.name && b.suite != "all" {
+			continue
+		}
+		// Each suite gets its own daemon; with all, each its own data
+		// directory beside the others.
+		dataDir := dir
+		if b.suite == "all" {
+			dataDir = filepath.Join(dir, s.name)
+		}
+		rep, err := s.run(dataDir)
+		switch {
+		case err != nil && s.name == "gvisor" && b.suite == "all" && errors.Is(err, bench.ErrNoGVisor):
+			// A machine without runsc still measures the rest.
+			out[s.name] = map[string]string{"skipped": err.Error()}
+		case err != nil:
+			return nil, err
+		default:
+			out[s.name] = rep
+		}
+	}
+	return out, nil
 }
 
 // printBench prints one suite's report as it is (the core suite's output

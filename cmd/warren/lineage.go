@@ -49,102 +49,7 @@ type treeNode struct {
 // place (or place in a cycle, which a sane server never sends) are shown at
 // the top level rather than dropped.
 func lineageTree(l client.Lineage) string {
-	nodes := map[string]client.LineageNode{}
-	seq := map[string]int{}
-	for i, n := range l.Nodes {
-		nodes[n.ID] = n
-		seq[n.ID] = i
-	}
-	isType := func(id, typ string) bool { n, ok := nodes[id]; return ok && n.Type == typ }
-
-	owner := map[string]string{}      // snapshot → its sandbox
-	origin := map[string]string{}     // sandbox → the snapshot it was forked or created from
-	ownSnaps := map[string][]string{} // sandbox → its snapshots
-	events := map[string][]*treeNode{}
-	snapAt := map[string]time.Time{}
-	for i, e := range l.Edges {
-		evSeq := len(l.Nodes) + i // events sort after nodes taken at the same instant
-		switch e.Kind {
-		case "snapshot-of":
-			if isType(e.From, "snapshot") && isType(e.To, "sandbox") {
-				owner[e.From] = e.To
-				snapAt[e.From] = e.At
-			}
-		case "forked-from", "created-from":
-			if isType(e.From, "sandbox") && isType(e.To, "snapshot") && origin[e.From] == "" {
-				origin[e.From] = e.To
-			}
-		case "rolled-back-to":
-			events[e.From] = append(events[e.From], &treeNode{label: "↺ rolled back to " + e.To, at: e.At, seq: evSeq})
-		case "promoted-from":
-			events[e.From] = append(events[e.From], &treeNode{label: "⇐ promoted from " + e.To, at: e.At, seq: evSeq})
-		}
-	}
-	for _, n := range l.Nodes {
-		if n.Type == "snapshot" && owner[n.ID] != "" {
-			ownSnaps[owner[n.ID]] = append(ownSnaps[owner[n.ID]], n.ID)
-		}
-	}
-	forks := map[string][]string{} // snapshot → sandboxes started from it
-	for _, n := range l.Nodes {
-		if n.Type == "sandbox" && origin[n.ID] != "" {
-			forks[origin[n.ID]] = append(forks[origin[n.ID]], n.ID)
-		}
-	}
-
-	done := map[string]bool{}
-	var sandbox func(id string) *treeNode
-	var snapshot func(id, headOf string) *treeNode
-	snapshot = func(id, headOf string) *treeNode {
-		done[id] = true
-		n := nodes[id]
-		at := n.CreatedAt
-		if at.IsZero() {
-			at = snapAt[id]
-		}
-		t := &treeNode{label: snapshotLabel(n, nodes[headOf].Head == id && headOf != ""), at: at, seq: seq[id]}
-		for _, sb := range forks[id] {
-			if !done[sb] {
-				t.children = append(t.children, sandbox(sb))
-			}
-		}
-		sortTree(t.children)
-		return t
-	}
-	sandbox = func(id string) *treeNode {
-		done[id] = true
-		n := nodes[id]
-		state := n.State
-		if state == "" {
-			state = "unknown"
-		}
-		// A head among the sandbox's own snapshots gets its "*"; a fork's
-		// head is where it hangs; any other is named on the sandbox's line.
-		label := id + " (sandbox, " + state
-		own := false
-		for _, s := range ownSnaps[id] {
-			own = own || s == n.Head
-		}
-		if n.Head != "" && !own && n.Head != origin[id] {
-			label += ", head " + n.Head
-		}
-		label += ")"
-		t := &treeNode{label: label, at: n.CreatedAt, seq: seq[id]}
-		for _, s := range ownSnaps[id] {
-			if !done[s] {
-				t.children = append(t.children, snapshot(s, id))
-			}
-		}
-		t.children = append(t.children, events[id]...)
-		sortTree(t.children)
-		return t
-	}
-
-	// The template is the root already (older servers named it as a
-	// destroyed sandbox).
-	isTemplate := func(n client.LineageNode) bool {
-		return n.Type == "template" || (n.ID == l.Template && n.Type == "sandbox" && len(ownSnaps[n.ID]) == 0 && len(events[n.ID]) == 0)
-	}
+	x := indexLineage(l)
 	template := l.Template
 	if template == "" {
 		template = "(no template)"
@@ -153,18 +58,18 @@ func lineageTree(l client.Lineage) string {
 	// Roots first: sandboxes not forked from a snapshot in the family, and
 	// snapshots whose sandbox is not in it. Then whatever a cycle hid.
 	for _, pass := range []func(n client.LineageNode) bool{
-		func(n client.LineageNode) bool { return n.Type == "sandbox" && !isType(origin[n.ID], "snapshot") },
-		func(n client.LineageNode) bool { return n.Type == "snapshot" && owner[n.ID] == "" },
+		func(n client.LineageNode) bool { return n.Type == "sandbox" && !x.isType(x.origin[n.ID], "snapshot") },
+		func(n client.LineageNode) bool { return n.Type == "snapshot" && x.owner[n.ID] == "" },
 		func(n client.LineageNode) bool { return n.Type == "sandbox" || n.Type == "snapshot" },
 	} {
 		for _, n := range l.Nodes {
-			if done[n.ID] || !pass(n) || isTemplate(n) {
+			if x.done[n.ID] || !pass(n) || x.isTemplate(n, l.Template) {
 				continue
 			}
 			if n.Type == "sandbox" {
-				root.children = append(root.children, sandbox(n.ID))
+				root.children = append(root.children, x.sandbox(n.ID))
 			} else {
-				root.children = append(root.children, snapshot(n.ID, ""))
+				root.children = append(root.children, x.snapshot(n.ID, ""))
 			}
 		}
 	}
@@ -174,6 +79,124 @@ func lineageTree(l client.Lineage) string {
 	b.WriteString(root.label + "\n")
 	renderTree(&b, root, "")
 	return b.String()
+}
+
+// lineageIndex is a lineage's nodes and edges looked up by id, and the
+// nodes already placed in the tree being built.
+type lineageIndex struct {
+	nodes    map[string]client.LineageNode
+	seq      map[string]int         // the order the server gave
+	owner    map[string]string      // snapshot → its sandbox
+	origin   map[string]string      // sandbox → the snapshot it was forked or created from
+	ownSnaps map[string][]string    // sandbox → its snapshots
+	forks    map[string][]string    // snapshot → sandboxes started from it
+	events   map[string][]*treeNode // sandbox → its rollbacks and promotes
+	snapAt   map[string]time.Time   // snapshot → when its snapshot-of edge says it was taken
+	done     map[string]bool        // placed in the tree
+}
+
+// indexLineage indexes l's nodes and the edges between them of the types
+// each edge kind joins.
+func indexLineage(l client.Lineage) *lineageIndex {
+	x := &lineageIndex{
+		nodes: map[string]client.LineageNode{}, seq: map[string]int{},
+		owner: map[string]string{}, origin: map[string]string{},
+		ownSnaps: map[string][]string{}, forks: map[string][]string{},
+		events: map[string][]*treeNode{}, snapAt: map[string]time.Time{}, done: map[string]bool{},
+	}
+	for i, n := range l.Nodes {
+		x.nodes[n.ID] = n
+		x.seq[n.ID] = i
+	}
+	for i, e := range l.Edges {
+		evSeq := len(l.Nodes) + i // events sort after nodes taken at the same instant
+		switch e.Kind {
+		case "snapshot-of":
+			if x.isType(e.From, "snapshot") && x.isType(e.To, "sandbox") {
+				x.owner[e.From] = e.To
+				x.snapAt[e.From] = e.At
+			}
+		case "forked-from", "created-from":
+			if x.isType(e.From, "sandbox") && x.isType(e.To, "snapshot") && x.origin[e.From] == "" {
+				x.origin[e.From] = e.To
+			}
+		case "rolled-back-to":
+			x.events[e.From] = append(x.events[e.From], &treeNode{label: "↺ rolled back to " + e.To, at: e.At, seq: evSeq})
+		case "promoted-from":
+			x.events[e.From] = append(x.events[e.From], &treeNode{label: "⇐ promoted from " + e.To, at: e.At, seq: evSeq})
+		}
+	}
+	for _, n := range l.Nodes {
+		if n.Type == "snapshot" && x.owner[n.ID] != "" {
+			x.ownSnaps[x.owner[n.ID]] = append(x.ownSnaps[x.owner[n.ID]], n.ID)
+		}
+	}
+	for _, n := range l.Nodes {
+		if n.Type == "sandbox" && x.origin[n.ID] != "" {
+			x.forks[x.origin[n.ID]] = append(x.forks[x.origin[n.ID]], n.ID)
+		}
+	}
+	return x
+}
+
+func (x *lineageIndex) isType(id, typ string) bool {
+	n, ok := x.nodes[id]
+	return ok && n.Type == typ
+}
+
+// isTemplate: n is the template, the root already (older servers named it
+// as a destroyed sandbox).
+func (x *lineageIndex) isTemplate(n client.LineageNode, template string) bool {
+	return n.Type == "template" || (n.ID == template && n.Type == "sandbox" && len(x.ownSnaps[n.ID]) == 0 && len(x.events[n.ID]) == 0)
+}
+
+// snapshot places snapshot id and the sandboxes forked from it; headOf is
+// the sandbox whose snapshots it is listed among, if any.
+func (x *lineageIndex) snapshot(id, headOf string) *treeNode {
+	x.done[id] = true
+	n := x.nodes[id]
+	at := n.CreatedAt
+	if at.IsZero() {
+		at = x.snapAt[id]
+	}
+	t := &treeNode{label: snapshotLabel(n, x.nodes[headOf].Head == id && headOf != ""), at: at, seq: x.seq[id]}
+	for _, sb := range x.forks[id] {
+		if !x.done[sb] {
+			t.children = append(t.children, x.sandbox(sb))
+		}
+	}
+	sortTree(t.children)
+	return t
+}
+
+// sandbox places sandbox id, its snapshots and its events.
+func (x *lineageIndex) sandbox(id string) *treeNode {
+	x.done[id] = true
+	n := x.nodes[id]
+	state := n.State
+	if state == "" {
+		state = "unknown"
+	}
+	// A head among the sandbox's own snapshots gets its "*"; a fork's
+	// head is where it hangs; any other is named on the sandbox's line.
+	label := id + " (sandbox, " + state
+	own := false
+	for _, s := range x.ownSnaps[id] {
+		own = own || s == n.Head
+	}
+	if n.Head != "" && !own && n.Head != x.origin[id] {
+		label += ", head " + n.Head
+	}
+	label += ")"
+	t := &treeNode{label: label, at: n.CreatedAt, seq: x.seq[id]}
+	for _, s := range x.ownSnaps[id] {
+		if !x.done[s] {
+			t.children = append(t.children, x.snapshot(s, id))
+		}
+	}
+	t.children = append(t.children, x.events[id]...)
+	sortTree(t.children)
+	return t
 }
 
 // snapshotLabel is "ID NAME", with "* " in front of a head and

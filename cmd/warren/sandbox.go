@@ -22,23 +22,26 @@ func sandboxCmd(a *app) *cobra.Command {
 	return cmd
 }
 
+// sandboxCreateFlags are the flags of `warren sandbox create`.
+type sandboxCreateFlags struct {
+	template  string
+	timeout   int64
+	memoryMB  int64
+	diskMB    int64
+	autoPause bool
+	autoRes   bool
+	public    bool
+	toolSnaps bool
+	filesOnly bool
+	cpus      float64
+	pids      int64
+	meta, env []string
+	egress    egressFlags
+	rtName    string
+}
+
 func sandboxCreateCmd(a *app) *cobra.Command {
-	var (
-		template  string
-		timeout   int64
-		memoryMB  int64
-		diskMB    int64
-		autoPause bool
-		autoRes   bool
-		public    bool
-		toolSnaps bool
-		filesOnly bool
-		cpus      float64
-		pids      int64
-		meta, env []string
-		egress    egressFlags
-		rtName    string
-	)
+	var o sandboxCreateFlags
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Start a sandbox and print its id",
@@ -49,37 +52,10 @@ func sandboxCreateCmd(a *app) *cobra.Command {
   warren sandbox create --runtime gvisor`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			in := client.NewSandbox{TemplateID: template}
-			var err error
-			if in.Metadata, err = parseKV("meta", meta); err != nil {
-				return usageError{err}
+			in, err := o.request(cmd.Flags().Changed("timeout"))
+			if err != nil {
+				return err
 			}
-			if in.EnvVars, err = parseKV("env", env); err != nil {
-				return usageError{err}
-			}
-			if cmd.Flags().Changed("timeout") {
-				if timeout < 0 {
-					return usageError{fmt.Errorf("--timeout %d: want seconds >= 0 (0 = never)", timeout)}
-				}
-				in.Timeout = &timeout
-			}
-			if memoryMB < 0 || cpus < 0 || pids < 0 || diskMB < 0 {
-				return usageError{fmt.Errorf("--memory-mb, --cpus, --pids and --disk-mb must not be negative")}
-			}
-			if memoryMB != 0 || cpus != 0 || pids != 0 || diskMB != 0 {
-				in.Limits = &client.Limits{MemoryMB: memoryMB, CPUCount: cpus, Pids: pids, DiskMB: diskMB}
-			}
-			in.AutoPause = autoPause
-			if autoRes {
-				in.AutoResume = &client.AutoResume{Enabled: true}
-			}
-			if public {
-				in.Network = &client.Network{AllowPublicTraffic: &public}
-			}
-			egress.apply(&in)
-			in.SnapshotEveryToolCall = toolSnaps
-			in.Runtime = rtName
-			in.FilesOnly = filesOnly
 			sb, err := a.client().CreateSandbox(cmd.Context(), in)
 			if err != nil {
 				return err
@@ -92,22 +68,59 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&template, "template", "", "template to start from (default: the server's, \"base\")")
-	f.Int64Var(&timeout, "timeout", 0, "seconds until the sandbox is killed; 0 = never (default: the server's, 300)")
-	f.Int64Var(&memoryMB, "memory-mb", 0, "memory limit in MiB (default: the server's)")
-	f.Float64Var(&cpus, "cpus", 0, "CPU limit, may be fractional (default: the server's)")
-	f.Int64Var(&pids, "pids", 0, "process limit (default: the server's)")
-	f.Int64Var(&diskMB, "disk-mb", 0, "disk quota in MiB: what the sandbox may write, snapshots included (default: the server's; btrfs only)")
-	f.BoolVar(&autoPause, "auto-pause", false, "pause at the run timeout instead of being killed")
-	f.BoolVar(&autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
-	f.BoolVar(&public, "public-ports", false, "ports answer requests without the sandbox's tokens or a team API key (E2B's allowPublicTraffic=true)")
-	f.BoolVar(&toolSnaps, "snapshot-every-tool-call", false, "take a turn snapshot after every tool call (warren tool call)")
-	f.StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
-	f.StringArrayVar(&env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
-	f.StringVar(&rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
-	f.BoolVar(&filesOnly, "files-only", false, "from a snapshot taken with memory (--template SNAP), take only its files: processes start afresh, on any runtime")
-	egress.register(cmd, false)
+	f.StringVar(&o.template, "template", "", "template to start from (default: the server's, \"base\")")
+	f.Int64Var(&o.timeout, "timeout", 0, "seconds until the sandbox is killed; 0 = never (default: the server's, 300)")
+	f.Int64Var(&o.memoryMB, "memory-mb", 0, "memory limit in MiB (default: the server's)")
+	f.Float64Var(&o.cpus, "cpus", 0, "CPU limit, may be fractional (default: the server's)")
+	f.Int64Var(&o.pids, "pids", 0, "process limit (default: the server's)")
+	f.Int64Var(&o.diskMB, "disk-mb", 0, "disk quota in MiB: what the sandbox may write, snapshots included (default: the server's; btrfs only)")
+	f.BoolVar(&o.autoPause, "auto-pause", false, "pause at the run timeout instead of being killed")
+	f.BoolVar(&o.autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
+	f.BoolVar(&o.public, "public-ports", false, "ports answer requests without the sandbox's tokens or a team API key (E2B's allowPublicTraffic=true)")
+	f.BoolVar(&o.toolSnaps, "snapshot-every-tool-call", false, "take a turn snapshot after every tool call (warren tool call)")
+	f.StringArrayVar(&o.meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
+	f.StringArrayVar(&o.env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
+	f.StringVar(&o.rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
+	f.BoolVar(&o.filesOnly, "files-only", false, "from a snapshot taken with memory (--template SNAP), take only its files: processes start afresh, on any runtime")
+	o.egress.register(cmd, false)
 	return cmd
+}
+
+// request is the create the flags ask for; withTimeout says --timeout was
+// given (0 is then "never", not "the server's").
+func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error) {
+	in := client.NewSandbox{TemplateID: o.template}
+	var err error
+	if in.Metadata, err = parseKV("meta", o.meta); err != nil {
+		return in, usageError{err}
+	}
+	if in.EnvVars, err = parseKV("env", o.env); err != nil {
+		return in, usageError{err}
+	}
+	if withTimeout {
+		if o.timeout < 0 {
+			return in, usageError{fmt.Errorf("--timeout %d: want seconds >= 0 (0 = never)", o.timeout)}
+		}
+		in.Timeout = &o.timeout
+	}
+	if o.memoryMB < 0 || o.cpus < 0 || o.pids < 0 || o.diskMB < 0 {
+		return in, usageError{fmt.Errorf("--memory-mb, --cpus, --pids and --disk-mb must not be negative")}
+	}
+	if o.memoryMB != 0 || o.cpus != 0 || o.pids != 0 || o.diskMB != 0 {
+		in.Limits = &client.Limits{MemoryMB: o.memoryMB, CPUCount: o.cpus, Pids: o.pids, DiskMB: o.diskMB}
+	}
+	in.AutoPause = o.autoPause
+	if o.autoRes {
+		in.AutoResume = &client.AutoResume{Enabled: true}
+	}
+	if o.public {
+		in.Network = &client.Network{AllowPublicTraffic: &o.public}
+	}
+	o.egress.apply(&in)
+	in.SnapshotEveryToolCall = o.toolSnaps
+	in.Runtime = o.rtName
+	in.FilesOnly = o.filesOnly
+	return in, nil
 }
 
 func sandboxListCmd(a *app) *cobra.Command {

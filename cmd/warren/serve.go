@@ -21,100 +21,116 @@ import (
 
 // serveCmd runs the daemon.
 func serveCmd() *cobra.Command {
-	cfg := config.Default()
-	var imageSizeGiB, diskMB, maxUploadMB, logMB int64
-	var pprofAddr string
-	var memoryMB int64
-	var cpus float64
-	var debug bool
+	o := serveFlags{cfg: config.Default()}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the warren daemon (API on --listen; sandboxes survive its restarts)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dataDir, _ := cmd.Flags().GetString("data-dir")
-			if dataDir != "" {
-				cfg.DataDir = dataDir
-			}
-			cfg.ImageSize = imageSizeGiB << 30
-			cfg.MaxUploadBytes = maxUploadMB << 20
-			cfg.SandboxLogBytes = logMB << 20
-			cfg.DefaultLimits.MemoryBytes = memoryMB << 20
-			cfg.DefaultLimits.CPUMillis = int64(cpus * 1000)
-			cfg.DefaultDiskBytes = diskMB << 20
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			level := slog.LevelInfo
-			if debug {
-				level = slog.LevelDebug
-			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			// Before anything starts: it may re-execute this process.
-			if err := selfexe.SealIfCopied(log, cfg.RuntimeStateDir()); err != nil {
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-
-			if pprofAddr != "" {
-				if err := servePprof(pprofAddr, log); err != nil {
-					return err
-				}
-			}
-			d, err := daemon.Open(ctx, cfg, log)
-			if err != nil {
-				return err
-			}
-			defer d.Close()
-			if err := d.EnsureAdminKey(ctx, cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if cfg.BuildBase {
-				if err := d.Templates.Ensure(ctx, daemon.Base, template.BaseSource(), os.Stderr); err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					log.Error("could not build the base template; sandboxes need another template until it is built (`warren template build base --debootstrap bookworm`)", "err", err)
-				}
-			}
-			return d.Serve(ctx, nil)
+			return o.serve(cmd)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&pprofAddr, "pprof", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (debugging)")
-	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "address of the API (env WARREN_LISTEN)")
-	f.StringVar(&cfg.Domain, "domain", cfg.Domain, "sandbox domain: Host <port>-<id>.<domain> reaches that port in the sandbox; returned to E2B SDKs for getHost (env WARREN_DOMAIN)")
-	f.Int64Var(&maxUploadMB, "max-upload-mb", cfg.MaxUploadBytes>>20, "largest file upload (PUT /sandboxes/{id}/files and the E2B sandbox plane's POST /files), in MiB")
-	f.Int64Var(&logMB, "log-mb", cfg.SandboxLogBytes>>20, "disk budget of each sandbox's log (process output and lifecycle), in MiB; rotated within it")
-	f.StringVar(&cfg.Storage, "storage", cfg.Storage, "storage backend: btrfs or dir (env WARREN_STORAGE)")
-	f.Int64Var(&imageSizeGiB, "image-size-gb", cfg.ImageSize>>30, "size of the loop-backed btrfs image made when the data dir is not on btrfs (sparse)")
-	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", cfg.MaxSandboxes, "most sandboxes alive at once (env WARREN_MAX_SANDBOXES)")
-	f.Int64Var(&memoryMB, "default-memory-mb", cfg.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox that asks for none")
-	f.Float64Var(&cpus, "default-cpus", float64(cfg.DefaultLimits.CPUMillis)/1000, "CPU limit of a sandbox that asks for none")
-	f.Int64Var(&cfg.DefaultLimits.Pids, "default-pids", cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")
-	f.Int64Var(&diskMB, "default-disk-mb", 0, "disk quota of a sandbox that asks for none (0 = none; btrfs only)")
-	f.IntVar(&cfg.MaxTurns, "max-turns", cfg.MaxTurns, "turn snapshots kept per sandbox; older unnamed turns without forks are pruned (0 = keep all; -1 = 0 with archiving, else 100)")
-	f.IntVar(&cfg.ArchiveAfter, "archive-after", cfg.ArchiveAfter, "newest turn snapshots per sandbox kept in the pool; older ones are archived to send streams and restored on demand (0 = no archiving; btrfs only)")
-	f.IntVar(&cfg.AnchorEvery, "anchor-every", cfg.AnchorEvery, "turns 1, N+1, 2N+1, … stay in the pool as the bases of archived turns' streams")
-	f.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "run timeout of a sandbox whose create names none (0 = never)")
-	f.BoolVar(&cfg.AllowNoTimeout, "allow-no-timeout", cfg.AllowNoTimeout, "accept a run timeout of 0 (the sandbox never expires) at create, fork, /timeout and resume; false answers those 400")
-	f.Uint64Var(&cfg.OutputLimit, "output-limit", cfg.OutputLimit, "cap in bytes on one command's output when the request names none")
-	f.BoolVar(&cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics (Prometheus) without an API key; it then leaves out the per-sandbox series")
-	f.StringVar(&cfg.AgentBinary, "agent", cfg.AgentBinary, "path of the static warren-agent binary (default: beside warren; env WARREN_AGENT)")
-	f.StringVar(&cfg.CacheDir, "cache-dir", cfg.CacheDir, "where slow build artefacts are cached (env WARREN_CACHE_DIR)")
-	f.StringVar(&cfg.Runsc, "runsc", cfg.Runsc, "gVisor's runsc for the gvisor runtime (default: runsc on PATH, else the newest <cache-dir>/runsc/*/runsc that `make runsc` builds; env WARREN_RUNSC)")
-	f.StringVar(&cfg.DefaultRuntime, "default-runtime", cfg.DefaultRuntime, "runtime of sandboxes whose create names none: native or gvisor (env WARREN_DEFAULT_RUNTIME; default native)")
-	f.BoolVar(&cfg.BuildBase, "build-base", cfg.BuildBase, "build the `base` template by debootstrap at start when it is missing")
-	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 0, "pause (or kill, --idle-action) a sandbox with no API call, command or process output for this long (0 = never)")
-	f.StringVar(&cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause, hibernate (gvisor sandboxes: memory saved to disk and freed; others are paused) or kill")
-	f.DurationVar(&cfg.PausedRetention, "paused-retention", 0, "kill a sandbox paused for this long (0 = never)")
-	f.StringArrayVar(&cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]]: keep MIN ready sandboxes of TEMPLATE for fast creates, each replaced after TTL unclaimed (repeatable)")
-	f.BoolVar(&cfg.CgroupFavorDynmods, "cgroup-favordynmods", cfg.CgroupFavorDynmods, "turn on the kernel's favordynmods cgroup option (host-wide; on kernel 6.18 it stays on until reboot): a sandbox start then skips an RCU grace period, about 10 ms")
-	f.BoolVar(&debug, "debug", false, "log every request")
-	f.BoolVar(&cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
-	networkFlags(cmd, &cfg.Network)
+	o.flags(cmd)
 	return cmd
+}
+
+// serveFlags are serve's flags: the daemon's config and the sizes given in
+// other units than the config's.
+type serveFlags struct {
+	cfg                                      config.Config
+	imageSizeGiB, diskMB, maxUploadMB, logMB int64
+	pprofAddr                                string
+	memoryMB                                 int64
+	cpus                                     float64
+	debug                                    bool
+}
+
+// serve opens the daemon the flags describe and serves until a signal.
+func (o *serveFlags) serve(cmd *cobra.Command) error {
+	dataDir, _ := cmd.Flags().GetString("data-dir")
+	if dataDir != "" {
+		o.cfg.DataDir = dataDir
+	}
+	o.cfg.ImageSize = o.imageSizeGiB << 30
+	o.cfg.MaxUploadBytes = o.maxUploadMB << 20
+	o.cfg.SandboxLogBytes = o.logMB << 20
+	o.cfg.DefaultLimits.MemoryBytes = o.memoryMB << 20
+	o.cfg.DefaultLimits.CPUMillis = int64(o.cpus * 1000)
+	o.cfg.DefaultDiskBytes = o.diskMB << 20
+	if err := o.cfg.Validate(); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if o.debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Before anything starts: it may re-execute this process.
+	if err := selfexe.SealIfCopied(log, o.cfg.RuntimeStateDir()); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if o.pprofAddr != "" {
+		if err := servePprof(o.pprofAddr, log); err != nil {
+			return err
+		}
+	}
+	d, err := daemon.Open(ctx, o.cfg, log)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.EnsureAdminKey(ctx, cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if o.cfg.BuildBase {
+		if err := d.Templates.Ensure(ctx, daemon.Base, template.BaseSource(), os.Stderr); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			log.Error("could not build the base template; sandboxes need another template until it is built (`warren template build base --debootstrap bookworm`)", "err", err)
+		}
+	}
+	return d.Serve(ctx, nil)
+}
+
+// flags binds o to serve's flags.
+func (o *serveFlags) flags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.pprofAddr, "pprof", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (debugging)")
+	f.StringVar(&o.cfg.Listen, "listen", o.cfg.Listen, "address of the API (env WARREN_LISTEN)")
+	f.StringVar(&o.cfg.Domain, "domain", o.cfg.Domain, "sandbox domain: Host <port>-<id>.<domain> reaches that port in the sandbox; returned to E2B SDKs for getHost (env WARREN_DOMAIN)")
+	f.Int64Var(&o.maxUploadMB, "max-upload-mb", o.cfg.MaxUploadBytes>>20, "largest file upload (PUT /sandboxes/{id}/files and the E2B sandbox plane's POST /files), in MiB")
+	f.Int64Var(&o.logMB, "log-mb", o.cfg.SandboxLogBytes>>20, "disk budget of each sandbox's log (process output and lifecycle), in MiB; rotated within it")
+	f.StringVar(&o.cfg.Storage, "storage", o.cfg.Storage, "storage backend: btrfs or dir (env WARREN_STORAGE)")
+	f.Int64Var(&o.imageSizeGiB, "image-size-gb", o.cfg.ImageSize>>30, "size of the loop-backed btrfs image made when the data dir is not on btrfs (sparse)")
+	f.IntVar(&o.cfg.MaxSandboxes, "max-sandboxes", o.cfg.MaxSandboxes, "most sandboxes alive at once (env WARREN_MAX_SANDBOXES)")
+	f.Int64Var(&o.memoryMB, "default-memory-mb", o.cfg.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox that asks for none")
+	f.Float64Var(&o.cpus, "default-cpus", float64(o.cfg.DefaultLimits.CPUMillis)/1000, "CPU limit of a sandbox that asks for none")
+	f.Int64Var(&o.cfg.DefaultLimits.Pids, "default-pids", o.cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")
+	f.Int64Var(&o.diskMB, "default-disk-mb", 0, "disk quota of a sandbox that asks for none (0 = none; btrfs only)")
+	f.IntVar(&o.cfg.MaxTurns, "max-turns", o.cfg.MaxTurns, "turn snapshots kept per sandbox; older unnamed turns without forks are pruned (0 = keep all; -1 = 0 with archiving, else 100)")
+	f.IntVar(&o.cfg.ArchiveAfter, "archive-after", o.cfg.ArchiveAfter, "newest turn snapshots per sandbox kept in the pool; older ones are archived to send streams and restored on demand (0 = no archiving; btrfs only)")
+	f.IntVar(&o.cfg.AnchorEvery, "anchor-every", o.cfg.AnchorEvery, "turns 1, N+1, 2N+1, … stay in the pool as the bases of archived turns' streams")
+	f.DurationVar(&o.cfg.DefaultTimeout, "default-timeout", o.cfg.DefaultTimeout, "run timeout of a sandbox whose create names none (0 = never)")
+	f.BoolVar(&o.cfg.AllowNoTimeout, "allow-no-timeout", o.cfg.AllowNoTimeout, "accept a run timeout of 0 (the sandbox never expires) at create, fork, /timeout and resume; false answers those 400")
+	f.Uint64Var(&o.cfg.OutputLimit, "output-limit", o.cfg.OutputLimit, "cap in bytes on one command's output when the request names none")
+	f.BoolVar(&o.cfg.MetricsPublic, "metrics-public", false, "serve GET /metrics (Prometheus) without an API key; it then leaves out the per-sandbox series")
+	f.StringVar(&o.cfg.AgentBinary, "agent", o.cfg.AgentBinary, "path of the static warren-agent binary (default: beside warren; env WARREN_AGENT)")
+	f.StringVar(&o.cfg.CacheDir, "cache-dir", o.cfg.CacheDir, "where slow build artefacts are cached (env WARREN_CACHE_DIR)")
+	f.StringVar(&o.cfg.Runsc, "runsc", o.cfg.Runsc, "gVisor's runsc for the gvisor runtime (default: runsc on PATH, else the newest <cache-dir>/runsc/*/runsc that `make runsc` builds; env WARREN_RUNSC)")
+	f.StringVar(&o.cfg.DefaultRuntime, "default-runtime", o.cfg.DefaultRuntime, "runtime of sandboxes whose create names none: native or gvisor (env WARREN_DEFAULT_RUNTIME; default native)")
+	f.BoolVar(&o.cfg.BuildBase, "build-base", o.cfg.BuildBase, "build the `base` template by debootstrap at start when it is missing")
+	f.DurationVar(&o.cfg.IdleTimeout, "idle-timeout", 0, "pause (or kill, --idle-action) a sandbox with no API call, command or process output for this long (0 = never)")
+	f.StringVar(&o.cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause, hibernate (gvisor sandboxes: memory saved to disk and freed; others are paused) or kill")
+	f.DurationVar(&o.cfg.PausedRetention, "paused-retention", 0, "kill a sandbox paused for this long (0 = never)")
+	f.StringArrayVar(&o.cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]]: keep MIN ready sandboxes of TEMPLATE for fast creates, each replaced after TTL unclaimed (repeatable)")
+	f.BoolVar(&o.cfg.CgroupFavorDynmods, "cgroup-favordynmods", o.cfg.CgroupFavorDynmods, "turn on the kernel's favordynmods cgroup option (host-wide; on kernel 6.18 it stays on until reboot): a sandbox start then skips an RCU grace period, about 10 ms")
+	f.BoolVar(&o.debug, "debug", false, "log every request")
+	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
+	networkFlags(cmd, &o.cfg.Network)
 }
 
 // networkFlags are serve's flags for sandbox networking (see `warren sandbox

@@ -115,30 +115,7 @@ type naiveExecer interface {
 
 // Run measures and returns the report.
 func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
-	if opts.Creates <= 0 {
-		opts.Creates = 30
-	}
-	if opts.Execs <= 0 {
-		opts.Execs = 300
-	}
-	if opts.PortRequests <= 0 {
-		opts.PortRequests = 300
-	}
-	if opts.PoolClaims <= 0 {
-		opts.PoolClaims = 20
-	}
-	if len(opts.Concurrency) == 0 {
-		opts.Concurrency = []int{1, 10, 50}
-	}
-	if opts.ExecsEach <= 0 {
-		opts.ExecsEach = 20
-	}
-	if opts.FileOps <= 0 {
-		opts.FileOps = 50
-	}
-	if opts.ForkRounds <= 0 {
-		opts.ForkRounds = 5
-	}
+	opts.defaults()
 	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
 		cfg.ImageSize = 4 << 30
 		// The pool's sandboxes, and its claims kept to the end, count; so
@@ -156,117 +133,17 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		Machine: machine(), Storage: d.Storage.Name(), Runtime: d.Runtime.Name(), Template: tmpl,
 		Targets: Targets{CreateToFirstOutputP50Ms: 40, ExecTrueP50Ms: 1.5, SpeedupVsNaive: 10, PoolClaimToFirstOutputP50Ms: 3, PortRouteAddedP50Ms: 1},
 	}
-
-	var created, deleted []time.Duration
-	var keep string
-	var keepSB client.Sandbox
-	for i := 0; i < opts.Creates+1; i++ {
-		start := time.Now()
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl})
-		if err != nil {
-			return rep, fmt.Errorf("create: %w", err)
-		}
-		fw := &firstWrite{}
-		if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
-			return rep, fmt.Errorf("first exec: %w", err)
-		}
-		if i > 0 { // the first run warms caches; it is not counted
-			created = append(created, fw.at.Sub(start))
-		}
-		if i == opts.Creates {
-			keep, keepSB = sb.SandboxID, sb
-			break
-		}
-		start = time.Now()
-		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
-			return rep, fmt.Errorf("delete: %w", err)
-		}
-		if i > 0 {
-			deleted = append(deleted, time.Since(start))
-		}
-	}
-	rep.CreateToFirstOutput = Summarise(created)
-	rep.Delete = Summarise(deleted)
-
-	// Exec round trips on one sandbox.
-	api, err := timeN(opts.Execs, func() error {
-		res, err := c.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
-		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("true exited %d: %s", res.ExitCode, res.Error)
-		}
-		return err
-	})
-	if err != nil {
-		return rep, fmt.Errorf("exec via API: %w", err)
-	}
-	rep.ExecTrueAPI = Summarise(api)
-
-	agent, err := d.Sessions.Agent(ctx, "admin", keep)
+	keepSB, err := measureCreateDelete(ctx, c, tmpl, opts.Creates, &rep)
 	if err != nil {
 		return rep, err
 	}
-	direct, err := timeN(opts.Execs, func() error {
-		stream, err := agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Argv: []string{"true"}}))
-		if err != nil {
-			return err
-		}
-		defer stream.Close()
-		for stream.Receive() {
-		}
-		return stream.Err()
-	})
-	if err != nil {
-		return rep, fmt.Errorf("exec via agent: %w", err)
+	keep := keepSB.SandboxID
+	if err := measureExecs(ctx, h, keep, opts, &rep); err != nil {
+		return rep, err
 	}
-	rep.ExecTrueAgent = Summarise(direct)
-
-	n := opts.Execs / 5
-	if n < 20 {
-		n = 20
+	if rep.Pause, rep.Resume, err = measurePauseResume(ctx, c, keep, 30); err != nil {
+		return rep, err
 	}
-	if ne, ok := d.Runtime.(naiveExecer); ok {
-		setns, err := timeN(n, func() error {
-			code, err := ne.ExecNaive(ctx, keep, []string{"/bin/true"})
-			if err == nil && code != 0 {
-				err = fmt.Errorf("true exited %d", code)
-			}
-			return err
-		})
-		if err != nil {
-			return rep, fmt.Errorf("in-process setns exec: %w", err)
-		}
-		rep.ExecTrueSetns = Summarise(setns)
-		rep.SpeedupAgentVsSetns = ratio(rep.ExecTrueSetns, rep.ExecTrueAgent)
-	}
-	if opts.WarrenBinary != "" {
-		runcExec, err := timeN(n, func() error {
-			out, err := exec.CommandContext(ctx, opts.WarrenBinary, "exec-naive", "--state-dir", cfg.RuntimeStateDir(), keep, "--", "/bin/true").CombinedOutput()
-			if err != nil {
-				return fmt.Errorf("%w: %s", err, out)
-			}
-			return nil
-		})
-		if err != nil {
-			return rep, fmt.Errorf("runc-exec-style exec: %w", err)
-		}
-		rep.ExecTrueRuncExec = Summarise(runcExec)
-		rep.SpeedupAgentVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAgent)
-		rep.SpeedupAPIVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAPI)
-	}
-	var pauses, resumes []time.Duration
-	for i := 0; i < 30; i++ {
-		start := time.Now()
-		if err := c.PauseSandbox(ctx, keep); err != nil {
-			return rep, fmt.Errorf("pause: %w", err)
-		}
-		pauses = append(pauses, time.Since(start))
-		start = time.Now()
-		if _, err := c.ResumeSandbox(ctx, keep); err != nil {
-			return rep, fmt.Errorf("resume: %w", err)
-		}
-		resumes = append(resumes, time.Since(start))
-	}
-	rep.Pause, rep.Resume = Summarise(pauses), Summarise(resumes)
 	if rep.Files, err = measureFiles(ctx, c, keep, cfg.DataDir, opts.FileOps); err != nil {
 		return rep, fmt.Errorf("files: %w", err)
 	}
@@ -286,6 +163,148 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		return rep, fmt.Errorf("concurrency: %w", err)
 	}
 	return rep, nil
+}
+
+// defaults fills in the core suite's sizes left at zero.
+func (opts *Options) defaults() {
+	defaultSize(&opts.Creates, 30)
+	defaultSize(&opts.Execs, 300)
+	defaultSize(&opts.PortRequests, 300)
+	defaultSize(&opts.PoolClaims, 20)
+	if len(opts.Concurrency) == 0 {
+		opts.Concurrency = []int{1, 10, 50}
+	}
+	defaultSize(&opts.ExecsEach, 20)
+	defaultSize(&opts.FileOps, 50)
+	defaultSize(&opts.ForkRounds, 5)
+}
+
+// defaultSize sets *n to def when it is not positive.
+func defaultSize(n *int, def int) {
+	if *n <= 0 {
+		*n = def
+	}
+}
+
+// measureCreateDelete creates sandboxes one after another, each until its
+// first output, and deletes all but the last, which it returns for the
+// items that follow. The first round warms caches and is not counted.
+func measureCreateDelete(ctx context.Context, c *client.Client, tmpl string, creates int, rep *Report) (client.Sandbox, error) {
+	var created, deleted []time.Duration
+	for i := 0; ; i++ {
+		start := time.Now()
+		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl})
+		if err != nil {
+			return client.Sandbox{}, fmt.Errorf("create: %w", err)
+		}
+		fw := &firstWrite{}
+		if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+			return client.Sandbox{}, fmt.Errorf("first exec: %w", err)
+		}
+		if i > 0 { // the first run warms caches; it is not counted
+			created = append(created, fw.at.Sub(start))
+		}
+		if i == creates {
+			rep.CreateToFirstOutput = Summarise(created)
+			rep.Delete = Summarise(deleted)
+			return sb, nil
+		}
+		start = time.Now()
+		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+			return client.Sandbox{}, fmt.Errorf("delete: %w", err)
+		}
+		if i > 0 {
+			deleted = append(deleted, time.Since(start))
+		}
+	}
+}
+
+// measureExecs times `true` round trips in sandbox id: through the API,
+// through the agent directly, and the baselines that enter the sandbox
+// with a new process per command (in the daemon's process and as a
+// runc-exec-style CLI).
+func measureExecs(ctx context.Context, h *harness, id string, opts Options, rep *Report) error {
+	d, c := h.d, h.c
+	api, err := timeN(opts.Execs, func() error {
+		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"true"}})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("true exited %d: %s", res.ExitCode, res.Error)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("exec via API: %w", err)
+	}
+	rep.ExecTrueAPI = Summarise(api)
+
+	agent, err := d.Sessions.Agent(ctx, "admin", id)
+	if err != nil {
+		return err
+	}
+	direct, err := timeN(opts.Execs, func() error {
+		stream, err := agent.Process().Exec(ctx, connect.NewRequest(&agentv1.ExecRequest{Argv: []string{"true"}}))
+		if err != nil {
+			return err
+		}
+		defer stream.Close()
+		for stream.Receive() {
+		}
+		return stream.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("exec via agent: %w", err)
+	}
+	rep.ExecTrueAgent = Summarise(direct)
+
+	n := max(opts.Execs/5, 20)
+	if ne, ok := d.Runtime.(naiveExecer); ok {
+		setns, err := timeN(n, func() error {
+			code, err := ne.ExecNaive(ctx, id, []string{"/bin/true"})
+			if err == nil && code != 0 {
+				err = fmt.Errorf("true exited %d", code)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("in-process setns exec: %w", err)
+		}
+		rep.ExecTrueSetns = Summarise(setns)
+		rep.SpeedupAgentVsSetns = ratio(rep.ExecTrueSetns, rep.ExecTrueAgent)
+	}
+	if opts.WarrenBinary != "" {
+		runcExec, err := timeN(n, func() error {
+			out, err := exec.CommandContext(ctx, opts.WarrenBinary, "exec-naive", "--state-dir", h.cfg.RuntimeStateDir(), id, "--", "/bin/true").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("runc-exec-style exec: %w", err)
+		}
+		rep.ExecTrueRuncExec = Summarise(runcExec)
+		rep.SpeedupAgentVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAgent)
+		rep.SpeedupAPIVsRuncExec = ratio(rep.ExecTrueRuncExec, rep.ExecTrueAPI)
+	}
+	return nil
+}
+
+// measurePauseResume pauses and resumes sandbox id rounds times.
+func measurePauseResume(ctx context.Context, c *client.Client, id string, rounds int) (pause, resume Stats, _ error) {
+	var pauses, resumes []time.Duration
+	for range rounds {
+		start := time.Now()
+		if err := c.PauseSandbox(ctx, id); err != nil {
+			return pause, resume, fmt.Errorf("pause: %w", err)
+		}
+		pauses = append(pauses, time.Since(start))
+		start = time.Now()
+		if _, err := c.ResumeSandbox(ctx, id); err != nil {
+			return pause, resume, fmt.Errorf("resume: %w", err)
+		}
+		resumes = append(resumes, time.Since(start))
+	}
+	return Summarise(pauses), Summarise(resumes), nil
 }
 
 func timeN(n int, fn func() error) ([]time.Duration, error) {

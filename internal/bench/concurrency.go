@@ -133,23 +133,10 @@ func concurrencyLevel(ctx context.Context, h *harness, n int, opts Options) (Con
 			}
 		}
 	}()
-	created, err := together(n, func(i int) (time.Duration, error) {
-		start := time.Now()
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: h.tmpl})
-		if err != nil {
-			return 0, err
-		}
-		sbs[i], ids[i] = sb, sb.SandboxID
-		fw := &firstWrite{}
-		if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
-			return 0, err
-		}
-		return fw.at.Sub(start), nil
-	})
-	if err != nil {
+	var err error
+	if lvl.Create, err = summarised(createTogether(ctx, h, sbs, ids)); err != nil {
 		return lvl, fmt.Errorf("create: %w", err)
 	}
-	lvl.Create = Summarise(created)
 
 	small := make([]byte, 4<<10)
 	if _, err := rand.Read(small); err != nil {
@@ -212,6 +199,25 @@ func concurrencyLevel(ctx context.Context, h *harness, n int, opts Options) (Con
 		}
 	}
 	return lvl, nil
+}
+
+// createTogether creates len(sbs) sandboxes at once, each until its first
+// output, and fills in sbs and ids as they come (ids for the caller to
+// delete, also after an error).
+func createTogether(ctx context.Context, h *harness, sbs []client.Sandbox, ids []string) ([]time.Duration, error) {
+	return together(len(sbs), func(i int) (time.Duration, error) {
+		start := time.Now()
+		sb, err := h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: h.tmpl})
+		if err != nil {
+			return 0, err
+		}
+		sbs[i], ids[i] = sb, sb.SandboxID
+		fw := &firstWrite{}
+		if _, err := h.c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+			return 0, err
+		}
+		return fw.at.Sub(start), nil
+	})
 }
 
 // summarised is Summarise for a call that returns samples and an error.

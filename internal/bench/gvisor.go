@@ -75,18 +75,7 @@ type MemoryReport struct {
 
 // RunGVisor measures the gvisor runtime against the native one.
 func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr error) {
-	if opts.Creates <= 0 {
-		opts.Creates = 10
-	}
-	if opts.Execs <= 0 {
-		opts.Execs = 100
-	}
-	if opts.Rounds <= 0 {
-		opts.Rounds = 5
-	}
-	if opts.HeldMB <= 0 {
-		opts.HeldMB = 256
-	}
+	opts.defaults()
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -111,33 +100,9 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 	}
 	rep.Runsc = gv.Version
 
-	for _, rt := range []string{"native", "gvisor"} {
-		fmt.Fprintf(progress, "gvisor suite: %s create → first output, exec\n", rt)
-		created, keep, err := createRuns(ctx, c, h.tmpl, rt, opts.Creates)
-		if err != nil {
-			return rep, fmt.Errorf("%s: %w", rt, err)
-		}
-		execs, err := timeN(opts.Execs, func() error {
-			res, err := c.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
-			if err == nil && res.ExitCode != 0 {
-				err = fmt.Errorf("true exited %d", res.ExitCode)
-			}
-			return err
-		})
-		if err != nil {
-			return rep, fmt.Errorf("%s exec: %w", rt, err)
-		}
-		if err := c.DeleteSandbox(ctx, keep); err != nil {
-			return rep, err
-		}
-		if rt == "native" {
-			rep.CreateToFirstOutput.Native, rep.ExecTrueAPI.Native = Summarise(created), Summarise(execs)
-		} else {
-			rep.CreateToFirstOutput.GVisor, rep.ExecTrueAPI.GVisor = Summarise(created), Summarise(execs)
-		}
+	if err := measureRuntimes(ctx, c, h.tmpl, opts, progress, &rep); err != nil {
+		return rep, err
 	}
-	rep.CreateToFirstOutput.Ratio = ratio(rep.CreateToFirstOutput.GVisor, rep.CreateToFirstOutput.Native)
-	rep.ExecTrueAPI.Ratio = ratio(rep.ExecTrueAPI.GVisor, rep.ExecTrueAPI.Native)
 
 	fmt.Fprintln(progress, "gvisor suite: idle sandbox checkpoints")
 	if rep.Idle, err = measureMemory(ctx, c, h.tmpl, 0, opts.Rounds); err != nil {
@@ -156,6 +121,47 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 	}
 	rep.RatioForkP50 = ratio(rep.ForkWithMemory5, rep.NativeFork5)
 	return rep, nil
+}
+
+// defaults fills in the gvisor suite's sizes left at zero.
+func (opts *GVisorOptions) defaults() {
+	defaultSize(&opts.Creates, 10)
+	defaultSize(&opts.Execs, 100)
+	defaultSize(&opts.Rounds, 5)
+	defaultSize(&opts.HeldMB, 256)
+}
+
+// measureRuntimes times creates to first output and exec round trips on
+// the native runtime and on gvisor, and their ratios.
+func measureRuntimes(ctx context.Context, c *client.Client, tmpl string, opts GVisorOptions, progress io.Writer, rep *GVisorReport) error {
+	for _, rt := range []string{"native", "gvisor"} {
+		fmt.Fprintf(progress, "gvisor suite: %s create → first output, exec\n", rt)
+		created, keep, err := createRuns(ctx, c, tmpl, rt, opts.Creates)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rt, err)
+		}
+		execs, err := timeN(opts.Execs, func() error {
+			res, err := c.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("true exited %d", res.ExitCode)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s exec: %w", rt, err)
+		}
+		if err := c.DeleteSandbox(ctx, keep); err != nil {
+			return err
+		}
+		if rt == "native" {
+			rep.CreateToFirstOutput.Native, rep.ExecTrueAPI.Native = Summarise(created), Summarise(execs)
+		} else {
+			rep.CreateToFirstOutput.GVisor, rep.ExecTrueAPI.GVisor = Summarise(created), Summarise(execs)
+		}
+	}
+	rep.CreateToFirstOutput.Ratio = ratio(rep.CreateToFirstOutput.GVisor, rep.CreateToFirstOutput.Native)
+	rep.ExecTrueAPI.Ratio = ratio(rep.ExecTrueAPI.GVisor, rep.ExecTrueAPI.Native)
+	return nil
 }
 
 func findRuntime(h client.Health, name string) (client.RuntimeInfo, bool) {
@@ -278,22 +284,28 @@ func measureMemory(ctx context.Context, c *client.Client, tmpl string, mb, round
 	}
 	// The held process must have lived through all of it.
 	if mb > 0 {
-		procs, err := c.ListProcesses(ctx, gid)
-		if err != nil {
+		if err := heldAlive(ctx, c, gid); err != nil {
 			return rep, err
-		}
-		alive := false
-		for _, p := range procs {
-			alive = alive || (p.Tag == "held" && p.State == "running")
-		}
-		if !alive {
-			return rep, fmt.Errorf("the process holding memory did not survive the hibernations: %+v", procs)
 		}
 	}
 	rep.Checkpoint, rep.FilesOnly = Summarise(ckpt), Summarise(files)
 	rep.Hibernate, rep.Wake = Summarise(hib), Summarise(wake)
 	rep.NativePause, rep.NativeResume = Summarise(pause), Summarise(resume)
 	return rep, nil
+}
+
+// heldAlive fails unless the process holdMemory started in id runs.
+func heldAlive(ctx context.Context, c *client.Client, id string) error {
+	procs, err := c.ListProcesses(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		if p.Tag == "held" && p.State == "running" {
+			return nil
+		}
+	}
+	return fmt.Errorf("the process holding memory did not survive the hibernations: %+v", procs)
 }
 
 // measureFork5 times forks of five from one snapshot of a sandbox on rt:

@@ -129,21 +129,7 @@ const networkPoolTemplate = "bench-netpool"
 
 // RunNetwork runs the network suite on a fake host it builds and removes.
 func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retErr error) {
-	if opts.Creates <= 0 {
-		opts.Creates = 30
-	}
-	if opts.Claims <= 0 {
-		opts.Claims = 20
-	}
-	if opts.DownloadMB <= 0 {
-		opts.DownloadMB = 100
-	}
-	if opts.Downloads <= 0 {
-		opts.Downloads = 21
-	}
-	if opts.PolicyRounds <= 0 {
-		opts.PolicyRounds = 30
-	}
+	opts.defaults()
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -191,68 +177,11 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 	policy := &client.Network{AllowOut: []string{fakenet.Servers[0]}}
 
 	fmt.Fprintf(progress, "network: %d creates with the network off and on\n", opts.Creates)
-	var off, on []time.Duration
-	for i := range opts.Creates + 1 {
-		for _, withNet := range []bool{false, true} {
-			req := client.NewSandbox{TemplateID: h.tmpl}
-			if withNet {
-				req.Network = policy
-			}
-			d, err := createToFirstOutput(ctx, c, req, true)
-			if err != nil {
-				return rep, err
-			}
-			if i == 0 {
-				continue // warms caches
-			}
-			if withNet {
-				on = append(on, d)
-			} else {
-				off = append(off, d)
-			}
-		}
+	if err := measureNetworkCreates(ctx, c, h.tmpl, policy, opts.Creates, &rep); err != nil {
+		return rep, err
 	}
-	rep.CreateToFirstOutputOff, rep.CreateToFirstOutputOn = Summarise(off), Summarise(on)
-	rep.CreateAddedP50Ms = rounded(rep.CreateToFirstOutputOn.P50 - rep.CreateToFirstOutputOff.P50)
-	rep.CreateAddedP99Ms = rounded(rep.CreateToFirstOutputOn.P99 - rep.CreateToFirstOutputOff.P99)
-
 	fmt.Fprintf(progress, "network: %d pool claims with the network off and on\n", opts.Claims)
-	off, on = nil, nil
-	for i := range opts.Claims + 1 {
-		for _, withNet := range []bool{false, true} {
-			if err := untilPoolsReady(ctx, c, networkPoolTemplate); err != nil {
-				return rep, err
-			}
-			req := client.NewSandbox{TemplateID: networkPoolTemplate}
-			if withNet {
-				req.Network = policy
-			}
-			before, err := c.ListPools(ctx)
-			if err != nil {
-				return rep, err
-			}
-			d, err := createToFirstOutput(ctx, c, req, true)
-			if err != nil {
-				return rep, err
-			}
-			if err := claimedFromPool(ctx, c, before, withNet); err != nil {
-				return rep, err
-			}
-			if i == 0 {
-				continue
-			}
-			if withNet {
-				on = append(on, d)
-			} else {
-				off = append(off, d)
-			}
-		}
-	}
-	rep.PoolClaimOff, rep.PoolClaimOn = Summarise(off), Summarise(on)
-	rep.PoolClaimAddedP50Ms = rounded(rep.PoolClaimOn.P50 - rep.PoolClaimOff.P50)
-	rep.PoolClaimAddedP99Ms = rounded(rep.PoolClaimOn.P99 - rep.PoolClaimOff.P99)
-	rep.PoolClaimAddedMet = rep.PoolClaimAddedP50Ms <= rep.PoolClaimAddedTarget
-	if err := untilPoolsReady(ctx, c, networkPoolTemplate); err != nil {
+	if err := measureNetworkClaims(ctx, c, policy, opts.Claims, &rep); err != nil {
 		return rep, err
 	}
 
@@ -267,6 +196,88 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 	rep.Download.Met = rep.Download.Ratio >= rep.Download.Target
 	rep.Download.RoutedRatioMet = rep.Download.RoutedRatio >= rep.Download.Target
 	return rep, err
+}
+
+// defaults fills in the network suite's sizes left at zero.
+func (opts *NetworkOptions) defaults() {
+	defaultSize(&opts.Creates, 30)
+	defaultSize(&opts.Claims, 20)
+	defaultSize(&opts.DownloadMB, 100)
+	defaultSize(&opts.Downloads, 21)
+	defaultSize(&opts.PolicyRounds, 30)
+}
+
+// measureNetworkCreates times creates to first output with the network off
+// and on (policy), interleaved.
+func measureNetworkCreates(ctx context.Context, c *client.Client, tmpl string, policy *client.Network, creates int, rep *NetworkReport) error {
+	off, on, err := offAndOn(creates, func(withNet bool) (time.Duration, error) {
+		req := client.NewSandbox{TemplateID: tmpl}
+		if withNet {
+			req.Network = policy
+		}
+		return createToFirstOutput(ctx, c, req, true)
+	})
+	if err != nil {
+		return err
+	}
+	rep.CreateToFirstOutputOff, rep.CreateToFirstOutputOn = Summarise(off), Summarise(on)
+	rep.CreateAddedP50Ms = rounded(rep.CreateToFirstOutputOn.P50 - rep.CreateToFirstOutputOff.P50)
+	rep.CreateAddedP99Ms = rounded(rep.CreateToFirstOutputOn.P99 - rep.CreateToFirstOutputOff.P99)
+	return nil
+}
+
+// measureNetworkClaims times creates served from the plain and the
+// networked warm pool, interleaved, each checked to come from its pool, and
+// waits for both pools to refill at the end.
+func measureNetworkClaims(ctx context.Context, c *client.Client, policy *client.Network, claims int, rep *NetworkReport) error {
+	off, on, err := offAndOn(claims, func(withNet bool) (time.Duration, error) {
+		if err := untilPoolsReady(ctx, c, networkPoolTemplate); err != nil {
+			return 0, err
+		}
+		req := client.NewSandbox{TemplateID: networkPoolTemplate}
+		if withNet {
+			req.Network = policy
+		}
+		before, err := c.ListPools(ctx)
+		if err != nil {
+			return 0, err
+		}
+		d, err := createToFirstOutput(ctx, c, req, true)
+		if err != nil {
+			return 0, err
+		}
+		return d, claimedFromPool(ctx, c, before, withNet)
+	})
+	if err != nil {
+		return err
+	}
+	rep.PoolClaimOff, rep.PoolClaimOn = Summarise(off), Summarise(on)
+	rep.PoolClaimAddedP50Ms = rounded(rep.PoolClaimOn.P50 - rep.PoolClaimOff.P50)
+	rep.PoolClaimAddedP99Ms = rounded(rep.PoolClaimOn.P99 - rep.PoolClaimOff.P99)
+	rep.PoolClaimAddedMet = rep.PoolClaimAddedP50Ms <= rep.PoolClaimAddedTarget
+	return untilPoolsReady(ctx, c, networkPoolTemplate)
+}
+
+// offAndOn runs measure n+1 times with the network off and then on; the
+// first round warms caches and is not counted.
+func offAndOn(n int, measure func(withNet bool) (time.Duration, error)) (off, on []time.Duration, _ error) {
+	for i := range n + 1 {
+		for _, withNet := range []bool{false, true} {
+			d, err := measure(withNet)
+			if err != nil {
+				return nil, nil, err
+			}
+			if i == 0 {
+				continue // warms caches
+			}
+			if withNet {
+				on = append(on, d)
+			} else {
+				off = append(off, d)
+			}
+		}
+	}
+	return off, on, nil
 }
 
 // createToFirstOutput creates a sandbox, runs `echo` in it until its first

@@ -194,28 +194,10 @@ type snapSuite struct {
 // RunSnapshots measures turn snapshots, diffs, forks, rollbacks and
 // concurrent snapshots on a large workspace and returns the report.
 func RunSnapshots(ctx context.Context, opts SnapshotOptions) (_ SnapshotReport, retErr error) {
-	if opts.Files <= 0 {
-		opts.Files = 100_000
-	}
-	if opts.WorkspaceMB <= 0 {
-		opts.WorkspaceMB = 1024
-	}
-	if opts.Turns <= 0 {
-		opts.Turns = 300
-	}
-	if opts.Turns < 2 {
-		return SnapshotReport{}, fmt.Errorf("--turns %d: want at least 2 (diffs compare consecutive turns)", opts.Turns)
-	}
-	if opts.Concurrent <= 0 {
-		opts.Concurrent = 32
-	}
-	if opts.Progress == nil {
-		opts.Progress = io.Discard
+	if err := opts.defaults(); err != nil {
+		return SnapshotReport{}, err
 	}
 	total := int64(opts.WorkspaceMB) << 20
-	if total < int64(opts.Files) {
-		return SnapshotReport{}, fmt.Errorf("--workspace-mb %d is too small for %d files", opts.WorkspaceMB, opts.Files)
-	}
 	began := time.Now()
 	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
 		// A sparse image: room for the workspace, its copies in the cp
@@ -273,6 +255,25 @@ func RunSnapshots(ctx context.Context, opts SnapshotOptions) (_ SnapshotReport, 
 	s.rep.TotalSeconds = round2(time.Since(began).Seconds())
 	s.rep.Checks = s.rep.checks()
 	return s.rep, nil
+}
+
+// defaults fills in the snapshot suite's sizes left at zero and refuses
+// sizes it cannot run.
+func (opts *SnapshotOptions) defaults() error {
+	defaultSize(&opts.Files, 100_000)
+	defaultSize(&opts.WorkspaceMB, 1024)
+	defaultSize(&opts.Turns, 300)
+	if opts.Turns < 2 {
+		return fmt.Errorf("--turns %d: want at least 2 (diffs compare consecutive turns)", opts.Turns)
+	}
+	defaultSize(&opts.Concurrent, 32)
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	if total := int64(opts.WorkspaceMB) << 20; total < int64(opts.Files) {
+		return fmt.Errorf("--workspace-mb %d is too small for %d files", opts.WorkspaceMB, opts.Files)
+	}
+	return nil
 }
 
 // workspace creates the sandbox and writes the workspace into its live

@@ -65,15 +65,7 @@ const grepNeedle = `needle_[0-9]+\(`
 
 // RunTools measures the agent tools through the API.
 func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr error) {
-	if opts.Calls <= 0 {
-		opts.Calls = 200
-	}
-	if opts.GrepFiles <= 0 {
-		opts.GrepFiles = 100_000
-	}
-	if opts.GrepRuns <= 0 {
-		opts.GrepRuns = 5
-	}
+	opts.defaults()
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
@@ -116,21 +108,44 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 		}
 		return res, took, err
 	}
+	if err := measureReadEdit(call, opts.Calls, &rep); err != nil {
+		return rep, err
+	}
+	fmt.Fprintf(progress, "tools: writing %d files to grep\n", opts.GrepFiles)
+	if err := measureGrep(ctx, h, id, call, opts, &rep); err != nil {
+		return rep, err
+	}
+	rep.Met = rep.Read4KiB.P50 <= rep.Targets.ReadP50Ms && rep.Edit.P50 <= rep.Targets.EditP50Ms && rep.GrepRatioP50 <= rep.Targets.GrepRatioP50
+	return rep, nil
+}
 
-	// read and edit of a 4 KiB file.
+// defaults fills in the tools suite's sizes left at zero.
+func (opts *ToolsOptions) defaults() {
+	defaultSize(&opts.Calls, 200)
+	defaultSize(&opts.GrepFiles, 100_000)
+	defaultSize(&opts.GrepRuns, 5)
+}
+
+// toolCall calls one tool in the suite's sandbox and times the call; a
+// result that is an error is an error.
+type toolCall func(tool string, params map[string]any) (client.ToolResult, time.Duration, error)
+
+// measureReadEdit times calls+1 reads and edits of a 4 KiB file (the first
+// of each warms up).
+func measureReadEdit(call toolCall, calls int, rep *ToolsReport) error {
 	var text strings.Builder
 	for text.Len() < 4096-40 {
 		fmt.Fprintf(&text, "line %03d of a small source file, alpha\n", text.Len()/40)
 	}
 	path := template.Workspace + "/small.txt"
 	if _, _, err := call("write", map[string]any{"path": path, "content": text.String()}); err != nil {
-		return rep, err
+		return err
 	}
 	var reads, edits []time.Duration
-	for i := 0; i < opts.Calls+1; i++ {
+	for i := 0; i < calls+1; i++ {
 		_, took, err := call("read", map[string]any{"path": path})
 		if err != nil {
-			return rep, err
+			return err
 		}
 		from, to := "alpha\n", "omega\n"
 		if i%2 == 1 {
@@ -138,24 +153,28 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 		}
 		_, etook, err := call("edit", map[string]any{"path": path, "oldString": "line 007 of a small source file, " + from, "newString": "line 007 of a small source file, " + to})
 		if err != nil {
-			return rep, err
+			return err
 		}
 		if i > 0 { // the first of each warms up
 			reads, edits = append(reads, took), append(edits, etook)
 		}
 	}
 	rep.Read4KiB, rep.Edit = Summarise(reads), Summarise(edits)
+	return nil
+}
 
-	// grep over a tree written straight into the sandbox's volume.
-	fmt.Fprintf(progress, "tools: writing %d files to grep\n", opts.GrepFiles)
+// measureGrep writes a tree straight into sandbox id's volume and times the
+// grep tool over it against the template's grep, run as an exec; both must
+// find the same matches.
+func measureGrep(ctx context.Context, h *harness, id string, call toolCall, opts ToolsOptions, rep *ToolsReport) error {
 	vol := h.d.Storage.Path(storage.Key{Kind: storage.KindSandbox, Name: id})
 	if err := writeSourceTree(filepath.Join(vol, template.Workspace, "tree"), opts.GrepFiles); err != nil {
-		return rep, err
+		return err
 	}
 	tree := template.Workspace + "/tree"
 	out, err := h.c.ExecWait(ctx, id, client.ExecRequest{Command: "grep --version 2>/dev/null | head -1 || echo busybox grep"})
 	if err != nil {
-		return rep, err
+		return err
 	}
 	rep.GrepBaseline = strings.TrimSpace(out.Stdout)
 	if rep.GrepBaseline == "" {
@@ -166,13 +185,13 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 	for i := 0; i < opts.GrepRuns+1; i++ {
 		res, took, err := call("grep", map[string]any{"pattern": grepNeedle, "path": tree, "maxResults": 5000})
 		if err != nil {
-			return rep, err
+			return err
 		}
 		start := time.Now()
 		n, err := h.c.ExecWait(ctx, id, client.ExecRequest{Command: "grep -rnE '" + grepNeedle + "' " + tree + " | wc -l"})
 		ntook := time.Since(start)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		if i > 0 {
 			tool, native = append(tool, took), append(native, ntook)
@@ -181,14 +200,13 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 		fmt.Sscan(strings.TrimSpace(n.Stdout), &nativeMatches)
 	}
 	if toolMatches == 0 || toolMatches != nativeMatches {
-		return rep, fmt.Errorf("grep: the tool found %d matches, %s %d", toolMatches, rep.GrepBaseline, nativeMatches)
+		return fmt.Errorf("grep: the tool found %d matches, %s %d", toolMatches, rep.GrepBaseline, nativeMatches)
 	}
 	rep.GrepTool, rep.GrepNative = Summarise(tool), Summarise(native)
 	if rep.GrepNative.P50 > 0 {
 		rep.GrepRatioP50 = rep.GrepTool.P50 / rep.GrepNative.P50
 	}
-	rep.Met = rep.Read4KiB.P50 <= rep.Targets.ReadP50Ms && rep.Edit.P50 <= rep.Targets.EditP50Ms && rep.GrepRatioP50 <= rep.Targets.GrepRatioP50
-	return rep, nil
+	return nil
 }
 
 // writeSourceTree writes n small text files that look like source code

@@ -170,6 +170,26 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--data-dir %q: %w", c.DataDir, err)
 	}
 	c.DataDir = abs
+	if err := c.validateServing(); err != nil {
+		return err
+	}
+	if err := c.validateStorage(); err != nil {
+		return err
+	}
+	if err := c.validateTimeouts(); err != nil {
+		return err
+	}
+	if _, err := c.ParsePools(); err != nil {
+		return err
+	}
+	if err := c.validateNetwork(); err != nil {
+		return err
+	}
+	return c.validateBinaries()
+}
+
+// validateServing checks the API's address, domain and size caps.
+func (c *Config) validateServing() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q is not host:port: %w", c.Listen, errdefs.ErrInvalid)
 	}
@@ -182,6 +202,12 @@ func (c *Config) Validate() error {
 	if c.SandboxLogBytes < 1<<20 {
 		return fmt.Errorf("--log-mb must be at least 1: %w", errdefs.ErrInvalid)
 	}
+	return nil
+}
+
+// validateStorage checks the storage backend and its sizes, and derives
+// what the backend decides (archiving, the turn cap).
+func (c *Config) validateStorage() error {
 	switch c.Storage {
 	case "btrfs", "dir":
 	default:
@@ -210,6 +236,11 @@ func (c *Config) Validate() error {
 			c.MaxTurns = 0
 		}
 	}
+	return nil
+}
+
+// validateTimeouts checks the run and idle timeouts.
+func (c *Config) validateTimeouts() error {
 	if c.DefaultTimeout < 0 {
 		return fmt.Errorf("--default-timeout is negative: %w", errdefs.ErrInvalid)
 	}
@@ -225,12 +256,12 @@ func (c *Config) Validate() error {
 	if c.IdleTimeout < 0 || c.PausedRetention < 0 {
 		return fmt.Errorf("--idle-timeout and --paused-retention must not be negative: %w", errdefs.ErrInvalid)
 	}
-	if _, err := c.ParsePools(); err != nil {
-		return err
-	}
-	if err := c.validateNetwork(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// validateBinaries checks the default runtime and finds runsc and the
+// agent.
+func (c *Config) validateBinaries() error {
 	if c.DefaultRuntime == "" {
 		c.DefaultRuntime = "native"
 	}

@@ -195,22 +195,8 @@ func New(opts Options) (_ *Manager, err error) {
 			m.Close()
 		}
 	}()
-	if err := os.MkdirAll(opts.RunDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create run dir: %w", err)
-	}
-	if _, err := makeSharedMountDir(m.netnsDir); err != nil {
+	if err := m.openHost(); err != nil {
 		return nil, err
-	}
-	if opts.NetNS == "" {
-		m.hostNS, err = netns.GetFromPath("/proc/self/ns/net")
-	} else {
-		m.hostNS, err = netns.GetFromPath(opts.NetNS)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open network namespace %q: %w", opts.NetNS, err)
-	}
-	if m.nl, err = netlink.NewHandleAt(m.hostNS, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER); err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
 	}
 	if m.uplink, err = m.findUplink(); err != nil {
 		return nil, err
@@ -219,25 +205,7 @@ func New(opts Options) (_ *Manager, err error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(m.hostNS)))
-	if err != nil {
-		return nil, fmt.Errorf("nftables: %w", err)
-	}
-	guard, err := m.uplinkForwardingIsOurs()
-	if err != nil {
-		return nil, err
-	}
-	m.nft = &nftRules{
-		conn: conn, table: &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet},
-		group: opts.LogGroup, bridge: opts.Bridge, gateway: m.gateway, subnet: opts.Subnet, reserved: m.reserved,
-		uplink: m.uplink, guardUplink: guard,
-	}
-	// Rules before forwarding: there is never a moment when the host
-	// forwards for the bridge without the filter in place.
-	if err := m.nft.install(); err != nil {
-		return nil, err
-	}
-	if err := m.enableForwarding(createdBridge); err != nil {
+	if err := m.installRules(createdBridge); err != nil {
 		return nil, err
 	}
 	if err := m.scanAddresses(); err != nil {
@@ -253,6 +221,57 @@ func New(opts Options) (_ *Manager, err error) {
 	}
 	m.log.Info("network ready", "bridge", opts.Bridge, "subnet", opts.Subnet, "uplink", m.uplink, "upstream_dns", opts.Upstream)
 	return m, nil
+}
+
+// openHost makes the run directory and the namespaces' mount directory,
+// and opens the host's network namespace and a netlink handle in it.
+func (m *Manager) openHost() error {
+	var err error
+	if err := os.MkdirAll(m.opts.RunDir, 0o700); err != nil {
+		return fmt.Errorf("create run dir: %w", err)
+	}
+	if _, err := makeSharedMountDir(m.netnsDir); err != nil {
+		return err
+	}
+	if m.opts.NetNS == "" {
+		m.hostNS, err = netns.GetFromPath("/proc/self/ns/net")
+	} else {
+		m.hostNS, err = netns.GetFromPath(m.opts.NetNS)
+	}
+	if err != nil {
+		return fmt.Errorf("open network namespace %q: %w", m.opts.NetNS, err)
+	}
+	if m.nl, err = netlink.NewHandleAt(m.hostNS, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER); err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	return nil
+}
+
+// installRules installs warren's nftables table, then turns on forwarding
+// (createdBridge: the bridge is new this run).
+func (m *Manager) installRules(createdBridge bool) error {
+	conn, err := nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(m.hostNS)))
+	if err != nil {
+		return fmt.Errorf("nftables: %w", err)
+	}
+	guard, err := m.uplinkForwardingIsOurs()
+	if err != nil {
+		return err
+	}
+	m.nft = &nftRules{
+		conn: conn, table: &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet},
+		group: m.opts.LogGroup, bridge: m.opts.Bridge, gateway: m.gateway, subnet: m.opts.Subnet, reserved: m.reserved,
+		uplink: m.uplink, guardUplink: guard,
+	}
+	// Rules before forwarding: there is never a moment when the host
+	// forwards for the bridge without the filter in place.
+	if err := m.nft.install(); err != nil {
+		return err
+	}
+	if err := m.enableForwarding(createdBridge); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (o *Options) withDefaults() error {

@@ -62,7 +62,7 @@ func (h *Host) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (st
 		return "", fmt.Errorf("make archive dir: %w", err)
 	}
 	for _, id := range []string{snapID, parentID} {
-		if err := h.settles.snapshot(ctx, id); err != nil {
+		if err := h.unsettled.snapshot(ctx, id); err != nil {
 			return "", err
 		}
 	}
@@ -87,7 +87,7 @@ func (h *Host) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths
 			return err
 		}
 	}
-	if err := h.settles.snapshot(ctx, baseID); err != nil {
+	if err := h.unsettled.snapshot(ctx, baseID); err != nil {
 		return err
 	}
 	if err := a.Restore(ctx, paths, snapshotKey(baseID), snapshotKey(snapID)); err != nil {

@@ -59,11 +59,11 @@ type Host struct {
 	// snapshots and those of hibernated sandboxes.
 	MemoryDir string
 
-	snapMu  sync.Mutex
-	syncs   groupSync
-	settles settling
-	quiet   quietWrites
-	later   laterWork
+	snapMu     sync.Mutex
+	syncs      groupSync
+	unsettled  unsettledSnapshots
+	writeBacks writeBackTickets
+	oldRoots   oldRootDrops
 }
 
 // Spec says what sandbox to create.
@@ -151,7 +151,7 @@ func (h *Host) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error)
 	}
 	src, what := spec.source()
 	if spec.Snapshot != "" {
-		if err := h.settles.snapshot(ctx, spec.Snapshot); err != nil {
+		if err := h.unsettled.snapshot(ctx, spec.Snapshot); err != nil {
 			return nil, err
 		}
 	}
@@ -346,8 +346,8 @@ func (h *Host) Destroy(ctx context.Context, id string, conn *agentconn.Conn) err
 		errs = append(errs, err)
 	}
 	// A snapshot still being written reads the volume.
-	_ = h.settles.sandbox(context.WithoutCancel(ctx), id)
-	h.forgetQuiet(id)
+	_ = h.unsettled.sandbox(context.WithoutCancel(ctx), id)
+	h.forgetWriteBack(id)
 	if err := h.Storage.Delete(ctx, storage.Key{Kind: storage.KindSandbox, Name: id}); err != nil && !errdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("delete root filesystem: %w", err))
 	}

@@ -139,7 +139,7 @@ func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, was
 	if err := os.MkdirAll(h.MemoryDir, 0o700); err != nil {
 		return SnapshotResult{}, 0, fmt.Errorf("make memory dir: %w", err)
 	}
-	if err := h.settles.sandbox(ctx, id); err != nil {
+	if err := h.unsettled.sandbox(ctx, id); err != nil {
 		return SnapshotResult{}, 0, err
 	}
 	h.snapMu.Lock()

@@ -8,14 +8,14 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
-// settling tracks the snapshots being written: from the start of the
-// snapshot call until it returns. A turn's snapshot is answered as soon as
-// its content is fixed (see Host.Snapshot), while btrfs still writes out
-// the commit that holds it; until then its volume cannot be opened (its
-// name resolves to nothing), and its sandbox's volume is still the
-// call's source. Everything that reads the snapshot or replaces or removes
+// unsettledSnapshots tracks the snapshots being written: from the start
+// of the snapshot call until it returns. A turn's snapshot is answered as
+// soon as its content is fixed (see Host.Snapshot), while btrfs still
+// writes out the commit that holds it; until then its volume cannot be
+// opened (its name resolves to nothing), and its sandbox's volume is still
+// the call's source. Everything that reads the snapshot or replaces or removes
 // the sandbox's volume waits for it here first.
-type settling struct {
+type unsettledSnapshots struct {
 	mu        sync.Mutex
 	bySnap    map[string]*settle
 	bySandbox map[string]*settle
@@ -33,7 +33,7 @@ type settle struct {
 }
 
 // begin registers a snapshot of sandbox about to be written.
-func (s *settling) begin(sandbox, snap string) *settle {
+func (s *unsettledSnapshots) begin(sandbox, snap string) *settle {
 	st := &settle{sandbox: sandbox, snap: snap, done: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -52,7 +52,7 @@ func (s *settling) begin(sandbox, snap string) *settle {
 
 // end records the snapshot call's outcome and releases its waiters;
 // finished follows once nothing more is done for it.
-func (s *settling) end(st *settle, err error) {
+func (s *unsettledSnapshots) end(st *settle, err error) {
 	s.mu.Lock()
 	if s.bySnap[st.snap] == st {
 		delete(s.bySnap, st.snap)
@@ -66,14 +66,14 @@ func (s *settling) end(st *settle, err error) {
 }
 
 // finished marks st's background work over (WaitSettled).
-func (s *settling) finished(st *settle) {
+func (s *unsettledSnapshots) finished(st *settle) {
 	if st.counted {
 		s.wg.Done()
 	}
 }
 
 // close stops counting new calls and waits for those counted.
-func (s *settling) close() {
+func (s *unsettledSnapshots) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
@@ -81,7 +81,7 @@ func (s *settling) close() {
 }
 
 // wait returns once st's call has ended (at once for nil), or ctx's error.
-func (s *settling) wait(ctx context.Context, st *settle) error {
+func (s *unsettledSnapshots) wait(ctx context.Context, st *settle) error {
 	if st == nil {
 		return nil
 	}
@@ -95,7 +95,7 @@ func (s *settling) wait(ctx context.Context, st *settle) error {
 
 // lookup finds the call writing snapshot key, or (bySandbox) a snapshot
 // of sandbox key.
-func (s *settling) lookup(key string, bySandbox bool) *settle {
+func (s *unsettledSnapshots) lookup(key string, bySandbox bool) *settle {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if bySandbox {
@@ -106,13 +106,13 @@ func (s *settling) lookup(key string, bySandbox bool) *settle {
 
 // snapshot waits until snapshot id is written, if it is being written.
 // A snapshot whose commit failed is not found.
-func (s *settling) snapshot(ctx context.Context, id string) error {
+func (s *unsettledSnapshots) snapshot(ctx context.Context, id string) error {
 	return s.written(ctx, s.lookup(id, false))
 }
 
 // written waits for st's call (if any) and reports a failed one as not
 // found.
-func (s *settling) written(ctx context.Context, st *settle) error {
+func (s *unsettledSnapshots) written(ctx context.Context, st *settle) error {
 	if err := s.wait(ctx, st); err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (s *settling) written(ctx context.Context, st *settle) error {
 
 // sandbox waits until no snapshot of sandbox id is being written. Its
 // outcome is the snapshot's business, not the caller's.
-func (s *settling) sandbox(ctx context.Context, id string) error {
+func (s *unsettledSnapshots) sandbox(ctx context.Context, id string) error {
 	return s.wait(ctx, s.lookup(id, true))
 }
 
@@ -133,10 +133,10 @@ func (s *settling) sandbox(ctx context.Context, id string) error {
 // when a command ended is over: before the daemon closes the store those
 // callbacks write to and unmounts the pool they hold files open in.
 func (h *Host) WaitSettled() {
-	h.settles.close()
-	h.quiet.mu.Lock()
-	h.quiet.closed = true
-	h.quiet.mu.Unlock()
-	h.quiet.wg.Wait()
-	h.later.close()
+	h.unsettled.close()
+	h.writeBacks.mu.Lock()
+	h.writeBacks.closed = true
+	h.writeBacks.mu.Unlock()
+	h.writeBacks.wg.Wait()
+	h.oldRoots.close()
 }

@@ -10,7 +10,7 @@ import (
 )
 
 func TestSettlingWaitsForTheSnapshotCall(t *testing.T) {
-	var s settling
+	var s unsettledSnapshots
 	ctx := context.Background()
 	st := s.begin("sb", "snap")
 	got := make(chan error, 2)
@@ -41,7 +41,7 @@ func TestSettlingWaitsForTheSnapshotCall(t *testing.T) {
 }
 
 func TestSettlingReportsALostSnapshot(t *testing.T) {
-	var s settling
+	var s unsettledSnapshots
 	ctx := context.Background()
 	st := s.begin("sb", "snap")
 	waiting := s.lookup("snap", false) // a waiter that looked before the end
@@ -57,7 +57,7 @@ func TestSettlingReportsALostSnapshot(t *testing.T) {
 }
 
 func TestSettlingWaitHonoursContext(t *testing.T) {
-	var s settling
+	var s unsettledSnapshots
 	st := s.begin("sb", "snap")
 	defer func() { s.end(st, nil); s.finished(st) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -74,7 +74,7 @@ func TestSettlingWaitHonoursContext(t *testing.T) {
 // way; a call begun after it is not waited for (nor does it trip the
 // wait group).
 func TestSettlingCloseWaitsThenStopsCounting(t *testing.T) {
-	var s settling
+	var s unsettledSnapshots
 	st := s.begin("sb", "snap")
 	closed := make(chan struct{})
 	go func() { s.close(); close(closed) }()

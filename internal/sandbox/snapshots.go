@@ -43,17 +43,17 @@ func snapshotKey(id string) storage.Key { return storage.Key{Kind: storage.KindS
 // fixed, where the storage can tell (on btrfs: once the commit has copied
 // the tree, before it is written out, which is a quarter of a turn's
 // time). The rest is written in the background; every operation on the
-// snapshot or on the sandbox's volume waits for it (settling), and settled
-// gets the outcome: the volume's info, or the error that lost it (the
-// filesystem failing its commit). A daemon killed meanwhile loses nothing:
-// the kernel finishes the call. A host that loses power does lose it, as
+// snapshot or on the sandbox's volume waits for it (unsettledSnapshots),
+// and settled gets the outcome: the volume's info, or the error that lost
+// it (the filesystem failing its commit). A daemon killed meanwhile loses
+// nothing: the kernel finishes the call. A host that loses power does lose it, as
 // it loses the sandbox's writes since the last commit; start-up reconciles
 // the record away. Without settled, or where the storage cannot tell,
 // Snapshot returns once the snapshot is written and settled is not called.
 func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (SnapshotResult, error) {
 	// One snapshot of a sandbox in flight at a time, the last one written
-	// before the next begins (settling tracks one per sandbox).
-	if err := h.settles.sandbox(ctx, id); err != nil {
+	// before the next begins (unsettledSnapshots tracks one per sandbox).
+	if err := h.unsettled.sandbox(ctx, id); err != nil {
 		return SnapshotResult{}, err
 	}
 	// The write-back is shared by every snapshot waiting for one; the
@@ -91,7 +91,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 			h.snapMu.Unlock()
 		})
 	}
-	st := h.settles.begin(id, snapID)
+	st := h.unsettled.begin(id, snapID)
 	taken := make(chan struct{})
 	written := make(chan error, 1)
 	go func() {
@@ -120,7 +120,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 		} else {
 			info, err = h.Storage.Stat(context.WithoutCancel(ctx), snapshotKey(snapID))
 		}
-		h.settles.end(st, err)
+		h.unsettled.end(st, err)
 		return info, err
 	}
 	var (
@@ -136,7 +136,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 					h.Log.Error("snapshot lost after its content was fixed", "sandbox", id, "snapshot", snapID, "err", err)
 				}
 				settled(info, err)
-				h.settles.finished(st)
+				h.unsettled.finished(st)
 			}()
 			info := storage.Info{Key: snapshotKey(snapID), Path: h.Storage.Path(snapshotKey(snapID)), ReadOnly: true, ExclusiveBytes: -1, ReferencedBytes: -1}
 			return SnapshotResult{Info: info, Frozen: frozen, Synced: synced, Settling: true}, nil
@@ -145,7 +145,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 	case serr = <-written:
 	}
 	info, err := finish(serr, early)
-	h.settles.finished(st)
+	h.unsettled.finished(st)
 	return SnapshotResult{Info: info, Frozen: frozen, Synced: synced}, err
 }
 
@@ -153,7 +153,7 @@ func (h *Host) Snapshot(ctx context.Context, id, snapID, group string, settled f
 // tree. Nothing runs in it, so there is nothing to freeze; the snapshot
 // ioctl writes back whatever its killed processes left unwritten.
 func (h *Host) SnapshotStopped(ctx context.Context, id, snapID, group string) (SnapshotResult, error) {
-	if err := h.settles.sandbox(ctx, id); err != nil {
+	if err := h.unsettled.sandbox(ctx, id); err != nil {
 		return SnapshotResult{}, err
 	}
 	if _, err := h.snapshotVolume(context.WithoutCancel(ctx), sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
@@ -183,7 +183,7 @@ func (h *Host) syncVolumeFrom(ticket uint64, key storage.Key) error {
 // error.
 func (h *Host) DeleteSnapshot(ctx context.Context, snapID string) error {
 	// Even a snapshot that failed to commit: its call must be over.
-	_ = h.settles.snapshot(context.WithoutCancel(ctx), snapID)
+	_ = h.unsettled.snapshot(context.WithoutCancel(ctx), snapID)
 	if h.MemoryDir != "" {
 		if err := removeMemoryImage(h.snapshotImage(snapID)); err != nil {
 			return err
@@ -198,7 +198,7 @@ func (h *Host) DeleteSnapshot(ctx context.Context, snapID string) error {
 
 // SnapshotInfo describes a snapshot's volume (sizes included).
 func (h *Host) SnapshotInfo(ctx context.Context, snapID string) (storage.Info, error) {
-	if err := h.settles.snapshot(ctx, snapID); err != nil {
+	if err := h.unsettled.snapshot(ctx, snapID); err != nil {
 		return storage.Info{}, err
 	}
 	return h.Storage.Stat(ctx, snapshotKey(snapID))
@@ -211,10 +211,10 @@ func (h *Host) SnapshotInfo(ctx context.Context, snapID string) (storage.Info, e
 // marks it failed.
 func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *agentconn.Conn) error {
 	ctx = context.WithoutCancel(ctx)
-	if err := h.settles.snapshot(ctx, snapID); err != nil {
+	if err := h.unsettled.snapshot(ctx, snapID); err != nil {
 		return err
 	}
-	if err := h.settles.sandbox(ctx, spec.ID); err != nil {
+	if err := h.unsettled.sandbox(ctx, spec.ID); err != nil {
 		return err
 	}
 	if _, err := h.Storage.Stat(ctx, snapshotKey(snapID)); err != nil {
@@ -255,8 +255,8 @@ func (h *Host) Rollback(ctx context.Context, spec Spec, snapID string, conn *age
 	// btrfs's cleaner then works through a root whose blocks the
 	// sandbox's snapshots share, stalling every snapshot's commit for
 	// about another second. So it waits for a quiet pool (an agent's
-	// thinking time), within bounds (see laterWork).
-	h.later.whenQuiet(spec.ID, func() { h.dropOldRoot(ctx, spec.ID, scratch) })
+	// thinking time), within bounds (see oldRootDrops).
+	h.oldRoots.whenQuiet(spec.ID, func() { h.dropOldRoot(ctx, spec.ID, scratch) })
 	t2 := time.Now()
 	if _, err := h.start(ctx, spec, h.Storage.Path(sandboxKey(spec.ID))); err != nil {
 		return err
@@ -286,13 +286,13 @@ func (h *Host) Diff(ctx context.Context, from string, to string, toLive bool) ([
 	if !ok {
 		return nil, fmt.Errorf("the %s storage cannot diff: %w", h.Storage.Name(), errdefs.ErrUnsupported)
 	}
-	if err := h.settles.snapshot(ctx, from); err != nil {
+	if err := h.unsettled.snapshot(ctx, from); err != nil {
 		return nil, err
 	}
 	toKey := snapshotKey(to)
 	if toLive {
 		toKey = sandboxKey(to)
-	} else if err := h.settles.snapshot(ctx, to); err != nil {
+	} else if err := h.unsettled.snapshot(ctx, to); err != nil {
 		return nil, err
 	}
 	changes, err := d.Diff(ctx, snapshotKey(from), toKey)
@@ -310,7 +310,7 @@ func (h *Host) ReadVolumeFile(id string, live bool, path string, limit int64) (d
 	key := snapshotKey(id)
 	if live {
 		key = sandboxKey(id)
-	} else if err := h.settles.snapshot(context.Background(), id); err != nil {
+	} else if err := h.unsettled.snapshot(context.Background(), id); err != nil {
 		return nil, false, err
 	}
 	root, err := os.Open(h.Storage.Path(key))
@@ -367,7 +367,7 @@ func (h *Host) ReconcileSnapshots(ctx context.Context, keep map[string]bool) err
 
 // HasSnapshot reports whether a snapshot's volume exists.
 func (h *Host) HasSnapshot(ctx context.Context, snapID string) bool {
-	if h.settles.snapshot(ctx, snapID) != nil {
+	if h.unsettled.snapshot(ctx, snapID) != nil {
 		return false
 	}
 	_, err := h.Storage.Stat(ctx, snapshotKey(snapID))

@@ -7,12 +7,12 @@ import (
 	"github.com/warrenhq/warren/internal/runtime"
 )
 
-// quietWrites remembers, per sandbox, the write-back that began after its
-// last command ended (a groupSync ticket), while no command has started
-// since. A turn taken then is served by that write-back, under way or
+// writeBackTickets remembers, per sandbox, the write-back that began after
+// its last command ended (a groupSync ticket), while no command has
+// started since. A turn taken then is served by that write-back, under way or
 // done, instead of starting its own: the command's writes are written
 // back while its answer travels to the client and the agent decides.
-type quietWrites struct {
+type writeBackTickets struct {
 	mu      sync.Mutex
 	tickets map[string]uint64
 	wg      sync.WaitGroup // write-backs under way, until WaitSettled
@@ -21,12 +21,12 @@ type quietWrites struct {
 
 // CommandStarted forgets sandbox id's quiet write-back: the command may
 // write after it began.
-func (h *Host) CommandStarted(id string) { h.forgetQuiet(id) }
+func (h *Host) CommandStarted(id string) { h.forgetWriteBack(id) }
 
-func (h *Host) forgetQuiet(id string) {
-	h.quiet.mu.Lock()
-	delete(h.quiet.tickets, id)
-	h.quiet.mu.Unlock()
+func (h *Host) forgetWriteBack(id string) {
+	h.writeBacks.mu.Lock()
+	delete(h.writeBacks.tickets, id)
+	h.writeBacks.mu.Unlock()
 }
 
 // CommandEnded starts writing back what sandbox id's command wrote, in the
@@ -36,19 +36,19 @@ func (h *Host) forgetQuiet(id string) {
 // command costs a commit.
 func (h *Host) CommandEnded(id string) {
 	ticket := h.syncs.next()
-	h.quiet.mu.Lock()
-	if h.quiet.tickets == nil {
-		h.quiet.tickets = map[string]uint64{}
+	h.writeBacks.mu.Lock()
+	if h.writeBacks.tickets == nil {
+		h.writeBacks.tickets = map[string]uint64{}
 	}
-	if h.quiet.closed {
-		h.quiet.mu.Unlock()
+	if h.writeBacks.closed {
+		h.writeBacks.mu.Unlock()
 		return
 	}
-	h.quiet.tickets[id] = ticket
-	h.quiet.wg.Add(1)
-	h.quiet.mu.Unlock()
+	h.writeBacks.tickets[id] = ticket
+	h.writeBacks.wg.Add(1)
+	h.writeBacks.mu.Unlock()
 	go func() {
-		defer h.quiet.wg.Done()
+		defer h.writeBacks.wg.Done()
 		if err := h.syncVolumeFrom(ticket, sandboxKey(id)); err != nil {
 			h.Log.Debug("write back after command", "sandbox", id, "err", err)
 		}
@@ -64,9 +64,9 @@ func (h *Host) CommandEnded(id string) {
 // where the runtime cannot tell, a write-back beginning now does.
 func (h *Host) writeBackBeforeSnapshot(ctx context.Context, id string) error {
 	key := sandboxKey(id)
-	h.quiet.mu.Lock()
-	ticket, quiet := h.quiet.tickets[id]
-	h.quiet.mu.Unlock()
+	h.writeBacks.mu.Lock()
+	ticket, quiet := h.writeBacks.tickets[id]
+	h.writeBacks.mu.Unlock()
 	dr, canTell := h.Runtime.(runtime.DirtyReader)
 	if !quiet || !canTell {
 		return h.syncVolume(key)

@@ -46,9 +46,9 @@ func TestWriteBackBeforeSnapshot(t *testing.T) {
 	}
 	settle := func() { // the command's write-back is over
 		t.Helper()
-		h.quiet.mu.Lock()
-		ticket := h.quiet.tickets["sb"]
-		h.quiet.mu.Unlock()
+		h.writeBacks.mu.Lock()
+		ticket := h.writeBacks.tickets["sb"]
+		h.writeBacks.mu.Unlock()
 		for {
 			h.syncs.mu.Lock()
 			done := h.syncs.finished >= ticket

@@ -34,26 +34,12 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalidArg("Accept-Encoding %q accepts neither gzip nor identity", r.Header.Get("Accept-Encoding")))
 		return
 	}
-	// O_NONBLOCK so a FIFO cannot hang the open; it is refused below.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, fi, err := openRegular(p)
 	if err != nil {
-		writeError(w, fsError("read", p, err))
+		writeError(w, err)
 		return
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		writeError(w, fsError("read", p, err))
-		return
-	}
-	if fi.IsDir() {
-		writeError(w, invalidArg("read %s: path is a directory (list it instead)", p))
-		return
-	}
-	if !fi.Mode().IsRegular() {
-		writeError(w, invalidArg("read %s: not a regular file", p))
-		return
-	}
 	head := make([]byte, sniffLen)
 	n, err := io.ReadFull(f, head)
 	atEOF := err == io.EOF || err == io.ErrUnexpectedEOF
@@ -75,24 +61,60 @@ func (s *Service) download(w http.ResponseWriter, r *http.Request) {
 
 	if useGzip {
 		h.Set("Content-Encoding", "gzip")
-		zw := gzip.NewWriter(w)
-		_, err := zw.Write(head)
-		if err == nil && !atEOF {
-			_, err = io.Copy(zw, f)
-		}
-		if err == nil {
-			err = zw.Close()
-		}
-		if err != nil {
-			// The status is sent: cut the stream so the client sees an
-			// error rather than a short file.
-			panic(http.ErrAbortHandler)
-		}
+		writeGzip(w, head, f, atEOF)
 		return
 	}
+	writePlain(w, head, f, fi.Size(), atEOF)
+}
+
+// openRegular opens the regular file p for reading; anything else is an
+// error that says what p is.
+func openRegular(p string) (*os.File, os.FileInfo, error) {
+	// O_NONBLOCK so a FIFO cannot hang the open; it is refused below.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, fsError("read", p, err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fsError("read", p, err)
+	case fi.IsDir():
+		err = invalidArg("read %s: path is a directory (list it instead)", p)
+	case !fi.Mode().IsRegular():
+		err = invalidArg("read %s: not a regular file", p)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// writeGzip sends head and the rest of f (unless atEOF) gzip-compressed.
+func writeGzip(w http.ResponseWriter, head []byte, f *os.File, atEOF bool) {
+	zw := gzip.NewWriter(w)
+	_, err := zw.Write(head)
+	if err == nil && !atEOF {
+		_, err = io.Copy(zw, f)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if err != nil {
+		// The status is sent: cut the stream so the client sees an
+		// error rather than a short file.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// writePlain sends head and the rest of f (unless atEOF), whose size stat
+// gave as size.
+func writePlain(w http.ResponseWriter, head []byte, f *os.File, size int64, atEOF bool) {
+	h, n := w.Header(), len(head)
+	var err error
 	// Files whose size stat does not know (procfs reports 0) are streamed
 	// without a length; others announce it and must deliver all of it.
-	size := fi.Size()
 	switch {
 	case atEOF:
 		h.Set("Content-Length", strconv.Itoa(n))

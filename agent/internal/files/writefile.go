@@ -68,25 +68,8 @@ func (s *Service) WriteFile(ctx context.Context, stream *connect.ClientStream[ag
 		}
 	}()
 
-	written := int64(0)
-	data := stream.Msg().GetData()
-	for {
-		if len(data) > 0 {
-			if written+int64(len(data)) > MaxWriteBytes {
-				return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("write %s: larger than %d bytes; split the file", p, MaxWriteBytes))
-			}
-			if _, err := tmp.Write(data); err != nil {
-				return nil, toConnect("write", p, err)
-			}
-			written += int64(len(data))
-		}
-		if !stream.Receive() {
-			break
-		}
-		if stream.Msg().GetHeader() != nil {
-			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("write: only the first message may carry a header"))
-		}
-		data = stream.Msg().GetData()
+	if err := receiveData(stream, tmp, p); err != nil {
+		return nil, err
 	}
 	if err := stream.Err(); err != nil {
 		return nil, err // cut stream: the target is untouched
@@ -112,4 +95,32 @@ func (s *Service) WriteFile(ctx context.Context, stream *connect.ClientStream[ag
 		return nil, toConnect("stat", p, err)
 	}
 	return connect.NewResponse(&agentv1.WriteFileResponse{Entry: entryInfo(p, fi, s.cfg.Users.Owners())}), nil
+}
+
+// receiveData writes the data of the stream's messages, the one received
+// and those that follow, to tmp, at most MaxWriteBytes of it (p names the
+// target in errors). It stops at the stream's end; the caller checks
+// stream.Err.
+func receiveData(stream *connect.ClientStream[agentv1.WriteFileRequest], tmp *os.File, p string) error {
+	written := int64(0)
+	data := stream.Msg().GetData()
+	for {
+		if len(data) > 0 {
+			if written+int64(len(data)) > MaxWriteBytes {
+				return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("write %s: larger than %d bytes; split the file", p, MaxWriteBytes))
+			}
+			if _, err := tmp.Write(data); err != nil {
+				return toConnect("write", p, err)
+			}
+			written += int64(len(data))
+		}
+		if !stream.Receive() {
+			break
+		}
+		if stream.Msg().GetHeader() != nil {
+			return connect.NewError(connect.CodeInvalidArgument, errors.New("write: only the first message may carry a header"))
+		}
+		data = stream.Msg().GetData()
+	}
+	return nil
 }

@@ -56,51 +56,23 @@ func runGrep(ctx context.Context, c *call, p grepParams) Result {
 	if err != nil {
 		return fail("path: %v", err)
 	}
-	expr := p.Pattern
-	if p.IgnoreCase {
-		expr = "(?i)" + expr
-	}
-	line, err := regexp.Compile(expr)
-	if err != nil {
-		return fail("invalid regular expression: %v. grep uses Go's RE2 syntax (no backreferences or lookaround); "+
-			"escape ( ) [ ] { } . * + ? | \\ with a backslash to match them literally", err)
-	}
-	window := regexp.MustCompile("(?m)" + expr) // compiles whenever expr does
 	limit := int(p.MaxResults)
 	if limit == 0 {
 		limit = defaultGrepResults
 	}
-	// One match past the limit tells the answer that there are more.
-	m := &matcher{window: window, line: line, context: int(p.ContextLines), maxMatches: limit + 1}
-	if lit, fold, found := requiredLiteral(expr); found {
-		m.lit, m.fold = []byte(lit), fold
-		m.foldRisky = fold && strings.ContainsAny(lit, "ks")
+	m, err := grepMatcher(p, limit)
+	if err != nil {
+		return fail("%v", err)
 	}
-
-	var filter func(rel, name string) bool
-	if p.Glob != "" {
-		g, err := compileGlob(p.Glob)
-		if err != nil {
-			return fail("invalid glob %v", err)
-		}
-		if strings.Contains(p.Glob, "/") {
-			filter = func(rel, _ string) bool { return g.match(rel) }
-		} else {
-			filter = func(_, name string) bool { return g.match(name) }
-		}
+	filter, err := grepFilter(p.Glob)
+	if err != nil {
+		return fail("%v", err)
 	}
-
 	fi, err := os.Stat(root)
 	if err != nil {
 		return fail("%s", errText("search", root, err))
 	}
-	var (
-		mu         sync.Mutex
-		found      []*fileHits
-		total      atomic.Int64
-		binaries   atomic.Int64
-		unreadable atomic.Int64
-	)
+	s := &grepSearch{m: m, limit: limit}
 	if !fi.IsDir() {
 		if !fi.Mode().IsRegular() {
 			return fail("%s is not a regular file or a directory", root)
@@ -113,58 +85,120 @@ func runGrep(ctx context.Context, c *call, p grepParams) Result {
 			return ok("%s is a binary file; grep does not search binary files (try bash: grep -c PATTERN %s)", root, shellQuote(root))
 		case hits != nil:
 			hits.path = root
-			found = append(found, hits)
-			total.Store(int64(hits.matches))
+			s.found = append(s.found, hits)
+			s.total.Store(int64(hits.matches))
 		}
 	} else {
-		scratches := make([]scratch, walkWorkers())
-		var w *treeWalk
-		w = &treeWalk{
-			workers: len(scratches),
-			enter:   func(_, name string) bool { return name != ".git" },
-			visit: func(worker int, e *entry) {
-				if e.typ != 0 || (filter != nil && !filter(e.rel, e.name)) {
-					return // not a regular file, or filtered out
-				}
-				hits, binary, err := m.searchFile(e.dirfd, e.name, &scratches[worker], false)
-				switch {
-				case err != nil:
-					unreadable.Add(1)
-				case binary:
-					binaries.Add(1)
-				case hits != nil:
-					hits.path = e.path()
-					mu.Lock()
-					found = append(found, hits)
-					mu.Unlock()
-					if total.Add(int64(hits.matches)) > int64(limit) {
-						w.stop() // enough: the answer says there are more
-					}
-				}
-			},
-		}
-		w.run(ctx, root)
-		unreadable.Add(w.unreadable.Load())
+		s.tree(ctx, root, filter)
 	}
 	if ctx.Err() != nil {
 		return fail("cancelled")
 	}
-
-	var notes []string
-	if n := binaries.Load(); n > 0 {
-		notes = append(notes, fmt.Sprintf("skipped %s", plural(int(n), "binary file", "binary files")))
-	}
-	if n := unreadable.Load(); n > 0 {
-		notes = append(notes, fmt.Sprintf("%s could not be read", plural(int(n), "file or directory", "files or directories")))
-	}
-	if len(found) == 0 {
+	notes := s.notes()
+	if len(s.found) == 0 {
 		msg := fmt.Sprintf("No matches for %s in %s", p.Pattern, root)
 		if len(notes) > 0 {
 			msg += " (" + strings.Join(notes, "; ") + ")"
 		}
 		return ok("%s", msg)
 	}
-	return ok("%s", render(found, m.context, limit, total.Load(), notes))
+	return ok("%s", render(s.found, m.context, limit, s.total.Load(), notes))
+}
+
+// grepMatcher compiles the pattern of p into a matcher that finds up to
+// limit matching lines and one more (which tells the answer that there are
+// more).
+func grepMatcher(p grepParams, limit int) (*matcher, error) {
+	expr := p.Pattern
+	if p.IgnoreCase {
+		expr = "(?i)" + expr
+	}
+	line, err := regexp.Compile(expr)
+	if err != nil {
+		return nil, fmt.Errorf("invalid regular expression: %v. grep uses Go's RE2 syntax (no backreferences or lookaround); "+
+			"escape ( ) [ ] { } . * + ? | \\ with a backslash to match them literally", err)
+	}
+	window := regexp.MustCompile("(?m)" + expr) // compiles whenever expr does
+	m := &matcher{window: window, line: line, context: int(p.ContextLines), maxMatches: limit + 1}
+	if lit, fold, found := requiredLiteral(expr); found {
+		m.lit, m.fold = []byte(lit), fold
+		m.foldRisky = fold && strings.ContainsAny(lit, "ks")
+	}
+	return m, nil
+}
+
+// grepFilter is the file filter of a glob (nil for none): a glob with a /
+// matches the path relative to the root searched, any other the file's
+// name.
+func grepFilter(glob string) (func(rel, name string) bool, error) {
+	if glob == "" {
+		return nil, nil
+	}
+	g, err := compileGlob(glob)
+	if err != nil {
+		return nil, fmt.Errorf("invalid glob %v", err)
+	}
+	if strings.Contains(glob, "/") {
+		return func(rel, _ string) bool { return g.match(rel) }, nil
+	}
+	return func(_, name string) bool { return g.match(name) }, nil
+}
+
+// grepSearch gathers one search's hits and what it skipped.
+type grepSearch struct {
+	m     *matcher
+	limit int
+
+	mu         sync.Mutex
+	found      []*fileHits
+	total      atomic.Int64
+	binaries   atomic.Int64
+	unreadable atomic.Int64
+}
+
+// tree searches every regular file below root that filter (if any) lets
+// through, in parallel, until it has more than limit matching lines.
+func (s *grepSearch) tree(ctx context.Context, root string, filter func(rel, name string) bool) {
+	scratches := make([]scratch, walkWorkers())
+	var w *treeWalk
+	w = &treeWalk{
+		workers: len(scratches),
+		enter:   func(_, name string) bool { return name != ".git" },
+		visit: func(worker int, e *entry) {
+			if e.typ != 0 || (filter != nil && !filter(e.rel, e.name)) {
+				return // not a regular file, or filtered out
+			}
+			hits, binary, err := s.m.searchFile(e.dirfd, e.name, &scratches[worker], false)
+			switch {
+			case err != nil:
+				s.unreadable.Add(1)
+			case binary:
+				s.binaries.Add(1)
+			case hits != nil:
+				hits.path = e.path()
+				s.mu.Lock()
+				s.found = append(s.found, hits)
+				s.mu.Unlock()
+				if s.total.Add(int64(hits.matches)) > int64(s.limit) {
+					w.stop() // enough: the answer says there are more
+				}
+			}
+		},
+	}
+	w.run(ctx, root)
+	s.unreadable.Add(w.unreadable.Load())
+}
+
+// notes says what the search skipped.
+func (s *grepSearch) notes() []string {
+	var notes []string
+	if n := s.binaries.Load(); n > 0 {
+		notes = append(notes, fmt.Sprintf("skipped %s", plural(int(n), "binary file", "binary files")))
+	}
+	if n := s.unreadable.Load(); n > 0 {
+		notes = append(notes, fmt.Sprintf("%s could not be read", plural(int(n), "file or directory", "files or directories")))
+	}
+	return notes
 }
 
 // render lists the hits in path order, at most limit matching lines.

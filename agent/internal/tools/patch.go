@@ -62,51 +62,56 @@ func runApplyPatch(ctx context.Context, c *call, p patchParams) Result {
 func (o *overlay) apply(fp *filePatch) (line string, notes []string, err error) {
 	switch {
 	case fp.create:
-		dst, err := o.resolve(fp.newPath)
-		if err != nil {
-			return "", nil, err
-		}
-		f, err := o.load(dst)
-		if err != nil {
-			return "", nil, err
-		}
-		if f.exists {
-			return "", nil, patchErr("the diff of %s creates it, but %s already exists; change it with a diff against its current content instead", fp.newPath, dst)
-		}
-		f.exists, f.lines, f.mode = true, nil, newFileMode
-		f.uid, f.gid = o.c.owner()
-		if fp.newMode != 0 {
-			f.mode = fp.newMode
-		}
-		if notes, err = applyHunks(f, fp); err != nil {
-			return "", nil, err
-		}
-		f.changed = true
-		return "A " + dst, notes, nil
-
+		return o.applyCreate(fp)
 	case fp.remove:
-		src, err := o.resolve(fp.oldPath)
-		if err != nil {
-			return "", nil, err
-		}
-		f, err := o.load(src)
-		if err != nil {
-			return "", nil, err
-		}
-		if !f.exists {
-			return "", nil, patchErr("the diff of %s deletes it, but %s does not exist", fp.oldPath, src)
-		}
-		if notes, err = applyHunks(f, fp); err != nil {
-			return "", nil, err
-		}
-		if len(f.lines) > 0 && len(fp.hunks) > 0 {
-			return "", nil, patchErr("the diff of %s deletes it, but its hunks leave %s of it; a deletion's hunk removes every line",
-				fp.oldPath, plural(len(f.lines), "line", "lines"))
-		}
-		f.exists, f.lines, f.changed = false, nil, true
-		return "D " + src, notes, nil
+		return o.applyRemove(fp)
 	}
+	return o.applyChange(fp)
+}
 
+// applyCreate applies the diff of a file it creates.
+func (o *overlay) applyCreate(fp *filePatch) (line string, notes []string, err error) {
+	dst, f, err := o.resolveLoad(fp.newPath)
+	if err != nil {
+		return "", nil, err
+	}
+	if f.exists {
+		return "", nil, patchErr("the diff of %s creates it, but %s already exists; change it with a diff against its current content instead", fp.newPath, dst)
+	}
+	f.exists, f.lines, f.mode = true, nil, newFileMode
+	f.uid, f.gid = o.c.owner()
+	if fp.newMode != 0 {
+		f.mode = fp.newMode
+	}
+	if notes, err = applyHunks(f, fp); err != nil {
+		return "", nil, err
+	}
+	f.changed = true
+	return "A " + dst, notes, nil
+}
+
+// applyRemove applies the diff of a file it deletes.
+func (o *overlay) applyRemove(fp *filePatch) (line string, notes []string, err error) {
+	src, f, err := o.resolveLoad(fp.oldPath)
+	if err != nil {
+		return "", nil, err
+	}
+	if !f.exists {
+		return "", nil, patchErr("the diff of %s deletes it, but %s does not exist", fp.oldPath, src)
+	}
+	if notes, err = applyHunks(f, fp); err != nil {
+		return "", nil, err
+	}
+	if len(f.lines) > 0 && len(fp.hunks) > 0 {
+		return "", nil, patchErr("the diff of %s deletes it, but its hunks leave %s of it; a deletion's hunk removes every line",
+			fp.oldPath, plural(len(f.lines), "line", "lines"))
+	}
+	f.exists, f.lines, f.changed = false, nil, true
+	return "D " + src, notes, nil
+}
+
+// applyChange applies the diff of a file it changes, and perhaps renames.
+func (o *overlay) applyChange(fp *filePatch) (line string, notes []string, err error) {
 	src, err := o.resolve(fp.oldPath)
 	if err != nil {
 		return "", nil, err
@@ -144,6 +149,16 @@ func (o *overlay) apply(fp *filePatch) (line string, notes []string, err error) 
 	to.xattrsFrom = f.xattrsFrom
 	f.exists, f.lines = false, nil
 	return fmt.Sprintf("R %s -> %s (%s)", src, dst, hunks), notes, nil
+}
+
+// resolveLoad resolves a path of the diff and loads the file there.
+func (o *overlay) resolveLoad(p string) (string, *ofile, error) {
+	path, err := o.resolve(p)
+	if err != nil {
+		return "", nil, err
+	}
+	f, err := o.load(path)
+	return path, f, err
 }
 
 // applyHunks applies fp's hunks to f in order. Each hunk is looked for at

@@ -81,28 +81,12 @@ func runRead(ctx context.Context, c *call, p readParams) Result {
 		return fail("%s", binaryRefusal(path, fi.Size(), sample))
 	}
 
-	line := int64(1)
-	for line < offset {
-		_, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue // the same long line goes on
-		}
-		if err != nil {
-			break
-		}
-		line++
-		if line%4096 == 0 && ctx.Err() != nil {
-			return fail("cancelled")
-		}
+	line, err := skipLines(ctx, br, offset)
+	if err != nil {
+		return fail("cancelled")
 	}
 	if _, err := br.Peek(1); err != nil {
-		total := line - 1
-		if n, _ := f.Seek(-1, io.SeekEnd); n >= 0 {
-			last := make([]byte, 1)
-			if _, err := f.Read(last); err == nil && last[0] != '\n' {
-				total = line // the last line has no newline but counts
-			}
-		}
+		total := linesUpTo(f, line)
 		return fail("offset %d is past the end of %s, which has %s; use an offset from 1 to %d",
 			offset, path, plural(int(total), "line", "lines"), max(total, 1))
 	}
@@ -137,6 +121,39 @@ func runRead(ctx context.Context, c *call, p readParams) Result {
 		why = fmt.Sprintf(" (the answer reached its %d-byte cap)", maxReadOutput)
 	}
 	return ok("%s\n[showing lines %d-%d of %s%s; continue with offset=%d]", out, first, line-1, total, why, line)
+}
+
+// skipLines reads br up to line offset (1-based) or its end and returns the
+// number of the line it stopped at; an error means ctx was cancelled.
+func skipLines(ctx context.Context, br *bufio.Reader, offset int64) (int64, error) {
+	line := int64(1)
+	for line < offset {
+		_, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // the same long line goes on
+		}
+		if err != nil {
+			break
+		}
+		line++
+		if line%4096 == 0 && ctx.Err() != nil {
+			return line, ctx.Err()
+		}
+	}
+	return line, nil
+}
+
+// linesUpTo is how many lines f has when its reading ended at the start of
+// line: one more when its last line has no newline.
+func linesUpTo(f *os.File, line int64) int64 {
+	total := line - 1
+	if n, _ := f.Seek(-1, io.SeekEnd); n >= 0 {
+		last := make([]byte, 1)
+		if _, err := f.Read(last); err == nil && last[0] != '\n' {
+			total = line // the last line has no newline but counts
+		}
+	}
+	return total
 }
 
 // readLine reads one line without its line ending, cut at maxLineBytes;

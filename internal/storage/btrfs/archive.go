@@ -94,18 +94,9 @@ func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst stri
 // leaves the volume under its building name, which no record names, so
 // start-up removes it.
 func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storage.Key) error {
-	if err := parent.Validate(); err != nil {
+	building, err := restoreKeys(srcs, parent, key)
+	if err != nil {
 		return err
-	}
-	if err := key.Validate(); err != nil {
-		return err
-	}
-	if len(srcs) == 0 {
-		return fmt.Errorf("restore %s: no stream: %w", key, errdefs.ErrInvalid)
-	}
-	building := storage.Key{Kind: key.Kind, Name: "restoring-" + key.Name}
-	if err := building.Validate(); err != nil {
-		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	base, err := s.openSubvol(parent)
 	if err != nil {
@@ -124,12 +115,7 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 	}
 
 	view := storage.Key{Kind: storage.KindScratch, Name: "restorefrom-" + key.Name}
-	for _, k := range []storage.Key{building, view} {
-		if err := s.Delete(ctx, k); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("restore %s: remove leftover %s: %w", key, k, err)
-		}
-	}
-	if err := s.snapshotInto(base, building, false); err != nil {
+	if err := s.startBuilding(ctx, base, building, view); err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	placed := false
@@ -180,6 +166,37 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		"apply_ms", ms(applied.Sub(start)), "sync_ms", ms(synced.Sub(applied)), "mark_ms", ms(marked.Sub(synced)),
 		"place_ms", ms(time.Since(marked)))
 	return nil
+}
+
+// restoreKeys checks a restore's arguments and returns the key of the
+// volume it builds.
+func restoreKeys(srcs []string, parent, key storage.Key) (storage.Key, error) {
+	if err := parent.Validate(); err != nil {
+		return storage.Key{}, err
+	}
+	if err := key.Validate(); err != nil {
+		return storage.Key{}, err
+	}
+	if len(srcs) == 0 {
+		return storage.Key{}, fmt.Errorf("restore %s: no stream: %w", key, errdefs.ErrInvalid)
+	}
+	building := storage.Key{Kind: key.Kind, Name: "restoring-" + key.Name}
+	if err := building.Validate(); err != nil {
+		return storage.Key{}, fmt.Errorf("restore %s: %w", key, err)
+	}
+	return building, nil
+}
+
+// startBuilding removes what an earlier restore of the same volume left
+// (building, and the view of a stream's parent) and makes building a
+// writable snapshot of base.
+func (s *Storage) startBuilding(ctx context.Context, base *os.File, building, view storage.Key) error {
+	for _, k := range []storage.Key{building, view} {
+		if err := s.Delete(ctx, k); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("remove leftover %s: %w", k, err)
+		}
+	}
+	return s.snapshotInto(base, building, false)
 }
 
 // rename moves a volume to another name of its kind (a read-only volume

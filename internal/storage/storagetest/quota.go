@@ -96,6 +96,13 @@ func testQuotaGroups(t *testing.T, s storage.Storage) {
 		t.Errorf("the fork's writes reached the parent's group: %d → %d", full, used)
 	}
 
+	checkDeleteGroup(t, ctx, s, q, f)
+}
+
+// checkDeleteGroup deletes group ga, which holds sandbox a and its
+// snapshot a-1, and checks that fork f (of a-1, in another group) keeps its
+// data.
+func checkDeleteGroup(t *testing.T, ctx context.Context, s storage.Storage, q storage.QuotaGroups, f string) {
 	// DeleteGroup waits for the group's volumes to go, even though the
 	// fork still shares the data they wrote.
 	if err := q.DeleteGroup(ctx, "ga"); !errors.Is(err, errdefs.ErrConflict) {

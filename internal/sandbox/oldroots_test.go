@@ -6,14 +6,14 @@ import (
 )
 
 // ranAt runs whenQuiet and returns a channel that receives when fn ran.
-func ranAt(l *laterWork) <-chan time.Time {
+func ranAt(l *oldRootDrops) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	l.whenQuiet("sb", func() { ch <- time.Now() })
 	return ch
 }
 
 func TestWhenQuietWaitsForTheLastVolume(t *testing.T) {
-	l := &laterWork{quiet: 30 * time.Millisecond}
+	l := &oldRootDrops{quiet: 30 * time.Millisecond}
 	defer l.close()
 	l.volumeMade()
 	ran := ranAt(l)
@@ -35,7 +35,7 @@ func TestWhenQuietWaitsForTheLastVolume(t *testing.T) {
 }
 
 func TestWhenQuietGivesUpWaitingAfterWaitMax(t *testing.T) {
-	l := &laterWork{quiet: time.Hour, waitMax: 20 * time.Millisecond}
+	l := &oldRootDrops{quiet: time.Hour, waitMax: 20 * time.Millisecond}
 	defer l.close()
 	l.volumeMade()
 	select {
@@ -46,7 +46,7 @@ func TestWhenQuietGivesUpWaitingAfterWaitMax(t *testing.T) {
 }
 
 func TestCloseSkipsWaitingWork(t *testing.T) {
-	l := &laterWork{quiet: time.Hour}
+	l := &oldRootDrops{quiet: time.Hour}
 	l.volumeMade()
 	ran := ranAt(l)
 	done := make(chan struct{})
@@ -66,7 +66,7 @@ func TestCloseSkipsWaitingWork(t *testing.T) {
 }
 
 func TestWhenQuietDropsTheOldestPastTheCap(t *testing.T) {
-	l := &laterWork{quiet: time.Hour, maxWaiting: 2}
+	l := &oldRootDrops{quiet: time.Hour, maxWaiting: 2}
 	defer l.close()
 	l.volumeMade()
 	first, second := ranAt(l), ranAt(l)

@@ -25,15 +25,16 @@ const (
 	maxWaitingRoots = 4
 )
 
-// laterWork runs the work calls leave after they answer (a rolled-back
-// sandbox's old root being dropped) and counts it, so that WaitSettled can
-// wait for it before the pool is unmounted.
-type laterWork struct {
+// oldRootDrops drops the old roots rollbacks leave (the work a rollback
+// leaves after it answers), each once the pool has been quiet, and counts
+// the drops so that WaitSettled can wait for them before the pool is
+// unmounted.
+type oldRootDrops struct {
 	mu      sync.Mutex
 	wg      sync.WaitGroup
 	closed  bool
-	stop    chan struct{}           // closed by close: waits end
-	waiting map[string][]*laterDrop // by sandbox, oldest first
+	stop    chan struct{}             // closed by close: waits end
+	waiting map[string][]*waitingDrop // by sandbox, oldest first
 	// lastVolume is when the newest volume was made (UnixNano).
 	lastVolume atomic.Int64
 	// quiet, waitMax and maxWaiting override the constants (tests).
@@ -41,16 +42,16 @@ type laterWork struct {
 	maxWaiting     int
 }
 
-// laterDrop is one piece of work waiting; now is closed to run it at once.
-type laterDrop struct{ now chan struct{} }
+// waitingDrop is one drop waiting; now is closed to run it at once.
+type waitingDrop struct{ now chan struct{} }
 
 // volumeMade notes that a volume was made now.
-func (l *laterWork) volumeMade() { l.lastVolume.Store(time.Now().UnixNano()) }
+func (l *oldRootDrops) volumeMade() { l.lastVolume.Store(time.Now().UnixNano()) }
 
 // snapshotVolume is Storage.Snapshot, noted as a new volume in the pool
-// (which puts off dropping a rollback's old root, see laterWork).
+// (which puts off dropping a rollback's old root, see oldRootDrops).
 func (h *Host) snapshotVolume(ctx context.Context, parent, key storage.Key, opts storage.SnapshotOptions) (string, error) {
-	h.later.volumeMade()
+	h.oldRoots.volumeMade()
 	return h.Storage.Snapshot(ctx, parent, key, opts)
 }
 
@@ -58,7 +59,7 @@ func (h *Host) snapshotVolume(ctx context.Context, parent, key storage.Key, opts
 // without a new volume, after quietWaitMax at the latest, or at once when
 // more than maxWaitingRoots of sandbox's wait. fn is not run if the host
 // closes first (start-up's reconcile removes what it would have).
-func (l *laterWork) whenQuiet(sandbox string, fn func()) {
+func (l *oldRootDrops) whenQuiet(sandbox string, fn func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -66,9 +67,9 @@ func (l *laterWork) whenQuiet(sandbox string, fn func()) {
 	}
 	if l.stop == nil {
 		l.stop = make(chan struct{})
-		l.waiting = map[string][]*laterDrop{}
+		l.waiting = map[string][]*waitingDrop{}
 	}
-	d := &laterDrop{now: make(chan struct{})}
+	d := &waitingDrop{now: make(chan struct{})}
 	q := append(l.waiting[sandbox], d)
 	maxWaiting := cmp.Or(l.maxWaiting, maxWaitingRoots)
 	for len(q) > maxWaiting {
@@ -89,10 +90,10 @@ func (l *laterWork) whenQuiet(sandbox string, fn func()) {
 }
 
 // forget takes d off its sandbox's waiting list.
-func (l *laterWork) forget(sandbox string, d *laterDrop) {
+func (l *oldRootDrops) forget(sandbox string, d *waitingDrop) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	q := slices.DeleteFunc(l.waiting[sandbox], func(e *laterDrop) bool { return e == d })
+	q := slices.DeleteFunc(l.waiting[sandbox], func(e *waitingDrop) bool { return e == d })
 	if len(q) == 0 {
 		delete(l.waiting, sandbox)
 	} else {
@@ -102,7 +103,7 @@ func (l *laterWork) forget(sandbox string, d *laterDrop) {
 
 // waitQuiet waits for the quiet, now or the deadline; false if stop
 // closed first.
-func (l *laterWork) waitQuiet(stop, now <-chan struct{}, deadline time.Time) bool {
+func (l *oldRootDrops) waitQuiet(stop, now <-chan struct{}, deadline time.Time) bool {
 	quiet := cmp.Or(l.quiet, poolQuiet)
 	for {
 		at := time.Now()
@@ -127,7 +128,7 @@ func (l *laterWork) waitQuiet(stop, now <-chan struct{}, deadline time.Time) boo
 }
 
 // close stops taking work, ends the waits and waits for what runs.
-func (l *laterWork) close() {
+func (l *oldRootDrops) close() {
 	l.mu.Lock()
 	if !l.closed {
 		l.closed = true
