@@ -494,7 +494,7 @@ func goroutineStacks(addr string) string {
 
 // goroutines reads the daemon's goroutine count from the profiler, and how
 // many of them are a rollback's old root waiting to be dropped (see
-// laterWork in internal/sandbox); 0, 0 when it cannot.
+// oldRootDrops in internal/sandbox); 0, 0 when it cannot.
 func goroutines(addr string) (total, drops int) {
 	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
@@ -512,7 +512,7 @@ func goroutines(addr string) (total, drops int) {
 			total, _ = strconv.Atoi(strings.TrimSpace(n))
 		} else if n, _, ok := strings.Cut(l, " @ "); ok {
 			group, _ = strconv.Atoi(n)
-		} else if strings.Contains(l, "sandbox.(*laterWork).waitQuiet") {
+		} else if strings.Contains(l, "sandbox.(*oldRootDrops).waitQuiet") {
 			drops += group
 		}
 	}
