@@ -76,15 +76,29 @@ func TestIdleTimeout(t *testing.T) {
 	if st := state(busy.SandboxID); st != "running" {
 		t.Fatalf("busy sandbox: %s", st)
 	}
-	// Both firings are counted in /metrics, by timeout and action.
-	prom := httpGet(t, d, "/metrics", d.key, 200)
-	for _, want := range []string{
+	// Both firings are counted in /metrics, by timeout and action, once
+	// their actions are done: the kill is counted when the sandbox's
+	// teardown has finished, a moment after its record reads as gone.
+	wants := []string{
 		`warren_timeouts_fired_total{action="pause",timeout="idle"} 1`,
 		`warren_timeouts_fired_total{action="kill",timeout="retention"} 1`,
-	} {
-		if !strings.Contains(prom, want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, prom)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		prom := httpGet(t, d, "/metrics", d.key, 200)
+		missing := ""
+		for _, want := range wants {
+			if !strings.Contains(prom, want) {
+				missing = want
+			}
 		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %q:\n%s", missing, prom)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if err := c.DeleteSandbox(ctx, busy.SandboxID); err != nil {
 		t.Fatal(err)

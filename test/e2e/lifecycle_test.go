@@ -202,10 +202,12 @@ func TestRunTimeout(t *testing.T) {
 		t.Fatalf("the sandbox was killed at its old end %v despite POST /timeout", oldEnd)
 	}
 	waitFor(t, 25*time.Second, "the extended sandbox to be killed at its new end", func() bool { return !alive(extended.SandboxID) })
-	prom := httpGet(t, d, "/metrics", d.key, 200)
-	if want := `warren_timeouts_fired_total{action="kill",timeout="run"} 2`; !strings.Contains(prom, want) {
-		t.Errorf("/metrics lacks %q:\n%s", want, prom)
-	}
+	// Counted once each kill is done, a moment after the sandbox reads as
+	// gone.
+	want := `warren_timeouts_fired_total{action="kill",timeout="run"} 2`
+	waitFor(t, 10*time.Second, "both run timeouts in /metrics ("+want+")", func() bool {
+		return strings.Contains(httpGet(t, d, "/metrics", d.key, 200), want)
+	})
 }
 
 // A command the run timeout cuts short says so: 404 (the sandbox is gone)
