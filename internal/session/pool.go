@@ -58,7 +58,6 @@ type pool struct {
 	cfg     PoolConfig
 	mu      sync.Mutex
 	ready   []pooled
-	filling int
 	hits    int64
 	misses  int64
 	expired int64           // replaced: too old, or their template was rebuilt
