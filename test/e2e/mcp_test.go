@@ -84,7 +84,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
-		t.Skip("the daemon serves no /mcp yet")
+		t.Fatal("POST /mcp: 404, the daemon serves no /mcp")
 	}
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("POST /mcp without a key: %d, want 401", resp.StatusCode)
