@@ -23,6 +23,9 @@ MCP_DIR     := test/e2e/mcp
 # clone (about 4 minutes, 80 MB). Static: a cgo build fails at run time.
 RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
 RUNSC         := $(CACHE_DIR)/runsc/$(RUNSC_VERSION)/runsc
+# staticcheck (make vet), built the same way from the Go module proxy into the cache.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK         := $(CACHE_DIR)/staticcheck/$(STATICCHECK_VERSION)/staticcheck
 # make install: the three binaries side by side in LIBDIR (the daemon finds
 # warren-agent and warren-gvisor-init beside its own binary), warren linked
 # into BINDIR, the unit in UNITDIR, docs/operations.md in DOCDIR. DESTDIR
@@ -33,7 +36,7 @@ BINDIR      ?= $(PREFIX)/bin
 DOCDIR      ?= $(PREFIX)/share/doc/warren
 UNITDIR     ?= /etc/systemd/system
 
-.PHONY: all build install deps e2b-deps runsc run test test-unit test-e2e torture fuzz bench bench-e2b vet generate clean
+.PHONY: all build install deps e2b-deps runsc staticcheck run test test-unit test-e2e torture fuzz bench bench-e2b vet generate clean
 
 all: build
 
@@ -91,14 +94,24 @@ $(RUNSC):
 	CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN=$(@D).tmp $(GO) install -ldflags='-s -w' gvisor.dev/gvisor/runsc@$(RUNSC_VERSION)
 	mkdir -p $(@D) && mv $(@D).tmp/runsc $@ && rmdir $(@D).tmp
 
+staticcheck: $(STATICCHECK)
+$(STATICCHECK):
+	@echo "building staticcheck $(STATICCHECK_VERSION) into $(@D) (once)"
+	rm -rf $(@D).tmp && mkdir -p $(@D).tmp
+	CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN=$(@D).tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mkdir -p $(@D) && mv $(@D).tmp/staticcheck $@ && rmdir $(@D).tmp
+
 run: build runsc
 	mkdir -p $(CACHE_DIR)
 	WARREN_RUNSC=$(RUNSC) ./bin/warren serve --data-dir $(DATA_DIR) --cache-dir $(CACHE_DIR) --listen $(LISTEN)
 
-vet:
+vet: $(STATICCHECK)
 	$(GO) vet -tags '$(GO_TAGS)' ./...
 	cd agent && $(GO) vet ./...
 	cd api && $(GO) vet ./...
+	cd agent && $(STATICCHECK) -tags '$(GO_TAGS)' ./...
+	cd api && $(STATICCHECK) -tags '$(GO_TAGS)' ./...
+	$(STATICCHECK) -tags '$(GO_TAGS)' ./...
 
 test: build vet e2b-deps runsc
 	@test "$$(id -u)" = 0 || { echo "make test needs root (namespaces, cgroups, btrfs)"; exit 1; }
