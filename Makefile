@@ -12,6 +12,17 @@ GO          ?= go
 GO_TAGS     := seccomp
 APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables patch
 TEST_FLAGS  ?= -count=1 -timeout 40m
+# The packages with goroutines and locks of their own: make test-unit runs their tests under the race
+# detector (which needs cgo: gcc, from make deps). The store's are SQLite's, not its own.
+RACE_PKGS       := ./cmd/warren ./internal/agentconn ./internal/bench ./internal/keylock ./internal/mcpserver \
+	./internal/metrics ./internal/network/... ./internal/procs ./internal/runtime/runtimeset ./internal/sandbox \
+	./internal/sandboxlog ./internal/server ./internal/session
+AGENT_RACE_PKGS := ./internal/envdfs ./internal/link ./internal/process ./internal/reaper ./internal/tools ./internal/tunnel
+# The rest of each module's packages (test/e2e apart), tested without it.
+UNIT_PKGS        = $(filter-out $(shell $(GO) list -tags '$(GO_TAGS)' $(RACE_PKGS)) %/test/e2e,$(shell $(GO) list -tags '$(GO_TAGS)' ./...))
+AGENT_UNIT_PKGS  = $(filter-out $(shell cd agent && $(GO) list $(AGENT_RACE_PKGS)),$(shell cd agent && $(GO) list ./...))
+# What the privileged tests are told: where the binaries, the cache and runsc are.
+ROOT_TEST_ENV    = WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC)
 # Fuzzing: each target's time in make test, and in make fuzz.
 TEST_FUZZTIME ?= 60s
 FUZZTIME      ?= 5m
@@ -113,14 +124,30 @@ vet: $(STATICCHECK)
 	cd api && $(STATICCHECK) -tags '$(GO_TAGS)' ./...
 	$(STATICCHECK) -tags '$(GO_TAGS)' ./...
 
-test: build vet e2b-deps runsc
+# Everything: the unit tests (make test-unit), then as root the agent's and the main module's
+# privileged tests (btrfs, the runtimes, namespaces, cgroups; the unit tests run again beside them, without
+# -race) and test/e2e (what make test-e2e runs) in one go test, two packages at a time, then the fuzzers.
+test: build vet e2b-deps runsc test-unit
 	@test "$$(id -u)" = 0 || { echo "make test needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
-	cd api && $(GO) test $(TEST_FLAGS) ./...
 	cd agent && $(GO) test $(TEST_FLAGS) ./...
-	WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) \
-		$(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 ./...
+	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 ./...
 	FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
+
+# The tests that need no root (-short skips the privileged ones, testutil.RequireRoot), in api/, agent/ and
+# the main module but test/e2e; the concurrent packages under the race detector. A couple of minutes.
+test-unit:
+	cd api && $(GO) test -short $(TEST_FLAGS) ./...
+	cd agent && CGO_ENABLED=1 $(GO) test -short -race $(TEST_FLAGS) $(AGENT_RACE_PKGS)
+	cd agent && $(GO) test -short $(TEST_FLAGS) $(AGENT_UNIT_PKGS)
+	CGO_ENABLED=1 $(GO) test -tags '$(GO_TAGS)' -short -race $(TEST_FLAGS) $(RACE_PKGS)
+	$(GO) test -tags '$(GO_TAGS)' -short $(TEST_FLAGS) $(UNIT_PKGS)
+
+# The end-to-end tests of the real binaries (test/e2e), as root.
+test-e2e: build e2b-deps runsc
+	@test "$$(id -u)" = 0 || { echo "make test-e2e needs root (namespaces, cgroups, btrfs)"; exit 1; }
+	mkdir -p $(CACHE_DIR)
+	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) ./test/e2e/
 
 # Every fuzz target for FUZZTIME each (make test runs them for TEST_FUZZTIME).
 fuzz:
