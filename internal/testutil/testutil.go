@@ -1,10 +1,13 @@
-// Package testutil holds the helpers privileged tests share.
+// Package testutil holds the helpers tests share: the privileged tests' checks
+// of their prerequisites, and a buffer for a subprocess's output.
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 )
 
@@ -49,4 +52,23 @@ func RequireBinary(t testing.TB, name string) string {
 		Missing(t, "%s not found in PATH: run `make deps` (the Makefile installs it)", name)
 	}
 	return p
+}
+
+// SyncBuffer is a bytes.Buffer safe to write from a subprocess's plumbing
+// (exec's copying goroutine, a logger) while the test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
