@@ -17,7 +17,8 @@ TEST_FLAGS  ?= -count=1 -timeout 40m
 RACE_PKGS       := ./cmd/warren ./internal/agentconn ./internal/bench ./internal/keylock ./internal/mcpserver \
 	./internal/metrics ./internal/network/... ./internal/procs ./internal/runtime/runtimeset ./internal/sandbox \
 	./internal/sandboxlog ./internal/server ./internal/session
-AGENT_RACE_PKGS := ./internal/envdfs ./internal/link ./internal/process ./internal/reaper ./internal/tools ./internal/tunnel
+# (envdfs has goroutines too, but every test of it needs root.)
+AGENT_RACE_PKGS := ./internal/link ./internal/process ./internal/reaper ./internal/tools ./internal/tunnel
 # The rest of each module's packages (test/e2e apart), tested without it.
 UNIT_PKGS        = $(filter-out $(shell $(GO) list -tags '$(GO_TAGS)' $(RACE_PKGS)) %/test/e2e,$(shell $(GO) list -tags '$(GO_TAGS)' ./...))
 AGENT_UNIT_PKGS  = $(filter-out $(shell cd agent && $(GO) list $(AGENT_RACE_PKGS)),$(shell cd agent && $(GO) list ./...))

@@ -60,6 +60,7 @@ func startAgent(t testing.TB, sock, workspace string) *exec.Cmd {
 // it to answer.
 func setup(t testing.TB) (c *Conn, sock, workspace string) {
 	t.Helper()
+	testutil.RequireRoot(t) // the daemon's end accepts only a root agent
 	dir := t.TempDir()
 	sock = filepath.Join(dir, "agent.sock")
 	workspace = filepath.Join(dir, "workspace")
