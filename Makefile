@@ -14,7 +14,7 @@ APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config 
 TEST_FLAGS  ?= -count=1 -timeout 40m
 # The packages with goroutines and locks of their own: make test-unit runs their tests under the race
 # detector (which needs cgo: gcc, from make deps). The store's are SQLite's, not its own.
-RACE_PKGS       := ./cmd/warren ./internal/agentconn ./internal/bench ./internal/keylock ./internal/mcpserver \
+RACE_PKGS       := ./cmd/warren ./internal/agentconn ./internal/bench ./internal/daemon ./internal/keylock ./internal/mcpserver \
 	./internal/metrics ./internal/network/... ./internal/procs ./internal/runtime/runtimeset ./internal/sandbox \
 	./internal/sandboxlog ./internal/server ./internal/session
 # (envdfs has goroutines too, but every test of it needs root.)
