@@ -30,6 +30,8 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
+//lint:file-ignore SA1019 x/net/http2's Transport and ClientConn are deprecated for net/http's, but the daemon is the HTTP/2 client on a connection the agent dialed in, which net/http's ClientConn (it dials its own) takes only through a dialer shim, and the link's liveness reads ClientConn.State; the move is a change of its own, not a lint fix
+
 const (
 	// MaxMessageBytes bounds one message read from the agent. Output chunks
 	// are ≤ 64 KiB and file chunks ≤ 1 MiB, so this leaves room and no more.

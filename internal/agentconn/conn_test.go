@@ -142,7 +142,7 @@ func TestNonRootPeerRefused(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	nobody := exec.Command(bin, "--socket", sock, "--workspace", filepath.Join(dir, "ws"))
 	nobody.Stdout, nobody.Stderr = logs, logs
 	nobody.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}

@@ -1,16 +1,16 @@
 package agentconn
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/internal/testutil"
 )
 
 // agentBin is the warren-agent binary built once for the package's tests.
@@ -36,29 +36,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// syncBuffer collects the agent's log for failure messages.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startAgent runs warren-agent as a normal child (not PID 1: it becomes a
 // child subreaper) dialing sock, and kills it, by pid, when the test ends.
 func startAgent(t testing.TB, sock, workspace string) *exec.Cmd {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cmd := exec.Command(agentBin, "--socket", sock, "--workspace", workspace)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -78,6 +60,7 @@ func startAgent(t testing.TB, sock, workspace string) *exec.Cmd {
 // it to answer.
 func setup(t testing.TB) (c *Conn, sock, workspace string) {
 	t.Helper()
+	testutil.RequireRoot(t) // the daemon's end accepts only a root agent
 	dir := t.TempDir()
 	sock = filepath.Join(dir, "agent.sock")
 	workspace = filepath.Join(dir, "workspace")

@@ -21,7 +21,7 @@ func TestAgentAsPID1(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	c := listen(t, sock)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	// --kill-child: the namespace's init dies with unshare, and every
 	// process in the namespace with it, however the test ends.
 	cmd := exec.Command(unshare, "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL",

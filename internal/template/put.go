@@ -51,7 +51,7 @@ func (x *extractor) put(hdr *tar.Header, r io.Reader) error {
 	switch hdr.Typeflag {
 	case tar.TypeDir:
 		err = x.putDir(pfd, base, hdr)
-	case tar.TypeReg, tar.TypeRegA, tar.TypeCont:
+	case tar.TypeReg, tar.TypeCont: // tar.Reader turns the legacy TypeRegA into one of these
 		err = x.putFile(pfd, base, hdr, r)
 	case tar.TypeSymlink:
 		err = x.putSymlink(pfd, base, hdr)

@@ -186,6 +186,7 @@ func TestPrepareIdempotentAndConfined(t *testing.T) {
 
 // Debian's /etc/profile asks id for the uid; bash's $EUID answers without a fork.
 func TestPrepareQuickProfile(t *testing.T) {
+	testutil.RequireRoot(t) // Prepare chowns what it writes
 	root := t.TempDir()
 	writeFile(t, filepath.Join(root, "etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n", 0o644)
 	profile := "if [ \"$(id -u)\" -eq 0 ]; then\n  PATH=/usr/sbin:/usr/bin\nfi\n"

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/testutil"
 )
 
 // e2bSDKVersion is the e2b npm package the suite pins (test/e2e/e2b).
@@ -26,18 +26,14 @@ const e2bSDKVersion = "2.51.0"
 // the unmodified e2b npm package (test/e2e/e2b/*.test.mjs) against a real
 // daemon with the base template, as a user of E2B would point it at warren.
 func TestE2BSDK(t *testing.T) {
-	if os.Getenv("WARREN_TEST_DEBOOTSTRAP") == "" && testing.Short() {
-		t.Skip("set WARREN_TEST_DEBOOTSTRAP=1 (make test does) to build base by debootstrap")
+	if testing.Short() {
+		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the E2B SDK suite needs node >= 20.18.1 and npm (then `make test` installs the SDK)")
-	}
+	node := requireNode(t)
 	dir, err := filepath.Abs("e2b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNode(t, node)
 	checkSDK(t, dir)
 	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
 	if err != nil || len(files) == 0 {
@@ -102,8 +98,15 @@ func TestE2BSDK(t *testing.T) {
 
 // checkNode fails the test when node is older than the SDK supports
 // (>=20.18.1 <21 || >=22).
-func checkNode(t *testing.T, node string) {
+// requireNode returns the node binary the node suites run, of a version the
+// e2b SDK supports. `make test` does not install node (Debian's is too old),
+// so its absence is a failure that says how to get it.
+func requireNode(t *testing.T) string {
 	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testutil.Missing(t, "node is not installed: the node suites (the E2B SDK, the MCP conformance test) need node >= 20.18.1 (<21) or >= 22 and npm; install them (e.g. from nodejs.org or NodeSource), then `make test` installs the SDKs")
+	}
 	out, err := exec.Command(node, "-p", "process.versions.node").Output()
 	if err != nil {
 		t.Fatalf("node -p process.versions.node: %v", err)
@@ -117,24 +120,13 @@ func checkNode(t *testing.T, node string) {
 	if !ok {
 		t.Fatalf("node %s is too old for the e2b SDK: it needs >= 20.18.1 (<21) or >= 22", v)
 	}
+	return node
 }
 
 // checkSDK fails the test unless `npm ci` installed the pinned SDK.
 func checkSDK(t *testing.T, dir string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "node_modules", "e2b", "package.json"))
-	if err != nil {
-		t.Fatalf("the e2b SDK is not installed: run `npm ci` in %s (make test does): %v", dir, err)
-	}
-	var pkg struct {
-		Version string `json:"version"`
-	}
-	if err := json.Unmarshal(b, &pkg); err != nil {
-		t.Fatalf("e2b package.json: %v", err)
-	}
-	if pkg.Version != e2bSDKVersion {
-		t.Fatalf("installed e2b SDK is %s, want %s: run `npm ci` in %s", pkg.Version, e2bSDKVersion, dir)
-	}
+	checkNPMPackage(t, dir, "e2b", e2bSDKVersion)
 }
 
 // withoutE2BEnv drops E2B_* variables of the caller (E2B_DEBUG would make the

@@ -17,18 +17,19 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/testutil"
 )
 
-// requireRunsc skips when runsc is missing (`make test` builds it and sets
-// WARREN_RUNSC, so in CI these tests run).
+// requireRunsc returns the runsc the tests use. `make test` builds it and
+// sets WARREN_RUNSC, so its absence is a failure.
 func requireRunsc(t *testing.T) string {
 	t.Helper()
 	p := os.Getenv("WARREN_RUNSC")
 	if p == "" {
-		t.Skip("WARREN_RUNSC is not set: the gvisor runtime needs runsc; `make test` builds it (make runsc)")
+		testutil.Missing(t, "WARREN_RUNSC is not set: the gvisor runtime needs runsc; `make runsc` builds it and `make test` sets it")
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("runsc %s is missing (%v); build it with `make runsc`", p, err)
+		testutil.Missing(t, "runsc %s is missing (%v): build it with `make runsc`", p, err)
 	}
 	return p
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -47,10 +48,15 @@ type daemon struct {
 	addr    string
 	args    []string
 	cmd     *exec.Cmd
-	log     *bytes.Buffer
+	exited  chan struct{} // closed once cmd has exited and been waited for
+	started bool          // served once: a restart keeps addr, which clients hold
+	log     *testutil.SyncBuffer
 	key     string
 }
 
+// freePort returns a loopback address that was free a moment ago. Another
+// process may bind it before the caller does: start, the daemon's caller,
+// retries on another port then.
 func freePort(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,37 +101,82 @@ func newDaemon(t *testing.T, extra ...string) *daemon {
 	return d
 }
 
+// start runs `warren serve` and waits until it answers /health. A daemon
+// that exits meanwhile fails the test at once, with its log; one that lost
+// its port to another process (freePort's race) is started again, on a new
+// port the first time, on the same one after a restart.
 func (d *daemon) start() {
 	t := d.t
 	t.Helper()
-	args := append([]string{"serve", "--data-dir", d.dataDir, "--listen", d.addr, "--image-size-gb", "4",
-		"--build-base=false", "--cache-dir", cacheDir()}, d.args...)
-	d.cmd = exec.Command(filepath.Join(d.bin, "warren"), args...)
-	d.log = &bytes.Buffer{}
-	d.cmd.Stdout = d.log
-	d.cmd.Stderr = d.log
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + d.addr + "/health")
+	for attempt := 1; ; attempt++ {
+		err := d.launch()
 		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+			break
 		}
-		if d.cmd.ProcessState != nil {
-			t.Fatalf("daemon exited:\n%s", d.log)
+		if !errors.Is(err, errAddrInUse) || attempt == 5 {
+			t.Fatalf("warren serve (attempt %d): %v\n%s", attempt, err, d.log)
 		}
-		time.Sleep(50 * time.Millisecond)
+		t.Logf("warren serve: %s was taken meanwhile; starting it again", d.addr)
+		if d.started {
+			time.Sleep(200 * time.Millisecond)
+		} else {
+			d.addr = freePort(t)
+		}
 	}
+	d.started = true
 	b, err := os.ReadFile(filepath.Join(d.dataDir, "admin.key"))
 	if err != nil {
 		t.Fatalf("admin key: %v\n%s", err, d.log)
 	}
 	d.key = strings.TrimSpace(string(b))
+}
+
+// errAddrInUse: the daemon could not listen on its address, which another
+// process holds.
+var errAddrInUse = errors.New("its address is in use")
+
+// launch starts one `warren serve` and waits for /health: nil once it
+// answers, an error as soon as the process exits (errAddrInUse when it could
+// not listen) or after a minute without an answer.
+func (d *daemon) launch() error {
+	args := append([]string{"serve", "--data-dir", d.dataDir, "--listen", d.addr, "--image-size-gb", "4",
+		"--build-base=false", "--cache-dir", cacheDir()}, d.args...)
+	d.cmd = exec.Command(filepath.Join(d.bin, "warren"), args...)
+	d.log = &testutil.SyncBuffer{}
+	d.cmd.Stdout = d.log
+	d.cmd.Stderr = d.log
+	if err := d.cmd.Start(); err != nil {
+		d.cmd = nil
+		return err
+	}
+	exited := make(chan struct{})
+	d.exited = exited
+	go func(cmd *exec.Cmd) { _ = cmd.Wait(); close(exited) }(d.cmd)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.After(time.Minute)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if resp, err := hc.Get("http://" + d.addr + "/health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			state := d.cmd.ProcessState
+			d.cmd = nil
+			if strings.Contains(d.log.String(), "listen on "+d.addr) && strings.Contains(d.log.String(), "address already in use") {
+				return fmt.Errorf("%w (%s)", errAddrInUse, state)
+			}
+			return fmt.Errorf("the daemon exited before it served /health (%s)", state)
+		case <-deadline:
+			d.stop(syscall.SIGKILL)
+			return errors.New("the daemon did not answer /health within a minute")
+		case <-tick.C:
+		}
+	}
 }
 
 // stop ends the daemon with sig and waits for it.
@@ -134,13 +185,11 @@ func (d *daemon) stop(sig syscall.Signal) {
 		return
 	}
 	_ = d.cmd.Process.Signal(sig)
-	done := make(chan struct{})
-	go func() { d.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-d.exited:
 	case <-time.After(15 * time.Second):
 		_ = d.cmd.Process.Kill()
-		<-done
+		<-d.exited
 	}
 	d.cmd = nil
 }
@@ -280,5 +329,35 @@ func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 			t.Fatalf("waited %s for %s", limit, what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHarnessStart checks the harness itself: a daemon that exits at start
+// is reported at once, not after the wait for /health, and a daemon whose
+// port another process took is started again on another one.
+func TestHarnessStart(t *testing.T) {
+	d := newDaemon(t, "--no-such-flag")
+	begin := time.Now()
+	err := d.launch()
+	if err == nil || errors.Is(err, errAddrInUse) {
+		t.Fatalf("launch with a bad flag: %v, want an exit", err)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("a daemon that exits at start was seen after %s", took)
+	}
+
+	d = newDaemon(t)
+	l, err := net.Listen("tcp", d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := d.addr
+	d.start()
+	if d.addr == taken {
+		t.Fatalf("the daemon serves on %s, which the test holds", taken)
+	}
+	if _, err := d.client().Health(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
 	}
 }

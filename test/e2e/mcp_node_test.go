@@ -24,15 +24,11 @@ const mcpSDKVersion = "1.32.2"
 // over stdio and the daemon's /mcp over Streamable HTTP, as an MCP host
 // other than our own Go client would.
 func TestMCPNode(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: the MCP conformance test needs node >= 20.18.1 and npm (then `make test` installs the MCP SDK)")
-	}
+	node := requireNode(t)
 	dir, err := filepath.Abs("mcp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNode(t, node)
 	checkNPMPackage(t, dir, "@modelcontextprotocol/sdk", mcpSDKVersion)
 	files, err := filepath.Glob(filepath.Join(dir, "*.test.mjs"))
 	if err != nil || len(files) == 0 {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,35 +9,17 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/warrenhq/warren/internal/testutil"
 )
 
 // mcpTools are the tools warren's MCP server offers.
 var mcpTools = []string{"apply_patch", "bash", "diff", "edit", "fork", "glob", "grep", "ls", "read", "rollback",
 	"sandbox_create", "sandbox_kill", "sandbox_list", "snapshot", "write"}
-
-// syncBuffer is a bytes.Buffer safe to write from the subprocess plumbing
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestMCPStdio drives `warren mcp` as an MCP client would: a subprocess
 // spoken to over stdio with the official Go SDK's client.
@@ -48,7 +29,7 @@ func TestMCPStdio(t *testing.T) {
 
 	cmd := exec.Command(filepath.Join(d.bin, "warren"), "mcp")
 	cmd.Env = []string{"WARREN_URL=http://" + d.addr, "WARREN_API_KEY=" + d.key, "PATH=/usr/bin:/bin"}
-	stderr := &syncBuffer{}
+	stderr := &testutil.SyncBuffer{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -84,7 +65,7 @@ func TestMCPHTTP(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
-		t.Skip("the daemon serves no /mcp yet")
+		t.Fatal("POST /mcp: 404, the daemon serves no /mcp")
 	}
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("POST /mcp without a key: %d, want 401", resp.StatusCode)

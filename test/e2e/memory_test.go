@@ -309,8 +309,8 @@ func hasEvent(ev []client.SandboxEvent, kind string) bool {
 // and restarted, and the counter goes on after resume; three forks with
 // memory go on counting, each on its own.
 func TestGVisorPythonCounter(t *testing.T) {
-	if os.Getenv("WARREN_TEST_DEBOOTSTRAP") == "" && testing.Short() {
-		t.Skip("set WARREN_TEST_DEBOOTSTRAP=1 (make test does) to build base by debootstrap")
+	if testing.Short() {
+		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}
 	d := gvisorDaemon(t)
 	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)

@@ -477,10 +477,7 @@ if (step === 'create') {
 
 // TestNetworkE2BSDK checks E2B's network options through the real e2b SDK.
 func TestNetworkE2BSDK(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed (the E2B SDK suite needs it)")
-	}
+	node := requireNode(t)
 	dir, err := filepath.Abs("e2b")
 	if err != nil {
 		t.Fatal(err)

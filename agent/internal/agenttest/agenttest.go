@@ -45,3 +45,18 @@ func Users(t testing.TB) users.DB {
 	}
 	return db
 }
+
+// RequireRoot marks a test that needs root (switching users, changing
+// owners). `make test` runs as root, so there a missing privilege is a
+// failure; in -short mode (`make test-unit`, the tests that need no root) it
+// skips, as root too. It mirrors the main module's testutil.RequireRoot,
+// which this module cannot import.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs root (not run in -short mode)")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root; run it through `make test` as root")
+	}
+}

@@ -50,9 +50,7 @@ func newEnv(t *testing.T) *env {
 
 func newEnvWith(t *testing.T, cfg Config) *env {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Fatal("these tests need root: they give files to other users, as the agent (PID 1, root) does")
-	}
+	agenttest.RequireRoot(t) // files are given to other users, as the agent (PID 1, root) does
 	base := t.TempDir()
 	e := &env{base: base, home: filepath.Join(base, "home", "user"), rootHome: filepath.Join(base, "root")}
 	for _, d := range []string{e.home, e.rootHome} {

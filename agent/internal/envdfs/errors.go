@@ -30,10 +30,6 @@ func invalidArg(format string, args ...any) error {
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
 }
 
-func failedPrecondition(format string, args ...any) error {
-	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf(format, args...))
-}
-
 // httpStatus is the envd HTTP status for an error: the SDKs map 400 to
 // InvalidArgumentError, 401 to AuthenticationError, 404 to
 // FileNotFoundError and 507 to NotEnoughSpaceError.

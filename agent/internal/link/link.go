@@ -17,6 +17,8 @@ import (
 	"golang.org/x/net/http2"
 )
 
+//lint:file-ignore SA1019 x/net/http2's Server is deprecated for net/http's, but the agent serves HTTP/2 on the one connection it dialed to the daemon, which net/http serves only through a one-connection listener shim; the move is a change of its own, made with the daemon's side (internal/agentconn), not a lint fix
+
 const (
 	minBackoff = 20 * time.Millisecond
 	maxBackoff = 200 * time.Millisecond

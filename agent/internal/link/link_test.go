@@ -13,6 +13,8 @@ import (
 	"golang.org/x/net/http2"
 )
 
+//lint:file-ignore SA1019 the test plays the daemon's side, which is x/net/http2's ClientConn on the connection the agent dials (see link.go)
+
 // accept waits for the agent to dial in and returns an HTTP/2 client on it.
 func accept(t *testing.T, ln net.Listener) *http2.ClientConn {
 	t.Helper()

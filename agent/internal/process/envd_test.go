@@ -330,9 +330,7 @@ func ptr[T any](v T) *T { return &v }
 // TestEnvdUser runs as the default user and as root, chosen by the Basic
 // Authorization header. It needs root to switch users.
 func TestEnvdUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("switching users needs root")
-	}
+	agenttest.RequireRoot(t)
 	home, err := os.MkdirTemp("", "envd-home-")
 	if err != nil {
 		t.Fatal(err)

@@ -28,8 +28,6 @@ const (
 	// open for as long as it lives.
 	drainGrace = 200 * time.Millisecond
 	readChunk  = 32 << 10
-	// defaultPath is the PATH a command gets unless env sets one.
-	defaultPath = initproc.DefaultPath
 )
 
 type bashParams struct {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/agent/internal/agenttest"
 )
 
 func TestBashBasics(t *testing.T) {
@@ -140,7 +142,7 @@ func TestBashStreamsProgress(t *testing.T) {
 }
 
 func TestBashRunsAsTheUser(t *testing.T) {
-	requireRoot(t)
+	agenttest.RequireRoot(t)
 	e := newEnvAs(t, 4321, 4322)
 	r := e.run(t, "bash", map[string]any{"command": "id -u; id -g; touch made-by-bash"})
 	if got := mustOK(t, r); got != "4321\n4322" {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/agent/internal/agenttest"
 )
 
 func TestRead(t *testing.T) {
@@ -103,7 +105,7 @@ func TestWrite(t *testing.T) {
 }
 
 func TestWriteOwnership(t *testing.T) {
-	requireRoot(t)
+	agenttest.RequireRoot(t)
 	e := newEnvAs(t, 4321, 4322)
 	mustOK(t, e.run(t, "write", map[string]any{"path": "d/new.txt", "content": "x"}))
 	for _, p := range []string{"d", "d/new.txt"} {

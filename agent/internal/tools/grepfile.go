@@ -196,7 +196,7 @@ func (s *fileSearch) window(buf []byte, first int64, final bool) {
 		}
 		lineNo += int64(bytes.Count(buf[pos:ls], []byte{'\n'}))
 		if s.m.line.Match(trimCR(buf[ls:le])) {
-			after = s.flushAfter(buf, after, lineNo)
+			s.flushAfter(buf, after, lineNo)
 			s.before(buf, ls, lineNo, first)
 			s.add(lineNo, buf[ls:le], true)
 			s.matches++
@@ -234,7 +234,7 @@ func (s *fileSearch) candidates(buf []byte) func(pos int) int {
 		}
 		hay = lowerASCII(&s.sc.lower, buf)
 	}
-	if bytes.Index(hay, m.lit) < 0 {
+	if !bytes.Contains(hay, m.lit) {
 		return func(int) int { return -1 }
 	}
 	if len(m.lit) < 3 {
@@ -269,7 +269,7 @@ func lowerASCII(dst *[]byte, src []byte) []byte {
 
 // flushAfter adds the context lines owed after the last match, up to (not
 // including) line upto, reading them from buf at next.
-func (s *fileSearch) flushAfter(buf []byte, next int, upto int64) int {
+func (s *fileSearch) flushAfter(buf []byte, next int, upto int64) {
 	for s.afterLeft > 0 && s.lastPrinted+1 < upto && next < len(buf) {
 		e := len(buf)
 		if i := bytes.IndexByte(buf[next:], '\n'); i >= 0 {
@@ -279,7 +279,6 @@ func (s *fileSearch) flushAfter(buf []byte, next int, upto int64) int {
 		s.afterLeft--
 		next = e + 1
 	}
-	return next
 }
 
 // before adds the context lines before the match at line n (starting at

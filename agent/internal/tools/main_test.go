@@ -143,10 +143,3 @@ func readFile(t testing.TB, p string) string {
 	}
 	return string(b)
 }
-
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("switching users and owners needs root")
-	}
-}

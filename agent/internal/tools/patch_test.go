@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/agent/internal/agenttest"
 )
 
 func TestApplyPatchMultiFile(t *testing.T) {
@@ -192,7 +194,7 @@ func TestApplyPatchSameFileTwiceAndModes(t *testing.T) {
 }
 
 func TestApplyPatchOwnership(t *testing.T) {
-	requireRoot(t)
+	agenttest.RequireRoot(t)
 	e := newEnvAs(t, 4321, 4322)
 	mine := writeFile(t, e.home, "root.txt", "a\n")
 	if err := os.Chown(mine, 0, 0); err != nil {

@@ -130,6 +130,9 @@ func TestGrep(t *testing.T) {
 // TestGrepMatchesReference compares grep, window by window over files
 // bigger than a window, with a line-by-line reference.
 func TestGrepMatchesReference(t *testing.T) {
+	if testing.Short() {
+		t.Skip("18 greps of 150,000 lines beside a slow reference (half a minute under -race): not in -short mode")
+	}
 	e := newEnv(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := []string{"gamma", "", "x"}
@@ -232,6 +235,9 @@ func referenceGrep(t *testing.T, dir, pattern string, context, limit int) string
 // holds the needle) with a binary file and a .git directory holding it too:
 // every match is found, each once, and nothing is read where it must not be.
 func TestGrep100kFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes and greps 100,000 files (a minute under -race): not in -short mode")
+	}
 	e := newEnv(t)
 	root := filepath.Join(e.home, "big")
 	makeTree(t, root)

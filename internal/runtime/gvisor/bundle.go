@@ -199,18 +199,6 @@ func writeSpec(path string, s *specs.Spec) error {
 	return os.WriteFile(path, data, 0o600)
 }
 
-func readSpec(path string) (*specs.Spec, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", path, err)
-	}
-	return &s, nil
-}
-
 func validateSpec(spec runtime.Spec) error {
 	if err := spec.Validate(); err != nil {
 		return err

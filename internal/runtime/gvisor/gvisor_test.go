@@ -125,8 +125,8 @@ func main() {
 }
 `
 
-// requireRunsc returns the runsc binary the tests use, skipping the test
-// when WARREN_RUNSC names none (`make test` builds it and sets it).
+// requireRunsc returns the runsc binary the tests use. `make test` builds it
+// and sets WARREN_RUNSC, so its absence is a failure.
 func requireRunsc(t *testing.T) string { return requireRunscB(t) }
 
 func requireRunscB(t testing.TB) string {
@@ -134,10 +134,10 @@ func requireRunscB(t testing.TB) string {
 	testutil.RequireRoot(t)
 	p := os.Getenv("WARREN_RUNSC")
 	if p == "" {
-		t.Skip("WARREN_RUNSC is not set: the gvisor runtime needs runsc; `make test` builds it (make runsc) and sets it")
+		testutil.Missing(t, "WARREN_RUNSC is not set: the gvisor runtime needs runsc; `make runsc` builds it and `make test` sets it")
 	}
 	if !executableFile(p) {
-		t.Skipf("WARREN_RUNSC=%s is not an executable file; build it with `make runsc`", p)
+		testutil.Missing(t, "WARREN_RUNSC=%s is not an executable file: build it with `make runsc`", p)
 	}
 	if helpers.err != nil {
 		t.Fatalf("test helpers: %v", helpers.err)
@@ -158,8 +158,7 @@ func (w withResources) HostResources(id string) ([]string, error) {
 
 // newTestRuntime returns a factory of Runtime values that share one state
 // directory and one cgroup parent private to the calling test. The first
-// value is probed (the test is skipped when runsc cannot run sandboxes
-// here). When the test ends every sandbox left is destroyed, the parent
+// value is probed (the test fails when runsc cannot run sandboxes here). When the test ends every sandbox left is destroyed, the parent
 // cgroups are removed and runsc's state directory must be empty.
 func newTestRuntime(t *testing.T) func(t *testing.T) *Runtime {
 	runsc := requireRunsc(t)
@@ -199,7 +198,7 @@ func newTestRuntime(t *testing.T) func(t *testing.T) *Runtime {
 		}
 	})
 	if err := r.Probe(context.Background()); err != nil {
-		t.Skipf("runsc %s cannot run sandboxes here: %v", runsc, err)
+		testutil.Missing(t, "runsc %s cannot run sandboxes here: %v", runsc, err)
 	}
 	return mk
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/warrenhq/warren/internal/testutil"
 )
 
 func TestUnifiedDiffEqual(t *testing.T) {
@@ -43,12 +45,9 @@ func TestUnifiedDiffExamples(t *testing.T) {
 }
 
 // TestUnifiedDiffAppliesWithPatch checks random diffs by applying them with
-// patch(1) and by comparing hunk counts with diff(1) -u.
+// patch(1).
 func TestUnifiedDiffAppliesWithPatch(t *testing.T) {
-	patch, err := exec.LookPath("patch")
-	if err != nil {
-		t.Skip("patch(1) is not installed")
-	}
+	patch := testutil.RequireBinary(t, "patch")
 	dir := t.TempDir()
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 60; i++ {
