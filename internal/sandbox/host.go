@@ -455,7 +455,7 @@ func (h *Host) SetQuota(ctx context.Context, group string, bytes int64) error {
 	return nil
 }
 
-// Warm runs what a sandbox's first commands will: the default user's login
+// PrimeFirstCommand runs what a sandbox's first commands will: the default user's login
 // shell in the default directory, and a program found through PATH. A new
 // sandbox's root is a new btrfs subvolume whose inodes and pages are cold
 // (the page cache is not shared with the template), so this takes that cost
@@ -463,7 +463,7 @@ func (h *Host) SetQuota(ctx context.Context, group string, bytes int64) error {
 // directories unread (echo and true are its builtins), so an argv command
 // also runs: otherwise the claimer's first argv command reads each of them
 // cold (its lookup took ~0.05 ms more than the second command's here).
-func (h *Host) Warm(ctx context.Context, sb *Sandbox) error {
+func (h *Host) PrimeFirstCommand(ctx context.Context, sb *Sandbox) error {
 	for _, req := range []*agentv1.ExecRequest{
 		{ShellCommand: "echo warm >/dev/null; true"},
 		{Argv: []string{"true"}},

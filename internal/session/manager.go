@@ -32,7 +32,7 @@ type Host interface {
 	Pause(ctx context.Context, id string) error
 	UpdateLimits(ctx context.Context, id string, l runtime.Limits) error
 	Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (bool, error)
-	Warm(ctx context.Context, sb *sandbox.Sandbox) error
+	PrimeFirstCommand(ctx context.Context, sb *sandbox.Sandbox) error
 	SetEnv(ctx context.Context, sb *sandbox.Sandbox, env map[string]string) error
 	SetQuota(ctx context.Context, group string, bytes int64) error
 	Resume(ctx context.Context, id string, conn *agentconn.Conn) error

@@ -243,7 +243,7 @@ func (h *fakeHost) Pause(ctx context.Context, id string) error {
 	return nil
 }
 
-func (h *fakeHost) Warm(ctx context.Context, sb *sandbox.Sandbox) error { return nil }
+func (h *fakeHost) PrimeFirstCommand(ctx context.Context, sb *sandbox.Sandbox) error { return nil }
 
 func (h *fakeHost) Stop(ctx context.Context, id string, grace time.Duration, _ *agentconn.Conn) (bool, error) {
 	h.mu.Lock()

@@ -272,7 +272,7 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 			}
 			return
 		}
-		if err := m.host.Warm(ctx, sb); err != nil {
+		if err := m.host.PrimeFirstCommand(ctx, sb); err != nil {
 			m.log.Debug("warm pool: first command", "sandbox", sb.ID, "err", err)
 		}
 		p.mu.Lock()
