@@ -9,20 +9,37 @@ import (
 	"sync"
 )
 
-// Locks is a set of mutexes by key. The zero value is ready to use.
+// Locks is a set of read-write mutexes by key: Lock is exclusive, RLock
+// shared. The zero value is ready to use.
 type Locks struct {
 	mu sync.Mutex
 	m  map[string]*entry
 }
 
 type entry struct {
-	sync.Mutex
+	sync.RWMutex
 	refs int
 }
 
-// Lock locks key's mutex and returns its unlock.
+// Lock locks key's mutex for itself alone and returns its unlock.
 func (l *Locks) Lock(key string) (unlock func()) {
+	e := l.enter(key)
+	e.Lock()
+	return l.unlockFunc(key, e, e.Unlock)
+}
+
+// RLock locks key's mutex shared with other readers and returns its
+// unlock.
+func (l *Locks) RLock(key string) (unlock func()) {
+	e := l.enter(key)
+	e.RLock()
+	return l.unlockFunc(key, e, e.RUnlock)
+}
+
+// enter counts one more holder or waiter of key's mutex.
+func (l *Locks) enter(key string) *entry {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.m == nil {
 		l.m = make(map[string]*entry)
 	}
@@ -32,14 +49,12 @@ func (l *Locks) Lock(key string) (unlock func()) {
 		l.m[key] = e
 	}
 	e.refs++
-	l.mu.Unlock()
-	e.Lock()
-	return l.unlockFunc(key, e)
+	return e
 }
 
-func (l *Locks) unlockFunc(key string, e *entry) func() {
+func (l *Locks) unlockFunc(key string, e *entry, release func()) func() {
 	return func() {
-		e.Unlock()
+		release()
 		l.mu.Lock()
 		e.refs--
 		if e.refs == 0 {
@@ -71,7 +86,7 @@ func (l *Locks) TryLock(key string) (unlock func(), ok bool) {
 	e := &entry{refs: 1}
 	e.Lock() // new, so nobody else can hold it
 	l.m[key] = e
-	return l.unlockFunc(key, e), true
+	return l.unlockFunc(key, e, e.Unlock), true
 }
 
 // LockContext is Lock that gives up when ctx ends first. A waiter that

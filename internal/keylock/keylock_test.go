@@ -90,3 +90,24 @@ func TestLockContext(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+func TestRLockSharesAndExcludes(t *testing.T) {
+	var l Locks
+	r1, r2 := l.RLock("a"), l.RLock("a") // readers share
+	if _, ok := l.TryLock("a"); ok {
+		t.Fatal("a writer got in beside readers")
+	}
+	got := make(chan func())
+	go func() { got <- l.Lock("a") }()
+	r1()
+	select {
+	case <-got:
+		t.Fatal("a writer got in while a reader held the key")
+	case <-time.After(20 * time.Millisecond):
+	}
+	r2()
+	(<-got)()
+	if l.Busy("a") {
+		t.Fatal("the key is busy after every unlock")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -67,39 +66,13 @@ const (
 // usableStates are the states of a snapshot whose tree can still be had.
 var usableStates = []store.SnapshotState{SnapReady, SnapArchived}
 
-type snapLock struct {
-	mu   sync.RWMutex
-	refs int
-}
-
 // lockSnapshot takes a snapshot's lock (shared or exclusive) and returns
 // the unlock.
 func (m *Manager) lockSnapshot(id string, exclusive bool) func() {
-	m.mu.Lock()
-	l := m.snapLocks[id]
-	if l == nil {
-		l = &snapLock{}
-		m.snapLocks[id] = l
-	}
-	l.refs++
-	m.mu.Unlock()
 	if exclusive {
-		l.mu.Lock()
-	} else {
-		l.mu.RLock()
+		return m.snapLocks.Lock(id)
 	}
-	return func() {
-		if exclusive {
-			l.mu.Unlock()
-		} else {
-			l.mu.RUnlock()
-		}
-		m.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(m.snapLocks, id)
-		}
-		m.mu.Unlock()
-	}
+	return m.snapLocks.RLock(id)
 }
 
 func (m *Manager) archiving() bool {

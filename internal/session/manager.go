@@ -218,10 +218,10 @@ type Manager struct {
 	actions     sync.WaitGroup
 	actionSlots chan struct{}
 
-	snapLocks      map[string]*snapLock // a snapshot's volume in use (shared) or moving (exclusive)
-	archiveQ       chan string          // sandboxes whose turns the archiver should look at
-	archivePending map[string]bool      // sandboxes queued in archiveQ
-	dropRecheck    map[string]bool      // sandboxes the archiver looks at again after dropIdle
+	snapLocks      keylock.Locks   // a snapshot's volume in use (shared) or moving (exclusive)
+	archiveQ       chan string     // sandboxes whose turns the archiver should look at
+	archivePending map[string]bool // sandboxes queued in archiveQ
+	dropRecheck    map[string]bool // sandboxes the archiver looks at again after dropIdle
 	// archiveMu orders changes to archive chains (streams recorded, volumes
 	// dropped, links kept or removed); taken after any snapshot lock.
 	archiveMu sync.Mutex
@@ -266,7 +266,6 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 		live:           map[string]*liveSandbox{},
 		running:        map[string]int{},
 		deletes:        make(chan string, 4096),
-		snapLocks:      map[string]*snapLock{},
 		archiveQ:       make(chan string, 1024),
 		archivePending: map[string]bool{},
 		dropRecheck:    map[string]bool{},
