@@ -17,6 +17,7 @@ import (
 // byte-for-byte; a deleted turn stays a link of the chain while later turns
 // need it.
 func TestArchivedTurns(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--archive-after", "8", "--anchor-every", "20")
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)

@@ -12,6 +12,7 @@ import (
 // killed, at its run timeout; with autoResume the next exec resumes it, with
 // its files and processes' state intact.
 func TestAutoPauseResume(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

@@ -14,6 +14,7 @@ import (
 // in every port route, and lifecycle calls on a destroyed sandbox get a
 // clear 4xx, never a 5xx or a silent success.
 func TestLifecycleBadInput(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

@@ -11,6 +11,7 @@ import (
 // TestBaseTemplate builds the real `base` template (debootstrap; cached in
 // WARREN_CACHE_DIR after the first run) and uses it the way an agent would.
 func TestBaseTemplate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}

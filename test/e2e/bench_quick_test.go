@@ -16,6 +16,7 @@ import (
 // every suite reports, and every measured figure has samples. Nothing is
 // asserted about the numbers.
 func TestBenchQuick(t *testing.T) {
+	// Serial: it measures, and its suites start sandboxes at full tilt.
 	bin := filepath.Join(binDir(t), "warren")
 	plot := filepath.Join(t.TempDir(), "bench.svg")
 	cmd := exec.Command(bin, "bench", "--quick", "--suite", "all", "--plot", plot)

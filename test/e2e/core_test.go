@@ -18,6 +18,7 @@ import (
 // template, a sandbox, commands, files, output caps, a SIGKILL of the daemon
 // mid-command, recovery, and a delete that leaves nothing behind.
 func TestCore(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--output-limit", "2097152")
 
 	id := strings.TrimSpace(d.mustCLI("sandbox", "create", "--template", "bb", "--env", "GREETING=from-create", "--env", "OTHER=kept"))
@@ -116,6 +117,7 @@ func TestCore(t *testing.T) {
 // TestBadInput checks that bad requests get a 4xx with a useful message and
 // leave nothing behind.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--max-sandboxes", "2")
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

@@ -26,6 +26,7 @@ const e2bSDKVersion = "2.51.0"
 // the unmodified e2b npm package (test/e2e/e2b/*.test.mjs) against a real
 // daemon with the base template, as a user of E2B would point it at warren.
 func TestE2BSDK(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}

@@ -16,6 +16,7 @@ import (
 // working, and /health says how full the pool is — degraded or unhealthy
 // when nearly full, ok again once the space is freed.
 func TestResourceExhaustion(t *testing.T) {
+	// Serial: it runs a sandbox out of memory, pids and disk, load its neighbours would feel.
 	d := busyboxDaemon(t, "--image-size-gb", "1")
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)

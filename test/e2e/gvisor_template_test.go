@@ -14,6 +14,7 @@ import (
 // in gVisor — E2B creates, CLI creates, forks and its warm pool — and a
 // create asking for another runtime is a 400 naming the one required.
 func TestGVisorTemplateRuntime(t *testing.T) {
+	t.Parallel()
 	// The pool is configured before its template exists: it fills once
 	// the template is built.
 	d := gvisorDaemon(t, "--pool", "strong=1")

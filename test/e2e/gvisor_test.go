@@ -94,6 +94,7 @@ func sh(script string) client.ExecRequest {
 // process, pause and resume, a kill -9 of the daemon, a fork, and a delete
 // that leaves nothing behind.
 func TestGVisorSandbox(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 5*time.Minute)
 	c := d.client()
@@ -245,6 +246,7 @@ func hasRunning(procs []client.ProcessInfo, pid int32) bool {
 // E2B's create (POST /sandboxes with X-API-Key) takes runtime "gvisor";
 // health lists the runtimes; a runtime that does not exist is a 400.
 func TestGVisorE2BCreate(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 2*time.Minute)
 	code, body := d.postAPI(ctx, "/sandboxes", `{"templateID":"bb","timeout":120,"runtime":"gvisor","metadata":{"who":"e2b"}}`)
@@ -285,6 +287,7 @@ func TestGVisorE2BCreate(t *testing.T) {
 
 // --default-runtime gvisor: creates that name no runtime get gVisor.
 func TestGVisorDefaultRuntime(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t, "--default-runtime", "gvisor")
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()
@@ -325,6 +328,7 @@ func TestGVisorDefaultRuntime(t *testing.T) {
 // Without a usable runsc the gvisor runtime is refused with the reason
 // (501), and the native runtime keeps working.
 func TestGVisorUnavailable(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--runsc", "/nonexistent/runsc")
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()
@@ -363,6 +367,7 @@ func TestGVisorUnavailable(t *testing.T) {
 // pause plus resume. Only with WARREN_GVISOR_NUMBERS=1; nothing is
 // asserted on the times.
 func TestGVisorNumbers(t *testing.T) {
+	// Serial: it measures.
 	if os.Getenv("WARREN_GVISOR_NUMBERS") == "" {
 		t.Skip("set WARREN_GVISOR_NUMBERS=1 to measure")
 	}
@@ -438,6 +443,7 @@ func quantiles(ds []time.Duration) map[string]float64 {
 // (the host's OOM killer sees gVisor's kernel as one process), takes only
 // that sandbox: another one keeps answering.
 func TestGVisorIsolation(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)

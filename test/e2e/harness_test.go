@@ -67,6 +67,14 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// Tests call t.Parallel: each daemon has its own data directory (pool, loop
+// device, runsc root, sockets), port and, through networkDaemon, its own
+// fake host for the network (bridge, nftables table, subnet); sandbox ids
+// are random, so their cgroups under the shared parent never collide. Go
+// runs the tests that do not call it first, one at a time, and the parallel
+// ones after them: a test that measures, counts host-wide things or loads
+// the whole machine stays serial and says why.
+
 // newDaemon prepares a daemon on a fresh data directory; the pool it mounts
 // is unmounted when the test ends.
 func newDaemon(t *testing.T, extra ...string) *daemon {
@@ -336,6 +344,7 @@ func waitFor(t *testing.T, limit time.Duration, what string, ok func() bool) {
 // is reported at once, not after the wait for /health, and a daemon whose
 // port another process took is started again on another one.
 func TestHarnessStart(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t, "--no-such-flag")
 	begin := time.Now()
 	err := d.launch()

@@ -18,6 +18,7 @@ import (
 // restores it and a process's in-memory counter carries on from where it
 // was rather than starting again.
 func TestGVisorPauseWithMemory(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()
@@ -89,6 +90,7 @@ func memoryImages(dataDir, id string) []string {
 // hibernated that long (events: retention-expired and destroyed, cause
 // timeout), their images removed; a running sandbox is left alone.
 func TestGVisorHibernatedRetention(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t, "--paused-retention", "5s")
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()

@@ -18,6 +18,7 @@ import (
 // back (the agent re-dials) or is failed with a reason and leaks nothing,
 // and a neighbour keeps working throughout.
 func TestHostileSandboxCutsAgentLink(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 	neighbour, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})

@@ -21,6 +21,7 @@ import (
 // crowd of 10,000 slow and idle connections does not stop the API answering
 // others.
 func TestHostileClients(t *testing.T) {
+	t.Parallel()
 	d, ctx, idA := busyboxSandbox(t, 3*time.Minute)
 	a := d.client()
 	keyB := strings.TrimSpace(lastLine(d.mustCLI("key", "create", "--team", "intruders")))

@@ -26,6 +26,7 @@ import (
 // sandbox: never a server error, never the host's file read, written,
 // moved or removed.
 func TestHostilePathsEverywhere(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 4*time.Minute)
 	c := d.client()
 	sb, err := c.GetSandbox(ctx, id)

@@ -21,6 +21,7 @@ import (
 // file API get 4xx, never 5xx or host content. Killing its own agent (PID
 // 1) gets the sandbox marked failed with the reason, and nothing leaks.
 func TestHostileSandbox(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 	// A secret on the host, at a path the sandbox knows.

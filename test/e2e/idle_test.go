@@ -21,6 +21,7 @@ import (
 // process keeps printing is not; a paused sandbox is killed after
 // --paused-retention; each step is in the events with its cause.
 func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--idle-timeout", "2s", "--paused-retention", "3s")
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
@@ -110,6 +111,7 @@ func TestIdleTimeout(t *testing.T) {
 // route, and raw TCP through the route `warren port-forward` uses — and
 // the same connections kept open but silent do not.
 func TestIdlePortTraffic(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--idle-timeout", "2s", "--idle-action", "pause")
 	c := d.client()
 	ctx := ctxT(t, time.Minute)
@@ -211,6 +213,7 @@ func TestIdlePortTraffic(t *testing.T) {
 // delivers events — and a watch still open on a quiet directory, though
 // its keepalives keep coming, does not; after each, the idle action fires.
 func TestIdleEnvdStreams(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--idle-timeout", "2s", "--idle-action", "pause")
 	c := d.client()
 	ctx := ctxT(t, time.Minute)

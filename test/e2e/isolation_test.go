@@ -13,6 +13,7 @@ import (
 // real daemon and agent. Every probe must fail. (The runtime's own suite in
 // internal/runtime/native runs a wider set against bare libcontainer.)
 func TestIsolation(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)

@@ -15,6 +15,7 @@ import (
 // need the sandbox get 409 while it is paused; pausing twice is 409; the
 // run timeout does not tick while paused; it survives a daemon restart.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
@@ -125,6 +126,7 @@ func TestPauseResume(t *testing.T) {
 // The windows are wide (the host is shared): the test checks the order of
 // events around the end, not the precision of the clock.
 func TestRunTimeout(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
@@ -213,6 +215,7 @@ func TestRunTimeout(t *testing.T) {
 // A command the run timeout cuts short says so: 404 (the sandbox is gone)
 // with the reason, waiting or streaming, not the agent connection's error.
 func TestExecCutByTimeout(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, time.Minute)

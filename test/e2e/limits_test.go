@@ -12,6 +12,7 @@ import (
 // TestUpdateLimits changes a running sandbox's memory and pids limits in
 // place and reads them from inside; bad values are refused.
 func TestUpdateLimits(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, time.Minute)
@@ -59,6 +60,7 @@ func TestUpdateLimits(t *testing.T) {
 // below what the sandbox holds, which is refused) writes fail with EDQUOT
 // inside.
 func TestUpdateDiskQuota(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

@@ -22,6 +22,7 @@ import (
 // filters, E2B's two shapes, `warren logs` and its follow mode, a daemon
 // kill -9 (nothing lost, nothing repeated), bad input, and removal.
 func TestSandboxLogs(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 

@@ -24,6 +24,7 @@ const mcpSDKVersion = "1.32.2"
 // over stdio and the daemon's /mcp over Streamable HTTP, as an MCP host
 // other than our own Go client would.
 func TestMCPNode(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	dir, err := filepath.Abs("mcp")
 	if err != nil {

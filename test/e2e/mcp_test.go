@@ -24,6 +24,7 @@ var mcpTools = []string{"apply_patch", "bash", "diff", "edit", "fork", "glob", "
 // TestMCPStdio drives `warren mcp` as an MCP client would: a subprocess
 // spoken to over stdio with the official Go SDK's client.
 func TestMCPStdio(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	ctx := ctxT(t, 5*time.Minute)
 
@@ -56,6 +57,7 @@ func TestMCPStdio(t *testing.T) {
 // TestMCPHTTP drives the daemon's /mcp endpoint with the API key sent as a
 // bearer token, as MCP clients do.
 func TestMCPHTTP(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	endpoint := "http://" + d.addr + "/mcp"

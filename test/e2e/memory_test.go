@@ -51,6 +51,7 @@ func counterPast(t *testing.T, ctx context.Context, c *client.Client, id string,
 // snapshot brings the counter back to it. Native sandboxes refuse memory
 // snapshots and hibernation with 400. Nothing is left behind.
 func TestGVisorMemorySnapshots(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 5*time.Minute)
 	c := d.client()
@@ -239,6 +240,7 @@ func TestGVisorMemorySnapshots(t *testing.T) {
 // The native runtime cannot save memory: asking is a 400 that says so, and
 // the sandbox carries on.
 func TestNativeRefusesMemory(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 2*time.Minute)
 	c := d.client()
 	if det, err := c.GetSandbox(ctx, id); err != nil || det.MemorySnapshot {
@@ -309,6 +311,7 @@ func hasEvent(ev []client.SandboxEvent, kind string) bool {
 // and restarted, and the counter goes on after resume; three forks with
 // memory go on counting, each on its own.
 func TestGVisorPythonCounter(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}
@@ -383,6 +386,7 @@ while True:
 // one, which cannot be, is paused); a call to a hibernated sandbox with
 // autoResume wakes it with its processes.
 func TestIdleHibernate(t *testing.T) {
+	t.Parallel()
 	d := gvisorDaemon(t, "--idle-timeout", "2s", "--idle-action", "hibernate")
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

@@ -16,6 +16,7 @@ import (
 // daemon: a sandbox that burns CPU and holds memory shows both in its
 // samples, health reports the pool, and /metrics is admin-only.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
@@ -151,6 +152,7 @@ func TestMetrics(t *testing.T) {
 // TestMetricsPublic: with --metrics-public, /metrics needs no key and
 // names no sandbox.
 func TestMetricsPublic(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t, "--metrics-public")
 	d.start()
 	prom := httpGet(t, d, "/metrics", "", 200)
@@ -182,6 +184,7 @@ func httpGet(t *testing.T, d *daemon, path, key string, want int) string {
 // and a sandbox that fails is among the last errors — listed (with its id)
 // to an admin key and by `warren health`, only counted for anyone else.
 func TestHealthInFlightAndErrors(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

@@ -169,6 +169,7 @@ func waitNetEvent(t *testing.T, c *client.Client, ctx context.Context, id, what 
 // updates that cut denied connections, the audit, a daemon kill -9, and
 // nothing left behind.
 func TestNetwork(t *testing.T) {
+	t.Parallel()
 	d, in, runDir := networkDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 8*time.Minute)
@@ -477,6 +478,7 @@ if (step === 'create') {
 
 // TestNetworkE2BSDK checks E2B's network options through the real e2b SDK.
 func TestNetworkE2BSDK(t *testing.T) {
+	t.Parallel()
 	node := requireNode(t)
 	dir, err := filepath.Abs("e2b")
 	if err != nil {
@@ -532,6 +534,7 @@ func TestNetworkE2BSDK(t *testing.T) {
 // its policy; a plain create never does; a restart removes the unclaimed
 // ones' networks.
 func TestNetworkPool(t *testing.T) {
+	t.Parallel()
 	d, in, runDir := networkDaemon(t, "--network-pool", "bb=1")
 	c := d.client()
 	ctx := ctxT(t, 4*time.Minute)
@@ -604,6 +607,7 @@ func TestNetworkPool(t *testing.T) {
 // network made on its host: the sandboxes' namespaces and veths, the
 // nftables table and the bridge.
 func TestNetworkTeardown(t *testing.T) {
+	t.Parallel()
 	d, in, runDir := networkDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
@@ -661,6 +665,7 @@ func warrenOnHost(t *testing.T, in *fakenet.Internet) (bridge, table bool) {
 // still hold after the sandbox is hibernated and woken, and in a fork that
 // carries on with its memory.
 func TestNetworkGVisor(t *testing.T) {
+	t.Parallel()
 	runsc := requireRunsc(t)
 	d, _, runDir := networkDaemon(t, "--runsc", runsc)
 	c := d.client()
@@ -775,6 +780,7 @@ func TestNetworkGVisor(t *testing.T) {
 // always-denied ranges stay shut. The permit is configuration: a restart
 // without it shuts the range again.
 func TestNetworkPermit(t *testing.T) {
+	t.Parallel()
 	d, _, _ := networkDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
@@ -832,6 +838,7 @@ func TestNetworkPermit(t *testing.T) {
 // some denied for each reason, and checks that the audit holds exactly one
 // event per attempt, with its verdict and reason.
 func TestNetworkAudit(t *testing.T) {
+	t.Parallel()
 	d, _, _ := networkDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
@@ -909,6 +916,7 @@ func TestNetworkAudit(t *testing.T) {
 // live update that shuts it further) and on one with no network, and the
 // traffic is no egress attempt (no audit event).
 func TestNetworkPorts(t *testing.T) {
+	t.Parallel()
 	d, _, _ := networkDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)

@@ -14,6 +14,7 @@ import (
 // given (warren's and E2B's create, /timeout, /resume and /connect, fork,
 // the CLI), changes nothing when it refuses, and takes nonzero timeouts.
 func TestNoTimeoutRefused(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--allow-no-timeout=false")
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()

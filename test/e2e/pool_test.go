@@ -12,6 +12,7 @@ import (
 // are served from it, it refills, and a create with its own env vars,
 // limits and disk quota is served from it too, with all three applied.
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--pool", "bb=3")
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

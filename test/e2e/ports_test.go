@@ -42,6 +42,7 @@ printf 'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n
 // the daemon: E2B's header and Host routing, a WebSocket-style upgrade, the
 // error statuses, and `warren port-forward`.
 func TestPorts(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()

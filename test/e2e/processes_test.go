@@ -30,6 +30,7 @@ func consecutive(t *testing.T, what, out string) int {
 // with a tag, attach, detach, replay, a daemon kill -9 while the process
 // prints, signals, stdin, and the error statuses.
 func TestBackgroundProcesses(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 

@@ -34,6 +34,7 @@ func initPID(t *testing.T, dataDir, id string) int {
 // daemon makes of it: live sandboxes reattached, dead ones failed with a
 // reason, orphans removed.
 func TestRestartReconciles(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()

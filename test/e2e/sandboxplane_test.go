@@ -18,6 +18,7 @@ import (
 // installed here) and plain HTTP clients use them: create and connect on
 // the v1 paths, the key shape, and who may use a sandbox's envd API.
 func TestSandboxPlane(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t, "--max-upload-mb", "1")
 	ctx := ctxT(t, 3*time.Minute)
 	base := "http://" + d.addr

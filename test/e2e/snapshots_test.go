@@ -63,6 +63,7 @@ func snapshotSandbox(t *testing.T, timeout time.Duration, args ...string) (d *da
 // TestSnapshotsAgentLoop runs 200 agent turns with a snapshot each, then
 // rolls back and forward, forks, diffs, promotes and hits a quota.
 func TestSnapshotsAgentLoop(t *testing.T) {
+	t.Parallel()
 	d, ctx, sbID, run := snapshotSandbox(t, 10*time.Minute, "--max-turns", "250")
 	c, sb := d.client(), client.Sandbox{SandboxID: sbID}
 
@@ -213,6 +214,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 
 // TestSnapshotBadInput checks the 4xx answers of the snapshot API.
 func TestSnapshotBadInput(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
@@ -314,6 +316,7 @@ func TestSnapshotBadInput(t *testing.T) {
 // 10 and checks that afterwards every sandbox and snapshot is whole and
 // recorded, or gone.
 func TestForkSurvivesDaemonKill(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
@@ -413,6 +416,7 @@ func waitNoScratch(t *testing.T, dataDir string) {
 // fork and a size query at once, then rolls back to the turn and checks
 // the tree; the last rounds delete the turn, or the whole sandbox, at once.
 func TestTurnUsableAtOnce(t *testing.T) {
+	t.Parallel()
 	d, ctx, sbID, run := snapshotSandbox(t, 5*time.Minute)
 	c, sb := d.client(), client.Sandbox{SandboxID: sbID}
 	prev, err := c.Turn(ctx, sb.SandboxID)
@@ -526,6 +530,7 @@ func TestTurnUsableAtOnce(t *testing.T) {
 // A stopped sandbox keeps its tree: it can be snapshotted (no freeze: no
 // processes), diffed against and forked, though it runs no more.
 func TestStoppedSandboxKeepsTree(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 2*time.Minute)
 	c := d.client()
 	if _, err := c.ExecWait(ctx, id, sh("echo kept > /workspace/result")); err != nil {
@@ -595,6 +600,7 @@ func TestStoppedSandboxKeepsTree(t *testing.T) {
 // A command cut short by a forced rollback says so, waiting or streaming;
 // an unforced rollback is refused while it runs.
 func TestExecCutByRollback(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 2*time.Minute)
 	c := d.client()
 	snap, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Name: "s"})

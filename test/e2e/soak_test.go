@@ -114,6 +114,7 @@ func soakAgent(ctx context.Context, c *client.Client, n int, errs chan<- error, 
 // every sandbox is gone it holds no file of one and runs as many
 // goroutines as before.
 func TestTortureSoak(t *testing.T) {
+	// Serial: its slopes (RSS, goroutines, files) must be the daemon's own, not a neighbour's load.
 	clients, dur := soakScale()
 	// The profiler's memory statistics split the daemon's RSS into what
 	// Go's runtime holds and the rest (SQLite's page caches, which the

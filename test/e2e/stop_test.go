@@ -14,6 +14,7 @@ import (
 // escalates to SIGKILL for one that ignores it; a stopped sandbox keeps its
 // filesystem across a daemon restart until it is deleted.
 func TestStop(t *testing.T) {
+	t.Parallel()
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)

@@ -14,6 +14,7 @@ import (
 // TestTemplateCLI builds a template from a rootfs tarball with the CLI,
 // lists it, runs a sandbox from it and removes it.
 func TestTemplateCLI(t *testing.T) {
+	t.Parallel()
 	d := newDaemon(t)
 	d.start()
 	// A rootfs directory: busybox plus a marker file, tarred up.

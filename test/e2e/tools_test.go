@@ -26,6 +26,7 @@ func toolParamsOf(t *testing.T, v map[string]any) json.RawMessage {
 // results, bad calls as 4xx, streaming, per-call snapshots, the call
 // records, the sandbox log, and the CLI.
 func TestTools(t *testing.T) {
+	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 

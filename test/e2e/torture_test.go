@@ -263,6 +263,7 @@ type tortureHost struct {
 // conntrack entry from a sandbox's address) that no live record names. At the end everything is deleted and nothing is
 // left at all.
 func TestTortureCrashConsistency(t *testing.T) {
+	// Serial: it counts the host's mounts, loop devices and cgroups before and after.
 	clients, kills := tortureScale()
 	nd, in, runDir := networkDaemon(t, "--max-sandboxes", strconv.Itoa(clients*4+20), "--default-timeout", "0")
 	d := tortureHost{daemon: nd, in: in, runDir: runDir}

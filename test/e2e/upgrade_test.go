@@ -31,6 +31,7 @@ var releaseBinaries = []string{"warren", "warren-agent", "warren-gvisor-init"}
 // it — the sandbox (still served by the old release's agent), its
 // snapshots, a rollback, a fork and a new sandbox.
 func TestUpgrade(t *testing.T) {
+	t.Parallel()
 	oldBin := previousRelease(t)
 	d := newDaemon(t)
 	newBin := d.bin
