@@ -111,7 +111,8 @@ func TestIdleTimeout(t *testing.T) {
 // route, and raw TCP through the route `warren port-forward` uses — and
 // the same connections kept open but silent do not.
 func TestIdlePortTraffic(t *testing.T) {
-	t.Parallel()
+	// Serial: traffic every 250-500 ms must beat a 2 s idle timeout; on a loaded
+	// machine a busy neighbour made a ping take longer than that once.
 	d := busyboxDaemon(t, "--idle-timeout", "2s", "--idle-action", "pause")
 	c := d.client()
 	ctx := ctxT(t, time.Minute)
@@ -213,7 +214,8 @@ func TestIdlePortTraffic(t *testing.T) {
 // delivers events — and a watch still open on a quiet directory, though
 // its keepalives keep coming, does not; after each, the idle action fires.
 func TestIdleEnvdStreams(t *testing.T) {
-	t.Parallel()
+	// Serial: traffic every 250-500 ms must beat a 2 s idle timeout; on a loaded
+	// machine a busy neighbour made a ping take longer than that once.
 	d := busyboxDaemon(t, "--idle-timeout", "2s", "--idle-action", "pause")
 	c := d.client()
 	ctx := ctxT(t, time.Minute)
