@@ -25,7 +25,7 @@ AGENT_UNIT_PKGS  = $(filter-out $(shell cd agent && $(GO) list $(AGENT_RACE_PKGS
 # What the privileged tests are told: where the binaries, the cache and runsc are.
 ROOT_TEST_ENV    = WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC)
 # Fuzzing: each target's time in make test, and in make fuzz.
-TEST_FUZZTIME ?= 60s
+TEST_FUZZTIME ?= 20s
 FUZZTIME      ?= 5m
 # The E2B compatibility suite runs the real `e2b` npm package (pinned in its package.json).
 E2B_DIR     := test/e2e/e2b
