@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/mountinfo"
 	"github.com/warrenhq/warren/internal/network"
@@ -101,25 +99,10 @@ func teardownNetwork(ctx context.Context, cfg config.Config, log *slog.Logger) e
 		// Its namespace is gone (a test's fake host) or unusable: what is
 		// left here are the sandboxes' namespace mounts.
 		log.Warn("the network's namespace cannot be opened; unmounting the sandboxes' namespaces only", "err", err)
-		return unmountUnder(runDir)
+		return mountinfo.DetachUnder(runDir, false)
 	}
 	if err := m.Uninstall(ctx); err != nil {
 		return fmt.Errorf("remove sandbox networks: %w", err)
 	}
 	return os.Remove(filepath.Join(runDir, "options.json"))
-}
-
-// unmountUnder unmounts every mount at or below dir, deepest first.
-func unmountUnder(dir string) error {
-	mounts, err := mountinfo.Under(dir)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", mounts[i], err))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -4,11 +4,15 @@ package mountinfo
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Mount is the part of one mountinfo line warren needs.
@@ -114,4 +118,34 @@ func unescape(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// DetachUnder lazily unmounts every mount below dir, and dir itself unless
+// keepTop, deepest first. A read of mountinfo while other mounts change
+// can miss a line (the kernel's seq_file restarts), so it reads again
+// until nothing is left, a few passes at most.
+func DetachUnder(dir string, keepTop bool) error {
+	dir = filepath.Clean(dir)
+	for pass := 0; ; pass++ {
+		mounts, err := Under(dir)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		left := 0
+		// Deepest first: a longer mount point can sit on a shorter one.
+		sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
+		for _, mp := range mounts {
+			if keepTop && mp == dir {
+				continue // the top may be a mount of its own (a backend's business)
+			}
+			left++
+			if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
+			}
+		}
+		if left == 0 || len(errs) > 0 || pass == 4 {
+			return errors.Join(errs...)
+		}
+	}
 }

@@ -243,19 +243,7 @@ func (in *Internet) Close() error {
 // UnmountUnder unmounts every mount at or below dir, deepest first (a
 // network run directory a daemon under test left: its namespace mounts and
 // the shared mount of the directory itself).
-func UnmountUnder(dir string) error {
-	mounts, err := mountinfo.Under(dir)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", mounts[i], err))
-		}
-	}
-	return errors.Join(errs...)
-}
+func UnmountUnder(dir string) error { return mountinfo.DetachUnder(dir, false) }
 
 // CreateNS makes a network namespace and bind-mounts it at path (which must
 // not exist).
