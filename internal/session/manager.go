@@ -287,57 +287,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		req.DiskBytes = m.cfg.DefaultDisk
 	}
 	now := m.cfg.Now().UTC()
-	rec := store.Sandbox{
-		ID:            ids.New(20),
-		Team:          req.Team,
-		Template:      req.Template,
-		Runtime:       m.cfg.RuntimeName,
-		State:         StateCreating,
-		Metadata:      req.Metadata,
-		Env:           req.Env,
-		MemoryBytes:   limits.MemoryBytes,
-		CPUMillis:     limits.CPUMillis,
-		Pids:          limits.Pids,
-		QuotaBytes:    req.DiskBytes,
-		AutoPause:     req.AutoPause,
-		AutoResume:    req.AutoResume,
-		PublicPorts:   req.PublicPorts,
-		ToolSnapshots: req.ToolSnapshots,
-		Network:       storedPolicy(req.Network),
-		CreatedAt:     now,
-		UpdatedAt:     now,
-		StartedAt:     now,
-	}
-	rec.Family = rec.ID
-	if req.Runtime != "" {
-		rec.Runtime = req.Runtime
-	}
+	rec := m.newRecord(req, limits, now)
 	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes, Network: req.Network}
 	if snap, err := m.snapshotAsSource(ctx, req.Team, req.Template); err != nil {
 		return store.Sandbox{}, err
 	} else if snap != nil {
-		rec.Template = snap.Template
-		rec.Family = snap.Family
-		rec.ForkedFrom = snap.ID
-		rec.ParentSandbox = snap.SandboxID
-		rec.Head = snap.ID
-		spec.Template, spec.Snapshot = snap.Template, snap.ID
-		if parent, err := m.store.GetSandbox(ctx, snap.SandboxID); err == nil && req.Runtime == "" && parent.Runtime != "" {
-			rec.Runtime = parent.Runtime // a fork keeps its parent's runtime
-		}
-		if snap.MemoryBytes > 0 && !req.FilesOnly {
-			rt, ok := m.host.MemoryImage(snap.ID)
-			if !ok {
-				return store.Sandbox{}, fmt.Errorf("snapshot %s's memory image is missing; start from its files only (filesOnly): %w", snap.ID, errdefs.ErrNotFound)
-			}
-			if rt != "" {
-				// Only the runtime that saved the memory can restore it.
-				if req.Runtime != "" && req.Runtime != rt {
-					return store.Sandbox{}, fmt.Errorf("snapshot %s holds memory saved by the %s runtime, which alone can restore it; drop runtime %q or ask for filesOnly: %w", snap.ID, rt, req.Runtime, errdefs.ErrInvalid)
-				}
-				rec.Runtime = rt
-			}
-			spec.MemoryFrom = snap.ID
+		if err := m.forkFrom(ctx, req, *snap, &rec, &spec); err != nil {
+			return store.Sandbox{}, err
 		}
 	}
 	tmpl, err := m.templateOf(ctx, rec.Template)
@@ -394,10 +350,86 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 		m.fail(bg, rec.ID, err.Error())
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
+	if err := m.started(ctx, rec, spec, sb); err != nil {
+		return store.Sandbox{}, err
+	}
+	rec.State = StateRunning
+	return rec, nil
+}
+
+// newRecord is the record of a sandbox a create asks for, before its
+// source (template or snapshot) and runtime are settled.
+func (m *Manager) newRecord(req CreateRequest, limits runtime.Limits, now time.Time) store.Sandbox {
+	rec := store.Sandbox{
+		ID:            ids.New(20),
+		Team:          req.Team,
+		Template:      req.Template,
+		Runtime:       m.cfg.RuntimeName,
+		State:         StateCreating,
+		Metadata:      req.Metadata,
+		Env:           req.Env,
+		MemoryBytes:   limits.MemoryBytes,
+		CPUMillis:     limits.CPUMillis,
+		Pids:          limits.Pids,
+		QuotaBytes:    req.DiskBytes,
+		AutoPause:     req.AutoPause,
+		AutoResume:    req.AutoResume,
+		PublicPorts:   req.PublicPorts,
+		ToolSnapshots: req.ToolSnapshots,
+		Network:       storedPolicy(req.Network),
+		CreatedAt:     now,
+		UpdatedAt:     now,
+		StartedAt:     now,
+	}
+	rec.Family = rec.ID
+	if req.Runtime != "" {
+		rec.Runtime = req.Runtime
+	}
+	rec.Family = rec.ID
+	if req.Runtime != "" {
+		rec.Runtime = req.Runtime
+	}
+	return rec
+}
+
+// forkFrom makes a create start from one of the team's snapshots: the
+// record joins the snapshot's family and keeps its parent's runtime, and a
+// snapshot with memory restores its processes (on the runtime that saved
+// them) unless the request asks for its files only.
+func (m *Manager) forkFrom(ctx context.Context, req CreateRequest, snap store.Snapshot, rec *store.Sandbox, spec *sandbox.Spec) error {
+	rec.Template = snap.Template
+	rec.Family = snap.Family
+	rec.ForkedFrom = snap.ID
+	rec.ParentSandbox = snap.SandboxID
+	rec.Head = snap.ID
+	spec.Template, spec.Snapshot = snap.Template, snap.ID
+	if parent, err := m.store.GetSandbox(ctx, snap.SandboxID); err == nil && req.Runtime == "" && parent.Runtime != "" {
+		rec.Runtime = parent.Runtime // a fork keeps its parent's runtime
+	}
+	if snap.MemoryBytes > 0 && !req.FilesOnly {
+		rt, ok := m.host.MemoryImage(snap.ID)
+		if !ok {
+			return fmt.Errorf("snapshot %s's memory image is missing; start from its files only (filesOnly): %w", snap.ID, errdefs.ErrNotFound)
+		}
+		if rt != "" {
+			// Only the runtime that saved the memory can restore it.
+			if req.Runtime != "" && req.Runtime != rt {
+				return fmt.Errorf("snapshot %s holds memory saved by the %s runtime, which alone can restore it; drop runtime %q or ask for filesOnly: %w", snap.ID, rt, req.Runtime, errdefs.ErrInvalid)
+			}
+			rec.Runtime = rt
+		}
+		spec.MemoryFrom = snap.ID
+	}
+	return nil
+}
+
+// started records a created sandbox as running and live, with its event
+// and lineage edge; if the record cannot be updated the sandbox goes.
+func (m *Manager) started(ctx context.Context, rec store.Sandbox, spec sandbox.Spec, sb *sandbox.Sandbox) error {
 	if err := m.store.UpdateSandboxState(ctx, rec.ID, []store.SandboxState{StateCreating}, StateRunning, ""); err != nil {
 		_ = m.host.Destroy(context.WithoutCancel(ctx), rec.ID, sb.Agent)
 		m.fail(context.WithoutCancel(ctx), rec.ID, "record update failed: "+err.Error())
-		return store.Sandbox{}, err
+		return err
 	}
 	m.mu.Lock()
 	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now()}
@@ -415,8 +447,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (store.Sandbox,
 	} else {
 		m.edge(context.WithoutCancel(ctx), rec.Family, EdgeCreatedFrom, rec.ID, rec.Template)
 	}
-	rec.State = StateRunning
-	return rec, nil
+	return nil
 }
 
 // templateOf returns the record of the template a sandbox is made from; a
