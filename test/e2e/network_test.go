@@ -20,9 +20,6 @@ import (
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
-// networkSubnet is the sandboxes' subnet of networkDaemon's daemons.
-const networkSubnet = "10.88.0.0/24"
-
 // networkDaemon starts a daemon whose sandbox network lives on a fake host
 // (internal/network/fakenet): its bridge, rules and resolver are made in a
 // throwaway namespace whose only way out is a fake internet of test
@@ -52,7 +49,7 @@ func networkDaemon(t *testing.T, extra ...string) (*daemon, *fakenet.Internet, s
 		"--network-uplink", fakenet.UplinkName,
 		"--network-dns", fakenet.UpstreamDNS,
 		"--network-run-dir", runDir,
-		"--network-subnet", networkSubnet,
+		"--network-subnet", "10.88.0.0/24",
 	}, extra...)
 	d := busyboxDaemon(t, args...)
 	return d, in, runDir

@@ -475,11 +475,15 @@ type Counts struct {
 // chains and sets sb_*, the map "sandboxes".
 func (in *Internet) Count(runDir string) (Counts, error) {
 	var c Counts
-	h, nl, err := in.hostNetlink()
+	h, err := netns.GetFromPath(in.HostNS)
 	if err != nil {
 		return c, err
 	}
 	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		return c, err
+	}
 	defer nl.Close()
 	links, err := nl.LinkList()
 	if err != nil {

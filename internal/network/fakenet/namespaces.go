@@ -22,16 +22,20 @@ import (
 // after its last user has let go: poll for a while before calling a count
 // a leak.
 func (in *Internet) PeerNamespaces() (int, error) {
-	h, nl, err := in.hostNetlink()
+	h, err := netns.GetFromPath(in.HostNS)
 	if err != nil {
 		return 0, err
 	}
 	defer h.Close()
-	defer nl.Close()
 	ids, err := nsids(h)
 	if err != nil {
 		return 0, err
 	}
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		return 0, err
+	}
+	defer nl.Close()
 	in.mu.Lock()
 	own := append([]string{}, in.ns...)
 	in.mu.Unlock()
