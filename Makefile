@@ -133,7 +133,7 @@ test: build vet e2b-deps runsc test-unit
 	@test "$$(id -u)" = 0 || { echo "make test needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
 	cd agent && $(GO) test $(TEST_FLAGS) ./...
-	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 -parallel 4 ./...
+	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 -parallel 1 ./...
 	FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
 # The tests that need no root (-short skips the privileged ones, testutil.RequireRoot), in api/, agent/ and
@@ -149,7 +149,7 @@ test-unit:
 test-e2e: build e2b-deps runsc
 	@test "$$(id -u)" = 0 || { echo "make test-e2e needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
-	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -parallel 4 ./test/e2e/
+	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -parallel 1 ./test/e2e/
 
 # Every fuzz target for FUZZTIME each (make test runs them for TEST_FUZZTIME).
 fuzz:
