@@ -127,8 +127,9 @@ vet: $(STATICCHECK)
 
 # Everything: the unit tests (make test-unit), then as root the agent's and the main module's
 # privileged tests (btrfs, the runtimes, namespaces, cgroups; the unit tests run again beside them, without
-# -race) and test/e2e (what make test-e2e runs) in one go test, two packages at a time and four parallel tests
-# of a package at a time (test/e2e's mostly wait on their daemons), then the fuzzers.
+# -race) and test/e2e (what make test-e2e runs) in one go test, two packages at a time; test/e2e's tests one
+# at a time (-parallel 1: their daemons share the warren cgroup parent, which a teardown may remove), then the
+# fuzzers.
 test: build vet e2b-deps runsc test-unit
 	@test "$$(id -u)" = 0 || { echo "make test needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
