@@ -49,7 +49,6 @@ var allowed = map[string]string{
 	// through closures; a frozenSnapshot type would hold it, checked by
 	// the snapshot e2e tests.
 	"internal/sandbox.Host.Snapshot": "split with Host",
-	"internal/network.Manager":       "split by job (addresses, rules, namespaces, audit, resolver) not done in this pass",
 	// A wide API client wants services (c.Sandboxes.Create, go-github's
 	// way); that changes every caller (the CLI, bench, e2e): a change of
 	// its own.

@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/netlink"
@@ -305,20 +307,57 @@ func (ev *events) forget(id string) {
 	ev.mu.Unlock()
 }
 
-// readAudit turns NFLOG records into events until the socket is closed.
-func (m *Manager) readAudit() {
-	defer m.wg.Done()
+// audit turns the NFLOG records of the ruleset's log rules into events,
+// attributed to sandboxes by their source address, on a goroutine of its
+// own from startAudit until close.
+type audit struct {
+	nflog   *nflog
+	events  *events
+	sources attributor
+	log     *slog.Logger
+	done    chan struct{}
+	closing atomic.Bool
+}
+
+// attributor names the sandbox an address belongs to (the registry).
+type attributor interface {
+	attribute(src, dst netip.Addr) (id, domain string)
+}
+
+// startAudit subscribes to NFLOG group in the namespace netnsFD and starts
+// reading.
+func startAudit(netnsFD int, group uint16, ev *events, sources attributor, log *slog.Logger) (*audit, error) {
+	l, err := openNFLOG(netnsFD, group)
+	if err != nil {
+		return nil, err
+	}
+	a := &audit{nflog: l, events: ev, sources: sources, log: log, done: make(chan struct{})}
+	go a.read()
+	return a, nil
+}
+
+// close stops the reading and waits for it to end.
+func (a *audit) close() error {
+	a.closing.Store(true)
+	err := a.nflog.close()
+	<-a.done
+	return err
+}
+
+// read turns NFLOG records into events until the socket is closed.
+func (a *audit) read() {
+	defer close(a.done)
 	for {
-		msgs, err := m.nflog.conn.Receive()
+		msgs, err := a.nflog.conn.Receive()
 		if err != nil {
 			if errors.Is(err, unix.ENOBUFS) {
-				m.log.Warn("network audit: the kernel dropped log records (socket buffer full)")
+				a.log.Warn("network audit: the kernel dropped log records (socket buffer full)")
 				continue
 			}
-			if m.closing.Load() {
+			if a.closing.Load() {
 				return
 			}
-			m.log.Error("network audit: read failed; the audit stops", "err", err)
+			a.log.Error("network audit: read failed; the audit stops", "err", err)
 			return
 		}
 		for _, msg := range msgs {
@@ -326,12 +365,12 @@ func (m *Manager) readAudit() {
 			if !ok {
 				continue
 			}
-			id, domain := m.attribute(r.src, r.dst)
+			id, domain := a.sources.attribute(r.src, r.dst)
 			if id == "" {
-				m.log.Debug("network audit: attempt from an address no sandbox has", "src", r.src, "dst", r.dst, "verdict", r.verdict)
+				a.log.Debug("network audit: attempt from an address no sandbox has", "src", r.src, "dst", r.dst, "verdict", r.verdict)
 				continue
 			}
-			m.events.record(Event{
+			a.events.record(Event{
 				Time: r.time, SandboxID: id, Verdict: r.verdict, Reason: r.reason,
 				Protocol: r.proto, Dst: r.dst, Port: r.port, Domain: domain,
 			})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -29,7 +28,7 @@ func (f flowFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
 }
 
 // cut ends the connections of the sandbox at addr that its policy now
-// denies. Deleting the conntrack entry is what enforces it: the next packet
+// denies (policyDenies; the resolver on the gateway is never cut). Deleting the conntrack entry is what enforces it: the next packet
 // either way is no longer "established", so the sandbox's is judged by the
 // new rules and answered with a reset, and the remote side's no longer
 // matches the NAT mapping. Destroying the sandbox's socket (SOCK_DESTROY,
@@ -37,19 +36,15 @@ func (f flowFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
 // program that is only reading: it gets ECONNABORTED instead of waiting on
 // a peer whose packets no longer arrive. Runtimes whose sockets are not
 // kernel sockets (gVisor's netstack) get the first half only.
-func (m *Manager) cut(ctx context.Context, addr netip.Addr, nsPath string) error {
-	now := time.Now()
+func (h *hostNet) cut(ctx context.Context, addr netip.Addr, nsPath string, policyDenies func(netip.Addr) bool) error {
 	denied := func(dst netip.Addr) bool {
-		if dst == m.gateway {
+		if dst == h.gateway {
 			return false // the resolver
 		}
-		m.mu.RLock()
-		defer m.mu.RUnlock()
-		sb := m.byAddr[addr]
-		return sb != nil && !m.allows(sb, dst, now)
+		return policyDenies(dst)
 	}
 	var errs []error
-	n, err := m.nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, flowFilter{src: addr, drop: denied})
+	n, err := h.nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, flowFilter{src: addr, drop: denied})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("delete conntrack entries: %w", err))
 	}
@@ -58,7 +53,7 @@ func (m *Manager) cut(ctx context.Context, addr netip.Addr, nsPath string) error
 		errs = append(errs, err)
 	}
 	if n > 0 || killed > 0 {
-		m.log.Debug("network: cut connections the new policy denies", "address", addr, "conntrack_entries", n, "sockets", killed)
+		h.log.Debug("network: cut connections the new policy denies", "address", addr, "conntrack_entries", n, "sockets", killed)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("network: cut denied connections of %s: %w", addr, err)
@@ -107,12 +102,12 @@ func destroySockets(nsPath string, addr netip.Addr, denied func(netip.Addr) bool
 // forgetFlows deletes every conntrack entry opened from the addresses of
 // sandboxes being removed, so that the next owner of an address inherits
 // none.
-func (m *Manager) forgetFlows(addrs ...netip.Addr) error {
+func (h *hostNet) forgetFlows(addrs ...netip.Addr) error {
 	set := map[netip.Addr]bool{}
 	for _, a := range addrs {
 		set[a] = true
 	}
-	_, err := m.nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, srcFilter(set))
+	_, err := h.nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, srcFilter(set))
 	if err != nil {
 		return fmt.Errorf("delete conntrack entries of %v: %w", addrs, err)
 	}

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/vishvananda/netns"
 )
 
 // forwardingFile records the interfaces whose forwarding warren switched on,
@@ -19,13 +22,23 @@ type forwardingRecord struct {
 	Changed map[string]string `json:"changed"`
 }
 
+// forwarder switches IPv4 forwarding on for the bridge and the uplink and
+// back off, keeping the record in RunDir.
+type forwarder struct {
+	runDir string
+	ns     netns.NsHandle // the host namespace, whose sysctls these are
+	bridge string
+	uplink string
+	log    *slog.Logger
+}
+
 func forwardingSysctl(iface string) string {
 	return "net/ipv4/conf/" + iface + "/forwarding"
 }
 
-func (m *Manager) loadForwarding() (forwardingRecord, error) {
+func (f *forwarder) load() (forwardingRecord, error) {
 	rec := forwardingRecord{Changed: map[string]string{}}
-	b, err := os.ReadFile(filepath.Join(m.opts.RunDir, forwardingFile))
+	b, err := os.ReadFile(filepath.Join(f.runDir, forwardingFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return rec, nil
 	}
@@ -41,8 +54,8 @@ func (m *Manager) loadForwarding() (forwardingRecord, error) {
 	return rec, nil
 }
 
-func (m *Manager) saveForwarding(rec forwardingRecord) error {
-	path := filepath.Join(m.opts.RunDir, forwardingFile)
+func (f *forwarder) save(rec forwardingRecord) error {
+	path := filepath.Join(f.runDir, forwardingFile)
 	if len(rec.Changed) == 0 {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -60,42 +73,42 @@ func (m *Manager) saveForwarding(rec forwardingRecord) error {
 	return os.Rename(tmp, path)
 }
 
-// uplinkForwardingIsOurs reports whether forwarding on the uplink is, or is
+// uplinkIsOurs reports whether forwarding on the uplink is, or is
 // about to be, warren's doing: it is off now, or an earlier run recorded
 // turning it on.
-func (m *Manager) uplinkForwardingIsOurs() (bool, error) {
-	rec, err := m.loadForwarding()
+func (f *forwarder) uplinkIsOurs() (bool, error) {
+	rec, err := f.load()
 	if err != nil {
 		return false, err
 	}
-	if _, ok := rec.Changed[m.uplink]; ok {
+	if _, ok := rec.Changed[f.uplink]; ok {
 		return true, nil
 	}
 	var cur string
-	err = inNetNS(m.hostNS, func() (err error) {
-		cur, err = readSysctl(forwardingSysctl(m.uplink))
+	err = inNetNS(f.ns, func() (err error) {
+		cur, err = readSysctl(forwardingSysctl(f.uplink))
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("network: read forwarding of %s: %w", m.uplink, err)
+		return false, fmt.Errorf("network: read forwarding of %s: %w", f.uplink, err)
 	}
 	return cur != "1", nil
 }
 
-// enableForwarding turns on IPv4 forwarding on the bridge and the uplink
+// enable turns on IPv4 forwarding on the bridge and the uplink
 // only, recording each switch it flips. On a bridge it just created it also
 // turns IPv6 off: sandboxes have none, and the bridge would otherwise take a
 // link-local address and answer neighbour discovery.
-func (m *Manager) enableForwarding(createdBridge bool) error {
-	rec, err := m.loadForwarding()
+func (f *forwarder) enable(createdBridge bool) error {
+	rec, err := f.load()
 	if err != nil {
 		return err
 	}
-	ifaces := []string{m.opts.Bridge, m.uplink}
-	err = inNetNS(m.hostNS, func() error {
+	ifaces := []string{f.bridge, f.uplink}
+	err = inNetNS(f.ns, func() error {
 		if createdBridge {
-			if err := writeSysctl("net/ipv6/conf/"+m.opts.Bridge+"/disable_ipv6", "1"); err != nil {
-				m.log.Debug("network: cannot disable IPv6 on the bridge", "err", err)
+			if err := writeSysctl("net/ipv6/conf/"+f.bridge+"/disable_ipv6", "1"); err != nil {
+				f.log.Debug("network: cannot disable IPv6 on the bridge", "err", err)
 			}
 		}
 		for _, iface := range ifaces {
@@ -111,14 +124,14 @@ func (m *Manager) enableForwarding(createdBridge bool) error {
 			// left on for ever.
 			if _, seen := rec.Changed[iface]; !seen {
 				rec.Changed[iface] = cur
-				if err := m.saveForwarding(rec); err != nil {
+				if err := f.save(rec); err != nil {
 					return fmt.Errorf("record forwarding of %s: %w", iface, err)
 				}
 			}
 			if err := writeSysctl(forwardingSysctl(iface), "1"); err != nil {
 				return fmt.Errorf("enable forwarding on %s: %w", iface, err)
 			}
-			m.log.Info("network: enabled IPv4 forwarding", "interface", iface)
+			f.log.Info("network: enabled IPv4 forwarding", "interface", iface)
 		}
 		return nil
 	})
@@ -128,15 +141,15 @@ func (m *Manager) enableForwarding(createdBridge bool) error {
 	return nil
 }
 
-// restoreForwarding puts back every forwarding switch warren flipped, in
+// restore puts back every forwarding switch warren flipped, in
 // this run or an earlier one, on interfaces that still exist.
-func (m *Manager) restoreForwarding() error {
-	rec, err := m.loadForwarding()
+func (f *forwarder) restore() error {
+	rec, err := f.load()
 	if err != nil {
 		return err
 	}
 	var errs []error
-	err = inNetNS(m.hostNS, func() error {
+	err = inNetNS(f.ns, func() error {
 		for _, iface := range slices.Sorted(maps.Keys(rec.Changed)) {
 			err := writeSysctl(forwardingSysctl(iface), rec.Changed[iface])
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -147,6 +160,6 @@ func (m *Manager) restoreForwarding() error {
 		}
 		return nil
 	})
-	errs = append(errs, err, m.saveForwarding(rec))
+	errs = append(errs, err, f.save(rec))
 	return errors.Join(errs...)
 }

@@ -49,20 +49,20 @@ func parseAlias(alias string) (id string, addr netip.Addr, ok bool) {
 
 // findUplink returns Options.Uplink, checked, or the default route's
 // interface.
-func (m *Manager) findUplink() (string, error) {
-	if m.opts.Uplink != "" {
-		if _, err := m.nl.LinkByName(m.opts.Uplink); err != nil {
-			return "", fmt.Errorf("network: uplink %q: %w", m.opts.Uplink, err)
+func (h *hostNet) findUplink(want string) (string, error) {
+	if want != "" {
+		if _, err := h.nl.LinkByName(want); err != nil {
+			return "", fmt.Errorf("network: uplink %q: %w", want, err)
 		}
-		return m.opts.Uplink, nil
+		return want, nil
 	}
-	routes, err := m.nl.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := h.nl.RouteList(nil, netlink.FAMILY_V4)
 	if err != nil {
 		return "", fmt.Errorf("network: list routes: %w", err)
 	}
 	for _, r := range routes {
 		if (r.Dst == nil || r.Dst.IP.IsUnspecified() && maskBits(r.Dst) == 0) && r.LinkIndex > 0 {
-			l, err := m.nl.LinkByIndex(r.LinkIndex)
+			l, err := h.nl.LinkByIndex(r.LinkIndex)
 			if err != nil {
 				return "", fmt.Errorf("network: default route's interface: %w", err)
 			}
@@ -79,86 +79,64 @@ func maskBits(n *net.IPNet) int {
 
 // ensureBridge creates the bridge if missing and gives it the gateway
 // address. It reports whether it created the bridge.
-func (m *Manager) ensureBridge() (bool, error) {
+func (h *hostNet) ensureBridge() (bool, error) {
 	created := false
-	br, err := m.nl.LinkByName(m.opts.Bridge)
+	br, err := h.nl.LinkByName(h.bridge)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if !errors.As(err, &nf) {
-			return false, fmt.Errorf("network: look up bridge %s: %w", m.opts.Bridge, err)
+			return false, fmt.Errorf("network: look up bridge %s: %w", h.bridge, err)
 		}
 		la := netlink.NewLinkAttrs()
-		la.Name = m.opts.Bridge
-		if err := m.nl.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
-			return false, fmt.Errorf("network: create bridge %s: %w", m.opts.Bridge, err)
+		la.Name = h.bridge
+		if err := h.nl.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
+			return false, fmt.Errorf("network: create bridge %s: %w", h.bridge, err)
 		}
-		if br, err = m.nl.LinkByName(m.opts.Bridge); err != nil {
-			return false, fmt.Errorf("network: look up bridge %s: %w", m.opts.Bridge, err)
+		if br, err = h.nl.LinkByName(h.bridge); err != nil {
+			return false, fmt.Errorf("network: look up bridge %s: %w", h.bridge, err)
 		}
 		// The alias marks the bridge as warren's to delete on Uninstall (an
 		// alias given at creation is ignored by the kernel).
-		if err := m.nl.LinkSetAlias(br, bridgeAlias); err != nil {
-			return false, fmt.Errorf("network: label bridge %s: %w", m.opts.Bridge, err)
+		if err := h.nl.LinkSetAlias(br, bridgeAlias); err != nil {
+			return false, fmt.Errorf("network: label bridge %s: %w", h.bridge, err)
 		}
 		created = true
 	} else if br.Type() != "bridge" {
-		return false, fmt.Errorf("network: %s exists and is a %s, not a bridge: %w", m.opts.Bridge, br.Type(), errdefs.ErrConflict)
+		return false, fmt.Errorf("network: %s exists and is a %s, not a bridge: %w", h.bridge, br.Type(), errdefs.ErrConflict)
 	}
 	// Pin the bridge's MAC address. Left to itself a bridge takes the lowest
 	// MAC of its ports, so adding a sandbox's veth could change the
 	// gateway's MAC under every other sandbox, whose cached neighbour entry
 	// would then send their packets nowhere for seconds. An address set
 	// explicitly is never recalculated.
-	if err := m.nl.LinkSetHardwareAddr(br, br.Attrs().HardwareAddr); err != nil {
-		return false, fmt.Errorf("network: pin the MAC address of bridge %s: %w", m.opts.Bridge, err)
+	if err := h.nl.LinkSetHardwareAddr(br, br.Attrs().HardwareAddr); err != nil {
+		return false, fmt.Errorf("network: pin the MAC address of bridge %s: %w", h.bridge, err)
 	}
-	want := &netlink.Addr{IPNet: &net.IPNet{IP: m.gateway.AsSlice(), Mask: net.CIDRMask(m.opts.Subnet.Bits(), 32)}}
-	if err := m.nl.AddrReplace(br, want); err != nil {
-		return false, fmt.Errorf("network: address bridge %s: %w", m.opts.Bridge, err)
+	want := &netlink.Addr{IPNet: &net.IPNet{IP: h.gateway.AsSlice(), Mask: net.CIDRMask(h.subnet.Bits(), 32)}}
+	if err := h.nl.AddrReplace(br, want); err != nil {
+		return false, fmt.Errorf("network: address bridge %s: %w", h.bridge, err)
 	}
-	if err := m.nl.LinkSetUp(br); err != nil {
-		return false, fmt.Errorf("network: bring up bridge %s: %w", m.opts.Bridge, err)
+	if err := h.nl.LinkSetUp(br); err != nil {
+		return false, fmt.Errorf("network: bring up bridge %s: %w", h.bridge, err)
 	}
 	return created, nil
 }
 
-// scanAddresses marks the addresses of sandboxes an earlier run set up as
-// used, so that a new sandbox never takes the address of one waiting to be
-// adopted.
-func (m *Manager) scanAddresses() error {
-	links, err := m.nl.LinkList()
+// heldAddresses returns the addresses (and owners) of the sandboxes an
+// earlier run set up, read from their veths' aliases, so that a new sandbox
+// never takes the address of one waiting to be adopted.
+func (h *hostNet) heldAddresses() (map[netip.Addr]string, error) {
+	links, err := h.nl.LinkList()
 	if err != nil {
-		return fmt.Errorf("network: list interfaces: %w", err)
+		return nil, fmt.Errorf("network: list interfaces: %w", err)
 	}
+	held := map[netip.Addr]string{}
 	for _, l := range links {
 		if id, addr, ok := parseAlias(l.Attrs().Alias); ok && strings.HasPrefix(l.Attrs().Name, vethPrefix) {
-			m.used[addr] = id
+			held[addr] = id
 		}
 	}
-	return nil
-}
-
-// allocate picks a free address, round-robin through the subnet so that a
-// freed address is reused as late as possible (late audit records and
-// conntrack entries of its last owner then cannot be mistaken for a new
-// sandbox's).
-func (m *Manager) allocate(id string) (netip.Addr, error) {
-	sp := spanOf(m.opts.Subnet)
-	first, last := v4(m.gateway)+1, sp.hi-1 // not the network, gateway or broadcast address
-	n := last - first + 1
-	for i := uint32(0); i < n; i++ {
-		c := m.cursor
-		if c < first || c > last {
-			c = first
-		}
-		m.cursor = c + 1
-		a := addrOf(c)
-		if _, taken := m.used[a]; !taken {
-			m.used[a] = id
-			return a, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("network: no free address left in %s: %w", m.opts.Subnet, errdefs.ErrResourceExhausted)
+	return held, nil
 }
 
 // createVeth makes the pair with its sandbox end (eth0) directly inside the
@@ -166,8 +144,8 @@ func (m *Manager) allocate(id string) (netip.Addr, error) {
 // isolated port: isolated ports cannot exchange frames with each other, so
 // sandboxes reach each other only through the host's routing, where the
 // filter refuses it.
-func (m *Manager) createVeth(id, name string, addr netip.Addr, nsFD int) error {
-	br, err := m.nl.LinkByName(m.opts.Bridge)
+func (h *hostNet) createVeth(id, name string, addr netip.Addr, nsFD int) error {
+	br, err := h.nl.LinkByName(h.bridge)
 	if err != nil {
 		return fmt.Errorf("look up bridge: %w", err)
 	}
@@ -175,58 +153,58 @@ func (m *Manager) createVeth(id, name string, addr netip.Addr, nsFD int) error {
 	la.Name = name
 	la.MTU = br.Attrs().MTU
 	veth := &netlink.Veth{LinkAttrs: la, PeerName: SandboxInterface, PeerNamespace: netlink.NsFd(nsFD)}
-	if err := m.nl.LinkAdd(veth); err != nil {
+	if err := h.nl.LinkAdd(veth); err != nil {
 		return fmt.Errorf("create veth %s: %w", name, err)
 	}
-	host, err := m.nl.LinkByName(name)
+	host, err := h.nl.LinkByName(name)
 	if err != nil {
 		return fmt.Errorf("look up veth %s: %w", name, err)
 	}
 	// The alias records whose veth this is (the kernel ignores an alias
 	// given at creation).
-	if err := m.nl.LinkSetAlias(host, vethAlias(id, addr)); err != nil {
+	if err := h.nl.LinkSetAlias(host, vethAlias(id, addr)); err != nil {
 		return fmt.Errorf("label veth %s: %w", name, err)
 	}
-	if err := m.nl.LinkSetMaster(host, br); err != nil {
-		return fmt.Errorf("attach %s to %s: %w", name, m.opts.Bridge, err)
+	if err := h.nl.LinkSetMaster(host, br); err != nil {
+		return fmt.Errorf("attach %s to %s: %w", name, h.bridge, err)
 	}
-	if err := m.nl.LinkSetIsolated(host, true); err != nil {
+	if err := h.nl.LinkSetIsolated(host, true); err != nil {
 		return fmt.Errorf("isolate bridge port %s: %w", name, err)
 	}
-	if err := m.nl.LinkSetUp(host); err != nil {
+	if err := h.nl.LinkSetUp(host); err != nil {
 		return fmt.Errorf("bring up %s: %w", name, err)
 	}
 	return nil
 }
 
-// configureSandboxSide runs with h in the sandbox's namespace: loopback up,
+// configureSandboxSide runs with inner in the sandbox's namespace: loopback up,
 // eth0 with addr/32, an on-link route to the gateway and a default route
 // through it. A /32 means the sandbox sends everything, other sandboxes'
-// addresses included, to the gateway. It is idempotent (Readdress runs it
+// addresses included, to the gateway. It is idempotent (readdress runs it
 // on a namespace that may keep some of it).
-func (m *Manager) configureSandboxSide(h *netlink.Handle, addr netip.Addr) error {
-	lo, err := h.LinkByName("lo")
+func (h *hostNet) configureSandboxSide(inner *netlink.Handle, addr netip.Addr) error {
+	lo, err := inner.LinkByName("lo")
 	if err != nil {
 		return fmt.Errorf("look up lo: %w", err)
 	}
-	if err := h.LinkSetUp(lo); err != nil {
+	if err := inner.LinkSetUp(lo); err != nil {
 		return fmt.Errorf("bring up lo: %w", err)
 	}
-	eth, err := h.LinkByName(SandboxInterface)
+	eth, err := inner.LinkByName(SandboxInterface)
 	if err != nil {
 		return fmt.Errorf("look up %s: %w", SandboxInterface, err)
 	}
-	if err := h.AddrReplace(eth, &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
+	if err := inner.AddrReplace(eth, &netlink.Addr{IPNet: &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
 		return fmt.Errorf("address %s: %w", SandboxInterface, err)
 	}
-	if err := h.LinkSetUp(eth); err != nil {
+	if err := inner.LinkSetUp(eth); err != nil {
 		return fmt.Errorf("bring up %s: %w", SandboxInterface, err)
 	}
-	gw := m.gateway.AsSlice()
-	if err := h.RouteReplace(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}); err != nil {
+	gw := h.gateway.AsSlice()
+	if err := inner.RouteReplace(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: &net.IPNet{IP: gw, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}); err != nil {
 		return fmt.Errorf("route to gateway: %w", err)
 	}
-	if err := h.RouteReplace(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw}); err != nil {
+	if err := inner.RouteReplace(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw}); err != nil {
 		return fmt.Errorf("default route: %w", err)
 	}
 	return nil
@@ -284,45 +262,39 @@ func isNotFound(err error) bool {
 	return errors.As(err, &nf) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV)
 }
 
-// Readdress puts a sandbox's address and routes back on its eth0 when they
+// readdress puts a sandbox's address and routes back on its eth0 when they
 // are missing. gVisor's runsc (network "sandbox") moves the interface's
 // configuration into its own netstack and deletes it from the namespace;
 // a later runsc run or restore in the same namespace (a rollback, a wake
 // from hibernation) reads the configuration from the interface again, and
 // would find none. With the address present it changes nothing.
-func (m *Manager) Readdress(id string) error {
-	m.mu.RLock()
-	sb := m.sandboxes[id]
-	m.mu.RUnlock()
-	if sb == nil {
-		return fmt.Errorf("network of sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	ns, err := netns.GetFromPath(sb.nsPath)
+func (h *hostNet) readdress(id string, addr netip.Addr, nsPath string) error {
+	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
 		return fmt.Errorf("network of sandbox %s: open namespace: %w", id, err)
 	}
 	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	inner, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return fmt.Errorf("network of sandbox %s: netlink: %w", id, err)
 	}
-	defer h.Close()
-	eth, err := h.LinkByName(SandboxInterface)
+	defer inner.Close()
+	eth, err := inner.LinkByName(SandboxInterface)
 	if err != nil {
 		return fmt.Errorf("network of sandbox %s: look up %s: %w", id, SandboxInterface, err)
 	}
-	addrs, err := h.AddrList(eth, netlink.FAMILY_V4)
+	addrs, err := inner.AddrList(eth, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("network of sandbox %s: list addresses: %w", id, err)
 	}
 	for _, a := range addrs {
-		if a.IP.Equal(sb.addr.AsSlice()) {
+		if a.IP.Equal(addr.AsSlice()) {
 			return nil
 		}
 	}
-	if err := m.configureSandboxSide(h, sb.addr); err != nil {
+	if err := h.configureSandboxSide(inner, addr); err != nil {
 		return fmt.Errorf("network of sandbox %s: %w", id, err)
 	}
-	m.log.Debug("network: sandbox readdressed", "sandbox", id, "address", sb.addr)
+	h.log.Debug("network: sandbox readdressed", "sandbox", id, "address", addr)
 	return nil
 }

@@ -33,14 +33,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/google/nftables"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -138,35 +133,30 @@ type Attachment struct {
 	HostVeth string
 }
 
-// Manager owns warren's network state in one network namespace.
+// Manager owns warren's network state in one network namespace. It is the
+// one entry point; each job is a type of its own that it composes (see
+// docs/architecture.md): hostNet (namespaces, veths, the bridge, conntrack),
+// forwarder (the forwarding switches), addrPool (addresses), registry (the
+// sandboxes and their policy state), ruleset (nftables), audit (NFLOG),
+// resolver (DNS) and events (the audit's memory).
+//
+// Lock order: opMu, ruleset.mu, registry.mu; addrPool's and events' locks
+// are leaves.
 type Manager struct {
-	opts     Options
-	log      *slog.Logger
-	hostNS   netns.NsHandle
-	nl       *netlink.Handle
-	nft      *nftRules
-	netnsDir string
-	gateway  netip.Addr
-	reserved spans
-	uplink   string
+	opts   Options
+	log    *slog.Logger
+	host   *hostNet
+	fwd    *forwarder
+	addrs  *addrPool
+	reg    *registry
+	rules  *ruleset
+	events *events
+	audit  *audit
+	dns    *resolver
 
-	// opMu serializes Setup, Update, Teardown and Reconcile; nftMu every
-	// nftables transaction (the resolver's too); mu the maps below. Lock
-	// order: opMu, nftMu, mu.
-	opMu      sync.Mutex
-	nftMu     sync.Mutex
-	mu        sync.RWMutex
-	sandboxes map[string]*sandbox
-	byAddr    map[netip.Addr]*sandbox
-	used      map[netip.Addr]string // addresses in use, including not-yet-adopted sandboxes
-	cursor    uint32                // the next address to try
-
-	events  *events
-	nflog   *nflog
-	dns     *resolver
-	wg      sync.WaitGroup
-	closing atomic.Bool
-	closed  bool
+	// opMu serializes Setup, Update, Teardown, Reconcile and Close.
+	opMu   sync.Mutex
+	closed bool
 }
 
 // New prepares the bridge, the nftables table, forwarding, the audit and the
@@ -175,100 +165,78 @@ func New(opts Options) (_ *Manager, err error) {
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
+	gateway := opts.Subnet.Addr().Next()
+	reserved := spansOf(append(append([]netip.Prefix{}, alwaysDenied...), opts.Deny...)...).
+		minus(spansOf(opts.Permit...)).union(spansOf(opts.Subnet))
 	m := &Manager{
-		opts:      opts,
-		log:       opts.Log,
-		netnsDir:  filepath.Join(opts.RunDir, "netns"),
-		sandboxes: map[string]*sandbox{},
-		byAddr:    map[netip.Addr]*sandbox{},
-		used:      map[netip.Addr]string{},
-		events:    &events{capacity: opts.EventsPerSandbox, rings: map[string]*eventRing{}, onEvent: opts.OnEvent},
+		opts:   opts,
+		log:    opts.Log,
+		host:   newHostNet(opts, gateway),
+		addrs:  newAddrPool(opts.Subnet, gateway),
+		reg:    newRegistry(reserved),
+		events: &events{capacity: opts.EventsPerSandbox, rings: map[string]*eventRing{}, onEvent: opts.OnEvent},
 	}
-	m.gateway = opts.Subnet.Addr().Next()
-	m.cursor = v4(m.gateway) + 1
-	bridgeNet := spansOf(opts.Subnet)
-	m.reserved = spansOf(append(append([]netip.Prefix{}, alwaysDenied...), opts.Deny...)...).
-		minus(spansOf(opts.Permit...)).union(bridgeNet)
-
 	defer func() {
 		if err != nil {
 			m.Close()
 		}
 	}()
-	if err := m.openHost(); err != nil {
+	if err := m.host.open(opts.RunDir); err != nil {
 		return nil, err
 	}
-	if m.uplink, err = m.findUplink(); err != nil {
+	if m.host.uplink, err = m.host.findUplink(opts.Uplink); err != nil {
 		return nil, err
 	}
-	createdBridge, err := m.ensureBridge()
+	m.fwd = &forwarder{runDir: opts.RunDir, ns: m.host.ns, bridge: opts.Bridge, uplink: m.host.uplink, log: m.log}
+	createdBridge, err := m.host.ensureBridge()
 	if err != nil {
 		return nil, err
 	}
-	if err := m.installRules(createdBridge); err != nil {
+	if err := m.installRules(createdBridge, reserved); err != nil {
 		return nil, err
 	}
-	if err := m.scanAddresses(); err != nil {
+	held, err := m.host.heldAddresses()
+	if err != nil {
 		return nil, err
 	}
-	if m.nflog, err = openNFLOG(int(m.hostNS), opts.LogGroup); err != nil {
+	for addr, id := range held {
+		m.addrs.hold(addr, id)
+	}
+	if m.audit, err = startAudit(int(m.host.ns), opts.LogGroup, m.events, m.reg, m.log); err != nil {
 		return nil, err
 	}
-	m.wg.Add(1)
-	go m.readAudit()
-	if m.dns, err = m.startResolver(m.gateway); err != nil {
+	dns := &resolver{policy: m.rules, events: m.events, host: m.host, gateway: gateway, upstream: opts.Upstream, log: m.log}
+	if err := dns.start(); err != nil {
 		return nil, err
 	}
-	m.log.Info("network ready", "bridge", opts.Bridge, "subnet", opts.Subnet, "uplink", m.uplink, "upstream_dns", opts.Upstream)
+	m.dns = dns
+	m.log.Info("network ready", "bridge", opts.Bridge, "subnet", opts.Subnet, "uplink", m.host.uplink, "upstream_dns", opts.Upstream)
 	return m, nil
-}
-
-// openHost makes the run directory and the namespaces' mount directory,
-// and opens the host's network namespace and a netlink handle in it.
-func (m *Manager) openHost() error {
-	var err error
-	if err := os.MkdirAll(m.opts.RunDir, 0o700); err != nil {
-		return fmt.Errorf("create run dir: %w", err)
-	}
-	if _, err := makeSharedMountDir(m.netnsDir); err != nil {
-		return err
-	}
-	if m.opts.NetNS == "" {
-		m.hostNS, err = netns.GetFromPath("/proc/self/ns/net")
-	} else {
-		m.hostNS, err = netns.GetFromPath(m.opts.NetNS)
-	}
-	if err != nil {
-		return fmt.Errorf("open network namespace %q: %w", m.opts.NetNS, err)
-	}
-	if m.nl, err = netlink.NewHandleAt(m.hostNS, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER); err != nil {
-		return fmt.Errorf("netlink: %w", err)
-	}
-	return nil
 }
 
 // installRules installs warren's nftables table, then turns on forwarding
 // (createdBridge: the bridge is new this run).
-func (m *Manager) installRules(createdBridge bool) error {
-	conn, err := nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(m.hostNS)))
+func (m *Manager) installRules(createdBridge bool, reserved spans) error {
+	conn, err := nftables.New(nftables.AsLasting(), nftables.WithNetNSFd(int(m.host.ns)))
 	if err != nil {
 		return fmt.Errorf("nftables: %w", err)
 	}
-	guard, err := m.uplinkForwardingIsOurs()
+	guard, err := m.fwd.uplinkIsOurs()
 	if err != nil {
 		return err
 	}
-	m.nft = &nftRules{
+	nft := &nftRules{
 		conn: conn, table: &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet},
-		group: m.opts.LogGroup, bridge: m.opts.Bridge, gateway: m.gateway, subnet: m.opts.Subnet, reserved: m.reserved,
-		uplink: m.uplink, guardUplink: guard,
+		group: m.opts.LogGroup, bridge: m.opts.Bridge, gateway: m.host.gateway, subnet: m.opts.Subnet, reserved: reserved,
+		uplink: m.host.uplink, guardUplink: guard,
 	}
+	m.rules = &ruleset{nft: nft, reg: m.reg}
 	// Rules before forwarding: there is never a moment when the host
 	// forwards for the bridge without the filter in place.
-	if err := m.nft.install(); err != nil {
+	if err := nft.install(); err != nil {
 		return err
 	}
-	if err := m.enableForwarding(createdBridge); err != nil {
+	if err := m.fwd.enable(createdBridge); err != nil {
 		return err
 	}
 	return nil
@@ -328,24 +296,17 @@ func (m *Manager) closeLocked() error {
 		return nil
 	}
 	m.closed = true
-	m.closing.Store(true)
 	if m.dns != nil {
 		m.dns.stop()
 	}
 	var errs []error
-	if m.nflog != nil {
-		errs = append(errs, m.nflog.close())
+	if m.audit != nil {
+		errs = append(errs, m.audit.close())
 	}
-	m.wg.Wait()
-	if m.nft != nil {
-		errs = append(errs, m.nft.conn.CloseLasting())
+	if m.rules != nil {
+		errs = append(errs, m.rules.close())
 	}
-	if m.nl != nil {
-		m.nl.Close()
-	}
-	if m.hostNS.IsOpen() {
-		m.hostNS.Close()
-	}
+	m.host.close()
 	return errors.Join(errs...)
 }
 
@@ -365,31 +326,12 @@ func (m *Manager) Uninstall(ctx context.Context) error {
 	var errs []error
 	errs = append(errs, m.reconcileLocked(ctx, nil))
 	// Forwarding off before the filter goes.
-	errs = append(errs, m.restoreForwarding())
-	m.nftMu.Lock()
-	errs = append(errs, m.nft.remove())
-	m.nftMu.Unlock()
-	if br, err := m.nl.LinkByName(m.opts.Bridge); err == nil && br.Attrs().Alias == bridgeAlias {
-		if err := m.nl.LinkDel(br); err != nil {
-			errs = append(errs, fmt.Errorf("delete bridge %s: %w", m.opts.Bridge, err))
-		}
-	}
-	if err := unix.Unmount(m.netnsDir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-		errs = append(errs, fmt.Errorf("unmount %s: %w", m.netnsDir, err))
-	}
-	_ = os.Remove(m.netnsDir)
+	errs = append(errs, m.fwd.restore())
+	errs = append(errs, m.rules.uninstall())
+	errs = append(errs, m.host.uninstall())
 	errs = append(errs, m.closeLocked())
 	return errors.Join(errs...)
 }
 
-// inHostNS runs fn where sockets it opens belong to the manager's
-// namespace. Without Options.NetNS every thread already is there.
-func (m *Manager) inHostNS(fn func() error) error {
-	if m.opts.NetNS == "" {
-		return fn()
-	}
-	return inNetNS(m.hostNS, fn)
-}
-
 // Gateway is the bridge's address: the sandboxes' gateway and nameserver.
-func (m *Manager) Gateway() netip.Addr { return m.gateway }
+func (m *Manager) Gateway() netip.Addr { return m.host.gateway }

@@ -36,8 +36,8 @@ func Probe(opts Options) error {
 		return fmt.Errorf("network: netlink: %w: %w", err, errdefs.ErrUnavailable)
 	}
 	defer nl.Close()
-	m := &Manager{opts: opts, nl: nl}
-	if _, err := m.findUplink(); err != nil {
+	h := &hostNet{nl: nl}
+	if _, err := h.findUplink(opts.Uplink); err != nil {
 		return fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
 	}
 	conn, err := nftables.New(nftables.WithNetNSFd(int(ns)))
@@ -48,17 +48,4 @@ func Probe(opts Options) error {
 		return fmt.Errorf("network: the kernel does not answer nftables requests (nf_tables missing?): %w: %w", err, errdefs.ErrUnavailable)
 	}
 	return nil
-}
-
-// Attachment returns where a sandbox this manager holds is on the network,
-// for a runtime that restarts its processes (a rollback) in the same
-// namespace.
-func (m *Manager) Attachment(id string) (*Attachment, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	sb := m.sandboxes[id]
-	if sb == nil {
-		return nil, fmt.Errorf("network of sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	return m.attachment(sb), nil
 }

@@ -3,8 +3,11 @@ package network
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -35,20 +38,39 @@ const (
 )
 
 type resolver struct {
-	m        *Manager
+	policy   resolverPolicy
+	events   *events
+	host     hostNamespace
+	gateway  netip.Addr // where it listens
 	upstream string
+	log      *slog.Logger
 	udp, tcp *dns.Server
 	inflight chan struct{}
+	wg       sync.WaitGroup
+	closing  atomic.Bool
 }
 
-// startResolver binds UDP and TCP port 53 on addr inside the manager's
-// namespace and serves until stop.
-func (m *Manager) startResolver(addr netip.Addr) (*resolver, error) {
-	r := &resolver{m: m, upstream: m.opts.Upstream, inflight: make(chan struct{}, maxInflight)}
-	bind := netip.AddrPortFrom(addr, 53).String()
+// resolverPolicy is what the resolver asks of the rules: whose policy a
+// query falls under, and to open the addresses an allowed name resolved to.
+type resolverPolicy interface {
+	policyOf(addr netip.Addr) (string, *compiled)
+	noteResolved(id, name string, es []dnsElem) error
+}
+
+// hostNamespace runs fn where the sockets it opens belong to the namespace
+// the Manager serves.
+type hostNamespace interface {
+	inHostNS(fn func() error) error
+}
+
+// start binds UDP and TCP port 53 on the gateway inside the host namespace
+// and serves until stop.
+func (r *resolver) start() error {
+	r.inflight = make(chan struct{}, maxInflight)
+	bind := netip.AddrPortFrom(r.gateway, 53).String()
 	var pc net.PacketConn
 	var ln net.Listener
-	err := m.inHostNS(func() error {
+	err := r.host.inHostNS(func() error {
 		var err error
 		if pc, err = net.ListenPacket("udp4", bind); err != nil {
 			return err
@@ -60,30 +82,33 @@ func (m *Manager) startResolver(addr netip.Addr) (*resolver, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("resolver: listen on %s: %w", bind, err)
+		return fmt.Errorf("resolver: listen on %s: %w", bind, err)
 	}
 	r.udp = &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(r.serve)}
 	r.tcp = &dns.Server{Listener: ln, Handler: dns.HandlerFunc(r.serve), ReadTimeout: 5 * time.Second}
 	for _, s := range []*dns.Server{r.udp, r.tcp} {
 		started := make(chan struct{})
 		s.NotifyStartedFunc = func() { close(started) }
-		m.wg.Add(1)
+		r.wg.Add(1)
 		go func() {
-			defer m.wg.Done()
-			if err := s.ActivateAndServe(); err != nil && !m.closing.Load() {
-				m.log.Error("resolver stopped", "err", err)
+			defer r.wg.Done()
+			if err := s.ActivateAndServe(); err != nil && !r.closing.Load() {
+				r.log.Error("resolver stopped", "err", err)
 			}
 		}()
 		<-started
 	}
-	return r, nil
+	return nil
 }
 
+// stop shuts both servers down and waits for them.
 func (r *resolver) stop() {
+	r.closing.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = r.udp.ShutdownContext(ctx)
 	_ = r.tcp.ShutdownContext(ctx)
+	r.wg.Wait()
 }
 
 func (r *resolver) serve(w dns.ResponseWriter, req *dns.Msg) {
@@ -103,7 +128,7 @@ func (r *resolver) serve(w dns.ResponseWriter, req *dns.Msg) {
 
 func (r *resolver) answer(w dns.ResponseWriter, req *dns.Msg) *dns.Msg {
 	src := addrOfNet(w.RemoteAddr())
-	id, pol := r.m.policyOf(src)
+	id, pol := r.policy.policyOf(src)
 	if pol == nil {
 		return new(dns.Msg).SetRcode(req, dns.RcodeRefused)
 	}
@@ -131,7 +156,7 @@ func (r *resolver) answer(w dns.ResponseWriter, req *dns.Msg) *dns.Msg {
 	}
 	resp, err := r.forward(req)
 	if err != nil {
-		r.m.log.Debug("resolver: upstream query failed", "sandbox", id, "name", name, "err", err)
+		r.log.Debug("resolver: upstream query failed", "sandbox", id, "name", name, "err", err)
 		return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
 	}
 	resp.Id = req.Id
@@ -155,10 +180,10 @@ func (r *resolver) answer(w dns.ResponseWriter, req *dns.Msg) *dns.Msg {
 		}
 	}
 	if len(opened) > 0 {
-		if err := r.m.noteResolved(id, name, opened); err != nil {
+		if err := r.policy.noteResolved(id, name, opened); err != nil {
 			// The addresses stay closed: say so rather than hand out an
 			// answer the sandbox cannot use.
-			r.m.log.Warn("resolver: open resolved addresses", "sandbox", id, "name", name, "err", err)
+			r.log.Warn("resolver: open resolved addresses", "sandbox", id, "name", name, "err", err)
 			return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
 		}
 	}
@@ -184,7 +209,7 @@ func (r *resolver) forward(req *dns.Msg) (*dns.Msg, error) {
 // is in the daemon's namespace, not necessarily the one the manager serves.
 func (r *resolver) exchange(ctx context.Context, c *dns.Client, m *dns.Msg) (*dns.Msg, error) {
 	var conn net.Conn
-	err := r.m.inHostNS(func() (err error) {
+	err := r.host.inHostNS(func() (err error) {
 		conn, err = (&net.Dialer{Timeout: upstreamTimeout}).DialContext(ctx, c.Net, r.upstream)
 		return err
 	})
@@ -227,9 +252,9 @@ func (r *resolver) record(id, name string, allowed bool, reason string) {
 	if allowed {
 		v = VerdictAllow
 	}
-	r.m.events.record(Event{
+	r.events.record(Event{
 		Time: time.Now(), SandboxID: id, Verdict: v, Reason: reason, Protocol: "dns",
-		Dst: r.m.gateway, Port: 53, Domain: name,
+		Dst: r.gateway, Port: 53, Domain: name,
 	})
 }
 

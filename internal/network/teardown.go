@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 
 	"github.com/warrenhq/warren/internal/ids"
@@ -30,7 +29,7 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 func (m *Manager) teardownAndForget(id string) error {
 	addrs, err := m.teardownLocked(id, nil)
 	if len(addrs) > 0 {
-		err = errors.Join(err, m.forgetFlows(addrs...))
+		err = errors.Join(err, m.host.forgetFlows(addrs...))
 	}
 	if err != nil {
 		return fmt.Errorf("network teardown of sandbox %s: %w", id, err)
@@ -43,53 +42,28 @@ func (m *Manager) teardownAndForget(id string) error {
 // (one walk of the conntrack table can then serve many sandboxes). objs is
 // the table's per-sandbox objects when the caller has listed them, or nil.
 func (m *Manager) teardownLocked(id string, objs map[string]*sandboxObjects) ([]netip.Addr, error) {
-	var errs []error
-	m.mu.Lock()
-	sb := m.sandboxes[id]
-	delete(m.sandboxes, id)
+	sb, mayHaveFlows := m.reg.remove(id)
 	var addrs []netip.Addr
-	if sb != nil {
-		delete(m.byAddr, sb.addr)
-		if sb.mayHaveFlows {
-			addrs = append(addrs, sb.addr)
+	if mayHaveFlows {
+		addrs = append(addrs, sb.addr)
+	}
+	// Addresses other than its own were held for it, or matched for it
+	// in the rules, by a run that did not finish setting it up.
+	other := func(a netip.Addr) bool { return !slices.Contains(addrs, a) && (sb == nil || a != sb.addr) }
+	for _, a := range m.addrs.releaseOwner(id) {
+		if other(a) {
+			addrs = append(addrs, a)
 		}
 	}
-	for a, owner := range m.used {
-		if owner == id {
-			delete(m.used, a)
-			if sb == nil || a != sb.addr {
-				addrs = append(addrs, a)
-			}
+	matched, err := m.rules.removeSandbox(id, objs)
+	for _, a := range matched {
+		if other(a) {
+			addrs = append(addrs, a)
 		}
 	}
-	m.mu.Unlock()
-
-	m.nftMu.Lock()
-	var err error
-	if objs == nil {
-		objs, err = m.nft.listSandboxes()
-	}
-	if err == nil && objs[id] != nil {
-		err = m.nft.removeSandbox(id, objs[id])
-		for _, a := range objs[id].addrs {
-			if !slices.Contains(addrs, a) && (sb == nil || a != sb.addr) {
-				addrs = append(addrs, a)
-			}
-		}
-	}
-	m.nftMu.Unlock()
-	errs = append(errs, err)
-
-	if l, err := m.nl.LinkByName(vethName(id)); err == nil {
-		if err := m.nl.LinkDel(l); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete veth %s: %w", l.Attrs().Name, err))
-		}
-	} else if !isNotFound(err) {
-		errs = append(errs, err)
-	}
-	errs = append(errs, removeNetNSMount(m.nsPath(id)))
+	err = errors.Join(err, m.host.unplug(id))
 	m.events.forget(id)
-	return addrs, errors.Join(errs...)
+	return addrs, err
 }
 
 // Reconcile removes the network of every sandbox not in keep: veths,
@@ -110,35 +84,12 @@ func (m *Manager) reconcileLocked(_ context.Context, keep map[string]bool) error
 	var errs []error
 	var flows []netip.Addr
 
-	links, err := m.nl.LinkList()
+	partial, err := m.host.pluggedIDs(found)
 	if err != nil {
-		return fmt.Errorf("network: list interfaces: %w", err)
+		return err
 	}
-	for _, l := range links {
-		name := l.Attrs().Name
-		if l.Type() != "veth" || len(name) != len(vethPrefix)+12 || name[:len(vethPrefix)] != vethPrefix {
-			continue
-		}
-		id, _, ok := parseAlias(l.Attrs().Alias)
-		if !ok || vethName(id) != name {
-			// Ours by name but unreadable: nothing can adopt it.
-			if err := m.nl.LinkDel(l); err != nil && !isNotFound(err) {
-				errs = append(errs, fmt.Errorf("delete stray veth %s: %w", name, err))
-			}
-			continue
-		}
-		found[id] = true
-	}
-	entries, err := os.ReadDir(m.netnsDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		errs = append(errs, err)
-	}
-	for _, e := range entries {
-		found[e.Name()] = true
-	}
-	m.nftMu.Lock()
-	objs, err := m.nft.listSandboxes()
-	m.nftMu.Unlock()
+	errs = append(errs, partial)
+	objs, err := m.rules.list()
 	if err != nil {
 		errs = append(errs, err)
 		objs = nil
@@ -146,25 +97,17 @@ func (m *Manager) reconcileLocked(_ context.Context, keep map[string]bool) error
 	for id := range objs {
 		found[id] = true
 	}
-	m.mu.RLock()
-	for id := range m.sandboxes {
+	for _, id := range m.reg.ids() {
 		found[id] = true
 	}
-	m.mu.RUnlock()
 
-	for _, id := range slices.Sorted(func(yield func(string) bool) {
-		for id := range found {
-			if !yield(id) {
-				return
-			}
-		}
-	}) {
+	for _, id := range slices.Sorted(maps.Keys(found)) {
 		if keep[id] {
 			continue
 		}
 		if ids.Validate("sandbox id", id) != nil {
 			// Not a name warren would make (a stray file in the run dir).
-			errs = append(errs, removeNetNSMount(filepath.Join(m.netnsDir, id)))
+			errs = append(errs, removeNetNSMount(m.host.nsPath(id)))
 			continue
 		}
 		m.log.Info("network: removing the network of a sandbox that is gone", "sandbox", id)
@@ -175,7 +118,7 @@ func (m *Manager) reconcileLocked(_ context.Context, keep map[string]bool) error
 		flows = append(flows, addrs...)
 	}
 	if len(flows) > 0 {
-		errs = append(errs, m.forgetFlows(flows...))
+		errs = append(errs, m.host.forgetFlows(flows...))
 	}
 	return errors.Join(errs...)
 }
