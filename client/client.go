@@ -24,8 +24,30 @@ import (
 // small JSON objects, and a misbehaving proxy must not make us buffer a page.
 const maxErrorBody = 64 << 10
 
-// Client talks to one warren daemon. It is safe for concurrent use.
+// Client talks to one warren daemon. It is safe for concurrent use. Its
+// calls are grouped into services after the API's route groups
+// (c.Sandboxes.Create, c.Snapshots.Fork, c.Files.Read, ...), which all
+// send their requests through one shared transport.
 type Client struct {
+	t *transport
+
+	Meta      *MetaService      // health and the daemon's metrics
+	Sandboxes *SandboxesService // create, list, get, delete; events, logs, metrics
+	Lifecycle *LifecycleService // pause, hibernate, resume, stop, drain, timeout, limits
+	Commands  *CommandsService  // exec
+	Processes *ProcessesService // background processes
+	Tools     *ToolsService     // tool calls
+	Files     *FilesService     // files inside a sandbox
+	Network   *NetworkService   // egress policy, its audit, and ports
+	Snapshots *SnapshotsService // snapshots, turns, rollback, fork, promote, diff, lineage
+	Templates *TemplatesService
+	Pools     *PoolsService
+	APIKeys   *APIKeysService
+}
+
+// transport is what every service shares: where the daemon is, the key to
+// send and the http.Client to send it with.
+type transport struct {
 	base   *url.URL
 	apiKey string
 	http   *http.Client
@@ -36,22 +58,37 @@ type Option func(*Client)
 
 // WithHTTPClient makes the Client send its requests through hc (for custom
 // transports, TLS, or test servers). Leave hc's Timeout at zero if you use
-// Exec: a command's output streams for as long as the command runs.
+// Commands.Exec: a command's output streams for as long as the command runs.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		if hc != nil {
-			c.http = hc
+			c.t.http = hc
 		}
 	}
 }
 
 // New returns a Client for the daemon at baseURL (for example
 // "http://127.0.0.1:3000") that authenticates with apiKey. An empty apiKey
-// sends no X-API-Key header (enough for Health). A baseURL that does not
-// parse is reported by the first call.
+// sends no X-API-Key header (enough for Meta.Health). A baseURL that does
+// not parse is reported by the first call.
 func New(baseURL, apiKey string, opts ...Option) *Client {
-	c := &Client{apiKey: apiKey, http: http.DefaultClient}
-	c.base, _ = url.Parse(strings.TrimRight(baseURL, "/"))
+	t := &transport{apiKey: apiKey, http: http.DefaultClient}
+	t.base, _ = url.Parse(strings.TrimRight(baseURL, "/"))
+	c := &Client{
+		t:         t,
+		Meta:      &MetaService{t: t},
+		Sandboxes: &SandboxesService{t: t},
+		Lifecycle: &LifecycleService{t: t},
+		Commands:  &CommandsService{t: t},
+		Processes: &ProcessesService{t: t},
+		Tools:     &ToolsService{t: t},
+		Files:     &FilesService{t: t},
+		Network:   &NetworkService{t: t},
+		Snapshots: &SnapshotsService{t: t},
+		Templates: &TemplatesService{t: t},
+		Pools:     &PoolsService{t: t},
+		APIKeys:   &APIKeysService{t: t},
+	}
 	for _, o := range opts {
 		o(c)
 	}
@@ -78,12 +115,12 @@ func jsonBody(method, path string, v any) (request, error) {
 
 // send performs r and returns the response when its status is 2xx; any
 // other status is decoded into a *Error and the body closed.
-func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
-	if c.base == nil || c.base.Scheme == "" || c.base.Host == "" {
-		return nil, fmt.Errorf("invalid warren URL %q: want something like http://127.0.0.1:3000", c.baseString())
+func (t *transport) send(ctx context.Context, r request) (*http.Response, error) {
+	if t.base == nil || t.base.Scheme == "" || t.base.Host == "" {
+		return nil, fmt.Errorf("invalid warren URL %q: want something like http://127.0.0.1:3000", t.baseString())
 	}
 	// r.path is already escaped, so the URL is put together as text.
-	target := c.base.String() + r.path
+	target := t.base.String() + r.path
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
 	}
@@ -94,15 +131,15 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)
 	}
-	if c.apiKey != "" {
-		req.Header.Set("X-API-Key", c.apiKey)
+	if t.apiKey != "" {
+		req.Header.Set("X-API-Key", t.apiKey)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := t.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("cannot reach warren at %s (is `warren serve` running?): %w", c.baseString(), err)
+		return nil, fmt.Errorf("cannot reach warren at %s (is `warren serve` running?): %w", t.baseString(), err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()
@@ -112,8 +149,8 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 }
 
 // call performs r and decodes a JSON answer into out (nil: discard it).
-func (c *Client) call(ctx context.Context, r request, out any) error {
-	resp, err := c.send(ctx, r)
+func (t *transport) call(ctx context.Context, r request, out any) error {
+	resp, err := t.send(ctx, r)
 	if err != nil {
 		return err
 	}
@@ -165,11 +202,11 @@ func StatusCode(err error) int {
 	return 0
 }
 
-func (c *Client) baseString() string {
-	if c.base == nil {
+func (t *transport) baseString() string {
+	if t.base == nil {
 		return ""
 	}
-	return c.base.String()
+	return t.base.String()
 }
 
 // sandboxPath returns /sandboxes/{id}{suffix} with id escaped.

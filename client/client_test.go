@@ -48,7 +48,7 @@ func TestErrorMapping(t *testing.T) {
 				w.WriteHeader(tt.status)
 				_, _ = io.WriteString(w, tt.body)
 			})
-			_, err := c.GetSandbox(context.Background(), "abc")
+			_, err := c.Sandboxes.Get(context.Background(), "abc")
 			var e *Error
 			if !errors.As(err, &e) {
 				t.Fatalf("err = %v (%T), want *Error", err, err)
@@ -67,14 +67,14 @@ func TestUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	_, err := New(url, "").Health(context.Background())
+	_, err := New(url, "").Meta.Health(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "cannot reach warren at "+url) {
 		t.Fatalf("err = %v", err)
 	}
 	if StatusCode(err) != 0 {
 		t.Fatalf("a transport error has no status code")
 	}
-	if _, err := New("127.0.0.1:3000", "").Health(context.Background()); err == nil || !strings.Contains(err.Error(), "invalid warren URL") {
+	if _, err := New("127.0.0.1:3000", "").Meta.Health(context.Background()); err == nil || !strings.Contains(err.Error(), "invalid warren URL") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -97,7 +97,7 @@ func TestCreateSandboxSendsKeyAndBody(t *testing.T) {
 		writeJSON(w, http.StatusCreated, Sandbox{SandboxID: "sb1", TemplateID: "base"})
 	})
 	zero := int64(0)
-	s, err := c.CreateSandbox(context.Background(), NewSandbox{TemplateID: "base", Timeout: &zero, Limits: &Limits{MemoryMB: 256}})
+	s, err := c.Sandboxes.Create(context.Background(), NewSandbox{TemplateID: "base", Timeout: &zero, Limits: &Limits{MemoryMB: 256}})
 	if err != nil || s.SandboxID != "sb1" {
 		t.Fatalf("CreateSandbox = %+v, %v", s, err)
 	}
@@ -118,7 +118,7 @@ func TestListSandboxesQueryAndNextToken(t *testing.T) {
 		w.Header().Set("X-Next-Token", "t2")
 		writeJSON(w, 200, []ListedSandbox{{Sandbox: Sandbox{SandboxID: "s1"}, State: "running"}})
 	})
-	got, next, err := c.ListSandboxes(context.Background(), ListOptions{
+	got, next, err := c.Sandboxes.List(context.Background(), ListOptions{
 		Metadata: map[string]string{"b": "x+y", "a": "1"}, States: []string{"running", "paused"}, Limit: 2, NextToken: "t1",
 	})
 	if err != nil || next != "t2" || len(got) != 1 || got[0].SandboxID != "s1" {
@@ -150,7 +150,7 @@ func TestExecStreams(t *testing.T) {
 		_ = enc.Encode(ExecEvent{Type: "exit", ExitCode: &code})
 	})
 	var out, errOut bytes.Buffer
-	ev, err := c.Exec(context.Background(), "sb 1", ExecRequest{Cmd: []string{"sh", "-c"}, Stdin: []byte("in")}, &out, &errOut)
+	ev, err := c.Commands.Exec(context.Background(), "sb 1", ExecRequest{Cmd: []string{"sh", "-c"}, Stdin: []byte("in")}, &out, &errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestExecStreamWithoutExit(t *testing.T) {
 		_, _ = io.WriteString(w, `{"type":"stdout","data":"aGk="}`+"\n")
 	})
 	var out bytes.Buffer
-	_, err := c.Exec(context.Background(), "sb", ExecRequest{Command: "echo hi"}, &out, nil)
+	_, err := c.Commands.Exec(context.Background(), "sb", ExecRequest{Command: "echo hi"}, &out, nil)
 	if err == nil || !strings.Contains(err.Error(), "without an exit event") {
 		t.Fatalf("err = %v", err)
 	}
@@ -183,7 +183,7 @@ func TestExecWait(t *testing.T) {
 		}
 		writeJSON(w, 200, ExecResult{ExitCode: 1, Stdout: "a", Stderr: "b"})
 	})
-	res, err := c.ExecWait(context.Background(), "sb", ExecRequest{Command: "false"})
+	res, err := c.Commands.ExecWait(context.Background(), "sb", ExecRequest{Command: "false"})
 	if err != nil || res.ExitCode != 1 || res.Stdout != "a" {
 		t.Fatalf("ExecWait = %+v, %v", res, err)
 	}
@@ -224,7 +224,7 @@ func TestFiles(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	rc, err := c.ReadFile(ctx, "sb", "/etc/a b&c")
+	rc, err := c.Files.Read(ctx, "sb", "/etc/a b&c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,23 +233,23 @@ func TestFiles(t *testing.T) {
 	if string(b) != "content of /etc/a b&c" {
 		t.Fatalf("ReadFile = %q", b)
 	}
-	info, err := c.WriteFile(ctx, "sb", "/x", strings.NewReader("data"), 0o755|os.ModeSetuid, "root")
+	info, err := c.Files.Write(ctx, "sb", "/x", strings.NewReader("data"), 0o755|os.ModeSetuid, "root")
 	if err != nil || info.Size != 4 {
 		t.Fatalf("WriteFile = %+v, %v", info, err)
 	}
-	if err := c.Remove(ctx, "sb", "/x"); err != nil {
+	if err := c.Files.Remove(ctx, "sb", "/x"); err != nil {
 		t.Fatal(err)
 	}
-	if info, err := c.Stat(ctx, "sb", "/s"); err != nil || info.Path != "/s" {
+	if info, err := c.Files.Stat(ctx, "sb", "/s"); err != nil || info.Path != "/s" {
 		t.Fatalf("Stat = %+v, %v", info, err)
 	}
-	if info, err := c.MakeDir(ctx, "sb", "/d"); err != nil || info.Path != "/d" {
+	if info, err := c.Files.MakeDir(ctx, "sb", "/d"); err != nil || info.Path != "/d" {
 		t.Fatalf("MakeDir = %+v, %v", info, err)
 	}
-	if list, err := c.ListDir(ctx, "sb", "/", 2); err != nil || len(list) != 2 {
+	if list, err := c.Files.List(ctx, "sb", "/", 2); err != nil || len(list) != 2 {
 		t.Fatalf("ListDir = %+v, %v", list, err)
 	}
-	if info, err := c.Move(ctx, "sb", "/a", "/b"); err != nil || info.Path != "/b" {
+	if info, err := c.Files.Move(ctx, "sb", "/a", "/b"); err != nil || info.Path != "/b" {
 		t.Fatalf("Move = %+v, %v", info, err)
 	}
 }
@@ -273,20 +273,20 @@ func TestTemplatesAndKeys(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	if ts, err := c.ListTemplates(ctx); err != nil || len(ts) != 1 {
+	if ts, err := c.Templates.List(ctx); err != nil || len(ts) != 1 {
 		t.Fatalf("ListTemplates = %v, %v", ts, err)
 	}
-	if err := c.DeleteTemplate(ctx, "my/t"); err != nil {
+	if err := c.Templates.Delete(ctx, "my/t"); err != nil {
 		t.Fatal(err)
 	}
-	k, err := c.CreateAPIKey(ctx, NewAPIKey{Team: "t", Name: "n"})
+	k, err := c.APIKeys.Create(ctx, NewAPIKey{Team: "t", Name: "n"})
 	if err != nil || k.Key != "e2b_secret" || k.Team != "t" {
 		t.Fatalf("CreateAPIKey = %+v, %v", k, err)
 	}
-	if ks, err := c.ListAPIKeys(ctx); err != nil || len(ks) != 1 {
+	if ks, err := c.APIKeys.List(ctx); err != nil || len(ks) != 1 {
 		t.Fatalf("ListAPIKeys = %v, %v", ks, err)
 	}
-	if err := c.RevokeAPIKey(ctx, "k1"); err != nil {
+	if err := c.APIKeys.Revoke(ctx, "k1"); err != nil {
 		t.Fatal(err)
 	}
 }

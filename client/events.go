@@ -22,8 +22,8 @@ type SandboxEvent struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// SandboxEvents returns a sandbox's history after event id after (0 = all).
-func (c *Client) SandboxEvents(ctx context.Context, id string, after int64) ([]SandboxEvent, error) {
+// Events returns a sandbox's history after event id after (0 = all).
+func (s *SandboxesService) Events(ctx context.Context, id string, after int64) ([]SandboxEvent, error) {
 	q := url.Values{}
 	if after > 0 {
 		q.Set("after", strconv.FormatInt(after, 10))
@@ -33,6 +33,6 @@ func (c *Client) SandboxEvents(ctx context.Context, id string, after int64) ([]S
 		p += "?" + q.Encode()
 	}
 	var out []SandboxEvent
-	err := c.call(ctx, request{method: http.MethodGet, path: p}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: p}, &out)
 	return out, err
 }

@@ -10,6 +10,9 @@ import (
 	"net/url"
 )
 
+// CommandsService runs commands in sandboxes (POST /sandboxes/{id}/exec).
+type CommandsService struct{ t *transport }
+
 // maxEventLine bounds one NDJSON line of an exec stream. The server sends
 // output in chunks far below this; the bound keeps a broken server from
 // making us buffer without limit.
@@ -20,12 +23,12 @@ const maxEventLine = 16 << 20
 // the "exit" event, which carries the exit code, the signal, or the reason
 // the command could not run. A stream that ends without an exit event is an
 // error.
-func (c *Client) Exec(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (ExecEvent, error) {
+func (s *CommandsService) Exec(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (ExecEvent, error) {
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/exec"), req)
 	if err != nil {
 		return ExecEvent{}, err
 	}
-	resp, err := c.send(ctx, r)
+	resp, err := s.t.send(ctx, r)
 	if err != nil {
 		return ExecEvent{}, err
 	}
@@ -79,13 +82,13 @@ func writeAll(w io.Writer, b []byte) error {
 
 // ExecWait runs a command in a sandbox and returns its whole output once it
 // has finished.
-func (c *Client) ExecWait(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
+func (s *CommandsService) ExecWait(ctx context.Context, id string, req ExecRequest) (ExecResult, error) {
 	var res ExecResult
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/exec"), req)
 	if err != nil {
 		return res, err
 	}
 	r.query = url.Values{"wait": {"true"}}
-	err = c.call(ctx, r, &res)
+	err = s.t.call(ctx, r, &res)
 	return res, err
 }

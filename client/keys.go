@@ -6,26 +6,29 @@ import (
 	"net/url"
 )
 
-// CreateAPIKey makes a key for a team. The answer's Key is the secret; the
+// APIKeysService creates, lists and revokes API keys (the /api-keys routes).
+type APIKeysService struct{ t *transport }
+
+// Create makes a key for a team. The answer's Key is the secret; the
 // server shows it only this once.
-func (c *Client) CreateAPIKey(ctx context.Context, in NewAPIKey) (APIKey, error) {
+func (s *APIKeysService) Create(ctx context.Context, in NewAPIKey) (APIKey, error) {
 	var k APIKey
 	r, err := jsonBody(http.MethodPost, "/api-keys", in)
 	if err != nil {
 		return k, err
 	}
-	err = c.call(ctx, r, &k)
+	err = s.t.call(ctx, r, &k)
 	return k, err
 }
 
-// ListAPIKeys lists the keys (without their secrets).
-func (c *Client) ListAPIKeys(ctx context.Context) ([]APIKey, error) {
+// List lists the keys (without their secrets).
+func (s *APIKeysService) List(ctx context.Context) ([]APIKey, error) {
 	var out []APIKey
-	err := c.call(ctx, request{method: http.MethodGet, path: "/api-keys"}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: "/api-keys"}, &out)
 	return out, err
 }
 
-// RevokeAPIKey revokes a key by its id.
-func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
-	return c.call(ctx, request{method: http.MethodDelete, path: "/api-keys/" + url.PathEscape(id)}, nil)
+// Revoke revokes a key by its id.
+func (s *APIKeysService) Revoke(ctx context.Context, id string) error {
+	return s.t.call(ctx, request{method: http.MethodDelete, path: "/api-keys/" + url.PathEscape(id)}, nil)
 }

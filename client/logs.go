@@ -52,8 +52,8 @@ type LogsQuery struct {
 	Wait time.Duration
 }
 
-// SandboxLogs reads a page of a sandbox's log.
-func (c *Client) SandboxLogs(ctx context.Context, id string, q LogsQuery) (SandboxLogs, error) {
+// Logs reads a page of a sandbox's log.
+func (s *SandboxesService) Logs(ctx context.Context, id string, q LogsQuery) (SandboxLogs, error) {
 	v := url.Values{}
 	if q.Cursor > 0 {
 		v.Set("cursor", strconv.FormatInt(q.Cursor, 10))
@@ -74,6 +74,6 @@ func (c *Client) SandboxLogs(ctx context.Context, id string, q LogsQuery) (Sandb
 		v.Set("wait", strconv.FormatInt(q.Wait.Milliseconds(), 10))
 	}
 	var out SandboxLogs
-	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/logs"), query: v}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/logs"), query: v}, &out)
 	return out, err
 }

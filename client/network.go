@@ -8,6 +8,10 @@ import (
 	"time"
 )
 
+// NetworkService reads and changes a sandbox's egress policy, reads its
+// audit, and connects to its ports (the API's network routes).
+type NetworkService struct{ t *transport }
+
 // NetworkPolicy is a sandbox's egress policy: the body of PUT
 // /sandboxes/{id}/network and the answer of GET /sandboxes/{id}/network.
 // AllowOut and DenyOut replace the sandbox's lists; AllowInternetAccess
@@ -37,27 +41,27 @@ type NetworkEvent struct {
 	Domain      string `json:"domain,omitempty"`
 }
 
-// NetworkPolicy returns a sandbox's egress policy (409 for a sandbox
+// Policy returns a sandbox's egress policy (409 for a sandbox
 // created without a network).
-func (c *Client) NetworkPolicy(ctx context.Context, id string) (NetworkPolicy, error) {
+func (s *NetworkService) Policy(ctx context.Context, id string) (NetworkPolicy, error) {
 	var p NetworkPolicy
-	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/network")}, &p)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/network")}, &p)
 	return p, err
 }
 
-// UpdateNetwork replaces a running sandbox's egress policy: new connections
+// Update replaces a running sandbox's egress policy: new connections
 // follow it at once and existing ones it denies are cut.
-func (c *Client) UpdateNetwork(ctx context.Context, id string, p NetworkPolicy) error {
+func (s *NetworkService) Update(ctx context.Context, id string, p NetworkPolicy) error {
 	r, err := jsonBody(http.MethodPut, sandboxPath(id, "/network"), p)
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, r, nil)
+	return s.t.call(ctx, r, nil)
 }
 
-// NetworkEvents returns a sandbox's egress audit after event id after (0 =
+// Events returns a sandbox's egress audit after event id after (0 =
 // the oldest kept), at most limit (0 = the server's page size).
-func (c *Client) NetworkEvents(ctx context.Context, id string, after int64, limit int) ([]NetworkEvent, error) {
+func (s *NetworkService) Events(ctx context.Context, id string, after int64, limit int) ([]NetworkEvent, error) {
 	q := url.Values{}
 	if after > 0 {
 		q.Set("after", strconv.FormatInt(after, 10))
@@ -70,6 +74,6 @@ func (c *Client) NetworkEvents(ctx context.Context, id string, after int64, limi
 		p += "?" + q.Encode()
 	}
 	var out []NetworkEvent
-	err := c.call(ctx, request{method: http.MethodGet, path: p}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: p}, &out)
 	return out, err
 }

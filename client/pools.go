@@ -5,6 +5,9 @@ import (
 	"net/http"
 )
 
+// PoolsService reads the warm pools (GET /pools).
+type PoolsService struct{ t *transport }
+
 // Pool describes one warm pool (GET /pools).
 type Pool struct {
 	TemplateID string `json:"templateID"`
@@ -28,9 +31,9 @@ type Pool struct {
 	LastFailure string  `json:"lastFailure,omitempty"`
 }
 
-// ListPools describes the warm pools.
-func (c *Client) ListPools(ctx context.Context) ([]Pool, error) {
+// List describes the warm pools.
+func (s *PoolsService) List(ctx context.Context) ([]Pool, error) {
 	var out []Pool
-	err := c.call(ctx, request{method: http.MethodGet, path: "/pools"}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: "/pools"}, &out)
 	return out, err
 }

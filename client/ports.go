@@ -21,30 +21,30 @@ const portUpgrade = "warren-tcp"
 // returned conn supports CloseWrite (half-close) through the interface
 // { CloseWrite() error }. It dials the daemon directly (http or https), not
 // through the Client's http.Client: an upgraded connection is not a request.
-func (c *Client) ConnectPort(ctx context.Context, id string, port int) (net.Conn, error) {
-	if c.base == nil || c.base.Host == "" || (c.base.Scheme != "http" && c.base.Scheme != "https") {
-		return nil, fmt.Errorf("invalid warren URL %q: want something like http://127.0.0.1:3000", c.baseString())
+func (s *NetworkService) ConnectPort(ctx context.Context, id string, port int) (net.Conn, error) {
+	if s.t.base == nil || s.t.base.Host == "" || (s.t.base.Scheme != "http" && s.t.base.Scheme != "https") {
+		return nil, fmt.Errorf("invalid warren URL %q: want something like http://127.0.0.1:3000", s.t.baseString())
 	}
-	host := c.base.Host
-	if c.base.Port() == "" {
-		host = net.JoinHostPort(c.base.Hostname(), map[string]string{"http": "80", "https": "443"}[c.base.Scheme])
+	host := s.t.base.Host
+	if s.t.base.Port() == "" {
+		host = net.JoinHostPort(s.t.base.Hostname(), map[string]string{"http": "80", "https": "443"}[s.t.base.Scheme])
 	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach warren at %s (is `warren serve` running?): %w", c.baseString(), err)
+		return nil, fmt.Errorf("cannot reach warren at %s (is `warren serve` running?): %w", s.t.baseString(), err)
 	}
-	if c.base.Scheme == "https" {
-		tc := tls.Client(conn, &tls.Config{ServerName: c.base.Hostname(), NextProtos: []string{"http/1.1"}})
+	if s.t.base.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{ServerName: s.t.base.Hostname(), NextProtos: []string{"http/1.1"}})
 		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("TLS handshake with %s: %w", c.baseString(), err)
+			return nil, fmt.Errorf("TLS handshake with %s: %w", s.t.baseString(), err)
 		}
 		conn = tc
 	}
 	// A cancelled ctx must not leave us blocked in the handshake below.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	nc, err := c.upgradePort(conn, id, port)
+	nc, err := s.t.upgradePort(conn, id, port)
 	if !stop() && err == nil {
 		nc.Close()
 		return nil, ctx.Err()
@@ -59,34 +59,34 @@ func (c *Client) ConnectPort(ctx context.Context, id string, port int) (net.Conn
 	return nc, nil
 }
 
-func (c *Client) upgradePort(conn net.Conn, id string, port int) (net.Conn, error) {
-	path := c.base.Path + "/sandboxes/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port) + "/connect"
-	req, err := http.NewRequest(http.MethodGet, c.base.Scheme+"://"+c.base.Host+path, nil)
+func (t *transport) upgradePort(conn net.Conn, id string, port int) (net.Conn, error) {
+	path := t.base.Path + "/sandboxes/" + url.PathEscape(id) + "/ports/" + strconv.Itoa(port) + "/connect"
+	req, err := http.NewRequest(http.MethodGet, t.base.Scheme+"://"+t.base.Host+path, nil)
 	if err != nil {
 		return nil, fmt.Errorf("build port request: %w", err)
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", portUpgrade)
-	if c.apiKey != "" {
-		req.Header.Set("X-API-Key", c.apiKey)
+	if t.apiKey != "" {
+		req.Header.Set("X-API-Key", t.apiKey)
 	}
 	if err := req.Write(conn); err != nil {
-		return nil, fmt.Errorf("send port request to %s: %w", c.baseString(), err)
+		return nil, fmt.Errorf("send port request to %s: %w", t.baseString(), err)
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		return nil, fmt.Errorf("read the answer to the port request from %s: %w", c.baseString(), err)
+		return nil, fmt.Errorf("read the answer to the port request from %s: %w", t.baseString(), err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
 		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-			return nil, fmt.Errorf("warren at %s answered %s instead of upgrading: is it too old for port forwarding?", c.baseString(), resp.Status)
+			return nil, fmt.Errorf("warren at %s answered %s instead of upgrading: is it too old for port forwarding?", t.baseString(), resp.Status)
 		}
 		return nil, decodeError(resp)
 	}
 	if !strings.EqualFold(resp.Header.Get("Upgrade"), portUpgrade) {
-		return nil, fmt.Errorf("warren at %s upgraded to %q, want %q", c.baseString(), resp.Header.Get("Upgrade"), portUpgrade)
+		return nil, fmt.Errorf("warren at %s upgraded to %q, want %q", t.baseString(), resp.Header.Get("Upgrade"), portUpgrade)
 	}
 	return &upgradedConn{Conn: conn, r: br}, nil
 }

@@ -12,34 +12,38 @@ import (
 	"strconv"
 )
 
+// ProcessesService starts background processes in sandboxes, streams their
+// output and feeds their stdin (the /sandboxes/{id}/processes routes).
+type ProcessesService struct{ t *transport }
+
 func processPath(id, ref, suffix string) string {
 	return sandboxPath(id, "/processes/"+url.PathEscape(ref)+suffix)
 }
 
-// StartProcess starts a background process in a sandbox and returns at once.
-func (c *Client) StartProcess(ctx context.Context, id string, req StartProcessRequest) (ProcessInfo, error) {
+// Start starts a background process in a sandbox and returns at once.
+func (s *ProcessesService) Start(ctx context.Context, id string, req StartProcessRequest) (ProcessInfo, error) {
 	var p ProcessInfo
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/processes"), req)
 	if err != nil {
 		return p, err
 	}
-	err = c.call(ctx, r, &p)
+	err = s.t.call(ctx, r, &p)
 	return p, err
 }
 
-// ListProcesses lists a sandbox's background processes: the running ones
+// List lists a sandbox's background processes: the running ones
 // and those that exited in the last ten minutes.
-func (c *Client) ListProcesses(ctx context.Context, id string) ([]ProcessInfo, error) {
+func (s *ProcessesService) List(ctx context.Context, id string) ([]ProcessInfo, error) {
 	var out []ProcessInfo
-	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/processes")}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/processes")}, &out)
 	return out, err
 }
 
-// ProcessOutput replays a process's output (ref is its pid or tag) and,
+// Output replays a process's output (ref is its pid or tag) and,
 // with opts.Follow, streams it live; fn sees every event. It returns the
 // "exit" event, or nil when the stream ended without one (not following
 // a running process).
-func (c *Client) ProcessOutput(ctx context.Context, id, ref string, opts OutputOptions, fn func(ProcessEvent) error) (*ProcessEvent, error) {
+func (s *ProcessesService) Output(ctx context.Context, id, ref string, opts OutputOptions, fn func(ProcessEvent) error) (*ProcessEvent, error) {
 	q := url.Values{"from": {strconv.FormatUint(opts.From, 10)}}
 	if opts.StdoutFrom > 0 {
 		q.Set("stdoutFrom", strconv.FormatUint(opts.StdoutFrom, 10))
@@ -50,7 +54,7 @@ func (c *Client) ProcessOutput(ctx context.Context, id, ref string, opts OutputO
 	if opts.Follow {
 		q.Set("follow", "true")
 	}
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, ref, "/output"), query: q})
+	resp, err := s.t.send(ctx, request{method: http.MethodGet, path: processPath(id, ref, "/output"), query: q})
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +90,10 @@ func (c *Client) ProcessOutput(ctx context.Context, id, ref string, opts OutputO
 	return nil, nil
 }
 
-// AttachProcess copies a process's output to stdout and stderr (either may
+// Attach copies a process's output to stdout and stderr (either may
 // be nil), replaying from opts and following it if asked.
-func (c *Client) AttachProcess(ctx context.Context, id, ref string, opts OutputOptions, stdout, stderr io.Writer) (*ProcessEvent, error) {
-	return c.ProcessOutput(ctx, id, ref, opts, func(ev ProcessEvent) error {
+func (s *ProcessesService) Attach(ctx context.Context, id, ref string, opts OutputOptions, stdout, stderr io.Writer) (*ProcessEvent, error) {
+	return s.Output(ctx, id, ref, opts, func(ev ProcessEvent) error {
 		switch ev.Type {
 		case "stdout":
 			return writeAll(stdout, ev.Data)
@@ -101,21 +105,21 @@ func (c *Client) AttachProcess(ctx context.Context, id, ref string, opts OutputO
 }
 
 // SendInput writes data to a process's stdin.
-func (c *Client) SendInput(ctx context.Context, id, ref string, data []byte) error {
+func (s *ProcessesService) SendInput(ctx context.Context, id, ref string, data []byte) error {
 	r := request{method: http.MethodPost, path: processPath(id, ref, "/stdin"), body: bytes.NewReader(data), contentType: "application/octet-stream"}
-	return c.call(ctx, r, nil)
+	return s.t.call(ctx, r, nil)
 }
 
 // CloseStdin closes a process's stdin: it reads EOF.
-func (c *Client) CloseStdin(ctx context.Context, id, ref string) error {
-	return c.call(ctx, request{method: http.MethodPost, path: processPath(id, ref, "/stdin/close")}, nil)
+func (s *ProcessesService) CloseStdin(ctx context.Context, id, ref string) error {
+	return s.t.call(ctx, request{method: http.MethodPost, path: processPath(id, ref, "/stdin/close")}, nil)
 }
 
-// SignalProcess sends a signal to a process's process group.
-func (c *Client) SignalProcess(ctx context.Context, id, ref, signal string) error {
+// Signal sends a signal to a process's process group.
+func (s *ProcessesService) Signal(ctx context.Context, id, ref, signal string) error {
 	r, err := jsonBody(http.MethodPost, processPath(id, ref, "/signal"), SignalRequest{Signal: signal})
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, r, nil)
+	return s.t.call(ctx, r, nil)
 }

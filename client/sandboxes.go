@@ -8,35 +8,31 @@ import (
 	"strconv"
 )
 
-// Health reports the daemon's status. It needs no API key; with an admin
-// key it also lists the daemon's last errors.
-func (c *Client) Health(ctx context.Context) (Health, error) {
-	var h Health
-	err := c.call(ctx, request{method: http.MethodGet, path: "/health"}, &h)
-	return h, err
-}
+// SandboxesService creates, lists, describes and deletes sandboxes, and
+// reads their events, logs and resource samples (the API's sandboxes routes).
+type SandboxesService struct{ t *transport }
 
-// CreateSandbox starts a sandbox.
-func (c *Client) CreateSandbox(ctx context.Context, in NewSandbox) (Sandbox, error) {
-	var s Sandbox
+// Create starts a sandbox.
+func (s *SandboxesService) Create(ctx context.Context, in NewSandbox) (Sandbox, error) {
+	var sb Sandbox
 	r, err := jsonBody(http.MethodPost, "/sandboxes", in)
 	if err != nil {
-		return s, err
+		return sb, err
 	}
-	err = c.call(ctx, r, &s)
-	return s, err
+	err = s.t.call(ctx, r, &sb)
+	return sb, err
 }
 
-// GetSandbox describes one sandbox.
-func (c *Client) GetSandbox(ctx context.Context, id string) (SandboxDetail, error) {
-	var s SandboxDetail
-	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "")}, &s)
-	return s, err
+// Get describes one sandbox.
+func (s *SandboxesService) Get(ctx context.Context, id string) (SandboxDetail, error) {
+	var sb SandboxDetail
+	err := s.t.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "")}, &sb)
+	return sb, err
 }
 
-// DeleteSandbox kills a sandbox and removes it.
-func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
-	return c.call(ctx, request{method: http.MethodDelete, path: sandboxPath(id, "")}, nil)
+// Delete kills a sandbox and removes it.
+func (s *SandboxesService) Delete(ctx context.Context, id string) error {
+	return s.t.call(ctx, request{method: http.MethodDelete, path: sandboxPath(id, "")}, nil)
 }
 
 // ListOptions filter and page GET /v2/sandboxes.
@@ -51,9 +47,9 @@ type ListOptions struct {
 	NextToken string
 }
 
-// ListSandboxes returns one page of sandboxes and the cursor of the next
+// List returns one page of sandboxes and the cursor of the next
 // page ("" when this was the last).
-func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions) ([]ListedSandbox, string, error) {
+func (s *SandboxesService) List(ctx context.Context, opts ListOptions) ([]ListedSandbox, string, error) {
 	q := url.Values{}
 	if len(opts.Metadata) > 0 {
 		// E2B's shape: one parameter holding a query-encoded k=v&k2=v2 list,
@@ -69,8 +65,8 @@ func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions) ([]ListedS
 		}
 		q.Set("metadata", md.Encode())
 	}
-	for _, s := range opts.States {
-		q.Add("state", s)
+	for _, st := range opts.States {
+		q.Add("state", st)
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
@@ -78,7 +74,7 @@ func (c *Client) ListSandboxes(ctx context.Context, opts ListOptions) ([]ListedS
 	if opts.NextToken != "" {
 		q.Set("nextToken", opts.NextToken)
 	}
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: "/v2/sandboxes", query: q})
+	resp, err := s.t.send(ctx, request{method: http.MethodGet, path: "/v2/sandboxes", query: q})
 	if err != nil {
 		return nil, "", err
 	}

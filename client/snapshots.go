@@ -7,24 +7,28 @@ import (
 	"strconv"
 )
 
-// CreateSnapshot takes a named (or, without a name, unnamed) snapshot of a
+// SnapshotsService takes, lists and deletes snapshots, and rolls back, forks,
+// promotes, diffs and traces sandboxes by them (the API's snapshots routes).
+type SnapshotsService struct{ t *transport }
+
+// Create takes a named (or, without a name, unnamed) snapshot of a
 // sandbox's live tree.
-func (c *Client) CreateSnapshot(ctx context.Context, id string, in NewSnapshot) (Snapshot, error) {
-	var s Snapshot
+func (s *SnapshotsService) Create(ctx context.Context, id string, in NewSnapshot) (Snapshot, error) {
+	var snap Snapshot
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/snapshots"), in)
 	if err != nil {
-		return s, err
+		return snap, err
 	}
-	err = c.call(ctx, r, &s)
-	return s, err
+	err = s.t.call(ctx, r, &snap)
+	return snap, err
 }
 
 // Turn ends an agent turn: it takes the sandbox's next turn snapshot
 // (kind "turn", named "turn-N").
-func (c *Client) Turn(ctx context.Context, id string) (Snapshot, error) {
-	var s Snapshot
-	err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/turns")}, &s)
-	return s, err
+func (s *SnapshotsService) Turn(ctx context.Context, id string) (Snapshot, error) {
+	var snap Snapshot
+	err := s.t.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/turns")}, &snap)
+	return snap, err
 }
 
 // SnapshotListOptions filter and page GET /snapshots.
@@ -43,9 +47,9 @@ type SnapshotListOptions struct {
 	NextToken string
 }
 
-// ListSnapshots returns one page of snapshots and the cursor of the next
+// List returns one page of snapshots and the cursor of the next
 // page ("" when this was the last).
-func (c *Client) ListSnapshots(ctx context.Context, opts SnapshotListOptions) ([]Snapshot, string, error) {
+func (s *SnapshotsService) List(ctx context.Context, opts SnapshotListOptions) ([]Snapshot, string, error) {
 	q := url.Values{}
 	if opts.SandboxID != "" {
 		q.Set("sandboxID", opts.SandboxID)
@@ -53,8 +57,8 @@ func (c *Client) ListSnapshots(ctx context.Context, opts SnapshotListOptions) ([
 	if opts.Name != "" {
 		q.Set("name", opts.Name)
 	}
-	for _, s := range opts.States {
-		q.Add("state", s)
+	for _, st := range opts.States {
+		q.Add("state", st)
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))
@@ -62,7 +66,7 @@ func (c *Client) ListSnapshots(ctx context.Context, opts SnapshotListOptions) ([
 	if opts.NextToken != "" {
 		q.Set("nextToken", opts.NextToken)
 	}
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: "/snapshots", query: q})
+	resp, err := s.t.send(ctx, request{method: http.MethodGet, path: "/snapshots", query: q})
 	if err != nil {
 		return nil, "", err
 	}
@@ -74,48 +78,48 @@ func (c *Client) ListSnapshots(ctx context.Context, opts SnapshotListOptions) ([
 	return out, resp.Header.Get("X-Next-Token"), nil
 }
 
-// GetSnapshot describes one snapshot.
-func (c *Client) GetSnapshot(ctx context.Context, id string) (Snapshot, error) {
-	var s Snapshot
-	err := c.call(ctx, request{method: http.MethodGet, path: snapshotPath(id, "")}, &s)
-	return s, err
+// Get describes one snapshot.
+func (s *SnapshotsService) Get(ctx context.Context, id string) (Snapshot, error) {
+	var snap Snapshot
+	err := s.t.call(ctx, request{method: http.MethodGet, path: snapshotPath(id, "")}, &snap)
+	return snap, err
 }
 
-// DeleteSnapshot removes a snapshot's tree; the lineage keeps it as a
+// Delete removes a snapshot's tree; the lineage keeps it as a
 // tombstone (state "deleted").
-func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
-	return c.call(ctx, request{method: http.MethodDelete, path: snapshotPath(id, "")}, nil)
+func (s *SnapshotsService) Delete(ctx context.Context, id string) error {
+	return s.t.call(ctx, request{method: http.MethodDelete, path: snapshotPath(id, "")}, nil)
 }
 
 // Rollback replaces a sandbox's live tree with a snapshot of it. In the
 // native runtime its processes are restarted (the answer says so).
-func (c *Client) Rollback(ctx context.Context, id string, in RollbackRequest) (RollbackResult, error) {
+func (s *SnapshotsService) Rollback(ctx context.Context, id string, in RollbackRequest) (RollbackResult, error) {
 	var res RollbackResult
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/rollback"), in)
 	if err != nil {
 		return res, err
 	}
-	err = c.call(ctx, r, &res)
+	err = s.t.call(ctx, r, &res)
 	return res, err
 }
 
 // Fork starts new sandboxes from a snapshot of id (or from its live state).
 // The answer has one element per requested fork, each a sandbox or an
 // error: a fork that failed does not fail the call.
-func (c *Client) Fork(ctx context.Context, id string, in ForkRequest) ([]ForkResult, error) {
+func (s *SnapshotsService) Fork(ctx context.Context, id string, in ForkRequest) ([]ForkResult, error) {
 	var out []ForkResult
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/fork"), in)
 	if err != nil {
 		return nil, err
 	}
-	err = c.call(ctx, r, &out)
+	err = s.t.call(ctx, r, &out)
 	return out, err
 }
 
 // Diff compares snapshot from with snapshot to, or with the sandbox's live
 // tree when to is "live" or "". With content, small text files carry a
 // unified diff.
-func (c *Client) Diff(ctx context.Context, from, to string, content bool) (Diff, error) {
+func (s *SnapshotsService) Diff(ctx context.Context, from, to string, content bool) (Diff, error) {
 	var d Diff
 	if to == "" {
 		to = "live"
@@ -124,23 +128,23 @@ func (c *Client) Diff(ctx context.Context, from, to string, content bool) (Diff,
 	if content {
 		q.Set("content", "true")
 	}
-	err := c.call(ctx, request{method: http.MethodGet, path: snapshotPath(from, "/diff"), query: q}, &d)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: snapshotPath(from, "/diff"), query: q}, &d)
 	return d, err
 }
 
 // Lineage returns the family tree a sandbox belongs to: its template, the
 // sandboxes and snapshots of the family, and how they are related.
-func (c *Client) Lineage(ctx context.Context, id string) (Lineage, error) {
+func (s *SnapshotsService) Lineage(ctx context.Context, id string) (Lineage, error) {
 	var l Lineage
-	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/lineage")}, &l)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/lineage")}, &l)
 	return l, err
 }
 
 // Promote makes a fork's tree its parent's. The answer describes the
 // parent; its PreviousSnapshotID keeps the state that was replaced.
-func (c *Client) Promote(ctx context.Context, id string) (RollbackResult, error) {
+func (s *SnapshotsService) Promote(ctx context.Context, id string) (RollbackResult, error) {
 	var res RollbackResult
-	err := c.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/promote")}, &res)
+	err := s.t.call(ctx, request{method: http.MethodPost, path: sandboxPath(id, "/promote")}, &res)
 	return res, err
 }
 

@@ -69,42 +69,42 @@ func TestSnapshots(t *testing.T) {
 	})
 	ctx := context.Background()
 
-	s, err := c.CreateSnapshot(ctx, "sb 1", NewSnapshot{Name: "before", Labels: map[string]string{"k": "v"}})
+	s, err := c.Snapshots.Create(ctx, "sb 1", NewSnapshot{Name: "before", Labels: map[string]string{"k": "v"}})
 	if err != nil || s.SnapshotID != "sn1" || s.Kind != "named" {
 		t.Fatalf("CreateSnapshot = %+v, %v", s, err)
 	}
-	if s, err := c.Turn(ctx, "sb"); err != nil || s.Name != "turn-3" || s.Turn != 3 {
+	if s, err := c.Snapshots.Turn(ctx, "sb"); err != nil || s.Name != "turn-3" || s.Turn != 3 {
 		t.Fatalf("Turn = %+v, %v", s, err)
 	}
-	list, next, err := c.ListSnapshots(ctx, SnapshotListOptions{SandboxID: "sb", Name: "n", States: []string{"ready", "deleted"},
+	list, next, err := c.Snapshots.List(ctx, SnapshotListOptions{SandboxID: "sb", Name: "n", States: []string{"ready", "deleted"},
 		Limit: 5, NextToken: "t1"})
 	if err != nil || next != "t2" || len(list) != 2 || list[1].State != "deleted" {
 		t.Fatalf("ListSnapshots = %+v, %q, %v", list, next, err)
 	}
-	if s, err := c.GetSnapshot(ctx, "sn/1"); err != nil || s.SnapshotID != "sn/1" || s.ExclusiveBytes != -1 {
+	if s, err := c.Snapshots.Get(ctx, "sn/1"); err != nil || s.SnapshotID != "sn/1" || s.ExclusiveBytes != -1 {
 		t.Fatalf("GetSnapshot = %+v, %v", s, err)
 	}
-	if err := c.DeleteSnapshot(ctx, "sn1"); err != nil {
+	if err := c.Snapshots.Delete(ctx, "sn1"); err != nil {
 		t.Fatal(err)
 	}
-	rb, err := c.Rollback(ctx, "sb", RollbackRequest{SnapshotID: "sn1", Force: true})
+	rb, err := c.Snapshots.Rollback(ctx, "sb", RollbackRequest{SnapshotID: "sn1", Force: true})
 	if err != nil || rb.SnapshotID != "sn1" || !rb.ProcessesRestarted || rb.Sandbox.Head != "sn1" {
 		t.Fatalf("Rollback = %+v, %v", rb, err)
 	}
-	forks, err := c.Fork(ctx, "sb", ForkRequest{SnapshotID: "sn1", Count: 2, Metadata: map[string]string{"a": "b"}})
+	forks, err := c.Snapshots.Fork(ctx, "sb", ForkRequest{SnapshotID: "sn1", Count: 2, Metadata: map[string]string{"a": "b"}})
 	if err != nil || len(forks) != 2 || forks[0].Sandbox.SandboxID != "f1" || forks[1].Error.Code != 429 {
 		t.Fatalf("Fork = %+v, %v", forks, err)
 	}
-	if d, err := c.Diff(ctx, "sn1", "", false); err != nil || d.Added != 1 || len(d.Changes) != 1 {
+	if d, err := c.Snapshots.Diff(ctx, "sn1", "", false); err != nil || d.Added != 1 || len(d.Changes) != 1 {
 		t.Fatalf("Diff to live = %+v, %v", d, err)
 	}
-	if d, err := c.Diff(ctx, "sn2", "sn3", true); err != nil || d.To != "sn3" {
+	if d, err := c.Snapshots.Diff(ctx, "sn2", "sn3", true); err != nil || d.To != "sn3" {
 		t.Fatalf("Diff = %+v, %v", d, err)
 	}
-	if l, err := c.Lineage(ctx, "sb"); err != nil || l.Template != "base" || len(l.Nodes) != 1 {
+	if l, err := c.Snapshots.Lineage(ctx, "sb"); err != nil || l.Template != "base" || len(l.Nodes) != 1 {
 		t.Fatalf("Lineage = %+v, %v", l, err)
 	}
-	p, err := c.Promote(ctx, "f1")
+	p, err := c.Snapshots.Promote(ctx, "f1")
 	if err != nil || p.Sandbox.SandboxID != "sb" || p.PreviousSnapshotID != "sn8" {
 		t.Fatalf("Promote = %+v, %v", p, err)
 	}
@@ -114,14 +114,14 @@ func TestSnapshotErrors(t *testing.T) {
 	c := newServer(t, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 409, Error{Code: 409, Message: "sandbox sb is running commands: pass force to kill them"})
 	})
-	_, err := c.Rollback(context.Background(), "sb", RollbackRequest{SnapshotID: "sn1"})
+	_, err := c.Snapshots.Rollback(context.Background(), "sb", RollbackRequest{SnapshotID: "sn1"})
 	if StatusCode(err) != 409 || err.Error() != "sandbox sb is running commands: pass force to kill them" {
 		t.Fatalf("err = %v", err)
 	}
-	if _, _, err := c.ListSnapshots(context.Background(), SnapshotListOptions{}); StatusCode(err) != 409 {
+	if _, _, err := c.Snapshots.List(context.Background(), SnapshotListOptions{}); StatusCode(err) != 409 {
 		t.Fatalf("ListSnapshots err = %v", err)
 	}
-	if _, err := c.Fork(context.Background(), "sb", ForkRequest{}); StatusCode(err) != 409 {
+	if _, err := c.Snapshots.Fork(context.Background(), "sb", ForkRequest{}); StatusCode(err) != 409 {
 		t.Fatalf("Fork err = %v", err)
 	}
 }

@@ -6,14 +6,17 @@ import (
 	"net/url"
 )
 
-// ListTemplates lists the templates sandboxes can start from.
-func (c *Client) ListTemplates(ctx context.Context) ([]Template, error) {
+// TemplatesService lists and deletes templates (GET /templates).
+type TemplatesService struct{ t *transport }
+
+// List lists the templates sandboxes can start from.
+func (s *TemplatesService) List(ctx context.Context) ([]Template, error) {
 	var out []Template
-	err := c.call(ctx, request{method: http.MethodGet, path: "/templates"}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: "/templates"}, &out)
 	return out, err
 }
 
-// DeleteTemplate removes a template.
-func (c *Client) DeleteTemplate(ctx context.Context, name string) error {
-	return c.call(ctx, request{method: http.MethodDelete, path: "/templates/" + url.PathEscape(name)}, nil)
+// Delete removes a template.
+func (s *TemplatesService) Delete(ctx context.Context, name string) error {
+	return s.t.call(ctx, request{method: http.MethodDelete, path: "/templates/" + url.PathEscape(name)}, nil)
 }

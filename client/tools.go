@@ -11,6 +11,10 @@ import (
 	"time"
 )
 
+// ToolsService lists warren's tools and calls them in sandboxes (the /tools
+// and /sandboxes/{id}/tools routes).
+type ToolsService struct{ t *transport }
+
 // Tool describes one of the typed tools an agent calls in a sandbox (GET
 // /tools): bash, read, write, edit, ls, glob, grep, apply_patch.
 type Tool struct {
@@ -81,27 +85,27 @@ type ToolCallRecord struct {
 	SnapshotID string `json:"snapshotID,omitempty"`
 }
 
-// ListTools describes the tools.
-func (c *Client) ListTools(ctx context.Context) ([]Tool, error) {
+// List describes the tools.
+func (s *ToolsService) List(ctx context.Context) ([]Tool, error) {
 	var out []Tool
-	err := c.call(ctx, request{method: http.MethodGet, path: "/tools"}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: "/tools"}, &out)
 	return out, err
 }
 
-// CallTool runs one tool in a sandbox. With progress set, the call streams
+// Call runs one tool in a sandbox. With progress set, the call streams
 // and progress sees bash's output as it comes.
-func (c *Client) CallTool(ctx context.Context, id, tool string, in ToolCall, progress func([]byte)) (ToolResult, error) {
+func (s *ToolsService) Call(ctx context.Context, id, tool string, in ToolCall, progress func([]byte)) (ToolResult, error) {
 	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/tools/"+url.PathEscape(tool)), in)
 	if err != nil {
 		return ToolResult{}, err
 	}
 	if progress == nil {
 		var out ToolResult
-		err := c.call(ctx, r, &out)
+		err := s.t.call(ctx, r, &out)
 		return out, err
 	}
 	r.query = url.Values{"stream": {"true"}}
-	resp, err := c.send(ctx, r)
+	resp, err := s.t.send(ctx, r)
 	if err != nil {
 		return ToolResult{}, err
 	}
@@ -137,9 +141,9 @@ func (c *Client) CallTool(ctx context.Context, id, tool string, in ToolCall, pro
 	return ToolResult{}, fmt.Errorf("tool %s: the stream ended without a result", tool)
 }
 
-// ToolCalls lists a sandbox's tool calls after record id after (0: from the
+// Calls lists a sandbox's tool calls after record id after (0: from the
 // first), oldest first, at most limit (0: the server's default).
-func (c *Client) ToolCalls(ctx context.Context, id string, after int64, limit int) ([]ToolCallRecord, error) {
+func (s *ToolsService) Calls(ctx context.Context, id string, after int64, limit int) ([]ToolCallRecord, error) {
 	q := url.Values{}
 	if after > 0 {
 		q.Set("after", strconv.FormatInt(after, 10))
@@ -148,6 +152,6 @@ func (c *Client) ToolCalls(ctx context.Context, id string, after int64, limit in
 		q.Set("limit", strconv.Itoa(limit))
 	}
 	var out []ToolCallRecord
-	err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/tools/calls"), query: q}, &out)
+	err := s.t.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "/tools/calls"), query: q}, &out)
 	return out, err
 }

@@ -118,7 +118,7 @@ func (a *app) runExec(ctx context.Context, id string, req client.ExecRequest) er
 		snap string
 	)
 	if a.json {
-		res, err := c.ExecWait(ctx, id, req)
+		res, err := c.Commands.ExecWait(ctx, id, req)
 		if err != nil {
 			return execFailure(err)
 		}
@@ -127,7 +127,7 @@ func (a *app) runExec(ctx context.Context, id string, req client.ExecRequest) er
 		}
 		st, snap = resultStatus(res), res.SnapshotID
 	} else {
-		ev, err := c.Exec(ctx, id, req, a.out, a.errOut)
+		ev, err := c.Commands.Exec(ctx, id, req, a.out, a.errOut)
 		if err != nil {
 			return execFailure(err)
 		}

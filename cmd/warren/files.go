@@ -39,7 +39,7 @@ whole or not at all: a failed copy leaves no partial file behind.`,
 			if len(argv) == 3 {
 				local = argv[2]
 			}
-			rc, err := a.client().ReadFile(cmd.Context(), id, remote)
+			rc, err := a.client().Files.Read(cmd.Context(), id, remote)
 			if err != nil {
 				return err
 			}
@@ -109,7 +109,7 @@ func filesPutCmd(a *app) *cobra.Command {
 				}
 				r = f
 			}
-			info, err := a.client().WriteFile(cmd.Context(), id, remote, r, m, user)
+			info, err := a.client().Files.Write(cmd.Context(), id, remote, r, m, user)
 			if err != nil {
 				return err
 			}
@@ -139,7 +139,7 @@ func filesListCmd(a *app) *cobra.Command {
 			if depth < 0 {
 				return usageError{errors.New("--depth must not be negative")}
 			}
-			entries, err := a.client().ListDir(cmd.Context(), argv[0], dir, depth)
+			entries, err := a.client().Files.List(cmd.Context(), argv[0], dir, depth)
 			if err != nil {
 				return err
 			}
@@ -183,7 +183,7 @@ func filesStatCmd(a *app) *cobra.Command {
 		Short: "Describe a file in a sandbox",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			e, err := a.client().Stat(cmd.Context(), argv[0], argv[1])
+			e, err := a.client().Files.Stat(cmd.Context(), argv[0], argv[1])
 			if err != nil {
 				return err
 			}
@@ -215,7 +215,7 @@ func filesMkdirCmd(a *app) *cobra.Command {
 		Short: "Create a directory (and its parents) in a sandbox",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			e, err := a.client().MakeDir(cmd.Context(), argv[0], argv[1])
+			e, err := a.client().Files.MakeDir(cmd.Context(), argv[0], argv[1])
 			if err != nil || !a.json {
 				return err
 			}
@@ -231,7 +231,7 @@ func filesMoveCmd(a *app) *cobra.Command {
 		Short:   "Move or rename a file in a sandbox",
 		Args:    args(cobra.ExactArgs(3)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			e, err := a.client().Move(cmd.Context(), argv[0], argv[1], argv[2])
+			e, err := a.client().Files.Move(cmd.Context(), argv[0], argv[1], argv[2])
 			if err != nil || !a.json {
 				return err
 			}
@@ -250,7 +250,7 @@ func filesRemoveCmd(a *app) *cobra.Command {
 			id := argv[0]
 			failed := 0
 			for _, p := range argv[1:] {
-				if err := c.Remove(cmd.Context(), id, p); err != nil {
+				if err := c.Files.Remove(cmd.Context(), id, p); err != nil {
 					failed++
 					fmt.Fprintf(a.errOut, "error: %s\n", a.describe(err))
 				}

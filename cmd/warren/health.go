@@ -21,7 +21,7 @@ every team); others see how many there were.`,
   warren health --json`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, err := a.client().Health(cmd.Context())
+			h, err := a.client().Meta.Health(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ func keyCreateCmd(a *app) *cobra.Command {
 		Short: "Create an API key and print it (shown only this once)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := a.client().CreateAPIKey(cmd.Context(), in)
+			k, err := a.client().APIKeys.Create(cmd.Context(), in)
 			if err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ func keyListCmd(a *app) *cobra.Command {
 		Short:   "List API keys (without their secrets)",
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			keys, err := a.client().ListAPIKeys(cmd.Context())
+			keys, err := a.client().APIKeys.List(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ func keyRevokeCmd(a *app) *cobra.Command {
 		Args:    args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
-			return eachID(a, ids, "key", func(id string) error { return c.RevokeAPIKey(cmd.Context(), id) })
+			return eachID(a, ids, "key", func(id string) error { return c.APIKeys.Revoke(cmd.Context(), id) })
 		},
 	}
 }

@@ -17,7 +17,7 @@ func sandboxPauseCmd(a *app) *cobra.Command {
 		Args:  args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
-			return eachID(a, ids, "sandbox", func(id string) error { return c.PauseSandbox(cmd.Context(), id) })
+			return eachID(a, ids, "sandbox", func(id string) error { return c.Lifecycle.Pause(cmd.Context(), id) })
 		},
 	}
 }
@@ -34,7 +34,7 @@ autoResume) restores it with its processes where they were. Needs the gvisor run
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
 			return eachID(a, ids, "sandbox", func(id string) error {
-				_, err := c.HibernateSandbox(cmd.Context(), id)
+				_, err := c.Lifecycle.Hibernate(cmd.Context(), id)
 				return err
 			})
 		},
@@ -49,7 +49,7 @@ func sandboxResumeCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
 			return eachID(a, ids, "sandbox", func(id string) error {
-				_, err := c.ResumeSandbox(cmd.Context(), id)
+				_, err := c.Lifecycle.Resume(cmd.Context(), id)
 				return err
 			})
 		},
@@ -66,7 +66,7 @@ func sandboxTimeoutCmd(a *app) *cobra.Command {
 			if err != nil || secs < 0 {
 				return usageError{fmt.Errorf("SECONDS %q: want a whole number >= 0", argv[1])}
 			}
-			return a.client().SetTimeout(cmd.Context(), argv[0], secs)
+			return a.client().Lifecycle.SetTimeout(cmd.Context(), argv[0], secs)
 		},
 	}
 }
@@ -78,7 +78,7 @@ func sandboxEventsCmd(a *app) *cobra.Command {
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			c := a.client()
-			evs, err := c.SandboxEvents(cmd.Context(), argv[0], 0)
+			evs, err := c.Sandboxes.Events(cmd.Context(), argv[0], 0)
 			if err != nil {
 				return err
 			}
@@ -125,9 +125,9 @@ func sandboxStopCmd(a *app) *cobra.Command {
 			return eachID(a, ids, "sandbox", func(id string) error {
 				var err error
 				if drain {
-					_, err = c.DrainSandbox(cmd.Context(), id, drainWait, grace)
+					_, err = c.Lifecycle.Drain(cmd.Context(), id, drainWait, grace)
 				} else {
-					_, err = c.StopSandbox(cmd.Context(), id, grace, kill)
+					_, err = c.Lifecycle.Stop(cmd.Context(), id, grace, kill)
 				}
 				return err
 			})
@@ -150,7 +150,7 @@ func sandboxLimitsCmd(a *app) *cobra.Command {
 			if l.MemoryMB < 0 || l.CPUCount < 0 || l.Pids < 0 || l.DiskMB < 0 {
 				return usageError{fmt.Errorf("limits must not be negative")}
 			}
-			det, err := a.client().UpdateLimits(cmd.Context(), argv[0], l)
+			det, err := a.client().Lifecycle.UpdateLimits(cmd.Context(), argv[0], l)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ a snapshot under that snapshot, and rollbacks and promotes where they happened.
 "*" marks the snapshot a sandbox's live tree currently comes from (its head).`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			l, err := a.client().Lineage(cmd.Context(), argv[0])
+			l, err := a.client().Snapshots.Lineage(cmd.Context(), argv[0])
 			if err != nil {
 				return err
 			}
@@ -257,7 +257,7 @@ small text files are followed by a unified diff.`,
 					return err
 				}
 			}
-			d, err := a.client().Diff(cmd.Context(), from, to, content)
+			d, err := a.client().Snapshots.Diff(cmd.Context(), from, to, content)
 			if err != nil {
 				return err
 			}

@@ -39,7 +39,7 @@ follower can resume where it stopped.`,
 			q := client.LogsQuery{Cursor: cursor, Level: level, Search: search}
 			if tail > 0 {
 				// The newest N, printed oldest first; then on from the newest.
-				page, err := c.SandboxLogs(ctx, id, client.LogsQuery{Backward: true, Limit: tail, Level: level, Search: search})
+				page, err := c.Sandboxes.Logs(ctx, id, client.LogsQuery{Backward: true, Limit: tail, Level: level, Search: search})
 				if err != nil {
 					return err
 				}
@@ -61,7 +61,7 @@ follower can resume where it stopped.`,
 				if follow {
 					q.Wait = followWait
 				}
-				page, err := c.SandboxLogs(ctx, id, q)
+				page, err := c.Sandboxes.Logs(ctx, id, q)
 				if err != nil {
 					if ctx.Err() != nil {
 						return nil // interrupted while following
@@ -91,7 +91,7 @@ follower can resume where it stopped.`,
 
 // logEnd is the cursor of the newest entry (0 for an empty log).
 func logEnd(cmd *cobra.Command, c *client.Client, id string) (int64, error) {
-	page, err := c.SandboxLogs(cmd.Context(), id, client.LogsQuery{Backward: true, Limit: 1})
+	page, err := c.Sandboxes.Logs(cmd.Context(), id, client.LogsQuery{Backward: true, Limit: 1})
 	if err != nil || len(page.LogEntries) == 0 {
 		return 0, err
 	}

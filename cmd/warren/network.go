@@ -75,11 +75,11 @@ func sandboxNetworkCmd(a *app) *cobra.Command {
 				if p.DenyOut == nil {
 					p.DenyOut = []string{}
 				}
-				if err := c.UpdateNetwork(cmd.Context(), id, p); err != nil {
+				if err := c.Network.Update(cmd.Context(), id, p); err != nil {
 					return err
 				}
 			}
-			p, err := c.NetworkPolicy(cmd.Context(), id)
+			p, err := c.Network.Policy(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func sandboxNetworkEventsCmd(a *app) *cobra.Command {
 func allNetworkEvents(ctx context.Context, c *client.Client, id string, after int64) ([]client.NetworkEvent, error) {
 	var out []client.NetworkEvent
 	for {
-		page, err := c.NetworkEvents(ctx, id, after, 1000)
+		page, err := c.Network.Events(ctx, id, after, 1000)
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ func poolsCmd(a *app) *cobra.Command {
 		Short: "Show the warm pools (serve --pool TEMPLATE=MIN[:MAX[:TTL]])",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pools, err := a.client().ListPools(cmd.Context())
+			pools, err := a.client().Pools.List(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ is printed. Runs until interrupted.`,
 			ctx := cmd.Context()
 			c := a.client()
 			// Fail now, not at the first connection, on a wrong id or key.
-			if _, err := c.GetSandbox(ctx, argv[0]); err != nil {
+			if _, err := c.Sandboxes.Get(ctx, argv[0]); err != nil {
 				return err
 			}
 			var lc net.ListenConfig
@@ -61,7 +61,7 @@ is printed. Runs until interrupted.`,
 				go func() {
 					defer wg.Done()
 					defer lconn.Close()
-					rconn, err := c.ConnectPort(ctx, argv[0], port)
+					rconn, err := c.Network.ConnectPort(ctx, argv[0], port)
 					if err != nil {
 						fmt.Fprintf(a.errOut, "port-forward: %s\n", a.describe(err))
 						return

@@ -32,7 +32,7 @@ func psCmd(a *app) *cobra.Command {
 last ten minutes, with their exit codes.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			list, err := a.client().ListProcesses(cmd.Context(), argv[0])
+			list, err := a.client().Processes.List(cmd.Context(), argv[0])
 			if err != nil {
 				return err
 			}
@@ -100,7 +100,7 @@ host (the newest 8 MiB of each stream) for "warren attach". Its stdin stays open
 					return fmt.Errorf("read stdin: %w", err)
 				}
 			}
-			p, err := a.client().StartProcess(cmd.Context(), id, req)
+			p, err := a.client().Processes.Start(cmd.Context(), id, req)
 			if err != nil {
 				return err
 			}
@@ -140,9 +140,9 @@ keeps running. The exit status is the process's own when it exits.`,
 			var err error
 			if a.json {
 				enc := func(e client.ProcessEvent) error { return printJSONLine(a.out, e) }
-				ev, err = a.client().ProcessOutput(cmd.Context(), argv[0], argv[1], opts, enc)
+				ev, err = a.client().Processes.Output(cmd.Context(), argv[0], argv[1], opts, enc)
 			} else {
-				ev, err = a.client().AttachProcess(cmd.Context(), argv[0], argv[1], opts, a.out, a.errOut)
+				ev, err = a.client().Processes.Attach(cmd.Context(), argv[0], argv[1], opts, a.out, a.errOut)
 			}
 			if errors.Is(err, context.Canceled) {
 				return nil // detached
@@ -179,7 +179,7 @@ func killCmd(a *app) *cobra.Command {
 Allowed: SIGTERM, SIGKILL, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGSTOP, SIGCONT.`,
 		Args: args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			return a.client().SignalProcess(cmd.Context(), argv[0], argv[1], signal)
+			return a.client().Processes.Signal(cmd.Context(), argv[0], argv[1], signal)
 		},
 	}
 	cmd.Flags().StringVarP(&signal, "signal", "s", "SIGTERM", "the signal to send")
@@ -202,7 +202,7 @@ func sendInputCmd(a *app) *cobra.Command {
 			for {
 				n, rerr := a.in.Read(buf)
 				if n > 0 {
-					if err := c.SendInput(cmd.Context(), argv[0], argv[1], buf[:n]); err != nil {
+					if err := c.Processes.SendInput(cmd.Context(), argv[0], argv[1], buf[:n]); err != nil {
 						return err
 					}
 				}
@@ -214,7 +214,7 @@ func sendInputCmd(a *app) *cobra.Command {
 				}
 			}
 			if closeAfter {
-				return c.CloseStdin(cmd.Context(), argv[0], argv[1])
+				return c.Processes.CloseStdin(cmd.Context(), argv[0], argv[1])
 			}
 			return nil
 		},

@@ -56,7 +56,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sb, err := a.client().CreateSandbox(cmd.Context(), in)
+			sb, err := a.client().Sandboxes.Create(cmd.Context(), in)
 			if err != nil {
 				return err
 			}
@@ -143,7 +143,7 @@ func sandboxListCmd(a *app) *cobra.Command {
 			opts := client.ListOptions{Metadata: md, States: states, Limit: limit}
 			all, err := allPages("sandboxes", func(token string) ([]client.ListedSandbox, string, error) {
 				opts.NextToken = token
-				return c.ListSandboxes(cmd.Context(), opts)
+				return c.Sandboxes.List(cmd.Context(), opts)
 			})
 			if err != nil {
 				return err
@@ -173,7 +173,7 @@ func sandboxGetCmd(a *app) *cobra.Command {
 		Short:   "Describe a sandbox",
 		Args:    args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			s, err := a.client().GetSandbox(cmd.Context(), argv[0])
+			s, err := a.client().Sandboxes.Get(cmd.Context(), argv[0])
 			if err != nil {
 				return err
 			}
@@ -246,7 +246,7 @@ func sandboxRemoveCmd(a *app) *cobra.Command {
 		Args:    args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
-			return eachID(a, ids, "sandbox", func(id string) error { return c.DeleteSandbox(cmd.Context(), id) })
+			return eachID(a, ids, "sandbox", func(id string) error { return c.Sandboxes.Delete(cmd.Context(), id) })
 		},
 	}
 }

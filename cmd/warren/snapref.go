@@ -17,7 +17,7 @@ import (
 func (a *app) snapshotRef(ctx context.Context, ref, sandbox string) (string, error) {
 	c := a.client()
 	if ids.Validate("snapshot id", ref) == nil {
-		_, err := c.GetSnapshot(ctx, ref)
+		_, err := c.Snapshots.Get(ctx, ref)
 		if err == nil || client.StatusCode(err) != http.StatusNotFound {
 			return ref, nil // the command's own call reports any other trouble
 		}
@@ -26,7 +26,7 @@ func (a *app) snapshotRef(ctx context.Context, ref, sandbox string) (string, err
 		return ref, nil // neither an id nor a name: the server says why
 	}
 	snaps, err := allPages("snapshots", func(token string) ([]client.Snapshot, string, error) {
-		return c.ListSnapshots(ctx, client.SnapshotListOptions{Name: ref, SandboxID: sandbox, States: []string{"ready", "archived"}, NextToken: token})
+		return c.Snapshots.List(ctx, client.SnapshotListOptions{Name: ref, SandboxID: sandbox, States: []string{"ready", "archived"}, NextToken: token})
 	})
 	if err != nil {
 		return "", err

@@ -38,7 +38,7 @@ func snapshotCreateCmd(a *app) *cobra.Command {
 			if in.Labels, err = parseKV("label", labels); err != nil {
 				return usageError{err}
 			}
-			s, err := a.client().CreateSnapshot(cmd.Context(), argv[0], in)
+			s, err := a.client().Snapshots.Create(cmd.Context(), argv[0], in)
 			if err != nil {
 				return err
 			}
@@ -83,7 +83,7 @@ func snapshotListCmd(a *app) *cobra.Command {
 			c := a.client()
 			snaps, err := allPages("snapshots", func(token string) ([]client.Snapshot, string, error) {
 				opts.NextToken = token
-				return c.ListSnapshots(cmd.Context(), opts)
+				return c.Snapshots.List(cmd.Context(), opts)
 			})
 			if err != nil {
 				return err
@@ -130,7 +130,7 @@ func snapshotGetCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, err := a.client().GetSnapshot(cmd.Context(), ref)
+			s, err := a.client().Snapshots.Get(cmd.Context(), ref)
 			if err != nil {
 				return err
 			}
@@ -174,7 +174,7 @@ func snapshotRemoveCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return c.DeleteSnapshot(cmd.Context(), ref)
+				return c.Snapshots.Delete(cmd.Context(), ref)
 			})
 		},
 	}
@@ -189,7 +189,7 @@ The snapshot's id goes to stdout and its name to stderr. "warren exec --turn" do
 the same after a command.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			s, err := a.client().Turn(cmd.Context(), argv[0])
+			s, err := a.client().Snapshots.Turn(cmd.Context(), argv[0])
 			if err != nil {
 				return err
 			}
@@ -220,7 +220,7 @@ unless --force, which kills them.`,
 			if err != nil {
 				return err
 			}
-			res, err := a.client().Rollback(cmd.Context(), id, client.RollbackRequest{SnapshotID: snap, Force: force, FilesOnly: filesOnly})
+			res, err := a.client().Snapshots.Rollback(cmd.Context(), id, client.RollbackRequest{SnapshotID: snap, Force: force, FilesOnly: filesOnly})
 			if err != nil {
 				return err
 			}
@@ -283,7 +283,7 @@ own line; a fork that failed is reported on stderr and makes the exit status 1.`
 					return err
 				}
 			}
-			res, err := a.client().Fork(cmd.Context(), argv[0], in)
+			res, err := a.client().Snapshots.Fork(cmd.Context(), argv[0], in)
 			if err != nil {
 				return err
 			}
@@ -341,7 +341,7 @@ snapshot, so the promote can be undone with "warren rollback PARENT SNAP".`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			fork := argv[0]
-			res, err := a.client().Promote(cmd.Context(), fork)
+			res, err := a.client().Snapshots.Promote(cmd.Context(), fork)
 			if err != nil {
 				return err
 			}

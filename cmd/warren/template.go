@@ -23,7 +23,7 @@ func templateListCmd(a *app) *cobra.Command {
 		Short:   "List templates",
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ts, err := a.client().ListTemplates(cmd.Context())
+			ts, err := a.client().Templates.List(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ func templateRemoveCmd(a *app) *cobra.Command {
 		Args:    args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, names []string) error {
 			c := a.client()
-			return eachID(a, names, "template", func(name string) error { return c.DeleteTemplate(cmd.Context(), name) })
+			return eachID(a, names, "template", func(name string) error { return c.Templates.Delete(cmd.Context(), name) })
 		},
 	}
 }

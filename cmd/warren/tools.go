@@ -43,7 +43,7 @@ func toolListCmd(a *app) *cobra.Command {
 		Short:   "List the tools with their parameters (--json: with their JSON Schemas)",
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			tools, err := a.client().ListTools(cmd.Context())
+			tools, err := a.client().Tools.List(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -105,7 +105,7 @@ code when bash ran, else 0.`,
 			if stream && !a.json {
 				progress = func(b []byte) { _, _ = a.errOut.Write(b) }
 			}
-			res, err := a.client().CallTool(cmd.Context(), argv[0], argv[1], in, progress)
+			res, err := a.client().Tools.Call(cmd.Context(), argv[0], argv[1], in, progress)
 			if err != nil {
 				return err
 			}
@@ -188,7 +188,7 @@ func toolCallsCmd(a *app) *cobra.Command {
 		Short: "List a sandbox's tool calls: tool, duration, result, snapshot",
 		Args:  args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			calls, err := a.client().ToolCalls(cmd.Context(), argv[0], after, limit)
+			calls, err := a.client().Tools.Calls(cmd.Context(), argv[0], after, limit)
 			if err != nil {
 				return err
 			}

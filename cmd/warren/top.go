@@ -69,7 +69,7 @@ func topSnapshot(cmd *cobra.Command, c *client.Client) ([]topRow, error) {
 	opts := client.ListOptions{States: []string{"running"}}
 	sbs, err := allPages("sandboxes", func(token string) ([]client.ListedSandbox, string, error) {
 		opts.NextToken = token
-		return c.ListSandboxes(cmd.Context(), opts)
+		return c.Sandboxes.List(cmd.Context(), opts)
 	})
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func topSnapshot(cmd *cobra.Command, c *client.Client) ([]topRow, error) {
 	since := time.Now().Add(-30 * time.Second)
 	rows := make([]topRow, 0, len(sbs))
 	for _, sb := range sbs {
-		ms, err := c.SandboxMetrics(cmd.Context(), sb.SandboxID, since, time.Time{})
+		ms, err := c.Sandboxes.Metrics(cmd.Context(), sb.SandboxID, since, time.Time{})
 		if client.StatusCode(err) == 404 {
 			continue // deleted since the listing
 		}

@@ -156,7 +156,7 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if rep.PortRoute, err = measurePortRoute(ctx, h, keepSB, opts.PortRequests, opts.WarrenBinary); err != nil {
 		return rep, fmt.Errorf("port route: %w", err)
 	}
-	if err := c.DeleteSandbox(ctx, keep); err != nil {
+	if err := c.Sandboxes.Delete(ctx, keep); err != nil {
 		return rep, fmt.Errorf("delete: %w", err)
 	}
 	if rep.Concurrency, err = measureConcurrency(ctx, h, opts); err != nil {
@@ -193,12 +193,12 @@ func measureCreateDelete(ctx context.Context, c *client.Client, tmpl string, cre
 	var created, deleted []time.Duration
 	for i := 0; ; i++ {
 		start := time.Now()
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: tmpl})
 		if err != nil {
 			return client.Sandbox{}, fmt.Errorf("create: %w", err)
 		}
 		fw := &firstWrite{}
-		if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+		if _, err := c.Commands.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
 			return client.Sandbox{}, fmt.Errorf("first exec: %w", err)
 		}
 		if i > 0 { // the first run warms caches; it is not counted
@@ -210,7 +210,7 @@ func measureCreateDelete(ctx context.Context, c *client.Client, tmpl string, cre
 			return sb, nil
 		}
 		start = time.Now()
-		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+		if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 			return client.Sandbox{}, fmt.Errorf("delete: %w", err)
 		}
 		if i > 0 {
@@ -226,7 +226,7 @@ func measureCreateDelete(ctx context.Context, c *client.Client, tmpl string, cre
 func measureExecs(ctx context.Context, h *harness, id string, opts Options, rep *Report) error {
 	d, c := h.d, h.c
 	api, err := timeN(opts.Execs, func() error {
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"true"}})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"true"}})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("true exited %d: %s", res.ExitCode, res.Error)
 		}
@@ -294,12 +294,12 @@ func measurePauseResume(ctx context.Context, c *client.Client, id string, rounds
 	var pauses, resumes []time.Duration
 	for range rounds {
 		start := time.Now()
-		if err := c.PauseSandbox(ctx, id); err != nil {
+		if err := c.Lifecycle.Pause(ctx, id); err != nil {
 			return pause, resume, fmt.Errorf("pause: %w", err)
 		}
 		pauses = append(pauses, time.Since(start))
 		start = time.Now()
-		if _, err := c.ResumeSandbox(ctx, id); err != nil {
+		if _, err := c.Lifecycle.Resume(ctx, id); err != nil {
 			return pause, resume, fmt.Errorf("resume: %w", err)
 		}
 		resumes = append(resumes, time.Since(start))

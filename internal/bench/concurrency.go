@@ -129,7 +129,7 @@ func concurrencyLevel(ctx context.Context, h *harness, n int, opts Options) (Con
 	defer func() {
 		for _, id := range ids {
 			if id != "" {
-				_ = c.DeleteSandbox(context.WithoutCancel(ctx), id)
+				_ = c.Sandboxes.Delete(context.WithoutCancel(ctx), id)
 			}
 		}
 	}()
@@ -150,7 +150,7 @@ func concurrencyLevel(ctx context.Context, h *harness, n int, opts Options) (Con
 	}{
 		{"exec", func() (err error) {
 			lvl.Exec, err = summarised(inLoops(n, k, func(i int) error {
-				res, err := c.ExecWait(ctx, ids[i], client.ExecRequest{Cmd: []string{"true"}})
+				res, err := c.Commands.ExecWait(ctx, ids[i], client.ExecRequest{Cmd: []string{"true"}})
 				if err == nil && res.ExitCode != 0 {
 					err = fmt.Errorf("true exited %d", res.ExitCode)
 				}
@@ -175,7 +175,7 @@ func concurrencyLevel(ctx context.Context, h *harness, n int, opts Options) (Con
 			return err
 		}},
 		{"turn", func() (err error) {
-			lvl.Turn, err = summarised(timedTogether(n, func(i int) error { _, err := c.Turn(ctx, ids[i]); return err }))
+			lvl.Turn, err = summarised(timedTogether(n, func(i int) error { _, err := c.Snapshots.Turn(ctx, ids[i]); return err }))
 			return err
 		}},
 		{"fork ×1", func() (err error) {
@@ -184,7 +184,7 @@ func concurrencyLevel(ctx context.Context, h *harness, n int, opts Options) (Con
 		}},
 		{"delete", func() (err error) {
 			lvl.Delete, err = summarised(timedTogether(n, func(i int) error {
-				err := c.DeleteSandbox(ctx, ids[i])
+				err := c.Sandboxes.Delete(ctx, ids[i])
 				if err == nil {
 					ids[i] = ""
 				}
@@ -207,13 +207,13 @@ func concurrencyLevel(ctx context.Context, h *harness, n int, opts Options) (Con
 func createTogether(ctx context.Context, h *harness, sbs []client.Sandbox, ids []string) ([]time.Duration, error) {
 	return together(len(sbs), func(i int) (time.Duration, error) {
 		start := time.Now()
-		sb, err := h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: h.tmpl})
+		sb, err := h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: h.tmpl})
 		if err != nil {
 			return 0, err
 		}
 		sbs[i], ids[i] = sb, sb.SandboxID
 		fw := &firstWrite{}
-		if _, err := h.c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+		if _, err := h.c.Commands.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
 			return 0, err
 		}
 		return fw.at.Sub(start), nil
@@ -233,11 +233,11 @@ func summarised(samples []time.Duration, err error) (Stats, error) {
 func pauseResumeTogether(ctx context.Context, c *client.Client, ids []string, rounds int) (pause, resume Stats, _ error) {
 	var pauses, resumes []time.Duration
 	for range rounds {
-		p, err := timedTogether(len(ids), func(i int) error { return c.PauseSandbox(ctx, ids[i]) })
+		p, err := timedTogether(len(ids), func(i int) error { return c.Lifecycle.Pause(ctx, ids[i]) })
 		if err != nil {
 			return pause, resume, fmt.Errorf("pause: %w", err)
 		}
-		r, err := timedTogether(len(ids), func(i int) error { _, err := c.ResumeSandbox(ctx, ids[i]); return err })
+		r, err := timedTogether(len(ids), func(i int) error { _, err := c.Lifecycle.Resume(ctx, ids[i]); return err })
 		if err != nil {
 			return pause, resume, fmt.Errorf("resume: %w", err)
 		}
@@ -252,7 +252,7 @@ func forkTogether(ctx context.Context, c *client.Client, ids []string, rounds in
 	var mu sync.Mutex
 	var forks []string
 	deleteForks := func(ctx context.Context) error {
-		_, err := timedTogether(len(forks), func(i int) error { return c.DeleteSandbox(ctx, forks[i]) })
+		_, err := timedTogether(len(forks), func(i int) error { return c.Sandboxes.Delete(ctx, forks[i]) })
 		forks = nil
 		return err
 	}

@@ -54,13 +54,13 @@ func RunDensity(ctx context.Context, opts Options, n int) (_ DensityReport, retE
 	var made []string
 	defer func() {
 		for _, id := range made {
-			_ = h.c.DeleteSandbox(context.WithoutCancel(ctx), id)
+			_ = h.c.Sandboxes.Delete(context.WithoutCancel(ctx), id)
 		}
 	}()
 	never := int64(0)
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		sb, err := h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: h.tmpl, Timeout: &never})
+		sb, err := h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: h.tmpl, Timeout: &never})
 		if err != nil {
 			return rep, fmt.Errorf("create sandbox %d: %w", i+1, err)
 		}

@@ -105,7 +105,7 @@ func measureForks(ctx context.Context, c *client.Client, id string, n int) (Fork
 			}
 			out = append(out, took)
 			for _, f := range forks {
-				if err := c.DeleteSandbox(ctx, f); err != nil {
+				if err := c.Sandboxes.Delete(ctx, f); err != nil {
 					return nil, err
 				}
 			}
@@ -126,14 +126,14 @@ func measureForks(ctx context.Context, c *client.Client, id string, n int) (Fork
 
 // putFile writes data to path in sandbox id through the files API.
 func putFile(ctx context.Context, c *client.Client, id, path string, data []byte) error {
-	_, err := c.WriteFile(ctx, id, path, bytes.NewReader(data), 0o644, "")
+	_, err := c.Files.Write(ctx, id, path, bytes.NewReader(data), 0o644, "")
 	return err
 }
 
 // getFile reads path from sandbox id through the files API to the end and
 // checks that it holds size bytes.
 func getFile(ctx context.Context, c *client.Client, id, path string, size int) error {
-	rc, err := c.ReadFile(ctx, id, path)
+	rc, err := c.Files.Read(ctx, id, path)
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func getFile(ctx context.Context, c *client.Client, id, path string, size int) e
 // which the caller deletes (also on error: the ids of the forks made).
 func forkTimed(ctx context.Context, c *client.Client, id string, count int) (time.Duration, []string, error) {
 	start := time.Now()
-	res, err := c.Fork(ctx, id, client.ForkRequest{Count: count})
+	res, err := c.Snapshots.Fork(ctx, id, client.ForkRequest{Count: count})
 	took := time.Since(start)
 	if err != nil {
 		return 0, nil, err

@@ -90,7 +90,7 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 	defer func() { retErr = errors.Join(retErr, h.close()) }()
 	c := h.c
 	rep := GVisorReport{Machine: machine(), Template: h.tmpl}
-	health, err := c.Health(ctx)
+	health, err := c.Meta.Health(ctx)
 	if err != nil {
 		return rep, err
 	}
@@ -141,7 +141,7 @@ func measureRuntimes(ctx context.Context, c *client.Client, tmpl string, opts GV
 			return fmt.Errorf("%s: %w", rt, err)
 		}
 		execs, err := timeN(opts.Execs, func() error {
-			res, err := c.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
+			res, err := c.Commands.ExecWait(ctx, keep, client.ExecRequest{Cmd: []string{"true"}})
 			if err == nil && res.ExitCode != 0 {
 				err = fmt.Errorf("true exited %d", res.ExitCode)
 			}
@@ -150,7 +150,7 @@ func measureRuntimes(ctx context.Context, c *client.Client, tmpl string, opts GV
 		if err != nil {
 			return fmt.Errorf("%s exec: %w", rt, err)
 		}
-		if err := c.DeleteSandbox(ctx, keep); err != nil {
+		if err := c.Sandboxes.Delete(ctx, keep); err != nil {
 			return err
 		}
 		if rt == "native" {
@@ -190,7 +190,7 @@ func createRuns(ctx context.Context, c *client.Client, tmpl, rt string, n int) (
 			out = append(out, d)
 		}
 	}
-	sb, err := c.CreateSandbox(ctx, in)
+	sb, err := c.Sandboxes.Create(ctx, in)
 	if err != nil {
 		return nil, "", err
 	}
@@ -204,12 +204,12 @@ func holdMemory(ctx context.Context, c *client.Client, id string, mb int) error 
 		return nil
 	}
 	script := fmt.Sprintf(`awk 'BEGIN { s = "x"; while (length(s) < %d) s = s s; print length(s) > "/tmp/held"; close("/tmp/held"); system("sleep 100000") }'`, mb<<20)
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "held", ExecRequest: client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}}}); err != nil {
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "held", ExecRequest: client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}}}); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"cat", "/tmp/held"}})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"cat", "/tmp/held"}})
 		if err == nil && res.ExitCode == 0 && len(res.Stdout) > 0 {
 			return nil
 		}
@@ -227,16 +227,16 @@ func measureMemory(ctx context.Context, c *client.Client, tmpl string, mb, round
 	defer func() {
 		for _, id := range []string{gid, nid} {
 			if id != "" {
-				_ = c.DeleteSandbox(context.WithoutCancel(ctx), id)
+				_ = c.Sandboxes.Delete(context.WithoutCancel(ctx), id)
 			}
 		}
 	}()
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: "gvisor", Limits: limits})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: "gvisor", Limits: limits})
 	if err != nil {
 		return rep, err
 	}
 	gid = sb.SandboxID
-	if sb, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: "native", Limits: limits}); err != nil {
+	if sb, err = c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: "native", Limits: limits}); err != nil {
 		return rep, err
 	}
 	nid = sb.SandboxID
@@ -248,36 +248,36 @@ func measureMemory(ctx context.Context, c *client.Client, tmpl string, mb, round
 	var ckpt, files, hib, wake, pause, resume []time.Duration
 	for i := 0; i < rounds; i++ {
 		start := time.Now()
-		snap, err := c.CreateSnapshot(ctx, gid, client.NewSnapshot{Memory: true})
+		snap, err := c.Snapshots.Create(ctx, gid, client.NewSnapshot{Memory: true})
 		if err != nil {
 			return rep, fmt.Errorf("snapshot with memory: %w", err)
 		}
 		ckpt = append(ckpt, time.Since(start))
 		rep.ImageBytes = snap.MemoryBytes
 		start = time.Now()
-		if _, err := c.CreateSnapshot(ctx, gid, client.NewSnapshot{}); err != nil {
+		if _, err := c.Snapshots.Create(ctx, gid, client.NewSnapshot{}); err != nil {
 			return rep, fmt.Errorf("snapshot: %w", err)
 		}
 		files = append(files, time.Since(start))
 
 		start = time.Now()
-		if _, err := c.HibernateSandbox(ctx, gid); err != nil {
+		if _, err := c.Lifecycle.Hibernate(ctx, gid); err != nil {
 			return rep, fmt.Errorf("hibernate: %w", err)
 		}
 		hib = append(hib, time.Since(start))
 		start = time.Now()
-		if _, err := c.ResumeSandbox(ctx, gid); err != nil {
+		if _, err := c.Lifecycle.Resume(ctx, gid); err != nil {
 			return rep, fmt.Errorf("wake: %w", err)
 		}
 		wake = append(wake, time.Since(start))
 
 		start = time.Now()
-		if err := c.PauseSandbox(ctx, nid); err != nil {
+		if err := c.Lifecycle.Pause(ctx, nid); err != nil {
 			return rep, fmt.Errorf("native pause: %w", err)
 		}
 		pause = append(pause, time.Since(start))
 		start = time.Now()
-		if _, err := c.ResumeSandbox(ctx, nid); err != nil {
+		if _, err := c.Lifecycle.Resume(ctx, nid); err != nil {
 			return rep, fmt.Errorf("native resume: %w", err)
 		}
 		resume = append(resume, time.Since(start))
@@ -296,7 +296,7 @@ func measureMemory(ctx context.Context, c *client.Client, tmpl string, mb, round
 
 // heldAlive fails unless the process holdMemory started in id runs.
 func heldAlive(ctx context.Context, c *client.Client, id string) error {
-	procs, err := c.ListProcesses(ctx, id)
+	procs, err := c.Processes.List(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -311,19 +311,19 @@ func heldAlive(ctx context.Context, c *client.Client, id string) error {
 // measureFork5 times forks of five from one snapshot of a sandbox on rt:
 // with memory on gvisor, files only on native.
 func measureFork5(ctx context.Context, c *client.Client, tmpl, rt string, rounds int) (Stats, error) {
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: rt})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: tmpl, Runtime: rt})
 	if err != nil {
 		return Stats{}, err
 	}
-	defer func() { _ = c.DeleteSandbox(context.WithoutCancel(ctx), sb.SandboxID) }()
-	snap, err := c.CreateSnapshot(ctx, sb.SandboxID, client.NewSnapshot{Memory: rt == "gvisor"})
+	defer func() { _ = c.Sandboxes.Delete(context.WithoutCancel(ctx), sb.SandboxID) }()
+	snap, err := c.Snapshots.Create(ctx, sb.SandboxID, client.NewSnapshot{Memory: rt == "gvisor"})
 	if err != nil {
 		return Stats{}, err
 	}
 	var samples []time.Duration
 	for i := 0; i < rounds; i++ {
 		start := time.Now()
-		res, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: 5})
+		res, err := c.Snapshots.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: 5})
 		if err != nil {
 			return Stats{}, err
 		}
@@ -335,7 +335,7 @@ func measureFork5(ctx context.Context, c *client.Client, tmpl, rt string, rounds
 		}
 		samples = append(samples, took)
 		for _, f := range res {
-			if err := c.DeleteSandbox(ctx, f.Sandbox.SandboxID); err != nil {
+			if err := c.Sandboxes.Delete(ctx, f.Sandbox.SandboxID); err != nil {
 				return Stats{}, err
 			}
 		}

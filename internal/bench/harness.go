@@ -151,7 +151,7 @@ func deleteAllSandboxes(ctx context.Context, c *client.Client) error {
 	var ids []string
 	token := ""
 	for {
-		page, next, err := c.ListSandboxes(ctx, client.ListOptions{NextToken: token})
+		page, next, err := c.Sandboxes.List(ctx, client.ListOptions{NextToken: token})
 		if err != nil {
 			return err
 		}
@@ -165,7 +165,7 @@ func deleteAllSandboxes(ctx context.Context, c *client.Client) error {
 	}
 	var errs []error
 	for _, id := range ids {
-		if err := c.DeleteSandbox(ctx, id); err != nil && client.StatusCode(err) != 404 {
+		if err := c.Sandboxes.Delete(ctx, id); err != nil && client.StatusCode(err) != 404 {
 			errs = append(errs, fmt.Errorf("sandbox %s: %w", id, err))
 		}
 	}

@@ -238,7 +238,7 @@ func measureNetworkClaims(ctx context.Context, c *client.Client, policy *client.
 		if withNet {
 			req.Network = policy
 		}
-		before, err := c.ListPools(ctx)
+		before, err := c.Pools.List(ctx)
 		if err != nil {
 			return 0, err
 		}
@@ -284,17 +284,17 @@ func offAndOn(n int, measure func(withNet bool) (time.Duration, error)) (off, on
 // byte of output, and (del) deletes it.
 func createToFirstOutput(ctx context.Context, c *client.Client, in client.NewSandbox, del bool) (time.Duration, error) {
 	start := time.Now()
-	sb, err := c.CreateSandbox(ctx, in)
+	sb, err := c.Sandboxes.Create(ctx, in)
 	if err != nil {
 		return 0, fmt.Errorf("create: %w", err)
 	}
 	fw := &firstWrite{}
-	if _, err := c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+	if _, err := c.Commands.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
 		return 0, fmt.Errorf("first exec: %w", err)
 	}
 	d := fw.at.Sub(start)
 	if del {
-		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+		if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 			return 0, fmt.Errorf("delete: %w", err)
 		}
 	}
@@ -305,7 +305,7 @@ func createToFirstOutput(ctx context.Context, c *client.Client, in client.NewSan
 func untilPoolsReady(ctx context.Context, c *client.Client, tmpl string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		pools, err := c.ListPools(ctx)
+		pools, err := c.Pools.List(ctx)
 		if err != nil {
 			return err
 		}
@@ -332,7 +332,7 @@ func untilPoolsReady(ctx context.Context, c *client.Client, tmpl string) error {
 // claimedFromPool checks that the create just made was a hit of the pool
 // of its kind.
 func claimedFromPool(ctx context.Context, c *client.Client, before []client.Pool, withNet bool) error {
-	after, err := c.ListPools(ctx)
+	after, err := c.Pools.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -356,11 +356,11 @@ func measurePolicyChanges(ctx context.Context, c *client.Client, tmpl, runDir st
 	const interval = time.Millisecond
 	rep := PolicyReport{Rounds: rounds, ProbeMs: float64(interval) / float64(time.Millisecond), TargetMs: 100}
 	addrs := [2]string{fakenet.Servers[0], fakenet.Servers[1]}
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: tmpl, Network: &client.Network{AllowOut: addrs[:1]}})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: tmpl, Network: &client.Network{AllowOut: addrs[:1]}})
 	if err != nil {
 		return rep, err
 	}
-	defer c.DeleteSandbox(context.WithoutCancel(ctx), sb.SandboxID)
+	defer c.Sandboxes.Delete(context.WithoutCancel(ctx), sb.SandboxID)
 	ns := filepath.Join(runDir, "netns", sb.SandboxID)
 	var denied, opened, put []time.Duration
 	for i := range rounds + 1 {
@@ -368,7 +368,7 @@ func measurePolicyChanges(ctx context.Context, c *client.Client, tmpl, runDir st
 		was, now := addrs[i%2], addrs[(i+1)%2]
 		port := strconv.Itoa(fakenet.HTTPPort)
 		t, err := fakenet.TimeChange(ctx, ns, net.JoinHostPort(was, port), net.JoinHostPort(now, port), interval, func() error {
-			return c.UpdateNetwork(ctx, sb.SandboxID, client.NetworkPolicy{AllowOut: []string{now}})
+			return c.Network.Update(ctx, sb.SandboxID, client.NetworkPolicy{AllowOut: []string{now}})
 		})
 		if err != nil {
 			return rep, fmt.Errorf("round %d: %w", i, err)
@@ -387,11 +387,11 @@ func measurePolicyChanges(ctx context.Context, c *client.Client, tmpl, runDir st
 // sandbox's network against the same between two plain namespaces.
 func measureDownloads(ctx context.Context, h *harness, in *fakenet.Internet, runDir string, size int64, n int) (DownloadReport, error) {
 	rep := DownloadReport{Bytes: size}
-	sb, err := h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: h.tmpl, Network: &client.Network{AllowOut: []string{fakenet.Servers[0]}}})
+	sb, err := h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: h.tmpl, Network: &client.Network{AllowOut: []string{fakenet.Servers[0]}}})
 	if err != nil {
 		return rep, err
 	}
-	defer h.c.DeleteSandbox(context.WithoutCancel(ctx), sb.SandboxID)
+	defer h.c.Sandboxes.Delete(context.WithoutCancel(ctx), sb.SandboxID)
 	sandboxNS := filepath.Join(runDir, "netns", sb.SandboxID)
 
 	clientNS, serverAddr, err := plainPair(in)
@@ -435,7 +435,7 @@ func measureDownloads(ctx context.Context, h *harness, in *fakenet.Internet, run
 
 	// For reference: busybox nc in the sandbox.
 	start := time.Now()
-	res, err := h.c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{
+	res, err := h.c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{
 		Command: fmt.Sprintf("echo %d | timeout 120 nc %s %d | wc -c", size, fakenet.Servers[0], fakenet.DownloadPort)})
 	if err == nil && res.ExitCode == 0 && res.Stdout == strconv.FormatInt(size, 10)+"\n" {
 		rep.InSandboxNcMBps = mbps(size, time.Since(start))

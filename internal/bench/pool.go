@@ -41,13 +41,13 @@ func measurePoolClaims(ctx context.Context, h *harness, n int) (PoolClaimReport,
 			return rep, err
 		}
 		start := time.Now()
-		sb, err := h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: poolTemplate})
+		sb, err := h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: poolTemplate})
 		if err != nil {
 			return rep, fmt.Errorf("create from the pool: %w", err)
 		}
 		created := time.Since(start)
 		fw := &firstWrite{}
-		if _, err := h.c.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
+		if _, err := h.c.Commands.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
 			return rep, fmt.Errorf("first exec: %w", err)
 		}
 		if now, err := poolOf(ctx, h.c); err != nil || now.Hits != hits+1 {
@@ -91,7 +91,7 @@ func untilPoolReady(ctx context.Context, c *client.Client) (int64, error) {
 }
 
 func poolOf(ctx context.Context, c *client.Client) (client.Pool, error) {
-	pools, err := c.ListPools(ctx)
+	pools, err := c.Pools.List(ctx)
 	if err != nil {
 		return client.Pool{}, err
 	}

@@ -133,10 +133,10 @@ func measurePortRoute(ctx context.Context, h *harness, sb client.Sandbox, n int,
 // startHTTPD starts busybox httpd in sandbox id on benchPort, serving
 // benchPage from /www. It answers a moment later: wait with untilOK.
 func startHTTPD(ctx context.Context, c *client.Client, id string) error {
-	if _, err := c.MakeDir(ctx, id, "/www"); err != nil {
+	if _, err := c.Files.MakeDir(ctx, id, "/www"); err != nil {
 		return err
 	}
-	if _, err := c.WriteFile(ctx, id, "/www/index.html", strings.NewReader(benchPage), 0o644, ""); err != nil {
+	if _, err := c.Files.Write(ctx, id, "/www/index.html", strings.NewReader(benchPage), 0o644, ""); err != nil {
 		return err
 	}
 	// The host's busybox, copied in: the same server as the host's baseline,
@@ -145,13 +145,13 @@ func startHTTPD(ctx context.Context, c *client.Client, id string) error {
 	if err != nil {
 		return fmt.Errorf("the port-route item runs busybox httpd (install busybox-static): %w", err)
 	}
-	_, err = c.WriteFile(ctx, id, "/www/busybox", bb, 0o755, "")
+	_, err = c.Files.Write(ctx, id, "/www/busybox", bb, 0o755, "")
 	bb.Close()
 	if err != nil {
 		return err
 	}
 	inside := []string{"/www/busybox", "httpd", "-f", "-p", "127.0.0.1:" + strconv.Itoa(benchPort), "-h", "/www"}
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "bench-httpd", ExecRequest: client.ExecRequest{Cmd: inside}}); err != nil {
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "bench-httpd", ExecRequest: client.ExecRequest{Cmd: inside}}); err != nil {
 		return fmt.Errorf("start httpd in the sandbox: %w", err)
 	}
 	return nil

@@ -249,7 +249,7 @@ func RunSnapshots(ctx context.Context, opts SnapshotOptions) (_ SnapshotReport, 
 		}
 		s.rep.PhaseSeconds[p.name] = round2(time.Since(start).Seconds())
 	}
-	if err := h.c.DeleteSandbox(ctx, s.id); err != nil {
+	if err := h.c.Sandboxes.Delete(ctx, s.id); err != nil {
 		return s.rep, fmt.Errorf("delete workspace sandbox: %w", err)
 	}
 	s.rep.TotalSeconds = round2(time.Since(began).Seconds())
@@ -280,7 +280,7 @@ func (opts *SnapshotOptions) defaults() error {
 // volume from the host.
 func (s *snapSuite) workspace(ctx context.Context) error {
 	never := int64(0)
-	sb, err := s.h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: s.h.tmpl, Timeout: &never})
+	sb, err := s.h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: s.h.tmpl, Timeout: &never})
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
@@ -307,7 +307,7 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 	rawEvery := max(1, min(10, s.opts.Turns/10))
 	for t := 1; t <= s.opts.Turns; t++ {
 		start := time.Now()
-		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, false)})
+		res, err := c.Commands.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, false)})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
 		}
@@ -317,7 +317,7 @@ func (s *snapSuite) runTurns(ctx context.Context) error {
 		execs = append(execs, time.Since(start))
 
 		start = time.Now()
-		snap, err := c.Turn(ctx, s.id)
+		snap, err := c.Snapshots.Turn(ctx, s.id)
 		if err != nil {
 			return fmt.Errorf("turn %d: %w", t, err)
 		}
@@ -370,7 +370,7 @@ func (s *snapSuite) runThinkingTurns(ctx context.Context) error {
 	for i := 1; i <= thinkingTurns(s.opts.Turns); i++ {
 		t := s.opts.Turns + scatteredTurns(s.opts.Turns) + i
 		time.Sleep(thinkTime)
-		res, err := s.h.c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, false)})
+		res, err := s.h.c.Commands.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, false)})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
 		}
@@ -379,7 +379,7 @@ func (s *snapSuite) runThinkingTurns(ctx context.Context) error {
 		}
 		time.Sleep(thinkTime)
 		start := time.Now()
-		if _, err := s.h.c.Turn(ctx, s.id); err != nil {
+		if _, err := s.h.c.Snapshots.Turn(ctx, s.id); err != nil {
 			return fmt.Errorf("thinking turn %d: %w", t, err)
 		}
 		took = append(took, time.Since(start))
@@ -400,7 +400,7 @@ func (s *snapSuite) runScatteredTurns(ctx context.Context) error {
 	var took []time.Duration
 	for i := 1; i <= n; i++ {
 		t := s.opts.Turns + i
-		res, err := s.h.c.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, true)})
+		res, err := s.h.c.Commands.ExecWait(ctx, s.id, client.ExecRequest{Command: turnCommand(s.l, t, true)})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
 		}
@@ -408,7 +408,7 @@ func (s *snapSuite) runScatteredTurns(ctx context.Context) error {
 			return fmt.Errorf("scattered turn %d: write files: %w", t, err)
 		}
 		start := time.Now()
-		if _, err := s.h.c.Turn(ctx, s.id); err != nil {
+		if _, err := s.h.c.Snapshots.Turn(ctx, s.id); err != nil {
 			return fmt.Errorf("scattered turn %d: %w", t, err)
 		}
 		took = append(took, time.Since(start))
@@ -530,7 +530,7 @@ func (s *snapSuite) runDiff(ctx context.Context) error {
 	lo := max(1, n-s.inPool(0))
 	pairs := min(30, n-lo)
 	diff := func(k int) (client.Diff, error) {
-		return c.Diff(ctx, s.turns[k-1].SnapshotID, s.turns[k].SnapshotID, false)
+		return c.Snapshots.Diff(ctx, s.turns[k-1].SnapshotID, s.turns[k].SnapshotID, false)
 	}
 	if _, err := diff(n - 1); err != nil { // warm-up
 		return err
@@ -582,7 +582,7 @@ func (s *snapSuite) runFork(ctx context.Context) error {
 	for i := -1; i < forks; i++ { // i = -1 is an untimed warm-up
 		snap := s.turns[(n-1)-max(i, 0)%w]
 		start := time.Now()
-		res, err := c.Fork(ctx, s.id, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: 1, Timeout: &never})
+		res, err := c.Snapshots.Fork(ctx, s.id, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: 1, Timeout: &never})
 		if err != nil {
 			return err
 		}
@@ -591,7 +591,7 @@ func (s *snapSuite) runFork(ctx context.Context) error {
 			return fmt.Errorf("fork of %s failed: %v", snap.Name, forkError(res))
 		}
 		start = time.Now()
-		if err := c.DeleteSandbox(ctx, res[0].Sandbox.SandboxID); err != nil {
+		if err := c.Sandboxes.Delete(ctx, res[0].Sandbox.SandboxID); err != nil {
 			return fmt.Errorf("delete fork: %w", err)
 		}
 		if i >= 0 {
@@ -647,12 +647,12 @@ func (s *snapSuite) rollbacks(ctx context.Context, turns []int) (rollback, exec 
 	for i := -1; i < len(turns); i++ {
 		snap := s.turns[max(0, turns[max(i, 0)])]
 		start := time.Now()
-		if _, err := c.Rollback(ctx, s.id, client.RollbackRequest{SnapshotID: snap.SnapshotID}); err != nil {
+		if _, err := c.Snapshots.Rollback(ctx, s.id, client.RollbackRequest{SnapshotID: snap.SnapshotID}); err != nil {
 			return Stats{}, Stats{}, fmt.Errorf("rollback to %s: %w", snap.Name, err)
 		}
 		elapsed := time.Since(start)
 		start = time.Now()
-		res, err := c.ExecWait(ctx, s.id, client.ExecRequest{Cmd: []string{"true"}})
+		res, err := c.Commands.ExecWait(ctx, s.id, client.ExecRequest{Cmd: []string{"true"}})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Error)
 		}
@@ -701,7 +701,7 @@ func (s *snapSuite) runConcurrent(ctx context.Context) error {
 	never := int64(0)
 	snap := s.turns[len(s.turns)-1]
 	start := time.Now()
-	res, err := c.Fork(ctx, s.id, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: s.opts.Concurrent, Timeout: &never})
+	res, err := c.Snapshots.Fork(ctx, s.id, client.ForkRequest{SnapshotID: snap.SnapshotID, Count: s.opts.Concurrent, Timeout: &never})
 	if err != nil {
 		return fmt.Errorf("fork %d: %w", s.opts.Concurrent, err)
 	}
@@ -717,7 +717,7 @@ func (s *snapSuite) runConcurrent(ctx context.Context) error {
 	}
 	defer func() {
 		for _, id := range forks {
-			if err := c.DeleteSandbox(context.WithoutCancel(ctx), id); err != nil {
+			if err := c.Sandboxes.Delete(context.WithoutCancel(ctx), id); err != nil {
 				s.h.log.Warn("delete fork", "sandbox", id, "err", err)
 			}
 		}
@@ -727,7 +727,7 @@ func (s *snapSuite) runConcurrent(ctx context.Context) error {
 	}
 	err = parallel(forks, nil, func(i int, id string) error {
 		cmd := fmt.Sprintf("head -c %d /dev/urandom > %s/concurrent-%d", turnFileBytes, template.Workspace, i)
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: cmd})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exited %d: %s", res.ExitCode, res.Stderr)
 		}
@@ -739,7 +739,7 @@ func (s *snapSuite) runConcurrent(ctx context.Context) error {
 	took := make([]time.Duration, len(forks))
 	frozen := make([]time.Duration, len(forks))
 	err = parallel(forks, took, func(i int, id string) error {
-		snap, err := c.Turn(ctx, id)
+		snap, err := c.Snapshots.Turn(ctx, id)
 		frozen[i] = time.Duration(snap.FrozenMs * float64(time.Millisecond))
 		return err
 	})

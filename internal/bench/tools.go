@@ -90,7 +90,7 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 	rep.Targets.ReadP50Ms, rep.Targets.EditP50Ms, rep.Targets.GrepRatioP50 = 2, 2, 1.5
 
 	never := int64(0)
-	sb, err := h.c.CreateSandbox(ctx, client.NewSandbox{TemplateID: h.tmpl, Timeout: &never})
+	sb, err := h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: h.tmpl, Timeout: &never})
 	if err != nil {
 		return rep, fmt.Errorf("create: %w", err)
 	}
@@ -101,7 +101,7 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 			return client.ToolResult{}, 0, err
 		}
 		start := time.Now()
-		res, err := h.c.CallTool(ctx, id, tool, client.ToolCall{Params: b}, nil)
+		res, err := h.c.Tools.Call(ctx, id, tool, client.ToolCall{Params: b}, nil)
 		took := time.Since(start)
 		if err == nil && res.IsError {
 			err = fmt.Errorf("%s: %s", tool, res.Content)
@@ -172,7 +172,7 @@ func measureGrep(ctx context.Context, h *harness, id string, call toolCall, opts
 		return err
 	}
 	tree := template.Workspace + "/tree"
-	out, err := h.c.ExecWait(ctx, id, client.ExecRequest{Command: "grep --version 2>/dev/null | head -1 || echo busybox grep"})
+	out, err := h.c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "grep --version 2>/dev/null | head -1 || echo busybox grep"})
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func measureGrep(ctx context.Context, h *harness, id string, call toolCall, opts
 			return err
 		}
 		start := time.Now()
-		n, err := h.c.ExecWait(ctx, id, client.ExecRequest{Command: "grep -rnE '" + grepNeedle + "' " + tree + " | wc -l"})
+		n, err := h.c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "grep -rnE '" + grepNeedle + "' " + tree + " | wc -l"})
 		ntook := time.Since(start)
 		if err != nil {
 			return err

@@ -96,21 +96,21 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 
 	tr := &http.Transport{}
 	c := client.New("http://"+addr, string(trimSpace(key)), client.WithHTTPClient(&http.Client{Transport: tr}))
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo hi"}); err != nil || res.ExitCode != 0 {
+	if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo hi"}); err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %+v %v", res, err)
 	}
-	if _, err := c.Turn(ctx, sb.SandboxID); err != nil {
+	if _, err := c.Snapshots.Turn(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
-	kept, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	kept, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 	tr.CloseIdleConnections()

@@ -165,7 +165,7 @@ func (s *server) callSandboxTool(name string) mcp.ToolHandler {
 			return errorResult("encode params: %v", err), nil
 		}
 		call.Params = params
-		res, err := s.c.CallTool(ctx, id, name, call, progressFunc(ctx, req))
+		res, err := s.c.Tools.Call(ctx, id, name, call, progressFunc(ctx, req))
 		if err != nil {
 			return clientErrorResult(err), nil
 		}

@@ -107,7 +107,7 @@ func (k *catalog) load(ctx context.Context, c *client.Client) ([]client.Tool, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
-	tools, err := c.ListTools(ctx)
+	tools, err := c.Tools.List(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func (s *server) addOwnTools() {
 }
 
 func (s *server) sandboxCreate(ctx context.Context, _ *mcp.CallToolRequest, in createArgs) (*mcp.CallToolResult, any, error) {
-	sb, err := s.c.CreateSandbox(ctx, client.NewSandbox{
+	sb, err := s.c.Sandboxes.Create(ctx, client.NewSandbox{
 		TemplateID:            in.Template,
 		Timeout:               in.TimeoutSeconds,
 		Metadata:              in.Metadata,
@@ -129,7 +129,7 @@ func (s *server) sandboxList(ctx context.Context, _ *mcp.CallToolRequest, in lis
 	var all []client.ListedSandbox
 	opts := client.ListOptions{Metadata: in.Metadata}
 	for {
-		page, next, err := s.c.ListSandboxes(ctx, opts)
+		page, next, err := s.c.Sandboxes.List(ctx, opts)
 		if err != nil {
 			return clientErrorResult(err), nil, nil
 		}
@@ -164,7 +164,7 @@ func (s *server) sandboxKill(ctx context.Context, _ *mcp.CallToolRequest, in san
 	if in.SandboxID == "" {
 		return errorResult("sandboxId is required"), nil, nil
 	}
-	if err := s.c.DeleteSandbox(ctx, in.SandboxID); err != nil {
+	if err := s.c.Sandboxes.Delete(ctx, in.SandboxID); err != nil {
 		return clientErrorResult(err), nil, nil
 	}
 	return textResult("Killed sandbox %s.", in.SandboxID), nil, nil
@@ -174,7 +174,7 @@ func (s *server) snapshot(ctx context.Context, _ *mcp.CallToolRequest, in snapsh
 	if in.SandboxID == "" {
 		return errorResult("sandboxId is required"), nil, nil
 	}
-	snap, err := s.c.CreateSnapshot(ctx, in.SandboxID, client.NewSnapshot{Name: in.Name})
+	snap, err := s.c.Snapshots.Create(ctx, in.SandboxID, client.NewSnapshot{Name: in.Name})
 	if err != nil {
 		return clientErrorResult(err), nil, nil
 	}
@@ -189,7 +189,7 @@ func (s *server) rollback(ctx context.Context, _ *mcp.CallToolRequest, in rollba
 	if in.SandboxID == "" || in.SnapshotID == "" {
 		return errorResult("sandboxId and snapshotId are required"), nil, nil
 	}
-	res, err := s.c.Rollback(ctx, in.SandboxID, client.RollbackRequest{SnapshotID: in.SnapshotID, Force: in.Force})
+	res, err := s.c.Snapshots.Rollback(ctx, in.SandboxID, client.RollbackRequest{SnapshotID: in.SnapshotID, Force: in.Force})
 	if err != nil {
 		return clientErrorResult(err), nil, nil
 	}
@@ -204,7 +204,7 @@ func (s *server) fork(ctx context.Context, _ *mcp.CallToolRequest, in forkArgs) 
 	if in.SandboxID == "" {
 		return errorResult("sandboxId is required"), nil, nil
 	}
-	res, err := s.c.Fork(ctx, in.SandboxID, client.ForkRequest{SnapshotID: in.SnapshotID, Count: in.Count})
+	res, err := s.c.Snapshots.Fork(ctx, in.SandboxID, client.ForkRequest{SnapshotID: in.SnapshotID, Count: in.Count})
 	if err != nil {
 		return clientErrorResult(err), nil, nil
 	}
@@ -240,7 +240,7 @@ func (s *server) diff(ctx context.Context, _ *mcp.CallToolRequest, in diffArgs) 
 	if in.From == "" {
 		return errorResult("from is required: a snapshot id"), nil, nil
 	}
-	d, err := s.c.Diff(ctx, in.From, in.To, true)
+	d, err := s.c.Snapshots.Diff(ctx, in.From, in.To, true)
 	if err != nil {
 		return clientErrorResult(err), nil, nil
 	}

@@ -21,13 +21,13 @@ func TestArchivedTurns(t *testing.T) {
 	d := busyboxDaemon(t, "--archive-after", "8", "--anchor-every", "20")
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := func(cmd string) string {
 		t.Helper()
-		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: cmd, User: "root"})
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: cmd, User: "root"})
 		if err != nil || res.ExitCode != 0 {
 			t.Fatalf("%.60s: %v %+v", cmd, err, res)
 		}
@@ -39,7 +39,7 @@ func TestArchivedTurns(t *testing.T) {
 	for n := 1; n <= 60; n++ {
 		run(turnCmd(n))
 		start := time.Now()
-		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}, Turn: true})
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}, Turn: true})
 		if err != nil || res.SnapshotID == "" {
 			t.Fatalf("turn %d: %v %+v", n, err, res)
 		}
@@ -60,7 +60,7 @@ func TestArchivedTurns(t *testing.T) {
 	}
 	states := func() map[int]string {
 		t.Helper()
-		snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: sb.SandboxID, Limit: 1000})
+		snaps, _, err := c.Snapshots.List(ctx, client.SnapshotListOptions{SandboxID: sb.SandboxID, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +153,7 @@ func TestArchivedTurns(t *testing.T) {
 	// Roll back to archived turns: restored on demand, byte-for-byte.
 	for _, n := range []int{5, 33} {
 		start := time.Now()
-		rb, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[n]})
+		rb, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[n]})
 		if err != nil || !rb.ProcessesRestarted {
 			t.Fatalf("rollback to archived turn %d: %+v %v", n, rb, err)
 		}
@@ -161,34 +161,34 @@ func TestArchivedTurns(t *testing.T) {
 		if m := run(manifestCmd); m != manifests[n] {
 			t.Fatalf("after rollback to turn %d the tree differs from its manifest:\n%s\nwant:\n%s", n, m, manifests[n])
 		}
-		if s, err := c.GetSnapshot(ctx, turns[n]); err != nil || s.State != "ready" {
+		if s, err := c.Snapshots.Get(ctx, turns[n]); err != nil || s.State != "ready" {
 			t.Errorf("turn %d after its restore: %+v %v", n, s, err)
 		}
 	}
 	// For comparison: a rollback to a turn still in the pool.
 	start := time.Now()
-	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[58]}); err != nil {
+	if _, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[58]}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("rollback to turn 58 (in the pool): %v", time.Since(start))
 
 	// An anchor that archived turns depend on is not deleted.
-	if err := c.DeleteSnapshot(ctx, turns[21]); err == nil {
+	if err := c.Snapshots.Delete(ctx, turns[21]); err == nil {
 		t.Error("deleting anchor turn 21 succeeded while archived turns depend on it")
 	}
 	// An archived turn that later turns are deltas against is deleted, but
 	// its stream stays as their link: turn 31 still rolls back through it.
-	if err := c.DeleteSnapshot(ctx, turns[30]); err != nil {
+	if err := c.Snapshots.Delete(ctx, turns[30]); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := c.GetSnapshot(ctx, turns[30]); err != nil || s.State != "deleted" {
+	if s, err := c.Snapshots.Get(ctx, turns[30]); err != nil || s.State != "deleted" {
 		t.Errorf("turn 30 after delete: %+v %v", s, err)
 	}
 	if _, stream := onDisk(turns[30]); !stream {
 		t.Error("deleted turn 30 lost the stream turn 31 needs")
 	}
 	start = time.Now()
-	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[31]}); err != nil {
+	if _, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[31]}); err != nil {
 		t.Fatalf("rollback to turn 31 through deleted turn 30: %v", err)
 	}
 	t.Logf("rollback to archived turn 31 (a chain of 10 streams through a deleted one): %v", time.Since(start))
@@ -196,7 +196,7 @@ func TestArchivedTurns(t *testing.T) {
 		t.Errorf("after rollback to turn 31: the log ends %q", got)
 	}
 	// An archived turn nothing needs is deleted with its stream.
-	if err := c.DeleteSnapshot(ctx, turns[40]); err != nil {
+	if err := c.Snapshots.Delete(ctx, turns[40]); err != nil {
 		t.Fatal(err)
 	}
 	if _, stream := onDisk(turns[40]); stream {

@@ -17,17 +17,17 @@ func TestAutoPauseResume(t *testing.T) {
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	timeout := int64(2)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &timeout,
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &timeout,
 		AutoPause: true, AutoResume: &client.AutoResume{Enabled: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo kept > /workspace/f"}); err != nil {
+	if _, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo kept > /workspace/f"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		det, err := c.GetSandbox(ctx, sb.SandboxID)
+		det, err := c.Sandboxes.Get(ctx, sb.SandboxID)
 		if err != nil {
 			t.Fatalf("a sandbox with autoPause was killed at its timeout: %v", err)
 		}
@@ -39,15 +39,15 @@ func TestAutoPauseResume(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/workspace/f"}})
+	res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/workspace/f"}})
 	if err != nil || res.Stdout != "kept\n" {
 		t.Fatalf("exec on an autoResume sandbox: %+v %v", res, err)
 	}
-	det, err := c.GetSandbox(ctx, sb.SandboxID)
+	det, err := c.Sandboxes.Get(ctx, sb.SandboxID)
 	if err != nil || det.State != "running" || det.EndAt == nil || !det.EndAt.After(time.Now()) {
 		t.Fatalf("after auto-resume: %+v %v", det, err)
 	}
-	evs, _ := c.SandboxEvents(ctx, sb.SandboxID, 0)
+	evs, _ := c.Sandboxes.Events(ctx, sb.SandboxID, 0)
 	var kinds []string
 	for _, e := range evs {
 		kinds = append(kinds, e.Kind+"/"+e.Cause)
@@ -55,7 +55,7 @@ func TestAutoPauseResume(t *testing.T) {
 	if got := strings.Join(kinds, " "); !strings.Contains(got, "paused/timeout") || !strings.Contains(got, "resumed/auto-resume") {
 		t.Fatalf("events: %s", got)
 	}
-	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 }

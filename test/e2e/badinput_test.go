@@ -22,18 +22,18 @@ func TestLifecycleBadInput(t *testing.T) {
 	// Timeouts at create: negative, above 24 h, and so large that seconds
 	// → nanoseconds would overflow into a small number.
 	for _, bad := range []int64{-1, 86401, 1 << 62} {
-		if _, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &bad}); client.StatusCode(err) != 400 || !strings.Contains(err.Error(), "timeout") {
+		if _, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &bad}); client.StatusCode(err) != 400 || !strings.Contains(err.Error(), "timeout") {
 			t.Errorf("create with timeout %d: %v, want 400 naming the timeout", bad, err)
 		}
 	}
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sb.SandboxID
-	t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), id) })
+	t.Cleanup(func() { _ = c.Sandboxes.Delete(ctxT(t, time.Minute), id) })
 	for _, bad := range []int64{-5, 86401, 1 << 62} {
-		if err := c.SetTimeout(ctx, id, bad); client.StatusCode(err) != 400 || !strings.Contains(err.Error(), "timeout") {
+		if err := c.Lifecycle.SetTimeout(ctx, id, bad); client.StatusCode(err) != 400 || !strings.Contains(err.Error(), "timeout") {
 			t.Errorf("POST /timeout %d: %v, want 400", bad, err)
 		}
 	}
@@ -91,19 +91,19 @@ func TestLifecycleBadInput(t *testing.T) {
 	}
 
 	// A destroyed sandbox: pause, resume, timeout and limits say it is gone.
-	if err := c.DeleteSandbox(ctx, id); err != nil {
+	if err := c.Sandboxes.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PauseSandbox(ctx, id); client.StatusCode(err) != 404 {
+	if err := c.Lifecycle.Pause(ctx, id); client.StatusCode(err) != 404 {
 		t.Errorf("pause of a destroyed sandbox: %v, want 404", err)
 	}
-	if _, err := c.ResumeSandbox(ctx, id); client.StatusCode(err) != 404 || !strings.Contains(err.Error(), id) {
+	if _, err := c.Lifecycle.Resume(ctx, id); client.StatusCode(err) != 404 || !strings.Contains(err.Error(), id) {
 		t.Errorf("resume of a destroyed sandbox: %v, want 404 naming it", err)
 	}
-	if err := c.SetTimeout(ctx, id, 10); client.StatusCode(err) != 404 {
+	if err := c.Lifecycle.SetTimeout(ctx, id, 10); client.StatusCode(err) != 404 {
 		t.Errorf("timeout of a destroyed sandbox: %v, want 404", err)
 	}
-	if _, err := c.UpdateLimits(ctx, id, client.Limits{Pids: 100}); client.StatusCode(err) != 404 {
+	if _, err := c.Lifecycle.UpdateLimits(ctx, id, client.Limits{Pids: 100}); client.StatusCode(err) != 404 {
 		t.Errorf("limits of a destroyed sandbox: %v, want 404", err)
 	}
 	if _, errOut, code := d.cli("", "sandbox", "resume", id); code == 0 || !strings.Contains(errOut, "not found") {

@@ -23,7 +23,7 @@ func TestBaseTemplate(t *testing.T) {
 
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{}) // the SDK's default template: base
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{}) // the SDK's default template: base
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestBaseTemplate(t *testing.T) {
 	}
 	run := func(req client.ExecRequest) client.ExecResult {
 		t.Helper()
-		res, err := c.ExecWait(ctx, sb.SandboxID, req)
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, req)
 		if err != nil {
 			t.Fatalf("%v: %v", req, err)
 		}
@@ -62,13 +62,13 @@ func TestBaseTemplate(t *testing.T) {
 		t.Errorf("as root: %q", got)
 	}
 	// A file written through the API belongs to user.
-	if _, err := c.WriteFile(ctx, sb.SandboxID, "/workspace/main.py", strings.NewReader("print('hi from a file')\n"), 0o644, ""); err != nil {
+	if _, err := c.Files.Write(ctx, sb.SandboxID, "/workspace/main.py", strings.NewReader("print('hi from a file')\n"), 0o644, ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := run(client.ExecRequest{Command: "python3 main.py && stat -c %U main.py"}).Stdout; got != "hi from a file\nuser\n" {
 		t.Errorf("python of a written file: %q", got)
 	}
-	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 	if left := leftovers(t, d.dataDir, sb.SandboxID); len(left) > 0 {

@@ -58,14 +58,14 @@ func TestCore(t *testing.T) {
 	ctx := ctxT(t, 5*time.Minute)
 
 	// 10 MB of output against a 2 MiB server cap (and a 1 MiB request cap).
-	res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: "head -c 10000000 /dev/zero"})
+	res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "head -c 10000000 /dev/zero"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !res.OutputTruncated || len(res.Stdout) > 2<<20 || res.ExitCode != 0 {
 		t.Fatalf("10 MB output, server cap 2 MiB: truncated=%v len=%d exit=%d", res.OutputTruncated, len(res.Stdout), res.ExitCode)
 	}
-	res, err = c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"head", "-c", "10000000", "/dev/zero"}, OutputLimit: 1 << 20})
+	res, err = c.Commands.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"head", "-c", "10000000", "/dev/zero"}, OutputLimit: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestCore(t *testing.T) {
 	running := make(chan error, 1)
 	go func() {
 		var stdout bytes.Buffer
-		_, err := c.Exec(ctx, id, client.ExecRequest{Command: "echo begin; sleep 30; echo never"}, &stdout, io.Discard)
+		_, err := c.Commands.Exec(ctx, id, client.ExecRequest{Command: "echo begin; sleep 30; echo never"}, &stdout, io.Discard)
 		running <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
@@ -89,7 +89,7 @@ func TestCore(t *testing.T) {
 		t.Fatal("the exec stream did not end when the daemon died")
 	}
 	d.start()
-	det, err := d.client().GetSandbox(ctx, id)
+	det, err := d.client().Sandboxes.Get(ctx, id)
 	if err != nil {
 		t.Fatalf("sandbox after daemon restart: %v", err)
 	}
@@ -130,26 +130,26 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("want an API error, got %v", err)
 		return 0
 	}
-	_, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "nope"})
+	_, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "nope"})
 	if status(err) != 404 || !strings.Contains(err.Error(), "template") {
 		t.Fatalf("unknown template: %v", err)
 	}
-	_, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "../etc"})
+	_, err = c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "../etc"})
 	if status(err) != 400 {
 		t.Fatalf("bad template name: %v", err)
 	}
-	_, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: -5}})
+	_, err = c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: -5}})
 	if status(err) != 400 {
 		t.Fatalf("negative memory: %v", err)
 	}
-	_, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{Pids: 1 << 40}})
+	_, err = c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{Pids: 1 << 40}})
 	if status(err) != 400 {
 		t.Fatalf("huge pids: %v", err)
 	}
-	if _, err = c.GetSandbox(ctx, "BAD/../id"); status(err) != 400 && status(err) != 404 {
+	if _, err = c.Sandboxes.Get(ctx, "BAD/../id"); status(err) != 400 && status(err) != 404 {
 		t.Fatalf("bad id: %v", err)
 	}
-	if _, err = c.GetSandbox(ctx, "doesnotexist"); status(err) != 404 {
+	if _, err = c.Sandboxes.Get(ctx, "doesnotexist"); status(err) != 404 {
 		t.Fatalf("unknown sandbox: %v", err)
 	}
 	// An oversize body.
@@ -173,12 +173,12 @@ func TestBadInput(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Fatalf("no key: status %d", resp.StatusCode)
 	}
-	if _, err := client.New("http://"+d.addr, "e2b_00000000000000000000000000000000").ListTemplates(ctx); status(err) != 401 {
+	if _, err := client.New("http://"+d.addr, "e2b_00000000000000000000000000000000").Templates.List(ctx); status(err) != 401 {
 		t.Fatalf("wrong key: %v", err)
 	}
 
 	// Nothing of the rejected creates is left.
-	if list, _, err := c.ListSandboxes(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
+	if list, _, err := c.Sandboxes.List(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
 		t.Fatalf("after rejected creates: %v %v", list, err)
 	}
 	if vols, _ := os.ReadDir(d.dataDir + "/pool/volumes/sandboxes"); len(vols) != 0 {
@@ -186,34 +186,34 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// The sandbox limit.
-	a, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	a, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	b, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"}); status(err) != 429 {
+	if _, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"}); status(err) != 429 {
 		t.Fatalf("third sandbox past --max-sandboxes 2: %v", err)
 	}
 
 	// Teams: another team's key sees none of admin's sandboxes.
-	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
+	k, err := c.APIKeys.Create(ctx, client.NewAPIKey{Team: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := client.New("http://"+d.addr, k.Key)
-	if _, err := other.GetSandbox(ctx, a.SandboxID); status(err) != 404 {
+	if _, err := other.Sandboxes.Get(ctx, a.SandboxID); status(err) != 404 {
 		t.Fatalf("another team's sandbox: %v", err)
 	}
-	if err := other.DeleteSandbox(ctx, a.SandboxID); status(err) != 404 {
+	if err := other.Sandboxes.Delete(ctx, a.SandboxID); status(err) != 404 {
 		t.Fatalf("delete another team's sandbox: %v", err)
 	}
-	if list, _, err := other.ListSandboxes(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
+	if list, _, err := other.Sandboxes.List(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
 		t.Fatalf("another team's list: %v %v", list, err)
 	}
-	if _, err := other.CreateAPIKey(ctx, client.NewAPIKey{Team: "x"}); status(err) != 403 {
+	if _, err := other.APIKeys.Create(ctx, client.NewAPIKey{Team: "x"}); status(err) != 403 {
 		t.Fatalf("non-admin creating keys: %v", err)
 	}
 	// A revoked key stops working at once, through the CLI too.
@@ -221,12 +221,12 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("key ls: %q", out)
 	}
 	d.mustCLI("key", "revoke", k.ID)
-	if _, _, err := other.ListSandboxes(ctx, client.ListOptions{}); status(err) != 401 {
+	if _, _, err := other.Sandboxes.List(ctx, client.ListOptions{}); status(err) != 401 {
 		t.Fatalf("revoked key: %v", err)
 	}
 
 	// Files: a path that escapes is resolved inside the sandbox.
-	rc, err := c.ReadFile(ctx, a.SandboxID, "../../../../etc/hostname")
+	rc, err := c.Files.Read(ctx, a.SandboxID, "../../../../etc/hostname")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,19 +236,19 @@ func TestBadInput(t *testing.T) {
 	if len(hostFile) > 0 && bytes.Equal(got, hostFile) {
 		t.Fatalf("../ in the files API read the host's /etc/hostname (%q)", got)
 	}
-	if _, err := c.ReadFile(ctx, a.SandboxID, "/no/such/file"); status(err) != 404 {
+	if _, err := c.Files.Read(ctx, a.SandboxID, "/no/such/file"); status(err) != 404 {
 		t.Fatalf("missing file: %v", err)
 	}
 
 	for _, id := range []string{a.SandboxID, b.SandboxID} {
-		if err := c.DeleteSandbox(ctx, id); err != nil {
+		if err := c.Sandboxes.Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 		if left := leftovers(t, d.dataDir, id); len(left) > 0 {
 			t.Fatalf("left behind:\n%s", strings.Join(left, "\n"))
 		}
 	}
-	if err := c.DeleteSandbox(ctx, a.SandboxID); status(err) != 404 {
+	if err := c.Sandboxes.Delete(ctx, a.SandboxID); status(err) != 404 {
 		t.Fatalf("delete twice: %v", err)
 	}
 }

@@ -22,7 +22,7 @@ func TestResourceExhaustion(t *testing.T) {
 	ctx := ctxT(t, 5*time.Minute)
 	create := func(l *client.Limits) string {
 		t.Helper()
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: l})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: l})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +30,7 @@ func TestResourceExhaustion(t *testing.T) {
 	}
 	run := func(id, script string) client.ExecResult {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: script, User: "root", TimeoutMs: 60000})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: script, User: "root", TimeoutMs: 60000})
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}
@@ -42,7 +42,7 @@ func TestResourceExhaustion(t *testing.T) {
 		if res := run(neighbour, "echo ok > /workspace/n; cat /workspace/n"); res.Stdout != "ok\n" {
 			t.Fatalf("after %s the neighbour: %+v", after, res)
 		}
-		if _, _, err := c.ListSandboxes(ctx, client.ListOptions{}); err != nil {
+		if _, _, err := c.Sandboxes.List(ctx, client.ListOptions{}); err != nil {
 			t.Fatalf("after %s the API: %v", after, err)
 		}
 	}
@@ -71,14 +71,14 @@ func TestResourceExhaustion(t *testing.T) {
 		t.Errorf("writing past a 64 MiB quota: %+v", res)
 	}
 	neighbourWorks("a quota hit")
-	if err := c.DeleteSandbox(ctx, hog); err != nil {
+	if err := c.Sandboxes.Delete(ctx, hog); err != nil {
 		t.Fatal(err)
 	}
 
 	// The host's pool: a sandbox without a quota fills it.
 	filler := create(nil)
 	run(filler, "dd if=/dev/urandom of=/workspace/fill bs=1M count=2000 >/dev/null 2>&1; sync; true")
-	h, err := c.Health(ctx)
+	h, err := c.Meta.Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,17 +90,17 @@ func TestResourceExhaustion(t *testing.T) {
 	if res := run(neighbour, "echo more > /workspace/more 2>&1 && dd if=/dev/zero of=/workspace/more2 bs=1M count=50 2>&1; echo rc=$?"); !strings.Contains(res.Stdout, "No space left") && !strings.Contains(res.Stdout, "quota") {
 		t.Logf("a write in the neighbour with the pool full: %q", res.Stdout)
 	}
-	if _, _, err := c.ListSandboxes(ctx, client.ListOptions{}); err != nil {
+	if _, _, err := c.Sandboxes.List(ctx, client.ListOptions{}); err != nil {
 		t.Fatalf("the API with the pool full: %v", err)
 	}
 	// Freed again: the pool is back to ok.
-	if err := c.DeleteSandbox(ctx, filler); err != nil {
+	if err := c.Sandboxes.Delete(ctx, filler); err != nil {
 		out, _ := exec.Command("btrfs", "filesystem", "usage", filepath.Join(d.dataDir, "pool")).CombinedOutput()
 		t.Fatalf("deleting the sandbox that filled the pool: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		h, err := c.Health(ctx)
+		h, err := c.Meta.Health(ctx)
 		if err == nil && h.Status == "ok" {
 			break
 		}

@@ -26,7 +26,7 @@ func TestGVisorTemplateRuntime(t *testing.T) {
 	}
 	d.mustCLI("template", "build", "strong", "--busybox", "--runtime", "gvisor", "--data-dir", d.dataDir)
 
-	ts, err := c.ListTemplates(ctx)
+	ts, err := c.Templates.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestGVisorTemplateRuntime(t *testing.T) {
 	// The warm pool fills with gvisor sandboxes; the first create claims one.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ps, err := c.ListPools(ctx)
+		ps, err := c.Pools.List(ctx)
 		if err != nil || len(ps) != 1 {
 			t.Fatalf("pools: %+v, %v", ps, err)
 		}
@@ -62,11 +62,11 @@ func TestGVisorTemplateRuntime(t *testing.T) {
 
 	inGVisor := func(id, how string) {
 		t.Helper()
-		det, err := c.GetSandbox(ctx, id)
+		det, err := c.Sandboxes.Get(ctx, id)
 		if err != nil || det.Runtime != "gvisor" {
 			t.Fatalf("%s: %+v, %v; want runtime gvisor", how, det, err)
 		}
-		res, err := c.ExecWait(ctx, id, sh("uname -r"))
+		res, err := c.Commands.ExecWait(ctx, id, sh("uname -r"))
 		if err != nil || !strings.Contains(res.Stdout, "gvisor") {
 			t.Fatalf("%s: uname -r = %+v, %v; want gVisor's kernel", how, res, err)
 		}
@@ -81,7 +81,7 @@ func TestGVisorTemplateRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	inGVisor(sb.SandboxID, "E2B create naming no runtime")
-	if ps, _ := c.ListPools(ctx); len(ps) != 1 || ps[0].Hits != 1 {
+	if ps, _ := c.Pools.List(ctx); len(ps) != 1 || ps[0].Hits != 1 {
 		t.Errorf("the create missed the pool of strong: %+v", ps)
 	}
 
@@ -95,18 +95,18 @@ func TestGVisorTemplateRuntime(t *testing.T) {
 
 	cli := strings.TrimSpace(d.mustCLI("sandbox", "create", "--template", "strong"))
 	inGVisor(cli, "CLI create naming no runtime")
-	forks, err := c.Fork(ctx, cli, client.ForkRequest{Count: 1})
+	forks, err := c.Snapshots.Fork(ctx, cli, client.ForkRequest{Count: 1})
 	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
 		t.Fatalf("fork: %+v, %v", forks, err)
 	}
 	inGVisor(forks[0].Sandbox.SandboxID, "fork")
 
 	// A template without a requirement keeps the server's default.
-	plain, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	plain, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if det, err := c.GetSandbox(ctx, plain.SandboxID); err != nil || det.Runtime != "native" {
+	if det, err := c.Sandboxes.Get(ctx, plain.SandboxID); err != nil || det.Runtime != "native" {
 		t.Errorf("create of bb: %+v, %v; want the default runtime native", det, err)
 	}
 }

@@ -40,7 +40,7 @@ func gvisorDaemon(t *testing.T, extra ...string) *daemon {
 	t.Helper()
 	runsc := requireRunsc(t)
 	d := busyboxDaemon(t, append([]string{"--runsc", runsc}, extra...)...)
-	h, err := d.client().Health(ctxT(t, 30*time.Second))
+	h, err := d.client().Meta.Health(ctxT(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,17 +98,17 @@ func TestGVisorSandbox(t *testing.T) {
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 5*time.Minute)
 	c := d.client()
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sb.SandboxID
-	if det, err := c.GetSandbox(ctx, id); err != nil || det.Runtime != "gvisor" || det.State != "running" {
+	if det, err := c.Sandboxes.Get(ctx, id); err != nil || det.Runtime != "gvisor" || det.State != "running" {
 		t.Fatalf("GetSandbox = %+v, %v; want a running gvisor sandbox", det, err)
 	}
 
 	// Commands run in gVisor's kernel.
-	res, err := c.ExecWait(ctx, id, sh("uname -r; echo out; echo err >&2; exit 3"))
+	res, err := c.Commands.ExecWait(ctx, id, sh("uname -r; echo out; echo err >&2; exit 3"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +121,13 @@ func TestGVisorSandbox(t *testing.T) {
 
 	// Files, both ways.
 	content := "hello from the host\n"
-	if _, err := c.WriteFile(ctx, id, "/workspace/hello.txt", strings.NewReader(content), 0o644, ""); err != nil {
+	if _, err := c.Files.Write(ctx, id, "/workspace/hello.txt", strings.NewReader(content), 0o644, ""); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.ExecWait(ctx, id, sh("cat /workspace/hello.txt; echo made inside > /workspace/inside.txt")); err != nil || res.Stdout != content {
+	if res, err := c.Commands.ExecWait(ctx, id, sh("cat /workspace/hello.txt; echo made inside > /workspace/inside.txt")); err != nil || res.Stdout != content {
 		t.Fatalf("cat of a written file = %+v, %v", res, err)
 	}
-	rc, err := c.ReadFile(ctx, id, "/workspace/inside.txt")
+	rc, err := c.Files.Read(ctx, id, "/workspace/inside.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,14 +138,14 @@ func TestGVisorSandbox(t *testing.T) {
 	}
 
 	// A background process counting in memory, printing and writing it.
-	p, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "ticker", ExecRequest: sh(
+	p, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "ticker", ExecRequest: sh(
 		`i=0; while :; do i=$((i+1)); echo "tick $i"; echo $i > /workspace/counter.tmp; mv /workspace/counter.tmp /workspace/counter; sleep 0.05; done`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	counter := func() int {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, sh("cat /workspace/counter"))
+		res, err := c.Commands.ExecWait(ctx, id, sh("cat /workspace/counter"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +167,7 @@ func TestGVisorSandbox(t *testing.T) {
 	}
 	before := waitAbove(2)
 	var out bytes.Buffer
-	if _, err := c.ProcessOutput(ctx, id, "ticker", client.OutputOptions{}, func(e client.ProcessEvent) error {
+	if _, err := c.Processes.Output(ctx, id, "ticker", client.OutputOptions{}, func(e client.ProcessEvent) error {
 		out.Write(e.Data)
 		return nil
 	}); err != nil {
@@ -178,17 +178,17 @@ func TestGVisorSandbox(t *testing.T) {
 	}
 
 	// Pause and resume: the same process carries on counting.
-	if err := c.PauseSandbox(ctx, id); err != nil {
+	if err := c.Lifecycle.Pause(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if det, err := c.GetSandbox(ctx, id); err != nil || det.State != "paused" {
+	if det, err := c.Sandboxes.Get(ctx, id); err != nil || det.State != "paused" {
 		t.Fatalf("after pause: %+v, %v", det, err)
 	}
-	if _, err := c.ResumeSandbox(ctx, id); err != nil {
+	if _, err := c.Lifecycle.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	resumed := waitAbove(before)
-	procs, err := c.ListProcesses(ctx, id)
+	procs, err := c.Processes.List(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,31 +201,31 @@ func TestGVisorSandbox(t *testing.T) {
 	d.stop(syscall.SIGKILL)
 	d.start()
 	c = d.client()
-	if det, err := c.GetSandbox(ctx, id); err != nil || det.State != "running" || det.Runtime != "gvisor" {
+	if det, err := c.Sandboxes.Get(ctx, id); err != nil || det.State != "running" || det.Runtime != "gvisor" {
 		t.Fatalf("after a daemon kill: %+v, %v", det, err)
 	}
 	waitAbove(resumed)
-	procs, err = c.ListProcesses(ctx, id)
+	procs, err = c.Processes.List(ctx, id)
 	if err != nil || !hasRunning(procs, p.PID) {
 		t.Errorf("after a daemon kill the ticker (pid %d) is gone: %+v, %v", p.PID, procs, err)
 	}
 
 	// A fork keeps its parent's runtime and files.
-	forks, err := c.Fork(ctx, id, client.ForkRequest{})
+	forks, err := c.Snapshots.Fork(ctx, id, client.ForkRequest{})
 	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
 		t.Fatalf("fork: %+v, %v", forks, err)
 	}
 	fid := forks[0].Sandbox.SandboxID
-	if det, err := c.GetSandbox(ctx, fid); err != nil || det.Runtime != "gvisor" {
+	if det, err := c.Sandboxes.Get(ctx, fid); err != nil || det.Runtime != "gvisor" {
 		t.Errorf("fork: %+v, %v; want runtime gvisor", det, err)
 	}
-	if res, err := c.ExecWait(ctx, fid, sh("cat /workspace/hello.txt; uname -r")); err != nil || !strings.HasPrefix(res.Stdout, content) || !strings.Contains(res.Stdout, "gvisor") {
+	if res, err := c.Commands.ExecWait(ctx, fid, sh("cat /workspace/hello.txt; uname -r")); err != nil || !strings.HasPrefix(res.Stdout, content) || !strings.Contains(res.Stdout, "gvisor") {
 		t.Errorf("in the fork: %+v, %v", res, err)
 	}
 
 	// Delete leaves nothing: runsc state, bundle, cgroups, mounts, processes.
 	for _, sid := range []string{fid, id} {
-		if err := c.DeleteSandbox(ctx, sid); err != nil {
+		if err := c.Sandboxes.Delete(ctx, sid); err != nil {
 			t.Fatal(err)
 		}
 		if left := gvisorLeftovers(t, d.dataDir, sid); len(left) > 0 {
@@ -258,17 +258,17 @@ func TestGVisorE2BCreate(t *testing.T) {
 		t.Fatalf("create answer %s: %v", body, err)
 	}
 	c := d.client()
-	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.Runtime != "gvisor" {
+	if det, err := c.Sandboxes.Get(ctx, sb.SandboxID); err != nil || det.Runtime != "gvisor" {
 		t.Fatalf("GetSandbox: %+v, %v", det, err)
 	}
-	if res, err := c.ExecWait(ctx, sb.SandboxID, sh("uname -r")); err != nil || !strings.Contains(res.Stdout, "gvisor") {
+	if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, sh("uname -r")); err != nil || !strings.Contains(res.Stdout, "gvisor") {
 		t.Errorf("exec: %+v, %v", res, err)
 	}
 	code, body = d.postAPI(ctx, "/sandboxes", `{"templateID":"bb","runtime":"kvm"}`)
 	if code != http.StatusBadRequest || !strings.Contains(body, "kvm") {
 		t.Errorf("create with an unknown runtime: %d %s; want 400 naming it", code, body)
 	}
-	h, err := c.Health(ctx)
+	h, err := c.Meta.Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestGVisorE2BCreate(t *testing.T) {
 	if !gv.Available || gv.Version == "" || !gv.Pause || !nat.Available || !nat.Default || h.Runtime != "native" {
 		t.Errorf("health runtimes = %+v (runtime %q)", h.Capabilities.Runtimes, h.Runtime)
 	}
-	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 	if left := gvisorLeftovers(t, d.dataDir, sb.SandboxID); len(left) > 0 {
@@ -291,35 +291,35 @@ func TestGVisorDefaultRuntime(t *testing.T) {
 	d := gvisorDaemon(t, "--default-runtime", "gvisor")
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.Runtime != "gvisor" {
+	if det, err := c.Sandboxes.Get(ctx, sb.SandboxID); err != nil || det.Runtime != "gvisor" {
 		t.Fatalf("GetSandbox: %+v, %v", det, err)
 	}
 	out := d.mustCLI("sandbox", "create", "--template", "bb", "--runtime", "native")
 	nid := strings.TrimSpace(out)
-	if det, err := c.GetSandbox(ctx, nid); err != nil || det.Runtime != "native" {
+	if det, err := c.Sandboxes.Get(ctx, nid); err != nil || det.Runtime != "native" {
 		t.Fatalf("--runtime native: %+v, %v", det, err)
 	}
-	if res, err := c.ExecWait(ctx, nid, sh("uname -r")); err != nil || strings.Contains(res.Stdout, "gvisor") {
+	if res, err := c.Commands.ExecWait(ctx, nid, sh("uname -r")); err != nil || strings.Contains(res.Stdout, "gvisor") {
 		t.Errorf("a native sandbox runs in gVisor: %+v, %v", res, err)
 	}
 
 	// A graceful stop reaches the agent (PID 1 in gVisor), which passes
 	// SIGTERM on: a process that exits on it ends the sandbox well within
 	// the grace.
-	if _, err := c.StartProcess(ctx, sb.SandboxID, client.StartProcessRequest{
+	if _, err := c.Processes.Start(ctx, sb.SandboxID, client.StartProcessRequest{
 		ExecRequest: sh("trap 'echo bye > /workspace/bye; exit 0' TERM; while :; do sleep 0.1; done")}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // the shell installs its trap
-	det, err := c.StopSandbox(ctx, sb.SandboxID, 20*time.Second, false)
+	det, err := c.Lifecycle.Stop(ctx, sb.SandboxID, 20*time.Second, false)
 	if err != nil || det.State != "stopped" {
 		t.Fatalf("graceful stop: %+v, %v", det, err)
 	}
-	evs, _ := c.SandboxEvents(ctx, sb.SandboxID, 0)
+	evs, _ := c.Sandboxes.Events(ctx, sb.SandboxID, 0)
 	if last := evs[len(evs)-1]; last.Kind != "stopped" || strings.Contains(last.Detail, "killed after") {
 		t.Errorf("stop event: %+v; want a graceful stop", last)
 	}
@@ -332,7 +332,7 @@ func TestGVisorUnavailable(t *testing.T) {
 	d := busyboxDaemon(t, "--runsc", "/nonexistent/runsc")
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()
-	h, err := c.Health(ctx)
+	h, err := c.Meta.Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestGVisorUnavailable(t *testing.T) {
 	if !ok || gv.Available || !strings.Contains(gv.Error, "runsc") {
 		t.Errorf("health's gvisor runtime = %+v; want unavailable, naming runsc", gv)
 	}
-	_, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
+	_, err = c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
 	if client.StatusCode(err) != http.StatusNotImplemented || !strings.Contains(err.Error(), "runsc") {
 		t.Errorf("gvisor create without runsc = %v; want 501 naming runsc", err)
 	}
@@ -348,14 +348,14 @@ func TestGVisorUnavailable(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "runsc") {
 		t.Errorf("CLI gvisor create without runsc: exit %d, %s", code, errOut)
 	}
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatalf("native create: %v", err)
 	}
-	if res, err := c.ExecWait(ctx, sb.SandboxID, sh("echo ok")); err != nil || res.Stdout != "ok\n" {
+	if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, sh("echo ok")); err != nil || res.Stdout != "ok\n" {
 		t.Errorf("native exec: %+v, %v", res, err)
 	}
-	list, _, err := c.ListSandboxes(ctx, client.ListOptions{})
+	list, _, err := c.Sandboxes.List(ctx, client.ListOptions{})
 	if err != nil || len(list) != 1 {
 		t.Errorf("sandboxes after a refused gvisor create: %+v, %v", list, err)
 	}
@@ -380,40 +380,40 @@ func TestGVisorNumbers(t *testing.T) {
 		var create, execRT, pauseRT []time.Duration
 		for i := 0; i < creates; i++ {
 			start := time.Now()
-			sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: rt})
+			sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: rt})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "hi"}}); err != nil || res.Stdout != "hi\n" {
+			if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "hi"}}); err != nil || res.Stdout != "hi\n" {
 				t.Fatalf("first exec: %+v, %v", res, err)
 			}
 			create = append(create, time.Since(start))
-			if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+			if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 				t.Fatal(err)
 			}
 		}
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: rt})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: rt})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < execs; i++ {
 			start := time.Now()
-			if _, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); err != nil {
+			if _, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); err != nil {
 				t.Fatal(err)
 			}
 			execRT = append(execRT, time.Since(start))
 		}
 		for i := 0; i < pauses; i++ {
 			start := time.Now()
-			if err := c.PauseSandbox(ctx, sb.SandboxID); err != nil {
+			if err := c.Lifecycle.Pause(ctx, sb.SandboxID); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.ResumeSandbox(ctx, sb.SandboxID); err != nil {
+			if _, err := c.Lifecycle.Resume(ctx, sb.SandboxID); err != nil {
 				t.Fatal(err)
 			}
 			pauseRT = append(pauseRT, time.Since(start))
 		}
-		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+		if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 			t.Fatal(err)
 		}
 		report[rt] = map[string]any{
@@ -447,11 +447,11 @@ func TestGVisorIsolation(t *testing.T) {
 	d := gvisorDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
+	other, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestGVisorIsolation(t *testing.T) {
 	_, daemonPort, _ := net.SplitHostPort(d.addr)
 	run := func(id, script string) client.ExecResult {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}, User: "root", TimeoutMs: 20000})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}, User: "root", TimeoutMs: 20000})
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}
@@ -529,7 +529,7 @@ func TestGVisorIsolation(t *testing.T) {
 		t.Errorf("the fork bomb was not stopped by the pids limit: %q %q", bomb.Stdout, bomb.Stderr)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		res, err := c.ExecWait(ctx, sb.SandboxID, sh("echo alive"))
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, sh("echo alive"))
 		if err == nil && res.Stdout == "alive\n" {
 			break
 		}
@@ -537,11 +537,11 @@ func TestGVisorIsolation(t *testing.T) {
 			t.Fatalf("the sandbox does not answer after the fork bomb: %+v, %v", res, err)
 		}
 	}
-	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.State != "running" {
+	if det, err := c.Sandboxes.Get(ctx, sb.SandboxID); err != nil || det.State != "running" {
 		t.Fatalf("after the fork bomb: %+v, %v; want running", det, err)
 	}
 	// gVisor's own permission checks keep the agent socket root's.
-	if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused", User: "user"}); err != nil || res.Stdout != "refused\n" {
+	if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused", User: "user"}); err != nil || res.Stdout != "refused\n" {
 		t.Errorf("an unprivileged command and the agent socket: %+v, %v", res, err)
 	}
 	select {
@@ -552,21 +552,21 @@ func TestGVisorIsolation(t *testing.T) {
 
 	// Past its memory limit, the sandbox ends (it is marked failed); the
 	// other sandbox is untouched.
-	hog, err := c.StartProcess(ctx, sb.SandboxID, client.StartProcessRequest{ExecRequest: sh(`x=$(head -c 200000000 /dev/zero | tr "\0" a); echo ${#x}`)})
+	hog, err := c.Processes.Start(ctx, sb.SandboxID, client.StartProcessRequest{ExecRequest: sh(`x=$(head -c 200000000 /dev/zero | tr "\0" a); echo ${#x}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		det, err := c.GetSandbox(ctx, sb.SandboxID)
+		det, err := c.Sandboxes.Get(ctx, sb.SandboxID)
 		if err == nil && det.State == "failed" {
 			t.Logf("the sandbox ended at its memory limit: %s", det.Reason)
 			break
 		}
-		if procs, err := c.ListProcesses(ctx, sb.SandboxID); err == nil && !hasRunning(procs, hog.PID) {
+		if procs, err := c.Processes.List(ctx, sb.SandboxID); err == nil && !hasRunning(procs, hog.PID) {
 			// gVisor may refuse the allocation itself: then the process
 			// fails and the sandbox lives on, which is as good.
-			if res, err := c.ExecWait(ctx, sb.SandboxID, sh("echo alive")); err != nil || res.Stdout != "alive\n" {
+			if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, sh("echo alive")); err != nil || res.Stdout != "alive\n" {
 				t.Fatalf("the hog ended but the sandbox does not answer: %+v, %v", res, err)
 			}
 			t.Logf("the sandbox survived the allocation: %+v", procs)
@@ -577,7 +577,7 @@ func TestGVisorIsolation(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if res, err := c.ExecWait(ctx, other.SandboxID, sh("echo fine")); err != nil || res.Stdout != "fine\n" {
+	if res, err := c.Commands.ExecWait(ctx, other.SandboxID, sh("echo fine")); err != nil || res.Stdout != "fine\n" {
 		t.Errorf("the other sandbox after the memory-limit hit: %+v, %v", res, err)
 	}
 }

@@ -320,7 +320,7 @@ func busyboxSandbox(t *testing.T, d time.Duration) (*daemon, context.Context, st
 	t.Helper()
 	dm := busyboxDaemon(t)
 	ctx := ctxT(t, d)
-	sb, err := dm.client().CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := dm.client().Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +366,7 @@ func TestHarnessStart(t *testing.T) {
 	if d.addr == taken {
 		t.Fatalf("the daemon serves on %s, which the test holds", taken)
 	}
-	if _, err := d.client().Health(ctxT(t, 10*time.Second)); err != nil {
+	if _, err := d.client().Meta.Health(ctxT(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,12 +22,12 @@ func TestGVisorPauseWithMemory(t *testing.T) {
 	d := gvisorDaemon(t)
 	ctx := ctxT(t, 2*time.Minute)
 	c := d.client()
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sb.SandboxID
-	ticker, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "ticker", ExecRequest: sh(tickerScript)})
+	ticker, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "ticker", ExecRequest: sh(tickerScript)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,14 +36,14 @@ func TestGVisorPauseWithMemory(t *testing.T) {
 	if code, body := d.postAPI(ctx, "/sandboxes/"+id+"/pause", `{"memory":true}`); code != http.StatusNoContent {
 		t.Fatalf("E2B pause {memory: true}: %d %s; want 204", code, body)
 	}
-	det, err := c.GetSandbox(ctx, id)
+	det, err := c.Sandboxes.Get(ctx, id)
 	if err != nil || det.State != "hibernated" {
 		t.Fatalf("after pause {memory: true}: %+v, %v; want hibernated", det, err)
 	}
 	if left := gvisorProcesses(t, id); len(left) > 0 {
 		t.Errorf("a hibernated sandbox still has processes:\n%s", strings.Join(left, "\n"))
 	}
-	if _, err := c.ExecWait(ctx, id, sh("true")); client.StatusCode(err) != http.StatusConflict {
+	if _, err := c.Commands.ExecWait(ctx, id, sh("true")); client.StatusCode(err) != http.StatusConflict {
 		t.Errorf("exec in a hibernated sandbox: %v, want 409", err)
 	}
 	if code, body := d.postAPI(ctx, "/sandboxes/"+id+"/pause", `{"memory":true}`); code != http.StatusConflict {
@@ -58,14 +58,14 @@ func TestGVisorPauseWithMemory(t *testing.T) {
 		t.Errorf("after resume the counter is %d; it was %d before the pause (a fresh process would start at 1)", woke, before)
 	}
 	counterPast(t, ctx, c, id, woke)
-	if procs, err := c.ListProcesses(ctx, id); err != nil || !hasRunning(procs, ticker.PID) {
+	if procs, err := c.Processes.List(ctx, id); err != nil || !hasRunning(procs, ticker.PID) {
 		t.Errorf("the ticker (pid %d) is not running after resume: %+v, %v", ticker.PID, procs, err)
 	}
-	ev, err := c.SandboxEvents(ctx, id, 0)
+	ev, err := c.Sandboxes.Events(ctx, id, 0)
 	if err != nil || !hasEvent(ev, "hibernated") || !hasEvent(ev, "resumed") {
 		t.Errorf("events: %+v, %v; want hibernated and resumed", ev, err)
 	}
-	if err := c.DeleteSandbox(ctx, id); err != nil {
+	if err := c.Sandboxes.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	if left := append(gvisorLeftovers(t, d.dataDir, id), memoryImages(d.dataDir, id)...); len(left) > 0 {
@@ -96,7 +96,7 @@ func TestGVisorHibernatedRetention(t *testing.T) {
 	c := d.client()
 	create := func() string {
 		t.Helper()
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +116,7 @@ func TestGVisorHibernatedRetention(t *testing.T) {
 	hibernate(late)
 
 	gone := func(id string) bool {
-		det, err := c.GetSandbox(ctx, id)
+		det, err := c.Sandboxes.Get(ctx, id)
 		if client.StatusCode(err) == http.StatusNotFound {
 			return true
 		}
@@ -135,7 +135,7 @@ func TestGVisorHibernatedRetention(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if det, err := c.GetSandbox(ctx, running); err != nil || det.State != "running" {
+	if det, err := c.Sandboxes.Get(ctx, running); err != nil || det.State != "running" {
 		t.Errorf("a running sandbox: %+v, %v; the retention of paused ones must not touch it", det, err)
 	}
 	for _, id := range []string{early, late} {

@@ -21,7 +21,7 @@ func TestHostileSandboxCutsAgentLink(t *testing.T) {
 	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
-	neighbour, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	neighbour, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,17 +37,17 @@ func TestHostileSandboxCutsAgentLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WriteFile(ctx, id, "/tmp/cutlink", bytes.NewReader(data), 0o755, "root"); err != nil {
+	if _, err := c.Files.Write(ctx, id, "/tmp/cutlink", bytes.NewReader(data), 0o755, "root"); err != nil {
 		t.Fatal(err)
 	}
 	// Detached, so that its answer does not ride the link it cuts.
-	if _, err := c.ExecWait(ctx, id, client.ExecRequest{Command: "(sleep 0.2; /tmp/cutlink > /tmp/cutlink.out 2>&1) &", User: "root", TimeoutMs: 20000}); err != nil {
+	if _, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "(sleep 0.2; /tmp/cutlink > /tmp/cutlink.out 2>&1) &", User: "root", TimeoutMs: 20000}); err != nil {
 		t.Fatal(err)
 	}
 
 	// The neighbour answers while the victim's link is down.
 	for range 5 {
-		if res, err := c.ExecWait(ctx, neighbour.SandboxID, sh("echo ok")); err != nil || res.Stdout != "ok\n" {
+		if res, err := c.Commands.ExecWait(ctx, neighbour.SandboxID, sh("echo ok")); err != nil || res.Stdout != "ok\n" {
 			t.Fatalf("neighbour while the link is cut: %+v %v", res, err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -56,12 +56,12 @@ func TestHostileSandboxCutsAgentLink(t *testing.T) {
 	// Then the sandbox answers again, or it is failed with a reason.
 	deadline := time.Now().Add(45 * time.Second)
 	for {
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: "cat /tmp/cutlink.out", User: "root", TimeoutMs: 5000})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "cat /tmp/cutlink.out", User: "root", TimeoutMs: 5000})
 		if err == nil && strings.HasPrefix(res.Stdout, "cut ") || err == nil && strings.HasPrefix(res.Stdout, "refused") {
 			t.Logf("the sandbox answers after the attack; the attacker said %q", strings.TrimSpace(res.Stdout))
 			break
 		}
-		det, gerr := c.GetSandbox(ctx, id)
+		det, gerr := c.Sandboxes.Get(ctx, id)
 		if gerr != nil {
 			t.Fatalf("get sandbox after its link was cut: %v", gerr)
 		}
@@ -78,10 +78,10 @@ func TestHostileSandboxCutsAgentLink(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if res, err := c.ExecWait(ctx, neighbour.SandboxID, sh("echo ok")); err != nil || res.Stdout != "ok\n" {
+	if res, err := c.Commands.ExecWait(ctx, neighbour.SandboxID, sh("echo ok")); err != nil || res.Stdout != "ok\n" {
 		t.Errorf("neighbour after the attack: %+v %v", res, err)
 	}
-	if _, err := c.Health(ctx); err != nil {
+	if _, err := c.Meta.Health(ctx); err != nil {
 		t.Errorf("health after the attack: %v", err)
 	}
 }

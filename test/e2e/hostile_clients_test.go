@@ -26,7 +26,7 @@ func TestHostileClients(t *testing.T) {
 	a := d.client()
 	keyB := strings.TrimSpace(lastLine(d.mustCLI("key", "create", "--team", "intruders")))
 	b := client.New("http://"+d.addr, keyB)
-	if _, _, err := b.ListSandboxes(ctx, client.ListOptions{}); err != nil {
+	if _, _, err := b.Sandboxes.List(ctx, client.ListOptions{}); err != nil {
 		t.Fatalf("team B's key does not work: %v (key %q)", err, keyB)
 	}
 
@@ -80,12 +80,12 @@ func TestHostileClients(t *testing.T) {
 	expect("team B execs in team A's sandbox", http.StatusNotFound, code, body)
 	code, body = do("DELETE", "/sandboxes/"+idA, keyB, nil, nil)
 	expect("team B deletes team A's sandbox", http.StatusNotFound, code, body)
-	if res, err := a.ExecWait(ctx, idA, sh("echo still mine")); err != nil || res.Stdout != "still mine\n" {
+	if res, err := a.Commands.ExecWait(ctx, idA, sh("echo still mine")); err != nil || res.Stdout != "still mine\n" {
 		t.Fatalf("team A's sandbox after team B's attempts: %+v, %v", res, err)
 	}
 
 	// Another sandbox's envd access token does not open sandbox A's envd.
-	other, err := b.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	other, err := b.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +172,10 @@ func TestHostileClients(t *testing.T) {
 	var probes []time.Duration
 	for i := 0; i < 50; i++ {
 		start := time.Now()
-		if _, err := a.Health(ctx); err != nil {
+		if _, err := a.Meta.Health(ctx); err != nil {
 			t.Fatalf("probe %d during the crowd: %v", i, err)
 		}
-		if _, _, err := a.ListSandboxes(ctx, client.ListOptions{}); err != nil {
+		if _, _, err := a.Sandboxes.List(ctx, client.ListOptions{}); err != nil {
 			t.Fatalf("probe %d during the crowd: %v", i, err)
 		}
 		probes = append(probes, time.Since(start))
@@ -195,7 +195,7 @@ func TestHostileClients(t *testing.T) {
 		}
 	}
 	t.Logf("the server closed all %d slow connections, the last after %s", slow, last.Round(time.Millisecond))
-	if res, err := a.ExecWait(ctx, idA, sh("echo after")); err != nil || res.Stdout != "after\n" {
+	if res, err := a.Commands.ExecWait(ctx, idA, sh("echo after")); err != nil || res.Stdout != "after\n" {
 		t.Errorf("after the crowd: %+v, %v", res, err)
 	}
 }

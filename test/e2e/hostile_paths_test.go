@@ -29,14 +29,14 @@ func TestHostilePathsEverywhere(t *testing.T) {
 	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 4*time.Minute)
 	c := d.client()
-	sb, err := c.GetSandbox(ctx, id)
+	sb, err := c.Sandboxes.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The host's secret, and a host directory an escaped write would land in.
 	const secret = "HOST-SECRET-7c2e"
 	hostDir, secretFile := hostSecret(t, secret)
-	if _, err := c.ExecWait(ctx, id, client.ExecRequest{Command: "mkdir -p /workspace && ln -s " + hostDir + " /workspace/hostlink", User: "root"}); err != nil {
+	if _, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "mkdir -p /workspace && ln -s " + hostDir + " /workspace/hostlink", User: "root"}); err != nil {
 		t.Fatal(err)
 	}
 	hostile := []string{
@@ -137,7 +137,7 @@ func TestHostilePathsEverywhere(t *testing.T) {
 		t.Errorf("the host directory holds %v after the attack, want only secret.txt", names)
 	}
 	// A file whose size stat does not know (procfs says 0) is read whole.
-	if rc, err := c.ReadFile(ctx, id, "/proc/self/status"); err != nil {
+	if rc, err := c.Files.Read(ctx, id, "/proc/self/status"); err != nil {
 		t.Errorf("read /proc/self/status: %v", err)
 	} else {
 		status, err := io.ReadAll(rc)
@@ -147,7 +147,7 @@ func TestHostilePathsEverywhere(t *testing.T) {
 		}
 	}
 	// And the sandbox still works.
-	if res, err := c.ExecWait(ctx, id, sh("echo alive")); err != nil || res.Stdout != "alive\n" {
+	if res, err := c.Commands.ExecWait(ctx, id, sh("echo alive")); err != nil || res.Stdout != "alive\n" {
 		t.Errorf("the sandbox after the attack: %+v %v", res, err)
 	}
 }

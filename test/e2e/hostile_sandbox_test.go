@@ -29,14 +29,14 @@ func TestHostileSandbox(t *testing.T) {
 	secretDir, secretFile := hostSecret(t, secret)
 	root := func(script string) client.ExecResult {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: script, User: "root", TimeoutMs: 20000})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: script, User: "root", TimeoutMs: 20000})
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}
 		return res
 	}
 	root("mkdir -p /workspace/d && echo one > /workspace/plain.txt && echo x > /workspace/d/f.txt")
-	base, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{})
+	base, err := c.Snapshots.Create(ctx, id, client.NewSnapshot{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestHostileSandbox(t *testing.T) {
 			t.Fatalf("%s leaked the host's secret: %s", what, b)
 		}
 	}
-	diff, err := c.Diff(ctx, base.SnapshotID, "live", true)
+	diff, err := c.Snapshots.Diff(ctx, base.SnapshotID, "live", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,28 +58,28 @@ func TestHostileSandbox(t *testing.T) {
 	if diff.Modified == 0 {
 		t.Errorf("the diff missed the modified file: %+v", diff)
 	}
-	after, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{})
+	after, err := c.Snapshots.Create(ctx, id, client.NewSnapshot{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff, err = c.Diff(ctx, base.SnapshotID, after.SnapshotID, true); err != nil {
+	if diff, err = c.Snapshots.Diff(ctx, base.SnapshotID, after.SnapshotID, true); err != nil {
 		t.Fatal(err)
 	}
 	noSecret("diff between snapshots", diff)
 
 	// TOCTOU: a file flips between a regular file and a symlink to the
 	// secret as fast as the sandbox can, while diffs read it.
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "flip", ExecRequest: client.ExecRequest{User: "root", Command: "while :; do echo small > /workspace/flip.tmp; mv -f /workspace/flip.tmp /workspace/plain.txt; ln -sf " + secretFile + " /workspace/flip.lnk; mv -f /workspace/flip.lnk /workspace/plain.txt; done"}}); err != nil {
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "flip", ExecRequest: client.ExecRequest{User: "root", Command: "while :; do echo small > /workspace/flip.tmp; mv -f /workspace/flip.tmp /workspace/plain.txt; ln -sf " + secretFile + " /workspace/flip.lnk; mv -f /workspace/flip.lnk /workspace/plain.txt; done"}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 150; i++ {
-		d, err := c.Diff(ctx, base.SnapshotID, "live", true)
+		d, err := c.Snapshots.Diff(ctx, base.SnapshotID, "live", true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		noSecret("a diff racing a symlink swap", d)
 	}
-	if err := c.SignalProcess(ctx, id, "flip", "SIGKILL"); err != nil {
+	if err := c.Processes.Signal(ctx, id, "flip", "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -107,7 +107,7 @@ func TestHostileSandbox(t *testing.T) {
 		}
 	}
 	// A giant file name is refused cleanly on write, too.
-	if _, err := c.WriteFile(ctx, id, "/workspace/"+strings.Repeat("x", 5000), strings.NewReader("x"), 0o644, ""); err == nil || client.StatusCode(err) >= 500 {
+	if _, err := c.Files.Write(ctx, id, "/workspace/"+strings.Repeat("x", 5000), strings.NewReader("x"), 0o644, ""); err == nil || client.StatusCode(err) >= 500 {
 		t.Errorf("write of a 5000-byte file name: %v", err)
 	}
 
@@ -116,7 +116,7 @@ func TestHostileSandbox(t *testing.T) {
 	root("kill -TERM 1 &")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		det, err := c.GetSandbox(ctx, id)
+		det, err := c.Sandboxes.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,21 +25,21 @@ func TestIdleTimeout(t *testing.T) {
 	d := busyboxDaemon(t, "--idle-timeout", "2s", "--paused-retention", "3s")
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
-	quiet, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	quiet, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	busy, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.StartProcess(ctx, busy.SandboxID, client.StartProcessRequest{
+	if _, err := c.Processes.Start(ctx, busy.SandboxID, client.StartProcessRequest{
 		ExecRequest: client.ExecRequest{Command: "while :; do echo tick; sleep 0.2; done"},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	state := func(id string) string {
-		det, err := c.GetSandbox(ctx, id)
+		det, err := c.Sandboxes.Get(ctx, id)
 		if client.StatusCode(err) == 404 {
 			return "gone"
 		}
@@ -58,7 +58,7 @@ func TestIdleTimeout(t *testing.T) {
 	if st := state(busy.SandboxID); st != "running" {
 		t.Fatalf("a sandbox whose process prints was treated as idle: %s", st)
 	}
-	evs, _ := c.SandboxEvents(ctx, quiet.SandboxID, 0)
+	evs, _ := c.Sandboxes.Events(ctx, quiet.SandboxID, 0)
 	var kinds []string
 	for _, e := range evs {
 		kinds = append(kinds, e.Kind+"/"+e.Cause)
@@ -101,7 +101,7 @@ func TestIdleTimeout(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err := c.DeleteSandbox(ctx, busy.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, busy.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -130,19 +130,19 @@ func TestIdlePortTraffic(t *testing.T) {
 			fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: 8003-%s.localhost\r\nX-API-Key: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", id, d.key)
 			return conn, nil
 		},
-		"port-forward": func(id string) (net.Conn, error) { return c.ConnectPort(ctx, id, 8005) },
+		"port-forward": func(id string) (net.Conn, error) { return c.Network.ConnectPort(ctx, id, 8005) },
 	}
 	var streams []*stream
 	for _, name := range []string{"upgrade", "port-forward"} {
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.WriteFile(ctx, sb.SandboxID, "/up.sh", strings.NewReader(upgradeScript), 0o755, ""); err != nil {
+		if _, err := c.Files.Write(ctx, sb.SandboxID, "/up.sh", strings.NewReader(upgradeScript), 0o755, ""); err != nil {
 			t.Fatal(err)
 		}
 		argv := map[string][]string{"upgrade": {"nc", "-ll", "-p", "8003", "-e", "/up.sh"}, "port-forward": {"nc", "-ll", "-p", "8005", "-e", "cat"}}[name]
-		if _, err := c.StartProcess(ctx, sb.SandboxID, client.StartProcessRequest{ExecRequest: client.ExecRequest{Cmd: argv}}); err != nil {
+		if _, err := c.Processes.Start(ctx, sb.SandboxID, client.StartProcessRequest{ExecRequest: client.ExecRequest{Cmd: argv}}); err != nil {
 			t.Fatal(err)
 		}
 		s := &stream{name: name, id: sb.SandboxID}
@@ -167,7 +167,7 @@ func TestIdlePortTraffic(t *testing.T) {
 		streams = append(streams, s)
 	}
 	state := func(id string) string {
-		det, err := c.GetSandbox(ctx, id)
+		det, err := c.Sandboxes.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func TestIdlePortTraffic(t *testing.T) {
 	// Silent, still open: both are paused by the idle timeout.
 	for _, s := range streams {
 		waitFor(t, 10*time.Second, s.name+" sandbox paused while its connection is silent", func() bool { return state(s.id) == "paused" })
-		evs, _ := c.SandboxEvents(ctx, s.id, 0)
+		evs, _ := c.Sandboxes.Events(ctx, s.id, 0)
 		var kinds []string
 		for _, e := range evs {
 			kinds = append(kinds, e.Kind+"/"+e.Cause)
@@ -230,7 +230,7 @@ func TestIdleEnvdStreams(t *testing.T) {
 		return req
 	}
 	state := func(id string) string {
-		det, err := c.GetSandbox(ctx, id)
+		det, err := c.Sandboxes.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +239,7 @@ func TestIdleEnvdStreams(t *testing.T) {
 	idled := func(what, id string) {
 		t.Helper()
 		waitFor(t, 10*time.Second, what+" sandbox paused once its stream was quiet", func() bool { return state(id) == "paused" })
-		evs, _ := c.SandboxEvents(ctx, id, 0)
+		evs, _ := c.Sandboxes.Events(ctx, id, 0)
 		var kinds []string
 		for _, e := range evs {
 			kinds = append(kinds, e.Kind+"/"+e.Cause)
@@ -249,7 +249,7 @@ func TestIdleEnvdStreams(t *testing.T) {
 		}
 	}
 	newSandbox := func() string {
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestIdleEnvdStreams(t *testing.T) {
 			return nil
 		},
 		"warren upload": func(id string, body io.Reader) error {
-			_, err := c.WriteFile(ctx, id, "/tmp/slow", body, 0o644, "")
+			_, err := c.Files.Write(ctx, id, "/tmp/slow", body, 0o644, "")
 			return err
 		},
 	}
@@ -281,7 +281,7 @@ func TestIdleEnvdStreams(t *testing.T) {
 
 	// A watch on /tmp/w with keepalives every second, half the idle timeout:
 	// were they counted, the sandbox would never idle.
-	if _, err := c.MakeDir(ctx, watched, "/tmp/w"); err != nil {
+	if _, err := c.Files.MakeDir(ctx, watched, "/tmp/w"); err != nil {
 		t.Fatal(err)
 	}
 	msg := []byte(`{"path":"/tmp/w"}`)
@@ -331,7 +331,7 @@ func TestIdleEnvdStreams(t *testing.T) {
 		t.Fatal("the watch did not start")
 	}
 	// A writer that prints nothing: only the watch's events tell of it.
-	if _, err := c.StartProcess(ctx, watched, client.StartProcessRequest{
+	if _, err := c.Processes.Start(ctx, watched, client.StartProcessRequest{
 		ExecRequest: client.ExecRequest{Command: "i=0; while [ $i -lt 18 ]; do i=$((i+1)); echo $i > /tmp/w/f; sleep 0.3; done"},
 	}); err != nil {
 		t.Fatal(err)
@@ -376,7 +376,7 @@ func TestIdleEnvdStreams(t *testing.T) {
 		}
 	}
 	for what := range uploads {
-		if e, err := c.Stat(ctx, sandboxes[what], "/tmp/slow"); err != nil || e.Size != 20<<10 {
+		if e, err := c.Files.Stat(ctx, sandboxes[what], "/tmp/slow"); err != nil || e.Size != 20<<10 {
 			t.Fatalf("%s: file: %+v, %v", what, e, err)
 		}
 	}

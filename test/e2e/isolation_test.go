@@ -17,11 +17,11 @@ func TestIsolation(t *testing.T) {
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.DeleteSandbox(ctx, sb.SandboxID) })
+	t.Cleanup(func() { c.Sandboxes.Delete(ctx, sb.SandboxID) })
 
 	// A listener on the host's loopback that the sandbox must not reach.
 	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -45,7 +45,7 @@ func TestIsolation(t *testing.T) {
 
 	run := func(cmd string) client.ExecResult {
 		t.Helper()
-		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: cmd, User: "root", TimeoutMs: 20000})
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: cmd, User: "root", TimeoutMs: 20000})
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
 		}
@@ -75,7 +75,7 @@ func TestIsolation(t *testing.T) {
 	// The agent's link to the daemon is root's alone: a command running as
 	// the sandbox's unprivileged user cannot connect to its socket (and so
 	// cannot take over the commands and files the daemon sends).
-	if res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused; id -u", User: "user"}); err != nil {
+	if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "test -w /.warren/run/agent.sock && echo writable || echo refused; id -u", User: "user"}); err != nil {
 		t.Fatal(err)
 	} else if !strings.HasPrefix(res.Stdout, "refused\n") || strings.TrimSpace(strings.TrimPrefix(res.Stdout, "refused\n")) == "0" {
 		t.Errorf("an unprivileged command and the agent socket: %q %q", res.Stdout, res.Stderr)

@@ -20,11 +20,11 @@ func TestPauseResume(t *testing.T) {
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	timeout := int64(30)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &timeout})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.StartProcess(ctx, sb.SandboxID, client.StartProcessRequest{
+	if _, err := c.Processes.Start(ctx, sb.SandboxID, client.StartProcessRequest{
 		ExecRequest: client.ExecRequest{Command: "i=0; while :; do i=$((i+1)); echo $i > /tmp/count.tmp; mv /tmp/count.tmp /tmp/count; sleep 0.02; done"},
 		Tag:         "counter",
 	}); err != nil {
@@ -32,7 +32,7 @@ func TestPauseResume(t *testing.T) {
 	}
 	count := func() int {
 		t.Helper()
-		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/tmp/count"}})
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/tmp/count"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,19 +40,19 @@ func TestPauseResume(t *testing.T) {
 		return n
 	}
 	time.Sleep(300 * time.Millisecond)
-	before, _ := c.GetSandbox(ctx, sb.SandboxID)
+	before, _ := c.Sandboxes.Get(ctx, sb.SandboxID)
 
 	d.mustCLI("sandbox", "pause", sb.SandboxID)
-	if det, _ := c.GetSandbox(ctx, sb.SandboxID); det.State != "paused" {
+	if det, _ := c.Sandboxes.Get(ctx, sb.SandboxID); det.State != "paused" {
 		t.Fatalf("state after pause: %s", det.State)
 	}
-	if err := c.PauseSandbox(ctx, sb.SandboxID); client.StatusCode(err) != 409 {
+	if err := c.Lifecycle.Pause(ctx, sb.SandboxID); client.StatusCode(err) != 409 {
 		t.Fatalf("pause twice: %v", err)
 	}
-	if _, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "paused") {
+	if _, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "paused") {
 		t.Fatalf("exec while paused: %v", err)
 	}
-	if _, err := c.ReadFile(ctx, sb.SandboxID, "/tmp/count"); client.StatusCode(err) != 409 {
+	if _, err := c.Files.Read(ctx, sb.SandboxID, "/tmp/count"); client.StatusCode(err) != 409 {
 		t.Fatalf("file read while paused: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond)
@@ -61,7 +61,7 @@ func TestPauseResume(t *testing.T) {
 	d.stop(syscall.SIGKILL)
 	d.start()
 	c = d.client()
-	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.State != "paused" {
+	if det, err := c.Sandboxes.Get(ctx, sb.SandboxID); err != nil || det.State != "paused" {
 		t.Fatalf("after a restart: %+v %v", det, err)
 	}
 
@@ -76,12 +76,12 @@ func TestPauseResume(t *testing.T) {
 	if n1 > 60 {
 		t.Errorf("the counter ran while paused: %d after ~0.3 s of running", n1)
 	}
-	after, _ := c.GetSandbox(ctx, sb.SandboxID)
+	after, _ := c.Sandboxes.Get(ctx, sb.SandboxID)
 	if before.EndAt == nil || after.EndAt == nil || !after.EndAt.After(before.EndAt.Add(time.Second)) {
 		t.Errorf("the run timeout ticked while paused: end %v before, %v after", before.EndAt, after.EndAt)
 	}
 	// The history says what happened, when and why.
-	evs, err := c.SandboxEvents(ctx, sb.SandboxID, 0)
+	evs, err := c.Sandboxes.Events(ctx, sb.SandboxID, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,17 +95,17 @@ func TestPauseResume(t *testing.T) {
 	if out := d.mustCLI("sandbox", "events", sb.SandboxID); !strings.Contains(out, "paused") || !strings.Contains(out, "running → paused") {
 		t.Errorf("warren sandbox events:\n%s", out)
 	}
-	if det, _ := c.GetSandbox(ctx, sb.SandboxID); len(det.Events) != 4 {
+	if det, _ := c.Sandboxes.Get(ctx, sb.SandboxID); len(det.Events) != 4 {
 		t.Errorf("GET /sandboxes/{id} events: %+v", det.Events)
 	}
 	// Resuming a running sandbox changes nothing; /timeout moves the end.
-	if _, err := c.ResumeSandbox(ctx, sb.SandboxID); err != nil {
+	if _, err := c.Lifecycle.Resume(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 	d.mustCLI("sandbox", "timeout", sb.SandboxID, "2")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := c.GetSandbox(ctx, sb.SandboxID); client.StatusCode(err) == 404 {
+		if _, err := c.Sandboxes.Get(ctx, sb.SandboxID); client.StatusCode(err) == 404 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -113,10 +113,10 @@ func TestPauseResume(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if err := c.PauseSandbox(ctx, sb.SandboxID); client.StatusCode(err) != 404 {
+	if err := c.Lifecycle.Pause(ctx, sb.SandboxID); client.StatusCode(err) != 404 {
 		t.Fatalf("pause of a killed sandbox: %v", err)
 	}
-	if err := c.SetTimeout(ctx, "nosuchsandbox", 10); client.StatusCode(err) != 404 {
+	if err := c.Lifecycle.SetTimeout(ctx, "nosuchsandbox", 10); client.StatusCode(err) != 404 {
 		t.Fatalf("timeout of an unknown sandbox: %v", err)
 	}
 }
@@ -131,18 +131,18 @@ func TestRunTimeout(t *testing.T) {
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
 	three := int64(3)
-	short, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &three})
+	short, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &three})
 	if err != nil {
 		t.Fatal(err)
 	}
-	extended, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &three})
+	extended, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &three})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), extended.SandboxID) })
+	t.Cleanup(func() { _ = c.Sandboxes.Delete(ctxT(t, time.Minute), extended.SandboxID) })
 	det := func(id string) client.SandboxDetail {
 		t.Helper()
-		det, err := c.GetSandbox(ctx, id)
+		det, err := c.Sandboxes.Get(ctx, id)
 		if err != nil || det.EndAt == nil {
 			t.Fatalf("sandbox %s: %+v %v", id, det, err)
 		}
@@ -153,7 +153,7 @@ func TestRunTimeout(t *testing.T) {
 	if got := shortEnd.Sub(det(short.SandboxID).StartedAt); got < 2*time.Second || got > 4*time.Second {
 		t.Errorf("a 3 s timeout ends %v after the start", got)
 	}
-	if err := c.SetTimeout(ctx, extended.SandboxID, 10); err != nil {
+	if err := c.Lifecycle.SetTimeout(ctx, extended.SandboxID, 10); err != nil {
 		t.Fatal(err)
 	}
 	if newEnd := end(extended.SandboxID); !newEnd.After(oldEnd.Add(5 * time.Second)) {
@@ -163,7 +163,7 @@ func TestRunTimeout(t *testing.T) {
 	gone := func(id string) bool {
 		t.Helper()
 		for range 50 {
-			if _, err := c.GetSandbox(ctx, id); client.StatusCode(err) == 404 {
+			if _, err := c.Sandboxes.Get(ctx, id); client.StatusCode(err) == 404 {
 				return true
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -172,7 +172,7 @@ func TestRunTimeout(t *testing.T) {
 	}
 	alive := func(id string) bool {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"echo", "up"}})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"echo", "up"}})
 		if client.StatusCode(err) == 404 {
 			return false
 		}
@@ -221,16 +221,16 @@ func TestExecCutByTimeout(t *testing.T) {
 	ctx := ctxT(t, time.Minute)
 	two := int64(2)
 	for _, streaming := range []bool{false, true} {
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &two})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Timeout: &two})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), sb.SandboxID) })
+		t.Cleanup(func() { _ = c.Sandboxes.Delete(ctxT(t, time.Minute), sb.SandboxID) })
 		req := client.ExecRequest{Cmd: []string{"sleep", "60"}}
 		if streaming {
-			_, err = c.Exec(ctx, sb.SandboxID, req, nil, nil)
+			_, err = c.Commands.Exec(ctx, sb.SandboxID, req, nil, nil)
 		} else {
-			_, err = c.ExecWait(ctx, sb.SandboxID, req)
+			_, err = c.Commands.ExecWait(ctx, sb.SandboxID, req)
 			if code := client.StatusCode(err); code != 404 {
 				t.Errorf("waiting exec cut by the timeout: status %d (%v), want 404", code, err)
 			}

@@ -16,12 +16,12 @@ func TestUpdateLimits(t *testing.T) {
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 100}})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 100}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	read := func() string {
-		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; true"})
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; true"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,20 +37,20 @@ func TestUpdateLimits(t *testing.T) {
 	if got := read(); got != "134217728 200" {
 		t.Fatalf("limits after: %q", got)
 	}
-	det, _ := c.GetSandbox(ctx, sb.SandboxID)
+	det, _ := c.Sandboxes.Get(ctx, sb.SandboxID)
 	if det.MemoryMB != 128 || det.Pids != 200 {
 		t.Fatalf("recorded limits: %+v", det)
 	}
-	if _, err := c.UpdateLimits(ctx, sb.SandboxID, client.Limits{Pids: 3}); client.StatusCode(err) != 400 {
+	if _, err := c.Lifecycle.UpdateLimits(ctx, sb.SandboxID, client.Limits{Pids: 3}); client.StatusCode(err) != 400 {
 		t.Fatalf("pids 3: %v", err)
 	}
-	if _, err := c.UpdateLimits(ctx, sb.SandboxID, client.Limits{}); client.StatusCode(err) != 400 {
+	if _, err := c.Lifecycle.UpdateLimits(ctx, sb.SandboxID, client.Limits{}); client.StatusCode(err) != 400 {
 		t.Fatalf("no limits: %v", err)
 	}
-	if _, err := c.UpdateLimits(ctx, "nosuchsandbox", client.Limits{Pids: 50}); client.StatusCode(err) != 404 {
+	if _, err := c.Lifecycle.UpdateLimits(ctx, "nosuchsandbox", client.Limits{Pids: 50}); client.StatusCode(err) != 404 {
 		t.Fatalf("unknown sandbox: %v", err)
 	}
-	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -64,15 +64,15 @@ func TestUpdateDiskQuota(t *testing.T) {
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 40}})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 40}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sb.SandboxID
-	t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), id) })
+	t.Cleanup(func() { _ = c.Sandboxes.Delete(ctxT(t, time.Minute), id) })
 	write := func(name string, mb int) string {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: fmt.Sprintf("dd if=/dev/zero of=/tmp/%s bs=1M count=%d 2>&1 && sync; echo rc=$?", name, mb)})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: fmt.Sprintf("dd if=/dev/zero of=/tmp/%s bs=1M count=%d 2>&1 && sync; echo rc=$?", name, mb)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,17 +89,17 @@ func TestUpdateDiskQuota(t *testing.T) {
 	if out := write("b", 30); !strings.Contains(out, "rc=0") {
 		t.Fatalf("30 MB more after raising the quota to 100 MB: %s", out)
 	}
-	det, err := c.GetSandbox(ctx, id)
+	det, err := c.Sandboxes.Get(ctx, id)
 	if err != nil || det.DiskSizeMB != 100 || det.DiskUsedBytes < 60<<20 {
 		t.Fatalf("after raising: %+v %v", det, err)
 	}
 	// Below what it holds: refused, the quota stays.
-	if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: 20}); client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "holds") {
+	if _, err := c.Lifecycle.UpdateLimits(ctx, id, client.Limits{DiskMB: 20}); client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "holds") {
 		t.Fatalf("a quota below the sandbox's use: %v, want 409", err)
 	}
 	// Lowered to 10 MB above its use: a 30 MB write fails inside.
 	lower := det.DiskUsedBytes>>20 + 10
-	if got, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: lower}); err != nil {
+	if got, err := c.Lifecycle.UpdateLimits(ctx, id, client.Limits{DiskMB: lower}); err != nil {
 		t.Fatalf("lower the quota to %d MB: %v", lower, err)
 	} else if got.DiskSizeMB != lower || got.DiskUsedBytes < 60<<20 {
 		t.Errorf("the answer to a quota change: size %d MB, used %d bytes; want %d MB and the use", got.DiskSizeMB, got.DiskUsedBytes, lower)
@@ -107,14 +107,14 @@ func TestUpdateDiskQuota(t *testing.T) {
 	if out := write("c", 30); !strings.Contains(out, "Disk quota exceeded") {
 		t.Fatalf("30 MB more under a quota lowered to %d MB: %s", lower, out)
 	}
-	if det, err := c.GetSandbox(ctx, id); err != nil || det.DiskSizeMB != lower {
+	if det, err := c.Sandboxes.Get(ctx, id); err != nil || det.DiskSizeMB != lower {
 		t.Fatalf("after lowering: %+v %v", det, err)
 	}
-	if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: 1 << 40}); err == nil || !strings.Contains(err.Error(), "diskMB") {
+	if _, err := c.Lifecycle.UpdateLimits(ctx, id, client.Limits{DiskMB: 1 << 40}); err == nil || !strings.Contains(err.Error(), "diskMB") {
 		t.Errorf("a quota out of range: %v, want the message to name diskMB", err)
 	}
 	for _, bad := range []int64{-1, 1, 1 << 40} {
-		if _, err := c.UpdateLimits(ctx, id, client.Limits{DiskMB: bad}); client.StatusCode(err) != 400 {
+		if _, err := c.Lifecycle.UpdateLimits(ctx, id, client.Limits{DiskMB: bad}); client.StatusCode(err) != 400 {
 			t.Errorf("diskMB %d: %v, want 400", bad, err)
 		}
 	}

@@ -26,23 +26,23 @@ func TestSandboxLogs(t *testing.T) {
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 
-	if _, err := c.Exec(ctx, id, client.ExecRequest{Command: "echo hello; echo oops >&2"}, io.Discard, io.Discard); err != nil {
+	if _, err := c.Commands.Exec(ctx, id, client.ExecRequest{Command: "echo hello; echo oops >&2"}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "ticker", ExecRequest: client.ExecRequest{
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "ticker", ExecRequest: client.ExecRequest{
 		Command: `for i in 1 2 3; do echo tick $i; done; printf 'no newline'; exit 2`,
 	}}); err != nil {
 		t.Fatal(err)
 	}
 	waitLog(t, c, id, "exited: code 2")
-	if err := c.PauseSandbox(ctx, id); err != nil {
+	if err := c.Lifecycle.Pause(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ResumeSandbox(ctx, id); err != nil {
+	if _, err := c.Lifecycle.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 
-	page, err := c.SandboxLogs(ctx, id, client.LogsQuery{})
+	page, err := c.Sandboxes.Logs(ctx, id, client.LogsQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSandboxLogs(t *testing.T) {
 	}
 
 	// Filters, and paging backward.
-	warn, err := c.SandboxLogs(ctx, id, client.LogsQuery{Level: "warn"})
+	warn, err := c.Sandboxes.Logs(ctx, id, client.LogsQuery{Level: "warn"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestSandboxLogs(t *testing.T) {
 			t.Fatalf("level filter let through %+v", e)
 		}
 	}
-	tail, err := c.SandboxLogs(ctx, id, client.LogsQuery{Backward: true, Limit: 2})
+	tail, err := c.Sandboxes.Logs(ctx, id, client.LogsQuery{Backward: true, Limit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestSandboxLogs(t *testing.T) {
 		}
 		close(lines)
 	}()
-	if _, err := c.Exec(ctx, id, client.ExecRequest{Command: "echo later"}, io.Discard, io.Discard); err != nil {
+	if _, err := c.Commands.Exec(ctx, id, client.ExecRequest{Command: "echo later"}, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	sawLater := false
@@ -144,18 +144,18 @@ func TestSandboxLogs(t *testing.T) {
 
 	// A waiting read returns as soon as an entry comes.
 	waitLog(t, c, id, "later")
-	end, err := c.SandboxLogs(ctx, id, client.LogsQuery{Backward: true, Limit: 1})
+	end, err := c.Sandboxes.Logs(ctx, id, client.LogsQuery{Backward: true, Limit: 1})
 	if err != nil || len(end.LogEntries) != 1 {
 		t.Fatalf("the newest entry: %+v %v", end, err)
 	}
 	cur, _ := strconv.ParseInt(end.LogEntries[0].Fields["seq"], 10, 64)
 	got := make(chan client.SandboxLogs, 1)
 	go func() {
-		p, _ := c.SandboxLogs(ctx, id, client.LogsQuery{Cursor: cur, Wait: 30 * time.Second})
+		p, _ := c.Sandboxes.Logs(ctx, id, client.LogsQuery{Cursor: cur, Wait: 30 * time.Second})
 		got <- p
 	}()
 	time.Sleep(200 * time.Millisecond)
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{ExecRequest: client.ExecRequest{Command: "echo waited-for"}}); err != nil {
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{ExecRequest: client.ExecRequest{Command: "echo waited-for"}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -169,7 +169,7 @@ func TestSandboxLogs(t *testing.T) {
 
 	// kill -9 the daemon while a process prints; after the restart the log
 	// goes on: every line once, numbers never repeated.
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "counter", ExecRequest: client.ExecRequest{
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "counter", ExecRequest: client.ExecRequest{
 		Command: `i=0; while [ $i -lt 80 ]; do echo n$i; i=$((i+1)); sleep 0.05; done; exit 7`,
 	}}); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestSandboxLogs(t *testing.T) {
 	d.start()
 	c = d.client()
 	waitLog(t, c, id, "exited: code 7")
-	all, err := c.SandboxLogs(ctx, id, client.LogsQuery{})
+	all, err := c.Sandboxes.Logs(ctx, id, client.LogsQuery{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,12 +235,12 @@ func TestSandboxLogs(t *testing.T) {
 			t.Fatalf("logs?%s: %d, want 400", q, resp.StatusCode)
 		}
 	}
-	if _, err := c.SandboxLogs(ctx, "nosuchsandbox", client.LogsQuery{}); client.StatusCode(err) != 404 {
+	if _, err := c.Sandboxes.Logs(ctx, "nosuchsandbox", client.LogsQuery{}); client.StatusCode(err) != 404 {
 		t.Fatalf("logs of an unknown sandbox: %v", err)
 	}
 
 	// Deleting the sandbox deletes its log.
-	if err := c.DeleteSandbox(ctx, id); err != nil {
+	if err := c.Sandboxes.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(d.dataDir, "sandbox-logs", id)); !os.IsNotExist(err) {
@@ -255,7 +255,7 @@ func waitLog(t *testing.T, c *client.Client, id, msg string) int64 {
 	ctx := ctxT(t, 30*time.Second)
 	var cur int64
 	for {
-		p, err := c.SandboxLogs(ctx, id, client.LogsQuery{Cursor: cur, Wait: 5 * time.Second})
+		p, err := c.Sandboxes.Logs(ctx, id, client.LogsQuery{Cursor: cur, Wait: 5 * time.Second})
 		if err != nil {
 			t.Fatalf("waiting for %q in the log: %v", msg, err)
 		}

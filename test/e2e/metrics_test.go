@@ -21,7 +21,7 @@ func TestMetrics(t *testing.T) {
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 
-	h, err := c.Health(ctx)
+	h, err := c.Meta.Health(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,14 +32,14 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("health: %+v", h)
 	}
 
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, CPUCount: 1}})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, CPUCount: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sb.SandboxID
 	// A CPU loop and 16 MiB in tmpfs (charged to the sandbox's memory),
 	// both outliving the exec.
-	res, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"sh", "-c",
+	res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"sh", "-c",
 		"(while :; do :; done) >/dev/null 2>&1 & head -c 16777216 /dev/zero > /dev/shm/blob"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("start the load: %v %+v", err, res)
@@ -49,7 +49,7 @@ func TestMetrics(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		time.Sleep(time.Second)
-		ms, err = c.SandboxMetrics(ctx, id, time.Time{}, time.Time{})
+		ms, err = c.Sandboxes.Metrics(ctx, id, time.Time{}, time.Time{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,21 +84,21 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// start/end filter (unix seconds).
-	if future, err := c.SandboxMetrics(ctx, id, time.Now().Add(time.Hour), time.Time{}); err != nil || len(future) != 0 {
+	if future, err := c.Sandboxes.Metrics(ctx, id, time.Now().Add(time.Hour), time.Time{}); err != nil || len(future) != 0 {
 		t.Errorf("metrics from the future: %v %v", future, err)
 	}
-	if old, err := c.SandboxMetrics(ctx, id, time.Time{}, time.Unix(1000, 0)); err != nil || len(old) != 0 {
+	if old, err := c.Sandboxes.Metrics(ctx, id, time.Time{}, time.Unix(1000, 0)); err != nil || len(old) != 0 {
 		t.Errorf("metrics of 1970: %v %v", old, err)
 	}
 	httpGet(t, d, "/sandboxes/"+id+"/metrics?start=yesterday", d.key, 400)
 
 	// Another team cannot read them; a non-admin cannot read /metrics.
-	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
+	k, err := c.APIKeys.Create(ctx, client.NewAPIKey{Team: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := client.New("http://"+d.addr, k.Key)
-	if _, err := other.SandboxMetrics(ctx, id, time.Time{}, time.Time{}); client.StatusCode(err) != 404 {
+	if _, err := other.Sandboxes.Metrics(ctx, id, time.Time{}, time.Time{}); client.StatusCode(err) != 404 {
 		t.Errorf("another team's sandbox metrics: %v, want 404", err)
 	}
 	httpGet(t, d, "/metrics", "", 401)
@@ -140,7 +140,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// Deleted: its samples are dropped and the gauge follows.
-	if err := c.DeleteSandbox(ctx, id); err != nil {
+	if err := c.Sandboxes.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	prom = httpGet(t, d, "/metrics", d.key, 200)
@@ -188,27 +188,27 @@ func TestHealthInFlightAndErrors(t *testing.T) {
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sb.SandboxID
-	t.Cleanup(func() { _ = c.DeleteSandbox(ctxT(t, time.Minute), id) })
+	t.Cleanup(func() { _ = c.Sandboxes.Delete(ctxT(t, time.Minute), id) })
 
 	// A command runs for a while: health counts it while it runs.
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"sleep", "3"}})
+		_, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Cmd: []string{"sleep", "3"}})
 		done <- err
 	}()
 	waitFor(t, 10*time.Second, "health to count the command in flight", func() bool {
-		h, err := c.Health(ctx)
+		h, err := c.Meta.Health(ctx)
 		return err == nil && h.CommandsInFlight == 1
 	})
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if h, err := c.Health(ctx); err != nil || h.CommandsInFlight != 0 {
+	if h, err := c.Meta.Health(ctx); err != nil || h.CommandsInFlight != 0 {
 		t.Fatalf("health after the command ended: %+v %v", h, err)
 	}
 
@@ -218,7 +218,7 @@ func TestHealthInFlightAndErrors(t *testing.T) {
 	}
 	var h client.Health
 	waitFor(t, 15*time.Second, "health to list the failed sandbox", func() bool {
-		h, err = c.Health(ctx)
+		h, err = c.Meta.Health(ctx)
 		return err == nil && len(h.LastErrors) > 0
 	})
 	e := h.LastErrors[0]

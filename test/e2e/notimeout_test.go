@@ -29,7 +29,7 @@ func TestNoTimeoutRefused(t *testing.T) {
 		code, body := d.postAPI(ctx, path, `{"templateID": "bb", "timeout": 0}`)
 		refused("POST "+path, code, body)
 	}
-	if list, _, err := c.ListSandboxes(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
+	if list, _, err := c.Sandboxes.List(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
 		t.Fatalf("refused creates left sandboxes: %+v %v", list, err)
 	}
 	_, errOut, code := d.cli("", "sandbox", "create", "--template", "bb", "--timeout", "0")
@@ -46,7 +46,7 @@ func TestNoTimeoutRefused(t *testing.T) {
 		t.Fatalf("create answer %s: %v", body, err)
 	}
 	id := sb.SandboxID
-	before, err := c.GetSandbox(ctx, id)
+	before, err := c.Sandboxes.Get(ctx, id)
 	if err != nil || before.EndAt == nil {
 		t.Fatalf("the sandbox has no end: %+v %v", before, err)
 	}
@@ -55,21 +55,21 @@ func TestNoTimeoutRefused(t *testing.T) {
 	refused("POST /timeout", code, body)
 	code, body = d.postAPI(ctx, "/sandboxes/"+id+"/fork", `{"timeout": 0}`)
 	refused("POST /fork", code, body)
-	if err := c.PauseSandbox(ctx, id); err != nil {
+	if err := c.Lifecycle.Pause(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/resume", "/connect"} {
 		code, body = d.postAPI(ctx, "/sandboxes/"+id+path, `{"timeout": 0}`)
 		refused("POST "+path, code, body)
 	}
-	after, err := c.GetSandbox(ctx, id)
+	after, err := c.Sandboxes.Get(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if after.State != "paused" || after.EndAt == nil || !after.EndAt.Equal(*before.EndAt) {
 		t.Fatalf("refused calls changed the sandbox: state %s, end %v (was %v)", after.State, after.EndAt, before.EndAt)
 	}
-	if list, _, _ := c.ListSandboxes(ctx, client.ListOptions{}); len(list) != 1 {
+	if list, _, _ := c.Sandboxes.List(ctx, client.ListOptions{}); len(list) != 1 {
 		t.Fatalf("a refused fork made sandboxes: %d listed", len(list))
 	}
 

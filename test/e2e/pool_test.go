@@ -20,7 +20,7 @@ func TestWarmPool(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			pools, err := c.ListPools(ctx)
+			pools, err := c.Pools.List(ctx)
 			if err != nil || len(pools) != 1 {
 				t.Fatalf("pools: %v %v", pools, err)
 			}
@@ -37,19 +37,19 @@ func TestWarmPool(t *testing.T) {
 	var ids []string
 	for i := 0; i < 3; i++ {
 		start := time.Now()
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Metadata: map[string]string{"n": "x"}})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Metadata: map[string]string{"n": "x"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		created := time.Since(start)
-		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "warm"}})
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "warm"}})
 		if err != nil || res.Stdout != "warm\n" {
 			t.Fatalf("exec in a claimed sandbox: %+v %v", res, err)
 		}
 		t.Logf("claim %d: create %v, → first output %v", i, created, time.Since(start))
 		ids = append(ids, sb.SandboxID)
 	}
-	p, _ := c.ListPools(ctx)
+	p, _ := c.Pools.List(ctx)
 	if p[0].Hits != 3 {
 		t.Fatalf("pool hits %d, want 3: %+v", p[0].Hits, p[0])
 	}
@@ -68,43 +68,43 @@ func TestWarmPool(t *testing.T) {
 		}
 	}
 	// A claimed sandbox is the team's: listed, with its metadata.
-	det, err := c.GetSandbox(ctx, ids[0])
+	det, err := c.Sandboxes.Get(ctx, ids[0])
 	if err != nil || det.Metadata["n"] != "x" || det.TemplateID != "bb" {
 		t.Fatalf("claimed sandbox: %+v %v", det, err)
 	}
 	// A create with its own env vars, limits and disk quota is served from
 	// the pool too: the claim applies them.
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", EnvVars: map[string]string{"K": "v"},
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", EnvVars: map[string]string{"K": "v"},
 		Limits: &client.Limits{MemoryMB: 96, Pids: 150, DiskMB: 40}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo $K; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; true"})
+	res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo $K; cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null; true"})
 	if got := strings.Join(strings.Fields(res.Stdout), " "); err != nil || got != "v 100663296 150" {
 		t.Fatalf("claimed with env and limits: %q %v", got, err)
 	}
 	// The quota holds: 30 MB fit, 30 more do not.
-	res, err = c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "dd if=/dev/zero of=/tmp/a bs=1M count=30 2>&1 && sync && dd if=/dev/zero of=/tmp/b bs=1M count=30 2>&1; sync"})
+	res, err = c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "dd if=/dev/zero of=/tmp/a bs=1M count=30 2>&1 && sync && dd if=/dev/zero of=/tmp/b bs=1M count=30 2>&1; sync"})
 	if err != nil || !strings.Contains(res.Stdout, "Disk quota exceeded") {
 		t.Fatalf("write past a claimed sandbox's 40 MB quota: %+v %v", res, err)
 	}
-	det, err = c.GetSandbox(ctx, sb.SandboxID)
+	det, err = c.Sandboxes.Get(ctx, sb.SandboxID)
 	if err != nil || det.MemoryMB != 96 || det.DiskSizeMB != 40 {
 		t.Fatalf("claimed sandbox's record: %+v %v", det, err)
 	}
 	// The env vars outlive a restart of its processes (a rollback).
-	turn, err := c.Turn(ctx, sb.SandboxID)
+	turn, err := c.Snapshots.Turn(ctx, sb.SandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turn.SnapshotID}); err != nil {
+	if _, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turn.SnapshotID}); err != nil {
 		t.Fatal(err)
 	}
-	res, err = c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo $K"})
+	res, err = c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo $K"})
 	if err != nil || strings.TrimSpace(res.Stdout) != "v" {
 		t.Fatalf("env after a rollback of a claimed sandbox: %+v %v", res, err)
 	}
-	if p, _ := c.ListPools(ctx); p[0].Hits != 4 || p[0].Misses != 0 {
+	if p, _ := c.Pools.List(ctx); p[0].Hits != 4 || p[0].Misses != 0 {
 		t.Fatalf("a create with its own env and limits missed the pool: %+v", p[0])
 	}
 	// A rebuilt template replaces the pool's sandboxes. The pool is full
@@ -114,7 +114,7 @@ func TestWarmPool(t *testing.T) {
 	d.mustCLI("template", "build", "bb", "--busybox", "--replace", "--data-dir", d.dataDir)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		p, err := c.ListPools(ctx)
+		p, err := c.Pools.List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +130,7 @@ func TestWarmPool(t *testing.T) {
 		t.Fatalf("warren pools: %q", out)
 	}
 	for _, id := range append(ids, sb.SandboxID) {
-		if err := c.DeleteSandbox(ctx, id); err != nil {
+		if err := c.Sandboxes.Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -46,22 +46,22 @@ func TestPorts(t *testing.T) {
 	d := busyboxDaemon(t)
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := sb.SandboxID
 	body := "hello from inside " + id + "\n"
-	if _, err := c.MakeDir(ctx, id, "/www"); err != nil {
+	if _, err := c.Files.MakeDir(ctx, id, "/www"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WriteFile(ctx, id, "/www/index.html", strings.NewReader(body), 0o644, ""); err != nil {
+	if _, err := c.Files.Write(ctx, id, "/www/index.html", strings.NewReader(body), 0o644, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WriteFile(ctx, id, "/www/up.sh", strings.NewReader(upgradeScript), 0o755, ""); err != nil {
+	if _, err := c.Files.Write(ctx, id, "/www/up.sh", strings.NewReader(upgradeScript), 0o755, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.WriteFile(ctx, id, "/www/headers.sh", strings.NewReader(headersScript), 0o755, ""); err != nil {
+	if _, err := c.Files.Write(ctx, id, "/www/headers.sh", strings.NewReader(headersScript), 0o755, ""); err != nil {
 		t.Fatal(err)
 	}
 	for tag, argv := range map[string][]string{
@@ -69,7 +69,7 @@ func TestPorts(t *testing.T) {
 		"nc":      {"nc", "-ll", "-p", "8003", "-e", "/www/up.sh"},
 		"headers": {"nc", "-ll", "-p", "8004", "-e", "/www/headers.sh"},
 	} {
-		if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: tag, ExecRequest: client.ExecRequest{Cmd: argv}}); err != nil {
+		if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: tag, ExecRequest: client.ExecRequest{Cmd: argv}}); err != nil {
 			t.Fatalf("start %s: %v", tag, err)
 		}
 	}
@@ -277,11 +277,11 @@ func measureProxyLatency(t *testing.T, d *daemon, id string) {
 // sandbox's tokens or another team's key; with allowPublicTraffic, anyone.
 func testPortCredentials(t *testing.T, d *daemon, ctx context.Context) {
 	c := d.client()
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	other, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func testPortCredentials(t *testing.T, d *daemon, ctx context.Context) {
 		t.Fatalf("tokens: %+v and %+v, want distinct traffic and envd tokens", sb, other)
 	}
 	public := true
-	pub, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowPublicTraffic: &public}})
+	pub, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowPublicTraffic: &public}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,11 +297,11 @@ func testPortCredentials(t *testing.T, d *daemon, ctx context.Context) {
 		t.Errorf("a public sandbox got a traffic token")
 	}
 	for _, id := range []string{sb.SandboxID, pub.SandboxID} {
-		if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{Tag: "httpd", ExecRequest: client.ExecRequest{Cmd: []string{"httpd", "-f", "-p", "8000", "-h", "/etc"}}}); err != nil {
+		if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "httpd", ExecRequest: client.ExecRequest{Cmd: []string{"httpd", "-f", "-p", "8000", "-h", "/etc"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
+	k, err := c.APIKeys.Create(ctx, client.NewAPIKey{Team: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}

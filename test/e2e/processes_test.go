@@ -43,7 +43,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	// Attach, see output, disconnect.
 	actx, cancel := context.WithCancel(ctx)
 	var seen strings.Builder
-	_, err = c.ProcessOutput(actx, id, "counter", client.OutputOptions{Follow: true}, func(ev client.ProcessEvent) error {
+	_, err = c.Processes.Output(actx, id, "counter", client.OutputOptions{Follow: true}, func(ev client.ProcessEvent) error {
 		if ev.Type == "stdout" {
 			seen.Write(ev.Data)
 			if strings.Count(seen.String(), "\n") >= 5 {
@@ -72,7 +72,7 @@ func TestBackgroundProcesses(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	d.start()
 	c = d.client()
-	list, err := c.ListProcesses(ctx, id)
+	list, err := c.Processes.List(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestBackgroundProcesses(t *testing.T) {
 		t.Fatalf("attach after SIGTERM exited %d", code)
 	}
 	consecutive(t, "final replay", attachOut)
-	list, err = c.ListProcesses(ctx, id)
+	list, err = c.Processes.List(ctx, id)
 	if err != nil || len(list) != 1 || list[0].State != "exited" || list[0].ExitCode == nil || *list[0].ExitCode != 143 {
 		t.Fatalf("listed after SIGTERM: %+v %v", list, err)
 	}
@@ -102,44 +102,44 @@ func TestBackgroundProcesses(t *testing.T) {
 	}
 
 	// Stdin round trip with cat.
-	p, err := c.StartProcess(ctx, id, client.StartProcessRequest{ExecRequest: client.ExecRequest{Cmd: []string{"cat"}}, Tag: "cat"})
+	p, err := c.Processes.Start(ctx, id, client.StartProcessRequest{ExecRequest: client.ExecRequest{Cmd: []string{"cat"}}, Tag: "cat"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, errOut, code := d.cli("hello\nworld\n", "send-input", id, "cat"); code != 0 {
 		t.Fatalf("send-input: %d %s", code, errOut)
 	}
-	if err := c.SendInput(ctx, id, strconv.Itoa(int(p.PID)), []byte("third\n")); err != nil {
+	if err := c.Processes.SendInput(ctx, id, strconv.Itoa(int(p.PID)), []byte("third\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.CloseStdin(ctx, id, "cat"); err != nil {
+	if err := c.Processes.CloseStdin(ctx, id, "cat"); err != nil {
 		t.Fatal(err)
 	}
 	var catOut strings.Builder
-	exit, err := c.AttachProcess(ctx, id, "cat", client.OutputOptions{Follow: true}, &catOut, nil)
+	exit, err := c.Processes.Attach(ctx, id, "cat", client.OutputOptions{Follow: true}, &catOut, nil)
 	if err != nil || exit == nil || exit.ExitCode == nil || *exit.ExitCode != 0 || catOut.String() != "hello\nworld\nthird\n" {
 		t.Fatalf("cat: %q exit %+v err %v", catOut.String(), exit, err)
 	}
 
 	// Errors: a signal outside the allowed set, unknown tags and pids.
-	if err := c.SignalProcess(ctx, id, "cat", "SIGSEGV"); client.StatusCode(err) != 400 {
+	if err := c.Processes.Signal(ctx, id, "cat", "SIGSEGV"); client.StatusCode(err) != 400 {
 		t.Fatalf("SIGSEGV: %v", err)
 	}
-	if err := c.SignalProcess(ctx, id, "nope", "SIGTERM"); client.StatusCode(err) != 404 {
+	if err := c.Processes.Signal(ctx, id, "nope", "SIGTERM"); client.StatusCode(err) != 404 {
 		t.Fatalf("signal an unknown tag: %v", err)
 	}
-	if _, err := c.ProcessOutput(ctx, id, "nope", client.OutputOptions{}, nil); client.StatusCode(err) != 404 {
+	if _, err := c.Processes.Output(ctx, id, "nope", client.OutputOptions{}, nil); client.StatusCode(err) != 404 {
 		t.Fatalf("output of an unknown tag: %v", err)
 	}
-	if err := c.SendInput(ctx, id, "99999", []byte("x")); client.StatusCode(err) != 404 {
+	if err := c.Processes.SendInput(ctx, id, "99999", []byte("x")); client.StatusCode(err) != 404 {
 		t.Fatalf("stdin of an unknown pid: %v", err)
 	}
-	if _, err := c.StartProcess(ctx, id, client.StartProcessRequest{ExecRequest: client.ExecRequest{Cmd: []string{"true"}}, Tag: "bad/tag"}); client.StatusCode(err) != 400 {
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{ExecRequest: client.ExecRequest{Cmd: []string{"true"}}, Tag: "bad/tag"}); client.StatusCode(err) != 400 {
 		t.Fatalf("a bad tag: %v", err)
 	}
 
 	// Deleting the sandbox removes its process output from the host.
-	if err := c.DeleteSandbox(ctx, id); err != nil {
+	if err := c.Sandboxes.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(d.dataDir, "procs", id)); !os.IsNotExist(err) {

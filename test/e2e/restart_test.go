@@ -38,11 +38,11 @@ func TestRestartReconciles(t *testing.T) {
 	d := busyboxDaemon(t)
 	ctx := ctxT(t, 3*time.Minute)
 	c := d.client()
-	live, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	live, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	dead, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,14 +66,14 @@ func TestRestartReconciles(t *testing.T) {
 
 	d.start()
 	c = d.client()
-	det, err := c.GetSandbox(ctx, live.SandboxID)
+	det, err := c.Sandboxes.Get(ctx, live.SandboxID)
 	if err != nil || det.State != "running" {
 		t.Fatalf("live sandbox after restart: %+v %v", det, err)
 	}
 	if got := d.mustCLI("exec", live.SandboxID, "--", "cat", "/workspace/state"); got != "kept\n" {
 		t.Fatalf("live sandbox's files after restart: %q", got)
 	}
-	det, err = c.GetSandbox(ctx, dead.SandboxID)
+	det, err = c.Sandboxes.Get(ctx, dead.SandboxID)
 	if err != nil || det.State != "failed" || det.Reason == "" {
 		t.Fatalf("dead sandbox after restart: %+v %v", det, err)
 	}
@@ -85,7 +85,7 @@ func TestRestartReconciles(t *testing.T) {
 			t.Errorf("orphan %s still there (%v)", p, err)
 		}
 	}
-	if err := c.DeleteSandbox(ctx, dead.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, dead.SandboxID); err != nil {
 		t.Fatalf("delete a failed sandbox: %v", err)
 	}
 
@@ -95,7 +95,7 @@ func TestRestartReconciles(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		det, err = c.GetSandbox(ctx, live.SandboxID)
+		det, err = c.Sandboxes.Get(ctx, live.SandboxID)
 		if err == nil && det.State == "failed" {
 			break
 		}
@@ -104,7 +104,7 @@ func TestRestartReconciles(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if _, err := c.ExecWait(ctx, live.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); client.StatusCode(err) != 409 {
+	if _, err := c.Commands.ExecWait(ctx, live.SandboxID, client.ExecRequest{Cmd: []string{"true"}}); client.StatusCode(err) != 409 {
 		t.Fatalf("exec in a failed sandbox: %v", err)
 	}
 	if left := leftovers(t, d.dataDir, live.SandboxID); len(left) > 0 {

@@ -42,13 +42,13 @@ func snapshotSandbox(t *testing.T, timeout time.Duration, args ...string) (d *da
 	d = busyboxDaemon(t, args...)
 	c := d.client()
 	ctx = ctxT(t, timeout)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{DiskMB: 256}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run = func(id, cmd string) string {
 		t.Helper()
-		res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: cmd, User: "root"})
+		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: cmd, User: "root"})
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
 		}
@@ -78,7 +78,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 			run(sb.SandboxID, turnCmd(n))
 		}
 		start := time.Now()
-		res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}, Turn: true})
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"true"}, Turn: true})
 		if err != nil || res.SnapshotID == "" {
 			t.Fatalf("turn %d: %v %+v", n, err, res)
 		}
@@ -93,12 +93,12 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	}
 	sort.Slice(snapTimes, func(i, j int) bool { return snapTimes[i] < snapTimes[j] })
 	t.Logf("200 turns: exec+snapshot p50 %v, p99 %v", snapTimes[100], snapTimes[197])
-	if snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: sb.SandboxID, Limit: 1000}); err != nil || len(snaps) != 200 {
+	if snaps, _, err := c.Snapshots.List(ctx, client.SnapshotListOptions{SandboxID: sb.SandboxID, Limit: 1000}); err != nil || len(snaps) != 200 {
 		t.Fatalf("snapshots kept: %d %v", len(snaps), err)
 	}
 
 	// Diff 99 → 100 is exactly what turn 100 did (plus its directories).
-	diff, err := c.Diff(ctx, turns[99], turns[100], false)
+	diff, err := c.Snapshots.Diff(ctx, turns[99], turns[100], false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	}
 
 	// Roll back to turn 37: the tree is byte-for-byte what it was.
-	rb, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[37]})
+	rb, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[37]})
 	if err != nil || !rb.ProcessesRestarted {
 		t.Fatalf("rollback: %+v %v", rb, err)
 	}
@@ -129,7 +129,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 		t.Fatalf("after rollback to turn 37 the tree differs from its manifest:\n%s\nwant:\n%s", m, manifests[37])
 	}
 	// And forward again to 150: later snapshots stayed.
-	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[150]}); err != nil {
+	if _, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[150]}); err != nil {
 		t.Fatal(err)
 	}
 	if m := run(sb.SandboxID, manifestCmd); m != manifests[150] {
@@ -140,7 +140,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	waitNoScratch(t, d.dataDir)
 
 	// Fork 10 from turn 100; each changes its copy; nobody sees another's.
-	forks, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: turns[100], Count: 10})
+	forks, err := c.Snapshots.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: turns[100], Count: 10})
 	if err != nil || len(forks) != 10 {
 		t.Fatalf("fork: %v %v", forks, err)
 	}
@@ -167,21 +167,21 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	}
 
 	// Promote fork 3: the parent gets its tree, and keeps its own history.
-	pr, err := c.Promote(ctx, forkIDs[3])
+	pr, err := c.Snapshots.Promote(ctx, forkIDs[3])
 	if err != nil || pr.PreviousSnapshotID == "" {
 		t.Fatalf("promote: %+v %v", pr, err)
 	}
 	if got := run(sb.SandboxID, "cat /workspace/mine.txt"); got != "fork 3\n" {
 		t.Fatalf("parent after promote: %q", got)
 	}
-	if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: pr.PreviousSnapshotID}); err != nil {
+	if _, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: pr.PreviousSnapshotID}); err != nil {
 		t.Fatal(err)
 	}
 	if m := run(sb.SandboxID, manifestCmd); m != manifests[150] {
 		t.Fatal("the state before the promote was not kept")
 	}
 
-	lin, err := c.Lineage(ctx, forkIDs[5])
+	lin, err := c.Snapshots.Lineage(ctx, forkIDs[5])
 	if err != nil || lin.Family != sb.SandboxID || len(lin.Edges) < 200 {
 		t.Fatalf("lineage: family %s, %d edges, %v", lin.Family, len(lin.Edges), err)
 	}
@@ -190,14 +190,14 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	}
 
 	// The quota: a write past it fails inside, the daemon stays healthy.
-	res, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "dd if=/dev/zero of=/workspace/fill bs=1M count=400 2>&1; sync"})
+	res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "dd if=/dev/zero of=/workspace/fill bs=1M count=400 2>&1; sync"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(res.Stdout, "quota exceeded") && !strings.Contains(res.Stdout, "No space left") {
 		t.Fatalf("writing past the quota: %+v", res)
 	}
-	if det, err := c.GetSandbox(ctx, sb.SandboxID); err != nil || det.DiskUsedBytes <= 0 || det.DiskUsedBytes > 260<<20 {
+	if det, err := c.Sandboxes.Get(ctx, sb.SandboxID); err != nil || det.DiskUsedBytes <= 0 || det.DiskUsedBytes > 260<<20 {
 		t.Fatalf("disk use after the quota hit: %+v %v", det, err)
 	}
 	for _, id := range forkIDs[:2] {
@@ -206,7 +206,7 @@ func TestSnapshotsAgentLoop(t *testing.T) {
 	run(sb.SandboxID, "rm /workspace/fill && echo freed")
 
 	for _, id := range append(forkIDs, sb.SandboxID) {
-		if err := c.DeleteSandbox(ctx, id); err != nil {
+		if err := c.Sandboxes.Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,19 +218,19 @@ func TestSnapshotBadInput(t *testing.T) {
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 2*time.Minute)
-	a, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	a, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	b, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	snapB, err := c.CreateSnapshot(ctx, b.SandboxID, client.NewSnapshot{Name: "b-state"})
+	snapB, err := c.Snapshots.Create(ctx, b.SandboxID, client.NewSnapshot{Name: "b-state"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := c.CreateAPIKey(ctx, client.NewAPIKey{Team: "other"})
+	k, err := c.APIKeys.Create(ctx, client.NewAPIKey{Team: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,70 +243,70 @@ func TestSnapshotBadInput(t *testing.T) {
 			t.Errorf("%s: empty message", what)
 		}
 	}
-	_, err = c.Rollback(ctx, a.SandboxID, client.RollbackRequest{SnapshotID: "nosuchsnapshot"})
+	_, err = c.Snapshots.Rollback(ctx, a.SandboxID, client.RollbackRequest{SnapshotID: "nosuchsnapshot"})
 	check("rollback to an unknown snapshot", err, 404)
-	_, err = c.Rollback(ctx, a.SandboxID, client.RollbackRequest{SnapshotID: snapB.SnapshotID})
+	_, err = c.Snapshots.Rollback(ctx, a.SandboxID, client.RollbackRequest{SnapshotID: snapB.SnapshotID})
 	check("rollback to another family's snapshot", err, 400)
-	_, err = c.Rollback(ctx, a.SandboxID, client.RollbackRequest{})
+	_, err = c.Snapshots.Rollback(ctx, a.SandboxID, client.RollbackRequest{})
 	check("rollback without a snapshot", err, 400)
-	_, err = other.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{})
+	_, err = other.Snapshots.Create(ctx, a.SandboxID, client.NewSnapshot{})
 	check("snapshot of another team's sandbox", err, 404)
-	_, err = other.GetSnapshot(ctx, snapB.SnapshotID)
+	_, err = other.Snapshots.Get(ctx, snapB.SnapshotID)
 	check("another team's snapshot", err, 404)
-	_, err = other.CreateSandbox(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
+	_, err = other.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
 	check("create from another team's snapshot", err, 404)
-	_, err = c.Fork(ctx, a.SandboxID, client.ForkRequest{Count: -2})
+	_, err = c.Snapshots.Fork(ctx, a.SandboxID, client.ForkRequest{Count: -2})
 	check("fork count -2", err, 400)
-	_, err = c.Fork(ctx, a.SandboxID, client.ForkRequest{Count: 100000})
+	_, err = c.Snapshots.Fork(ctx, a.SandboxID, client.ForkRequest{Count: 100000})
 	check("fork count above the limit", err, 400)
 	if code, body := d.postAPI(ctx, "/sandboxes/"+a.SandboxID+"/fork", `{"count":0}`); code != 400 || !strings.Contains(body, "count 0") {
 		t.Errorf("fork count 0: %d %s, want 400 naming the count", code, body)
 	}
-	_, err = c.Fork(ctx, b.SandboxID, client.ForkRequest{SnapshotID: snapB.SnapshotID, Memory: true})
+	_, err = c.Snapshots.Fork(ctx, b.SandboxID, client.ForkRequest{SnapshotID: snapB.SnapshotID, Memory: true})
 	check("fork with memory of a snapshot taken without it", err, 400)
 	// A refused promote leaves no snapshot of the fork behind.
-	forks, err := c.Fork(ctx, b.SandboxID, client.ForkRequest{SnapshotID: snapB.SnapshotID})
+	forks, err := c.Snapshots.Fork(ctx, b.SandboxID, client.ForkRequest{SnapshotID: snapB.SnapshotID})
 	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
 		t.Fatalf("fork: %v %+v", err, forks)
 	}
 	fork := forks[0].Sandbox.SandboxID
-	if _, err := c.StopSandbox(ctx, b.SandboxID, time.Second, false); err != nil {
+	if _, err := c.Lifecycle.Stop(ctx, b.SandboxID, time.Second, false); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Promote(ctx, fork)
+	_, err = c.Snapshots.Promote(ctx, fork)
 	check("promote into a stopped parent", err, 409)
-	if snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: fork, States: []string{"ready", "deleted"}}); err != nil || len(snaps) != 0 {
+	if snaps, _, err := c.Snapshots.List(ctx, client.SnapshotListOptions{SandboxID: fork, States: []string{"ready", "deleted"}}); err != nil || len(snaps) != 0 {
 		t.Errorf("a refused promote left %d snapshots of the fork (%v)", len(snaps), err)
 	}
-	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "b-state"})
+	_, err = c.Snapshots.Create(ctx, a.SandboxID, client.NewSnapshot{Name: "b-state"})
 	check("duplicate snapshot name", err, 409)
-	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "Bad/Name"})
+	_, err = c.Snapshots.Create(ctx, a.SandboxID, client.NewSnapshot{Name: "Bad/Name"})
 	check("bad snapshot name", err, 400)
-	_, err = c.CreateSnapshot(ctx, a.SandboxID, client.NewSnapshot{Name: "turn-5"})
+	_, err = c.Snapshots.Create(ctx, a.SandboxID, client.NewSnapshot{Name: "turn-5"})
 	check("a turn's name", err, 400)
 	if err != nil && !strings.Contains(err.Error(), `snapshot name "turn-5"`) {
 		t.Errorf("a turn's name: %v; want the message to name the name", err)
 	}
-	_, err = c.Diff(ctx, "nosuchsnapshot", "live", false)
+	_, err = c.Snapshots.Diff(ctx, "nosuchsnapshot", "live", false)
 	check("diff of an unknown snapshot", err, 404)
-	_, err = c.Promote(ctx, a.SandboxID)
+	_, err = c.Snapshots.Promote(ctx, a.SandboxID)
 	check("promote a sandbox that is not a fork", err, 400)
 	// Creating from a snapshot works, and deleting it through E2B's route too.
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.DeleteTemplate(ctx, snapB.SnapshotID); err != nil {
+	if err := c.Templates.Delete(ctx, snapB.SnapshotID); err != nil {
 		t.Fatalf("DELETE /templates/{snapshotID}: %v", err)
 	}
-	_, err = c.GetSnapshot(ctx, snapB.SnapshotID)
+	_, err = c.Snapshots.Get(ctx, snapB.SnapshotID)
 	if err != nil {
 		t.Fatalf("a deleted snapshot keeps a tombstone: %v", err)
 	}
-	_, err = c.CreateSandbox(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
+	_, err = c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: snapB.SnapshotID})
 	check("create from a deleted snapshot", err, 404)
 	for _, id := range []string{a.SandboxID, b.SandboxID, sb.SandboxID, fork} {
-		if err := c.DeleteSandbox(ctx, id); err != nil {
+		if err := c.Sandboxes.Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,11 +320,11 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 	d := busyboxDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
-	sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo base > /workspace/f"}); err != nil {
+	if _, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Command: "echo base > /workspace/f"}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -333,7 +333,7 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 		defer wg.Done()
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		_, _ = c.Fork(fctx, sb.SandboxID, client.ForkRequest{Count: 10})
+		_, _ = c.Snapshots.Fork(fctx, sb.SandboxID, client.ForkRequest{Count: 10})
 	}()
 	time.Sleep(120 * time.Millisecond)
 	d.stop(syscall.SIGKILL)
@@ -341,7 +341,7 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 	d.start()
 	c = d.client()
 
-	list, _, err := c.ListSandboxes(ctx, client.ListOptions{Limit: 100})
+	list, _, err := c.Sandboxes.List(ctx, client.ListOptions{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 		switch s.State {
 		case "running":
 			running++
-			res, err := c.ExecWait(ctx, s.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/workspace/f"}})
+			res, err := c.Commands.ExecWait(ctx, s.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/workspace/f"}})
 			if err != nil || res.Stdout != "base\n" {
 				t.Errorf("sandbox %s after the restart: %+v %v", s.SandboxID, res, err)
 			}
@@ -364,7 +364,7 @@ func TestForkSurvivesDaemonKill(t *testing.T) {
 	}
 	t.Logf("after the kill: %d of %d sandboxes running (1 is the parent)", running, len(list))
 	// Snapshot volumes and ready records agree.
-	snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{Limit: 1000})
+	snaps, _, err := c.Snapshots.List(ctx, client.SnapshotListOptions{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,13 +419,13 @@ func TestTurnUsableAtOnce(t *testing.T) {
 	t.Parallel()
 	d, ctx, sbID, run := snapshotSandbox(t, 5*time.Minute)
 	c, sb := d.client(), client.Sandbox{SandboxID: sbID}
-	prev, err := c.Turn(ctx, sb.SandboxID)
+	prev, err := c.Snapshots.Turn(ctx, sb.SandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n := 1; n <= 12; n++ {
 		run(sb.SandboxID, fmt.Sprintf("echo round %d > /workspace/r%d.txt; head -c 200000 /dev/urandom > /workspace/blob", n, n))
-		turn, err := c.Turn(ctx, sb.SandboxID)
+		turn, err := c.Snapshots.Turn(ctx, sb.SandboxID)
 		if err != nil {
 			t.Fatalf("round %d: turn: %v", n, err)
 		}
@@ -434,7 +434,7 @@ func TestTurnUsableAtOnce(t *testing.T) {
 		wg.Add(4)
 		go func() {
 			defer wg.Done()
-			diff, err := c.Diff(ctx, prev.SnapshotID, turn.SnapshotID, true)
+			diff, err := c.Snapshots.Diff(ctx, prev.SnapshotID, turn.SnapshotID, true)
 			if err != nil {
 				errs <- fmt.Errorf("diff: %w", err)
 				return
@@ -448,29 +448,29 @@ func TestTurnUsableAtOnce(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			forks, err := c.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: turn.SnapshotID, Count: 1})
+			forks, err := c.Snapshots.Fork(ctx, sb.SandboxID, client.ForkRequest{SnapshotID: turn.SnapshotID, Count: 1})
 			if err != nil || len(forks) != 1 || forks[0].Error != nil {
 				errs <- fmt.Errorf("fork: %v %+v", err, forks)
 				return
 			}
 			id := forks[0].Sandbox.SandboxID
-			res, err := c.ExecWait(ctx, id, client.ExecRequest{Command: fmt.Sprintf("cat /workspace/r%d.txt", n)})
+			res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: fmt.Sprintf("cat /workspace/r%d.txt", n)})
 			if err != nil || res.Stdout != fmt.Sprintf("round %d\n", n) {
 				errs <- fmt.Errorf("fork reads %+v %v", res, err)
 			}
-			if err := c.DeleteSandbox(ctx, id); err != nil {
+			if err := c.Sandboxes.Delete(ctx, id); err != nil {
 				errs <- fmt.Errorf("delete fork: %w", err)
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			if _, err := c.GetSnapshot(ctx, turn.SnapshotID); err != nil {
+			if _, err := c.Snapshots.Get(ctx, turn.SnapshotID); err != nil {
 				errs <- fmt.Errorf("get: %w", err)
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			if _, err := c.Diff(ctx, turn.SnapshotID, "live", false); err != nil {
+			if _, err := c.Snapshots.Diff(ctx, turn.SnapshotID, "live", false); err != nil {
 				errs <- fmt.Errorf("diff to live: %w", err)
 			}
 		}()
@@ -482,7 +482,7 @@ func TestTurnUsableAtOnce(t *testing.T) {
 		// Move on, then come back to the turn at once.
 		run(sb.SandboxID, "rm -f /workspace/r*.txt")
 		if n%3 == 0 {
-			if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turn.SnapshotID}); err != nil {
+			if _, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turn.SnapshotID}); err != nil {
 				t.Fatalf("round %d: rollback: %v", n, err)
 			}
 			if got := run(sb.SandboxID, fmt.Sprintf("cat /workspace/r%d.txt", n)); got != fmt.Sprintf("round %d\n", n) {
@@ -494,7 +494,7 @@ func TestTurnUsableAtOnce(t *testing.T) {
 	// Sizes are recorded once each turn is written.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		s, err := c.GetSnapshot(ctx, prev.SnapshotID)
+		s, err := c.Snapshots.Get(ctx, prev.SnapshotID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -507,22 +507,22 @@ func TestTurnUsableAtOnce(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Deleting a turn the instant it is answered, then taking another.
-	doomed, err := c.Turn(ctx, sb.SandboxID)
+	doomed, err := c.Snapshots.Turn(ctx, sb.SandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.DeleteSnapshot(ctx, doomed.SnapshotID); err != nil {
+	if err := c.Snapshots.Delete(ctx, doomed.SnapshotID); err != nil {
 		t.Fatalf("delete the newest turn: %v", err)
 	}
-	if _, err := c.Turn(ctx, sb.SandboxID); err != nil {
+	if _, err := c.Snapshots.Turn(ctx, sb.SandboxID); err != nil {
 		t.Fatalf("turn after deleting the last: %v", err)
 	}
 	// And the sandbox itself.
 	run(sb.SandboxID, "echo last > /workspace/last.txt")
-	if _, err := c.Turn(ctx, sb.SandboxID); err != nil {
+	if _, err := c.Snapshots.Turn(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+	if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatalf("delete the sandbox right after a turn: %v", err)
 	}
 }
@@ -533,62 +533,62 @@ func TestStoppedSandboxKeepsTree(t *testing.T) {
 	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 2*time.Minute)
 	c := d.client()
-	if _, err := c.ExecWait(ctx, id, sh("echo kept > /workspace/result")); err != nil {
+	if _, err := c.Commands.ExecWait(ctx, id, sh("echo kept > /workspace/result")); err != nil {
 		t.Fatal(err)
 	}
-	before, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Name: "before-stop"})
+	before, err := c.Snapshots.Create(ctx, id, client.NewSnapshot{Name: "before-stop"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Left in the page cache by a process the stop kills.
-	if _, err := c.ExecWait(ctx, id, sh("echo last > /workspace/last")); err != nil {
+	if _, err := c.Commands.ExecWait(ctx, id, sh("echo last > /workspace/last")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.StopSandbox(ctx, id, time.Second, false); err != nil {
+	if _, err := c.Lifecycle.Stop(ctx, id, time.Second, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Turn(ctx, id); client.StatusCode(err) != 409 {
+	if _, err := c.Snapshots.Turn(ctx, id); client.StatusCode(err) != 409 {
 		t.Errorf("turn of a stopped sandbox: %v, want 409", err)
 	}
-	if _, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Memory: true}); client.StatusCode(err) != 409 {
+	if _, err := c.Snapshots.Create(ctx, id, client.NewSnapshot{Memory: true}); client.StatusCode(err) != 409 {
 		t.Errorf("memory snapshot of a stopped sandbox: %v, want 409", err)
 	}
-	diff, err := c.Diff(ctx, before.SnapshotID, "live", false)
+	diff, err := c.Snapshots.Diff(ctx, before.SnapshotID, "live", false)
 	if err != nil || len(diff.Changes) == 0 || diff.Added == 0 {
 		t.Fatalf("diff to a stopped sandbox's tree: %+v, %v; want /workspace/last added", diff, err)
 	}
-	if byName, err := c.Diff(ctx, before.SnapshotID, diff.To, false); err != nil || byName.Added != diff.Added || byName.To != diff.To {
+	if byName, err := c.Snapshots.Diff(ctx, before.SnapshotID, diff.To, false); err != nil || byName.Added != diff.Added || byName.To != diff.To {
 		t.Errorf("diff to %q (the name the answer gave): %+v, %v", diff.To, byName, err)
 	}
-	if _, err := c.Diff(ctx, before.SnapshotID, "live:nosuchsandbox", false); client.StatusCode(err) != 404 {
+	if _, err := c.Snapshots.Diff(ctx, before.SnapshotID, "live:nosuchsandbox", false); client.StatusCode(err) != 404 {
 		t.Errorf("diff to live:nosuchsandbox: %v, want 404", err)
 	}
-	final, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Name: "final"})
+	final, err := c.Snapshots.Create(ctx, id, client.NewSnapshot{Name: "final"})
 	if err != nil {
 		t.Fatalf("snapshot of a stopped sandbox: %v", err)
 	}
 	if final.FrozenMs != 0 {
 		t.Errorf("a stopped sandbox was frozen for %.1f ms", final.FrozenMs)
 	}
-	forks, err := c.Fork(ctx, id, client.ForkRequest{Count: 1})
+	forks, err := c.Snapshots.Fork(ctx, id, client.ForkRequest{Count: 1})
 	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
 		t.Fatalf("fork of a stopped sandbox's tree: %+v, %v", forks, err)
 	}
-	from, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: final.SnapshotID})
+	from, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: final.SnapshotID})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, sb := range []string{forks[0].Sandbox.SandboxID, from.SandboxID} {
-		res, err := c.ExecWait(ctx, sb, sh("cat /workspace/result /workspace/last"))
+		res, err := c.Commands.ExecWait(ctx, sb, sh("cat /workspace/result /workspace/last"))
 		if err != nil || res.Stdout != "kept\nlast\n" {
 			t.Errorf("sandbox %s made from the stopped tree reads %+v, %v", sb, res, err)
 		}
-		if err := c.DeleteSandbox(ctx, sb); err != nil {
+		if err := c.Sandboxes.Delete(ctx, sb); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Deleted, its family's history is still there to see.
-	if err := c.DeleteSandbox(ctx, id); err != nil {
+	if err := c.Sandboxes.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	out, stderr, code := d.cli("", "lineage", id)
@@ -603,7 +603,7 @@ func TestExecCutByRollback(t *testing.T) {
 	t.Parallel()
 	d, ctx, id := busyboxSandbox(t, 2*time.Minute)
 	c := d.client()
-	snap, err := c.CreateSnapshot(ctx, id, client.NewSnapshot{Name: "s"})
+	snap, err := c.Snapshots.Create(ctx, id, client.NewSnapshot{Name: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,15 +613,15 @@ func TestExecCutByRollback(t *testing.T) {
 			req := client.ExecRequest{Cmd: []string{"sleep", "60"}}
 			var err error
 			if streaming {
-				_, err = c.Exec(ctx, id, req, nil, nil)
+				_, err = c.Commands.Exec(ctx, id, req, nil, nil)
 			} else {
-				_, err = c.ExecWait(ctx, id, req)
+				_, err = c.Commands.ExecWait(ctx, id, req)
 			}
 			errc <- err
 		}()
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			res, err := c.ExecWait(ctx, id, sh("ps | grep -q '[s]leep 60'"))
+			res, err := c.Commands.ExecWait(ctx, id, sh("ps | grep -q '[s]leep 60'"))
 			if err == nil && res.ExitCode == 0 {
 				break
 			}
@@ -630,11 +630,11 @@ func TestExecCutByRollback(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		_, err := c.Rollback(ctx, id, client.RollbackRequest{SnapshotID: snap.SnapshotID})
+		_, err := c.Snapshots.Rollback(ctx, id, client.RollbackRequest{SnapshotID: snap.SnapshotID})
 		if client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "--force") {
 			t.Errorf("rollback while a command runs: %v, want 409 naming --force", err)
 		}
-		if _, err := c.Rollback(ctx, id, client.RollbackRequest{SnapshotID: snap.SnapshotID, Force: true}); err != nil {
+		if _, err := c.Snapshots.Rollback(ctx, id, client.RollbackRequest{SnapshotID: snap.SnapshotID, Force: true}); err != nil {
 			t.Fatal(err)
 		}
 		err = <-errc

@@ -47,7 +47,7 @@ func soakAgent(ctx context.Context, c *client.Client, n int, errs chan<- error, 
 	}
 	count := func() { ops.Add(1) }
 	for session := 0; ctx.Err() == nil; session++ {
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", Timeout: ptr(int64(0))})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Timeout: ptr(int64(0))})
 		if fail("create", err) {
 			return
 		}
@@ -59,10 +59,10 @@ func soakAgent(ctx context.Context, c *client.Client, n int, errs chan<- error, 
 		for turn := 0; turn < 8 && ctx.Err() == nil; turn++ {
 			path := fmt.Sprintf("/workspace/f%d.txt", turn)
 			body := strings.Repeat(fmt.Sprintf("session %d turn %d\n", session, turn), 50)
-			if _, err := c.WriteFile(ctx, sb.SandboxID, path, strings.NewReader(body), 0o644, ""); fail("write", err) {
+			if _, err := c.Files.Write(ctx, sb.SandboxID, path, strings.NewReader(body), 0o644, ""); fail("write", err) {
 				return
 			}
-			res, err := c.ExecWait(ctx, sb.SandboxID, sh("wc -l < "+path+"; ls /workspace | wc -l"))
+			res, err := c.Commands.ExecWait(ctx, sb.SandboxID, sh("wc -l < "+path+"; ls /workspace | wc -l"))
 			if fail("exec", err) {
 				return
 			}
@@ -71,13 +71,13 @@ func soakAgent(ctx context.Context, c *client.Client, n int, errs chan<- error, 
 				return
 			}
 			params, _ := json.Marshal(map[string]any{"path": path, "oldString": fmt.Sprintf("turn %d\n", turn), "newString": "edited\n", "replaceAll": true})
-			if tr, err := c.CallTool(ctx, sb.SandboxID, "edit", client.ToolCall{Params: params}, nil); fail("edit tool", err) {
+			if tr, err := c.Tools.Call(ctx, sb.SandboxID, "edit", client.ToolCall{Params: params}, nil); fail("edit tool", err) {
 				return
 			} else if err == nil && tr.IsError {
 				errs <- fmt.Errorf("client %d: edit tool: %s", n, tr.Content)
 				return
 			}
-			rc, err := c.ReadFile(ctx, sb.SandboxID, path)
+			rc, err := c.Files.Read(ctx, sb.SandboxID, path)
 			if fail("read", err) {
 				return
 			}
@@ -89,19 +89,19 @@ func soakAgent(ctx context.Context, c *client.Client, n int, errs chan<- error, 
 					return
 				}
 			}
-			snap, err := c.Turn(ctx, sb.SandboxID)
+			snap, err := c.Snapshots.Turn(ctx, sb.SandboxID)
 			if fail("turn", err) {
 				return
 			}
 			turns = append(turns, snap.SnapshotID)
 			if turn == 5 {
-				if _, err := c.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[2]}); fail("rollback", err) {
+				if _, err := c.Snapshots.Rollback(ctx, sb.SandboxID, client.RollbackRequest{SnapshotID: turns[2]}); fail("rollback", err) {
 					return
 				}
 			}
 			count()
 		}
-		if err := c.DeleteSandbox(context.WithoutCancel(ctx), sb.SandboxID); err != nil {
+		if err := c.Sandboxes.Delete(context.WithoutCancel(ctx), sb.SandboxID); err != nil {
 			errs <- fmt.Errorf("client %d: delete: %w", n, err)
 			return
 		}
@@ -124,7 +124,7 @@ func TestTortureSoak(t *testing.T) {
 	c := d.client()
 	pid := d.cmd.Process.Pid
 	// Warm up: the first sandbox opens the pool, the database, the logs.
-	if _, _, err := c.ListSandboxes(ctxT(t, time.Minute), client.ListOptions{}); err != nil {
+	if _, _, err := c.Sandboxes.List(ctxT(t, time.Minute), client.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	fdsBefore := openFiles(pid)
@@ -181,7 +181,7 @@ func TestTortureSoak(t *testing.T) {
 	// A client that stopped on an error left its sandbox: delete it too.
 	cleanup := ctxT(t, 2*time.Minute)
 	for _, sb := range listAll(t, cleanup, c) {
-		if err := c.DeleteSandbox(cleanup, sb.SandboxID); err != nil && client.StatusCode(err) != 404 {
+		if err := c.Sandboxes.Delete(cleanup, sb.SandboxID); err != nil && client.StatusCode(err) != 404 {
 			t.Errorf("delete %s: %v", sb.SandboxID, err)
 		}
 	}

@@ -60,11 +60,11 @@ func TestTemplateCLI(t *testing.T) {
 	}
 	// Only the admin team may remove templates.
 	ctx := ctxT(t, time.Minute)
-	k, err := d.client().CreateAPIKey(ctx, client.NewAPIKey{Team: "dev"})
+	k, err := d.client().APIKeys.Create(ctx, client.NewAPIKey{Team: "dev"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := client.New("http://"+d.addr, k.Key).DeleteTemplate(ctx, "tarred"); client.StatusCode(err) != 403 {
+	if err := client.New("http://"+d.addr, k.Key).Templates.Delete(ctx, "tarred"); client.StatusCode(err) != 403 {
 		t.Fatalf("non-admin template rm: %v", err)
 	}
 	d.mustCLI("template", "rm", "tarred")

@@ -30,7 +30,7 @@ func TestTools(t *testing.T) {
 	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
 	c := d.client()
 
-	tools, err := c.ListTools(ctx)
+	tools, err := c.Tools.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestTools(t *testing.T) {
 
 	call := func(tool string, params map[string]any) client.ToolResult {
 		t.Helper()
-		res, err := c.CallTool(ctx, id, tool, client.ToolCall{ToolCallID: "call-" + tool, Params: toolParamsOf(t, params)}, nil)
+		res, err := c.Tools.Call(ctx, id, tool, client.ToolCall{ToolCallID: "call-" + tool, Params: toolParamsOf(t, params)}, nil)
 		if err != nil {
 			t.Fatalf("%s %v: %v", tool, params, err)
 		}
@@ -82,7 +82,7 @@ func TestTools(t *testing.T) {
 		t.Fatalf("grep: %+v", res)
 	}
 	patch := "--- a/app/main.txt\n+++ b/app/main.txt\n@@ -1,3 +1,3 @@\n alpha\n-BETA\n+beta again\n gamma\n"
-	res, err := c.CallTool(ctx, id, "apply_patch", client.ToolCall{ToolCallID: "call-apply_patch", Cwd: "/work", Params: toolParamsOf(t, map[string]any{"patch": patch})}, nil)
+	res, err := c.Tools.Call(ctx, id, "apply_patch", client.ToolCall{ToolCallID: "call-apply_patch", Cwd: "/work", Params: toolParamsOf(t, map[string]any{"patch": patch})}, nil)
 	if err != nil || res.IsError {
 		t.Fatalf("apply_patch: %+v %v", res, err)
 	}
@@ -128,29 +128,29 @@ func TestTools(t *testing.T) {
 			t.Fatalf("%s %s: %d, want %d", bad.tool, bad.body, resp.StatusCode, bad.want)
 		}
 	}
-	if _, err := c.CallTool(ctx, "nosuchsandbox", "bash", client.ToolCall{Params: json.RawMessage(`{"command":"true"}`)}, nil); client.StatusCode(err) != 404 {
+	if _, err := c.Tools.Call(ctx, "nosuchsandbox", "bash", client.ToolCall{Params: json.RawMessage(`{"command":"true"}`)}, nil); client.StatusCode(err) != 404 {
 		t.Fatalf("a call in an unknown sandbox: %v", err)
 	}
 
 	// Streaming: bash's output arrives as progress before the result.
 	var progress bytes.Buffer
-	res, err = c.CallTool(ctx, id, "bash", client.ToolCall{Params: toolParamsOf(t, map[string]any{"command": "echo one; sleep 0.2; echo two"})},
+	res, err = c.Tools.Call(ctx, id, "bash", client.ToolCall{Params: toolParamsOf(t, map[string]any{"command": "echo one; sleep 0.2; echo two"})},
 		func(b []byte) { progress.Write(b) })
 	if err != nil || res.IsError || progress.String() != "one\ntwo\n" || !strings.Contains(res.Content, "two") {
 		t.Fatalf("streamed bash: progress %q, result %+v, %v", progress.String(), res, err)
 	}
 
 	// A call that asks for a turn is followed by a snapshot.
-	res, err = c.CallTool(ctx, id, "write", client.ToolCall{Turn: true, Params: toolParamsOf(t, map[string]any{"path": "/work/turned.txt", "content": "x"})}, nil)
+	res, err = c.Tools.Call(ctx, id, "write", client.ToolCall{Turn: true, Params: toolParamsOf(t, map[string]any{"path": "/work/turned.txt", "content": "x"})}, nil)
 	if err != nil || res.SnapshotID == "" {
 		t.Fatalf("write with turn: %+v %v", res, err)
 	}
-	if snap, err := c.GetSnapshot(ctx, res.SnapshotID); err != nil || snap.Turn != 1 {
+	if snap, err := c.Snapshots.Get(ctx, res.SnapshotID); err != nil || snap.Turn != 1 {
 		t.Fatalf("the turn snapshot: %+v %v", snap, err)
 	}
 
 	// The records: every call, in order, with the turn on the last one.
-	calls, err := c.ToolCalls(ctx, id, 0, 0)
+	calls, err := c.Tools.Calls(ctx, id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,12 +172,12 @@ func TestTools(t *testing.T) {
 	waitLog(t, c, id, "tool apply_patch: ok in "+itoaMs(calls, "apply_patch")+" ms (call call-apply_patch)")
 
 	// A sandbox made with snapshotEveryToolCall snapshots after each call.
-	sb2, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb", SnapshotEveryToolCall: true})
+	sb2, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", SnapshotEveryToolCall: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 2; i++ {
-		res, err := c.CallTool(ctx, sb2.SandboxID, "bash", client.ToolCall{Params: json.RawMessage(`{"command":"date >> /log"}`)}, nil)
+		res, err := c.Tools.Call(ctx, sb2.SandboxID, "bash", client.ToolCall{Params: json.RawMessage(`{"command":"date >> /log"}`)}, nil)
 		if err != nil || res.SnapshotID == "" {
 			t.Fatalf("call %d in a snapshotEveryToolCall sandbox: %+v %v", i, res, err)
 		}

@@ -141,7 +141,7 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, networked
 				in.Network = &client.Network{AllowOut: p.AllowOut, DenyOut: p.DenyOut}
 			}
 			var sb client.Sandbox
-			if sb, err = c.CreateSandbox(opCtx, in); err == nil {
+			if sb, err = c.Sandboxes.Create(opCtx, in); err == nil {
 				mine = append(mine, sb.SandboxID)
 				st.ids.Store(sb.SandboxID, true)
 				if networked {
@@ -157,7 +157,7 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, networked
 				// moment; the check after the restart says which it must be.
 				cmd = "timeout 3 wget -q -O /dev/null http://" + fakenet.Servers[rng.IntN(2)] + "/; " + cmd
 			}
-			_, err = c.ExecWait(opCtx, id, sh(cmd))
+			_, err = c.Commands.ExecWait(opCtx, id, sh(cmd))
 		case r < 38:
 			op = "network"
 			var withNet []string
@@ -167,26 +167,26 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, networked
 				}
 			}
 			if len(withNet) > 0 {
-				err = c.UpdateNetwork(opCtx, pick(withNet), torturePolicies[rng.IntN(len(torturePolicies))])
+				err = c.Network.Update(opCtx, pick(withNet), torturePolicies[rng.IntN(len(torturePolicies))])
 			} else {
 				op = "exec"
-				_, err = c.ExecWait(opCtx, pick(mine), sh("true"))
+				_, err = c.Commands.ExecWait(opCtx, pick(mine), sh("true"))
 			}
 		case r < 45:
 			// Pause then resume: a kill between the two leaves a paused
 			// sandbox, which must resume after the restart.
 			op = "pause"
 			id := pick(mine)
-			if err = c.PauseSandbox(opCtx, id); err == nil {
+			if err = c.Lifecycle.Pause(opCtx, id); err == nil {
 				st.done(op, nil)
 				op = "resume"
-				_, err = c.ResumeSandbox(opCtx, id)
+				_, err = c.Lifecycle.Resume(opCtx, id)
 			}
 		case r < 60:
 			op = "snapshot"
 			id := pick(mine)
 			var s client.Snapshot
-			if s, err = c.CreateSnapshot(opCtx, id, client.NewSnapshot{}); err == nil {
+			if s, err = c.Snapshots.Create(opCtx, id, client.NewSnapshot{}); err == nil {
 				snaps[id] = append(snaps[id], s.SnapshotID)
 			}
 		case r < 70:
@@ -197,7 +197,7 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, networked
 			if s := snaps[id]; len(s) > 0 {
 				in.SnapshotID = pick(s)
 			}
-			if res, err = c.Fork(opCtx, id, in); err == nil && len(res) == 1 && res[0].Sandbox != nil {
+			if res, err = c.Snapshots.Fork(opCtx, id, in); err == nil && len(res) == 1 && res[0].Sandbox != nil {
 				mine = append(mine, res[0].Sandbox.SandboxID)
 				st.ids.Store(res[0].Sandbox.SandboxID, true)
 				if hasNet(id) {
@@ -209,15 +209,15 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, networked
 			op = "rollback"
 			id := pick(mine)
 			if s := snaps[id]; len(s) > 0 {
-				_, err = c.Rollback(opCtx, id, client.RollbackRequest{SnapshotID: pick(s), Force: true})
+				_, err = c.Snapshots.Rollback(opCtx, id, client.RollbackRequest{SnapshotID: pick(s), Force: true})
 			} else {
 				op = "exec"
-				_, err = c.ExecWait(opCtx, id, sh("true"))
+				_, err = c.Commands.ExecWait(opCtx, id, sh("true"))
 			}
 		case r < 90:
 			op = "delete"
 			i := rng.IntN(len(mine))
-			if err = c.DeleteSandbox(opCtx, mine[i]); err == nil || client.StatusCode(err) == 404 {
+			if err = c.Sandboxes.Delete(opCtx, mine[i]); err == nil || client.StatusCode(err) == 404 {
 				delete(snaps, mine[i])
 				mine = append(mine[:i], mine[i+1:]...)
 			}
@@ -226,7 +226,7 @@ func tortureClient(ctx context.Context, c *client.Client, seed uint64, networked
 			id := pick(mine)
 			if s := snaps[id]; len(s) > 0 {
 				j := rng.IntN(len(s))
-				if err = c.DeleteSnapshot(opCtx, s[j]); err == nil || client.StatusCode(err) == 404 {
+				if err = c.Snapshots.Delete(opCtx, s[j]); err == nil || client.StatusCode(err) == 404 {
 					snaps[id] = append(s[:j], s[j+1:]...)
 				}
 			}
@@ -301,12 +301,12 @@ func TestTortureCrashConsistency(t *testing.T) {
 	ctx := ctxT(t, 5*time.Minute)
 	all := listAll(t, ctx, c)
 	for _, sb := range all {
-		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil && client.StatusCode(err) != 404 {
+		if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil && client.StatusCode(err) != 404 {
 			t.Errorf("delete %s (%s): %v", sb.SandboxID, sb.State, err)
 		}
 	}
 	for _, s := range listAllSnapshots(t, ctx, c) {
-		if err := c.DeleteSnapshot(ctx, s.SnapshotID); err != nil && client.StatusCode(err) != 404 {
+		if err := c.Snapshots.Delete(ctx, s.SnapshotID); err != nil && client.StatusCode(err) != 404 {
 			t.Errorf("delete snapshot %s: %v", s.SnapshotID, err)
 		}
 	}
@@ -390,7 +390,7 @@ func checkConsistent(t *testing.T, d tortureHost, round int, st *tortureStats) {
 			running = append(running, sb.SandboxID)
 		case "paused":
 			// A pause the kill caught before its resume: it must resume.
-			if _, err := c.ResumeSandbox(ctx, sb.SandboxID); err != nil {
+			if _, err := c.Lifecycle.Resume(ctx, sb.SandboxID); err != nil {
 				t.Errorf("round %d: resume paused sandbox %s after a restart: %v", round, sb.SandboxID, err)
 				continue
 			}
@@ -427,7 +427,7 @@ func checkConsistent(t *testing.T, d tortureHost, round int, st *tortureStats) {
 					cmd += fmt.Sprintf("; timeout 5 wget -q -O /dev/null http://%s/ && echo reach %s", srv, srv)
 				}
 			}
-			res, err := c.ExecWait(ctx, id, sh(cmd))
+			res, err := c.Commands.ExecWait(ctx, id, sh(cmd))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil || !strings.HasPrefix(res.Stdout, "alive\n") {
@@ -536,16 +536,16 @@ func checkConsistent(t *testing.T, d tortureHost, round int, st *tortureStats) {
 			continue
 		}
 		usable++
-		sb, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: s.SnapshotID, Timeout: ptr(int64(0))})
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: s.SnapshotID, Timeout: ptr(int64(0))})
 		if err != nil {
 			t.Errorf("round %d: create from listed snapshot %s: %v", round, s.SnapshotID, err)
 			continue
 		}
 		st.ids.Store(sb.SandboxID, true)
-		if res, err := c.ExecWait(ctx, sb.SandboxID, sh("test -d /workspace && echo alive")); err != nil || res.Stdout != "alive\n" {
+		if res, err := c.Commands.ExecWait(ctx, sb.SandboxID, sh("test -d /workspace && echo alive")); err != nil || res.Stdout != "alive\n" {
 			t.Errorf("round %d: sandbox from snapshot %s: %+v %v", round, s.SnapshotID, res, err)
 		}
-		if err := c.DeleteSandbox(ctx, sb.SandboxID); err != nil {
+		if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 			t.Errorf("round %d: delete sandbox from snapshot %s: %v", round, s.SnapshotID, err)
 		}
 	}
@@ -558,7 +558,7 @@ func listAll(t *testing.T, ctx context.Context, c *client.Client) []client.Liste
 	var out []client.ListedSandbox
 	token := ""
 	for {
-		page, next, err := c.ListSandboxes(ctx, client.ListOptions{NextToken: token,
+		page, next, err := c.Sandboxes.List(ctx, client.ListOptions{NextToken: token,
 			States: []string{"creating", "running", "paused", "hibernated", "stopped", "failed"}})
 		if err != nil {
 			t.Fatal(err)
@@ -577,7 +577,7 @@ func listAllSnapshots(t *testing.T, ctx context.Context, c *client.Client) []cli
 	var out []client.Snapshot
 	token := ""
 	for {
-		page, next, err := c.ListSnapshots(ctx, client.SnapshotListOptions{NextToken: token})
+		page, next, err := c.Snapshots.List(ctx, client.SnapshotListOptions{NextToken: token})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,7 +55,7 @@ func TestUpgrade(t *testing.T) {
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 
-	listed, _, err := c.ListSandboxes(ctx, client.ListOptions{})
+	listed, _, err := c.Sandboxes.List(ctx, client.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestUpgrade(t *testing.T) {
 	if got := d.mustCLI("exec", id, "--", "cat", "/workspace/f"); got != "live\n" {
 		t.Fatalf("the old sandbox's file after the upgrade: %q, want live", got)
 	}
-	snaps, _, err := c.ListSnapshots(ctx, client.SnapshotListOptions{SandboxID: id})
+	snaps, _, err := c.Snapshots.List(ctx, client.SnapshotListOptions{SandboxID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,20 +76,20 @@ func TestUpgrade(t *testing.T) {
 		}
 	}
 
-	if _, err := c.Rollback(ctx, id, client.RollbackRequest{SnapshotID: turn}); err != nil {
+	if _, err := c.Snapshots.Rollback(ctx, id, client.RollbackRequest{SnapshotID: turn}); err != nil {
 		t.Fatalf("rollback to the old release's turn: %v", err)
 	}
 	if got := d.mustCLI("exec", id, "--", "cat", "/workspace/f"); got != "at-turn\n" {
 		t.Fatalf("after the rollback to the old turn: %q, want at-turn", got)
 	}
-	forks, err := c.Fork(ctx, id, client.ForkRequest{SnapshotID: named})
+	forks, err := c.Snapshots.Fork(ctx, id, client.ForkRequest{SnapshotID: named})
 	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
 		t.Fatalf("fork of the old release's named snapshot: %+v %v", forks, err)
 	}
 	if got := d.mustCLI("exec", forks[0].Sandbox.SandboxID, "--", "cat", "/workspace/f"); got != "at-named\n" {
 		t.Fatalf("the fork of the old named snapshot reads %q, want at-named", got)
 	}
-	fresh, err := c.CreateSandbox(ctx, client.NewSandbox{TemplateID: "bb"})
+	fresh, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatalf("a new sandbox in the upgraded data directory: %v", err)
 	}
