@@ -53,8 +53,15 @@ const (
 
 func hostPidsLimit(user int64) int64 { return pidsPerTask*user + pidsAllowance }
 
+// specWriter turns a runtime.Spec into an OCI bundle's spec.
+type specWriter struct {
+	init    string // warren-gvisor-init on the host, bind-mounted at InitPath
+	host    hostFacts
+	cgroups *cgroups
+}
+
 // ociSpec turns spec into the bundle's config.json.
-func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
+func (w specWriter) ociSpec(spec runtime.Spec) *specs.Spec {
 	lim := spec.Limits.WithDefaults()
 	hostname := spec.Hostname
 	if hostname == "" {
@@ -70,7 +77,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 		CPU:    &specs.LinuxCPU{Quota: &quota, Period: &period},
 		Pids:   &specs.LinuxPids{Limit: &hostPids},
 	}
-	if r.host.swapLimit {
+	if w.host.swapLimit {
 		// memory+swap equal to memory: the sandbox cannot swap.
 		swap := mem
 		res.Memory.Swap = &swap
@@ -81,7 +88,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 	}
 	args := append([]string{InitPath, "--pids-max", strconv.FormatInt(lim.Pids, 10), "--"}, spec.Init...)
 	mounts := append(standardMounts(), specs.Mount{
-		Destination: InitPath, Type: "bind", Source: r.init,
+		Destination: InitPath, Type: "bind", Source: w.init,
 		Options: []string{"bind", "ro", "nosuid", "nodev"},
 	})
 	if tmp, ok := rootTmp(spec); ok {
@@ -118,7 +125,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 		},
 		Mounts: append(mounts, oci.BindMounts(spec.Mounts)...),
 		Linux: &specs.Linux{
-			CgroupsPath: r.cgroupPath(spec.ID),
+			CgroupsPath: w.cgroups.cgroupPath(spec.ID),
 			Resources:   res,
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.MountNamespace},

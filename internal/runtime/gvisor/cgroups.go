@@ -26,6 +26,14 @@ type hostFacts struct {
 	swapLimit bool
 }
 
+// cgroups finds the host cgroup directories runsc makes for each sandbox
+// under parent, and records them in the sandbox's bundle.
+type cgroups struct {
+	parent  string // relative: runsc nests it under its caller's cgroups
+	host    hostFacts
+	bundles bundles
+}
+
 func probeHost() (hostFacts, error) {
 	var st unix.Statfs_t
 	if err := unix.Statfs(cgroupRoot, &st); err != nil {
@@ -43,18 +51,18 @@ func probeHost() (hostFacts, error) {
 }
 
 // cgroupPath is the relative cgroup path runsc is given for id.
-func (r *Runtime) cgroupPath(id string) string { return r.cgroupParent + "/" + id }
+func (c *cgroups) cgroupPath(id string) string { return c.parent + "/" + id }
 
 // expectedCgroupDirs lists the host directories runsc makes for id when
 // started by this process: runsc nests a relative path under the cgroups of
 // the process that runs it (our child, so ours), per controller on v1 and
 // beside our own leaf on v2.
-func (r *Runtime) expectedCgroupDirs(id string) ([]string, error) {
+func (c *cgroups) expectedCgroupDirs(id string) ([]string, error) {
 	data, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return nil, err
 	}
-	rel := r.cgroupPath(id)
+	rel := c.cgroupPath(id)
 	var dirs []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
@@ -63,7 +71,7 @@ func (r *Runtime) expectedCgroupDirs(id string) ([]string, error) {
 		if len(f) != 3 {
 			continue
 		}
-		if r.host.unified {
+		if c.host.unified {
 			if f[1] == "" {
 				dirs = append(dirs, filepath.Join(cgroupRoot, filepath.Dir(f[2]), rel))
 			}
@@ -87,8 +95,8 @@ func (r *Runtime) expectedCgroupDirs(id string) ([]string, error) {
 // recordCgroups writes the cgroup directories runsc made for a sandbox
 // just started into its bundle, so that they are found again (Stats,
 // Destroy) by a daemon running elsewhere in the cgroup tree.
-func (r *Runtime) recordCgroups(id string) error {
-	dirs, err := r.expectedCgroupDirs(id)
+func (c *cgroups) recordCgroups(id string) error {
+	dirs, err := c.expectedCgroupDirs(id)
 	if err != nil {
 		return err
 	}
@@ -98,16 +106,16 @@ func (r *Runtime) recordCgroups(id string) error {
 			made = append(made, d)
 		}
 	}
-	return os.WriteFile(filepath.Join(r.bundle(id), "cgroups"), []byte(strings.Join(made, "\n")+"\n"), 0o600)
+	return os.WriteFile(filepath.Join(c.bundles.bundle(id), "cgroups"), []byte(strings.Join(made, "\n")+"\n"), 0o600)
 }
 
 // cgroupDirs returns a sandbox's recorded cgroup directories, or the ones
 // runsc would make from this process when none were recorded (a Start that
 // died half-way).
-func (r *Runtime) cgroupDirs(id string) ([]string, error) {
-	data, err := os.ReadFile(filepath.Join(r.bundle(id), "cgroups"))
+func (c *cgroups) cgroupDirs(id string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(c.bundles.bundle(id), "cgroups"))
 	if errors.Is(err, os.ErrNotExist) {
-		return r.expectedCgroupDirs(id)
+		return c.expectedCgroupDirs(id)
 	}
 	if err != nil {
 		return nil, err
@@ -117,8 +125,8 @@ func (r *Runtime) cgroupDirs(id string) ([]string, error) {
 
 // controllerDir returns the one of dirs that holds ctrl's files ("" on v2:
 // the single unified directory).
-func (r *Runtime) controllerDir(dirs []string, ctrl string) (string, bool) {
-	if r.host.unified {
+func (c *cgroups) controllerDir(dirs []string, ctrl string) (string, bool) {
+	if c.host.unified {
 		if len(dirs) == 0 {
 			return "", false
 		}
@@ -178,8 +186,8 @@ func cgroupPids(dir string) []int {
 // RemoveParentCgroups removes the (empty) parent cgroup directories every
 // sandbox's cgroups are made in. Best effort: a parent that still holds a
 // sandbox is busy and stays.
-func (r *Runtime) RemoveParentCgroups() {
-	dirs, err := r.expectedCgroupDirs("x")
+func (c *cgroups) RemoveParentCgroups() {
+	dirs, err := c.expectedCgroupDirs("x")
 	if err != nil {
 		return
 	}

@@ -22,6 +22,19 @@ const checkpointImage = "checkpoint.img"
 
 var _ runtime.Checkpointer = (*Runtime)(nil)
 
+// checkpoints saves a sandbox's memory into an image and starts sandboxes
+// from one.
+type checkpoints struct {
+	*core
+	starter sandboxStarter
+}
+
+// sandboxStarter starts a sandbox, from a checkpoint image when image is
+// set (the lifecycle's start).
+type sandboxStarter interface {
+	start(ctx context.Context, spec runtime.Spec, image string) (runtime.Status, error)
+}
+
 // Checkpoint saves the sandbox's kernel — every process, its memory and
 // open files — into dir (runsc checkpoint). Without stop the sandbox goes
 // on where it was: runsc restores it in place at once (a paused sandbox is
@@ -29,16 +42,16 @@ var _ runtime.Checkpointer = (*Runtime)(nil)
 //
 // The files of the root filesystem are not in the image: a restore needs
 // them as they were, so the caller snapshots them with the sandbox paused.
-func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, stop bool) (runtime.CheckpointInfo, error) {
+func (c *checkpoints) Checkpoint(ctx context.Context, id, dir string, stop bool) (runtime.CheckpointInfo, error) {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return runtime.CheckpointInfo{}, err
 	}
 	if !filepath.IsAbs(dir) {
 		return runtime.CheckpointInfo{}, fmt.Errorf("sandbox %s: checkpoint directory %q must be absolute: %w", id, dir, errdefs.ErrInvalid)
 	}
-	unlock := r.locks.Lock(id)
+	unlock := c.locks.Lock(id)
 	defer unlock()
-	st, err := r.status(ctx, id)
+	st, err := c.status(ctx, id)
 	if err != nil {
 		return runtime.CheckpointInfo{}, err
 	}
@@ -55,20 +68,20 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, stop bool) (ru
 		args = append(args, "--leave-running")
 	}
 	began := time.Now()
-	_, err = r.runscOut(ctx, append(args, id)...)
+	_, err = c.runsc.out(ctx, append(args, id)...)
 	took := time.Since(began)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		if stop {
 			// A checkpoint that failed half-way may have stopped it anyway.
-			if st, serr := r.status(ctx, id); serr == nil && st.State == runtime.StateStopped {
+			if st, serr := c.status(ctx, id); serr == nil && st.State == runtime.StateStopped {
 				return runtime.CheckpointInfo{}, fmt.Errorf("sandbox %s: checkpoint failed and the sandbox stopped: %w", id, err)
 			}
 		}
 		return runtime.CheckpointInfo{}, fmt.Errorf("sandbox %s: checkpoint: %w", id, err)
 	}
 	if !stop {
-		if err := r.afterLeaveRunning(ctx, id, st.State == runtime.StatePaused); err != nil {
+		if err := c.afterLeaveRunning(ctx, id, st.State == runtime.StatePaused); err != nil {
 			return runtime.CheckpointInfo{}, err
 		}
 	}
@@ -76,31 +89,44 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, stop bool) (ru
 	if err != nil {
 		return runtime.CheckpointInfo{}, fmt.Errorf("sandbox %s: checkpoint written, but its size: %w", id, err)
 	}
-	r.log.Debug("sandbox checkpointed", "sandbox", id, "dir", dir, "bytes", size, "took", took, "stop", stop)
+	c.log.Debug("sandbox checkpointed", "sandbox", id, "dir", dir, "bytes", size, "took", took, "stop", stop)
 	return runtime.CheckpointInfo{Bytes: size, Duration: took}, nil
+}
+
+// Restore writes the sandbox's bundle and restores the checkpoint in dir
+// into it (runsc restore --detach): gVisor's kernel comes back with every
+// process and its memory as they were, over spec's root filesystem.
+func (c *checkpoints) Restore(ctx context.Context, spec runtime.Spec, dir string) (runtime.Status, error) {
+	if !filepath.IsAbs(dir) {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: checkpoint directory %q must be absolute: %w", spec.ID, dir, errdefs.ErrInvalid)
+	}
+	if _, err := os.Stat(filepath.Join(dir, checkpointImage)); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: no checkpoint in %s: %w", spec.ID, dir, errdefs.ErrNotFound)
+	}
+	return c.starter.start(ctx, spec, dir)
 }
 
 // afterLeaveRunning puts the record of a sandbox runsc restarted in place
 // right: its sandbox process may be a new one, and a sandbox that was
 // paused comes back running.
-func (r *Runtime) afterLeaveRunning(ctx context.Context, id string, wasPaused bool) error {
-	st, err := r.state(ctx, id)
+func (c *checkpoints) afterLeaveRunning(ctx context.Context, id string, wasPaused bool) error {
+	st, err := c.runsc.state(ctx, id)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: read state after checkpoint: %w", id, err)
 	}
 	if st.Pid > 0 {
-		if err := r.writeProc(id, st.Pid); err != nil {
+		if err := c.bundles.writeProc(id, st.Pid); err != nil {
 			return fmt.Errorf("sandbox %s: after checkpoint: %w", id, err)
 		}
 	}
 	paused := statusOf(st) == runtime.StatePaused
 	if wasPaused && !paused {
-		if _, err := r.runscOut(ctx, "pause", id); err != nil {
+		if _, err := c.runsc.out(ctx, "pause", id); err != nil {
 			return fmt.Errorf("sandbox %s: pause again after checkpoint: %w", id, err)
 		}
 		paused = true
 	}
-	return r.setPaused(id, paused)
+	return c.bundles.setPaused(id, paused)
 }
 
 // dirSize adds up the sizes of the regular files under dir.

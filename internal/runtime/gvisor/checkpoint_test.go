@@ -152,7 +152,7 @@ func TestCheckpointPausedAndBadInput(t *testing.T) {
 	if _, err := r.Restore(ctx, spec, t.TempDir()); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("restore from an empty directory: %v", err)
 	}
-	if _, err := os.Stat(r.bundle(spec.ID)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(r.cgroups.bundles.bundle(spec.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused restore left its bundle: %v", err)
 	}
 }

@@ -27,9 +27,9 @@ func TestRunscCallsHaveADeadline(t *testing.T) {
 			}
 		}
 	})
-	r := &Runtime{runsc: script, stateDir: t.TempDir(), callTimeout: 100 * time.Millisecond}
+	rc := &runsc{bin: script, root: t.TempDir(), callTimeout: 100 * time.Millisecond}
 	start := time.Now()
-	_, err := r.state(context.Background(), "sb")
+	_, err := rc.state(context.Background(), "sb")
 	took := time.Since(start)
 	if err == nil {
 		t.Fatal("a hung runsc state answered without error")

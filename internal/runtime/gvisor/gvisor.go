@@ -28,18 +28,13 @@
 package gvisor
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/keylock"
 	"github.com/warrenhq/warren/internal/runtime"
 )
 
@@ -64,24 +59,16 @@ type Options struct {
 	Logger       *slog.Logger
 }
 
-// Runtime is the gvisor (runsc) runtime.
+// Runtime is the gvisor (runsc) runtime: one type per job, over a core they
+// share (core.go).
 type Runtime struct {
-	runsc        string
-	init         string
-	stateDir     string
-	cgroupParent string
-	log          *slog.Logger
-	host         hostFacts
-	locks        keylock.Locks
+	*lifecycle   // start, state, pause and resume, signal, destroy, list
+	*checkpoints // memory images: checkpoint and restore
+	*limiter     // limits of a running sandbox, and its counters
+	*prober      // whether runsc works here, and its version
+	*cgroups     // the host cgroup directories of the sandboxes
 
-	// callTimeout and longCallTimeout replace the deadlines of runsc's
-	// commands when set (see runsc.go).
-	callTimeout, longCallTimeout time.Duration
-
-	probeMu  sync.Mutex
-	probed   bool
-	probeErr error
-	version  string
+	runscBin string
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -125,14 +112,29 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gvisor runtime: %w: %w", err, errdefs.ErrUnavailable)
 	}
+	return compose(opts, host), nil
+}
+
+// compose builds the runtime's parts over one core.
+func compose(opts Options, host hostFacts) *Runtime {
+	bund := bundles{dir: filepath.Join(opts.StateDir, "sandboxes")}
+	cg := &cgroups{parent: opts.CgroupParent, host: host, bundles: bund}
+	c := &core{
+		runsc:   &runsc{bin: opts.Runsc, root: filepath.Join(opts.StateDir, "runsc")},
+		bundles: bund,
+		cgroups: cg,
+		log:     opts.Logger.With("runtime", "gvisor"),
+	}
+	specs := specWriter{init: opts.Init, host: host, cgroups: cg}
+	lc := &lifecycle{core: c, specs: specs}
 	return &Runtime{
-		runsc:        opts.Runsc,
-		init:         opts.Init,
-		stateDir:     opts.StateDir,
-		cgroupParent: opts.CgroupParent,
-		log:          opts.Logger.With("runtime", "gvisor"),
-		host:         host,
-	}, nil
+		lifecycle:   lc,
+		checkpoints: &checkpoints{core: c, starter: lc},
+		limiter:     &limiter{core: c, host: host},
+		prober:      &prober{core: c, stateDir: opts.StateDir, specs: specs},
+		cgroups:     cg,
+		runscBin:    opts.Runsc,
+	}
 }
 
 func checkExecutable(path string) error {
@@ -160,31 +162,7 @@ func (r *Runtime) Capabilities() runtime.Capabilities {
 }
 
 // Runsc returns the runsc binary the runtime drives.
-func (r *Runtime) Runsc() string { return r.runsc }
-
-func (r *Runtime) runscRoot() string       { return filepath.Join(r.stateDir, "runsc") }
-func (r *Runtime) sandboxesDir() string    { return filepath.Join(r.stateDir, "sandboxes") }
-func (r *Runtime) bundle(id string) string { return filepath.Join(r.sandboxesDir(), id) }
-
-// List returns the ids of every sandbox with a bundle directory, whatever
-// its state (including half-made ones a crashed daemon left; Destroy
-// removes them).
-func (r *Runtime) List(ctx context.Context) ([]string, error) {
-	entries, err := os.ReadDir(r.sandboxesDir())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list sandboxes in %s: %w", r.sandboxesDir(), err)
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
-}
+func (r *Runtime) Runsc() string { return r.runscBin }
 
 func validCgroupParent(p string) bool {
 	if filepath.IsAbs(p) || p == "" {

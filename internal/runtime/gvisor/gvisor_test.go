@@ -153,7 +153,7 @@ func (w withResources) HostResources(id string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(dirs, w.bundle(id)), nil
+	return append(dirs, w.cgroups.bundles.bundle(id)), nil
 }
 
 // newTestRuntime returns a factory of Runtime values that share one state
@@ -189,12 +189,12 @@ func newTestRuntime(t *testing.T) func(t *testing.T) *Runtime {
 				}
 			}
 		}
-		if entries, _ := os.ReadDir(r.runscRoot()); len(entries) > 0 {
+		if entries, _ := os.ReadDir(r.lifecycle.runsc.root); len(entries) > 0 {
 			var names []string
 			for _, e := range entries {
 				names = append(names, e.Name())
 			}
-			t.Errorf("cleanup: runsc state left behind in %s: %v", r.runscRoot(), names)
+			t.Errorf("cleanup: runsc state left behind in %s: %v", r.lifecycle.runsc.root, names)
 		}
 	})
 	if err := r.Probe(context.Background()); err != nil {

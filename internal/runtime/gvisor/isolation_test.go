@@ -202,7 +202,7 @@ func TestUpdateLimitsAndStats(t *testing.T) {
 	}
 	read := func(ctrl, file string) string {
 		t.Helper()
-		out, err := r.runscOut(bg, "read-control", id, ctrl, "/"+id, file)
+		out, err := r.lifecycle.runsc.out(bg, "read-control", id, ctrl, "/"+id, file)
 		if err != nil {
 			t.Fatalf("read %s inside: %v", file, err)
 		}
@@ -237,7 +237,7 @@ func TestUpdateLimitsAndStats(t *testing.T) {
 			t.Errorf("host pids.max = %s; want %d", got, hostPidsLimit(33))
 		}
 	}
-	if dir, ok := r.controllerDir(dirs, "memory"); ok && !r.host.unified {
+	if dir, ok := r.controllerDir(dirs, "memory"); ok && !r.cgroups.host.unified {
 		data, _ := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
 		if got := strings.TrimSpace(string(data)); got != strconv.FormatInt(want.MemoryBytes, 10) {
 			t.Errorf("host memory limit = %s; want %d", got, want.MemoryBytes)

@@ -17,25 +17,31 @@ import (
 
 var _ runtime.StatsReader = (*Runtime)(nil)
 
+// limiter changes a running sandbox's limits and reads its counters.
+type limiter struct {
+	*core
+	host hostFacts
+}
+
 // limitsFile keeps a sandbox's current limits (the user's numbers, not the
 // host backstops derived from them) in its bundle.
-func (r *Runtime) limitsFile(id string) string { return filepath.Join(r.bundle(id), "limits.json") }
+func (b bundles) limitsFile(id string) string { return filepath.Join(b.bundle(id), "limits.json") }
 
-func (r *Runtime) writeLimits(id string, l runtime.Limits) error {
+func (b bundles) writeLimits(id string, l runtime.Limits) error {
 	data, err := json.Marshal(l)
 	if err != nil {
 		return err
 	}
-	tmp := r.limitsFile(id) + ".tmp"
+	tmp := b.limitsFile(id) + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, r.limitsFile(id))
+	return os.Rename(tmp, b.limitsFile(id))
 }
 
-func (r *Runtime) readLimits(id string) (runtime.Limits, error) {
+func (b bundles) readLimits(id string) (runtime.Limits, error) {
 	var l runtime.Limits
-	data, err := os.ReadFile(r.limitsFile(id))
+	data, err := os.ReadFile(b.limitsFile(id))
 	if errors.Is(err, os.ErrNotExist) {
 		return l, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
@@ -43,7 +49,7 @@ func (r *Runtime) readLimits(id string) (runtime.Limits, error) {
 		return l, err
 	}
 	if err := json.Unmarshal(data, &l); err != nil {
-		return l, fmt.Errorf("parse %s: %w", r.limitsFile(id), err)
+		return l, fmt.Errorf("parse %s: %w", b.limitsFile(id), err)
 	}
 	return l, nil
 }
@@ -62,20 +68,20 @@ func (r *Runtime) readLimits(id string) (runtime.Limits, error) {
 // here sets it right again, but any other `runsc exec` (warren itself never
 // runs one) puts PID 1's RLIMIT_NPROC back to the limit the sandbox started
 // with. Processes PID 1 forks have their own copy.
-func (r *Runtime) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error {
+func (lm *limiter) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error {
 	if l.MemoryBytes < 0 || l.CPUMillis < 0 || l.Pids < 0 || (l.CPUMillis > 0 && l.CPUMillis < 10) {
 		return fmt.Errorf("sandbox %s: invalid limits %+v: %w", id, l, errdefs.ErrInvalid)
 	}
-	unlock := r.locks.Lock(id)
+	unlock := lm.locks.Lock(id)
 	defer unlock()
-	st, err := r.status(ctx, id)
+	st, err := lm.status(ctx, id)
 	if err != nil {
 		return err
 	}
 	if st.State != runtime.StateRunning {
 		return fmt.Errorf("sandbox %s is %s; the gvisor runtime changes the limits of a running sandbox only: %w", id, st.State, errdefs.ErrConflict)
 	}
-	cur, err := r.readLimits(id)
+	cur, err := lm.bundles.readLimits(id)
 	if err != nil {
 		return err
 	}
@@ -84,7 +90,7 @@ func (r *Runtime) UpdateLimits(ctx context.Context, id string, l runtime.Limits)
 	if l.MemoryBytes > 0 {
 		next.MemoryBytes = l.MemoryBytes
 		args = append(args, "--memory="+strconv.FormatInt(l.MemoryBytes, 10))
-		if r.host.swapLimit {
+		if lm.host.swapLimit {
 			args = append(args, "--memory-swap="+strconv.FormatInt(l.MemoryBytes, 10))
 		}
 	}
@@ -99,18 +105,18 @@ func (r *Runtime) UpdateLimits(ctx context.Context, id string, l runtime.Limits)
 	if len(args) == 1 {
 		return nil
 	}
-	if l.MemoryBytes > 0 && r.host.swapLimit && !r.host.unified && l.MemoryBytes < cur.MemoryBytes {
+	if l.MemoryBytes > 0 && lm.host.swapLimit && !lm.host.unified && l.MemoryBytes < cur.MemoryBytes {
 		// cgroup v1 refuses memory+swap below memory, and memory above
 		// memory+swap: lower memory first, then memory+swap.
-		if _, err := r.runscOut(ctx, "update", "--memory="+strconv.FormatInt(l.MemoryBytes, 10), id); err != nil {
+		if _, err := lm.runsc.out(ctx, "update", "--memory="+strconv.FormatInt(l.MemoryBytes, 10), id); err != nil {
 			return fmt.Errorf("sandbox %s: update limits: %w", id, err)
 		}
 	}
-	if _, err := r.runscOut(ctx, append(args, id)...); err != nil {
+	if _, err := lm.runsc.out(ctx, append(args, id)...); err != nil {
 		return fmt.Errorf("sandbox %s: update limits: %w", id, err)
 	}
 	inside := func(ctrl, file, val string) error {
-		if _, err := r.runscOut(ctx, "write-control", id, ctrl, "/"+id, file, val); err != nil {
+		if _, err := lm.runsc.out(ctx, "write-control", id, ctrl, "/"+id, file, val); err != nil {
 			return fmt.Errorf("sandbox %s: show the new %s limit inside: %w", id, ctrl, err)
 		}
 		return nil
@@ -128,22 +134,22 @@ func (r *Runtime) UpdateLimits(ctx context.Context, id string, l runtime.Limits)
 	if l.Pids > 0 {
 		// Raising RLIMIT_NPROC needs CAP_SYS_RESOURCE, which only this
 		// process gets.
-		if _, err := r.runscOut(ctx, "exec", "--cap=CAP_SYS_RESOURCE", id, InitPath, "--pids-max", strconv.FormatInt(l.Pids, 10)); err != nil {
+		if _, err := lm.runsc.out(ctx, "exec", "--cap=CAP_SYS_RESOURCE", id, InitPath, "--pids-max", strconv.FormatInt(l.Pids, 10)); err != nil {
 			return fmt.Errorf("sandbox %s: set its pids limit inside: %w", id, err)
 		}
 	}
-	return r.writeLimits(id, next)
+	return lm.bundles.writeLimits(id, next)
 }
 
 // Stats reads id's counters from gVisor (runsc events --stats): CPU time
 // of the whole sandbox (host cgroup), the memory its processes use and
 // their number as gVisor's kernel counts them, beside the user's limits.
-func (r *Runtime) Stats(ctx context.Context, id string) (runtime.Stats, error) {
-	lim, err := r.readLimits(id)
+func (lm *limiter) Stats(ctx context.Context, id string) (runtime.Stats, error) {
+	lim, err := lm.bundles.readLimits(id)
 	if err != nil {
 		return runtime.Stats{}, err
 	}
-	out, err := r.runscOut(ctx, "events", "--stats", id)
+	out, err := lm.runsc.out(ctx, "events", "--stats", id)
 	if err != nil {
 		if isNotExist(err) || isStopped(err) {
 			return runtime.Stats{}, fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrNotFound)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -22,52 +23,65 @@ import (
 // works; a platform that hangs, as KVM does on these hosts, never ends).
 const probeTimeout = 30 * time.Second
 
+// prober checks, once, that runsc works here, and keeps its answer and
+// runsc's version.
+type prober struct {
+	*core
+	stateDir string // the probe's empty root filesystem is made in it
+	specs    specWriter
+
+	mu       sync.Mutex
+	probed   bool
+	probeErr error
+	version  string
+}
+
 // Probe checks, once, that runsc runs and that a trivial sandbox starts and
 // exits on the systrap platform here; later calls return the first
 // answer. An unusable runsc is ErrUnavailable with what was wrong.
-func (r *Runtime) Probe(ctx context.Context) error {
-	r.probeMu.Lock()
-	defer r.probeMu.Unlock()
-	if r.probed {
-		return r.probeErr
+func (p *prober) Probe(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.probed {
+		return p.probeErr
 	}
-	r.version, r.probeErr = r.probe(ctx)
-	if r.probeErr != nil && ctx.Err() != nil {
+	p.version, p.probeErr = p.probe(ctx)
+	if p.probeErr != nil && ctx.Err() != nil {
 		// A cancelled caller proves nothing about runsc: ask again next time.
-		return r.probeErr
+		return p.probeErr
 	}
-	r.probed = true
-	if r.probeErr == nil {
-		r.log.Info("runsc works", "runsc", r.runsc, "version", r.version)
+	p.probed = true
+	if p.probeErr == nil {
+		p.log.Info("runsc works", "runsc", p.runsc.bin, "version", p.version)
 	}
-	return r.probeErr
+	return p.probeErr
 }
 
 // Version is runsc's version (the gVisor module version it was built
 // from), known once Probe has succeeded.
-func (r *Runtime) Version() string {
-	r.probeMu.Lock()
-	defer r.probeMu.Unlock()
-	return r.version
+func (p *prober) Version() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.version
 }
 
-func (r *Runtime) probe(ctx context.Context) (string, error) {
+func (p *prober) probe(ctx context.Context) (string, error) {
 	unavailable := func(format string, a ...any) error {
 		return fmt.Errorf("gvisor runtime: runsc %s: %s; rebuild it with `make runsc` (CGO_ENABLED=0 go install gvisor.dev/gvisor/runsc@...): %w",
-			r.runsc, fmt.Sprintf(format, a...), errdefs.ErrUnavailable)
+			p.runsc.bin, fmt.Sprintf(format, a...), errdefs.ErrUnavailable)
 	}
-	out, err := exec.CommandContext(ctx, r.runsc, "--version").CombinedOutput()
+	out, err := exec.CommandContext(ctx, p.runsc.bin, "--version").CombinedOutput()
 	if err != nil {
 		return "", unavailable("does not run (`runsc --version`: %v: %s)", err, strings.TrimSpace(lastLines(string(out), 3)))
 	}
 	if !strings.HasPrefix(string(out), "runsc version") {
 		return "", unavailable("is not runsc (`--version` said %q)", lastLines(strings.TrimSpace(string(out)), 1))
 	}
-	version := versionOf(r.runsc, string(out))
+	version := versionOf(p.runsc.bin, string(out))
 
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if err := r.probeSandbox(ctx); err != nil {
+	if err := p.probeSandbox(ctx); err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
 			return "", unavailable("a trivial sandbox did not finish within %s on the systrap platform", probeTimeout)
 		}
@@ -90,33 +104,33 @@ func versionOf(bin, out string) string {
 // probeSandbox runs warren-gvisor-init alone in an empty root filesystem
 // with the same flags, limits and cgroups as a real sandbox, and waits for
 // it to exit 0. Everything it makes is removed.
-func (r *Runtime) probeSandbox(ctx context.Context) (retErr error) {
+func (p *prober) probeSandbox(ctx context.Context) (retErr error) {
 	id := "probe" + ids.New(8)
-	root, err := os.MkdirTemp(r.stateDir, ".probe-rootfs-")
+	root, err := os.MkdirTemp(p.stateDir, ".probe-rootfs-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(root)
-	bundle := r.bundle(id)
+	bundle := p.bundles.bundle(id)
 	if err := os.Mkdir(bundle, 0o700); err != nil {
 		return err
 	}
 	defer func() {
-		if err := r.teardown(context.WithoutCancel(ctx), id); err != nil {
+		if err := p.teardown(context.WithoutCancel(ctx), id); err != nil {
 			// A runsc that cannot start a sandbox may not delete one either:
 			// kill what its cgroups hold and drop the bundle anyway.
-			dirs, _ := r.cgroupDirs(id)
+			dirs, _ := p.cgroups.cgroupDirs(id)
 			err = errors.Join(err, removeCgroups(dirs), os.RemoveAll(bundle))
 			retErr = errors.Join(retErr, fmt.Errorf("clean up probe sandbox: %w", err))
 		}
 	}()
-	spec := r.probeSpec(id, root)
+	spec := p.probeSpec(id, root)
 	if err := writeSpec(filepath.Join(bundle, "config.json"), spec); err != nil {
 		return err
 	}
-	args := append(r.baseFlags(), "--network=none", "--log="+filepath.Join(bundle, "runsc.log"),
+	args := append(p.runsc.baseFlags(), "--network=none", "--log="+filepath.Join(bundle, "runsc.log"),
 		"run", "--bundle="+bundle, id)
-	cmd := exec.CommandContext(ctx, r.runsc, args...)
+	cmd := exec.CommandContext(ctx, p.runsc.bin, args...)
 	out, err := os.CreateTemp(bundle, "out-")
 	if err != nil {
 		return err
@@ -136,8 +150,8 @@ func (r *Runtime) probeSandbox(ctx context.Context) (retErr error) {
 
 // probeSpec is a real sandbox's spec whose PID 1 only sets its pids limit
 // and exits.
-func (r *Runtime) probeSpec(id, root string) *specs.Spec {
-	s := r.ociSpec(runtime.Spec{ID: id, RootFS: root, Init: []string{InitPath}, Cwd: "/"})
+func (p *prober) probeSpec(id, root string) *specs.Spec {
+	s := p.specs.ociSpec(runtime.Spec{ID: id, RootFS: root, Init: []string{InitPath}, Cwd: "/"})
 	s.Process.Args = []string{InitPath, "--pids-max", "16"}
 	return s
 }

@@ -20,10 +20,10 @@ type procRecord struct {
 	Start string `json:"start"` // field 22 of /proc/<pid>/stat
 }
 
-func (r *Runtime) procFile(id string) string   { return filepath.Join(r.bundle(id), "sandbox.json") }
-func (r *Runtime) pausedFile(id string) string { return filepath.Join(r.bundle(id), "paused") }
+func (b bundles) procFile(id string) string   { return filepath.Join(b.bundle(id), "sandbox.json") }
+func (b bundles) pausedFile(id string) string { return filepath.Join(b.bundle(id), "paused") }
 
-func (r *Runtime) writeProc(id string, pid int) error {
+func (b bundles) writeProc(id string, pid int) error {
 	start, alive := procStart(pid)
 	if !alive {
 		return fmt.Errorf("sandbox process %d is gone", pid)
@@ -32,18 +32,18 @@ func (r *Runtime) writeProc(id string, pid int) error {
 	if err != nil {
 		return err
 	}
-	tmp := r.procFile(id) + ".tmp"
+	tmp := b.procFile(id) + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, r.procFile(id))
+	return os.Rename(tmp, b.procFile(id))
 }
 
 // readProc returns id's record; ok is false when there is none (a Start
 // that died before writing it).
-func (r *Runtime) readProc(id string) (procRecord, bool) {
+func (b bundles) readProc(id string) (procRecord, bool) {
 	var rec procRecord
-	data, err := os.ReadFile(r.procFile(id))
+	data, err := os.ReadFile(b.procFile(id))
 	if err != nil || json.Unmarshal(data, &rec) != nil || rec.Pid <= 0 {
 		return procRecord{}, false
 	}
@@ -57,18 +57,18 @@ func (rec procRecord) alive() bool {
 
 // setPaused records whether id is paused (runsc's own record is in its
 // state, which only a runsc command reads).
-func (r *Runtime) setPaused(id string, paused bool) error {
+func (b bundles) setPaused(id string, paused bool) error {
 	if paused {
-		return os.WriteFile(r.pausedFile(id), nil, 0o600)
+		return os.WriteFile(b.pausedFile(id), nil, 0o600)
 	}
-	if err := os.Remove(r.pausedFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(b.pausedFile(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	return nil
 }
 
-func (r *Runtime) isPaused(id string) bool {
-	_, err := os.Stat(r.pausedFile(id))
+func (b bundles) isPaused(id string) bool {
+	_, err := os.Stat(b.pausedFile(id))
 	return err == nil
 }
 

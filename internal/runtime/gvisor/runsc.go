@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/warrenhq/warren/internal/runtime"
 )
 
 // baseFlags go on every runsc command. runsc also relays them to the
@@ -26,14 +28,25 @@ import (
 //   - --gofer-network-namespace=new: each gofer gets an empty network
 //     namespace of its own that dies with it, instead of one shared
 //     namespace bind-mounted under --root that outlives every sandbox.
-func (r *Runtime) baseFlags() []string {
+func (rc *runsc) baseFlags() []string {
 	return []string{
-		"--root=" + r.runscRoot(),
+		"--root=" + rc.root,
 		"--platform=systrap",
 		"--host-uds=open",
 		"--overlay2=none",
 		"--gofer-network-namespace=new",
 	}
+}
+
+// runsc invokes the runsc binary: every command with runsc's own state
+// directory, the flags every sandbox shares and a deadline.
+type runsc struct {
+	bin  string
+	root string // --root: runsc's own state for every sandbox
+
+	// callTimeout and longCallTimeout replace the deadlines of runsc's
+	// commands when set (tests).
+	callTimeout, longCallTimeout time.Duration
 }
 
 // runscError is a failed runsc command with what it said.
@@ -57,18 +70,18 @@ func (e *runscError) notExist() bool {
 	return strings.Contains(e.msg, "does not exist")
 }
 
-// runscOut runs one short runsc command (not one that starts a sandbox: its
+// out runs one short runsc command (not one that starts a sandbox: its
 // output goes to pipes, which a sandbox must never inherit) and returns its
 // stdout.
-func (r *Runtime) runscOut(ctx context.Context, args ...string) ([]byte, error) {
-	budget := r.deadline(callTimeout, r.callTimeout)
+func (rc *runsc) out(ctx context.Context, args ...string) ([]byte, error) {
+	budget := rc.deadline(callTimeout, rc.callTimeout)
 	if len(args) > 0 && args[0] == "checkpoint" {
-		budget = r.deadline(longCallTimeout, r.longCallTimeout)
+		budget = rc.deadline(longCallTimeout, rc.longCallTimeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	full := append(r.baseFlags(), args...)
-	cmd := exec.CommandContext(ctx, r.runsc, full...)
+	full := append(rc.baseFlags(), args...)
+	cmd := exec.CommandContext(ctx, rc.bin, full...)
 	// A child that keeps runsc's pipes open must not hold the call past
 	// its deadline either.
 	cmd.WaitDelay = waitDelay
@@ -100,11 +113,66 @@ const (
 )
 
 // deadline is def unless the runtime was given its own (tests).
-func (r *Runtime) deadline(def, own time.Duration) time.Duration {
+func (rc *runsc) deadline(def, own time.Duration) time.Duration {
 	if own > 0 {
 		return own
 	}
 	return def
+}
+
+// runDetached runs `runsc run --detach`, which returns once the sandbox is
+// up and PID 1 has started, or `runsc restore --detach` from image. The sandbox inherits runsc's stdio as PID 1's:
+// files only, since a pipe to this process would break (SIGPIPE, blocked
+// writes) when the daemon dies. runsc's own errors go to the user's log
+// (through stderr) and to runsc.log in the bundle, where they are read back.
+func (rc *runsc) runDetached(ctx context.Context, bundle string, spec runtime.Spec, image string) error {
+	stdin, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer stdin.Close()
+	var out *os.File
+	if spec.LogPath != "" {
+		// O_APPEND: stdout and stderr share the file, and gVisor writes
+		// each at its own offset otherwise.
+		out, err = os.OpenFile(spec.LogPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+		if err != nil {
+			return fmt.Errorf("open log file: %w", err)
+		}
+	} else {
+		out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+	}
+	defer out.Close()
+
+	network := "--network=none"
+	if spec.NetNS != "" {
+		// gVisor's netstack takes over the interfaces of the namespace
+		// named in the spec.
+		network = "--network=sandbox"
+	}
+	verb := []string{"run"}
+	if image != "" {
+		verb = []string{"restore", "--image-path=" + image}
+	}
+	args := append(rc.baseFlags(), network, "--log="+filepath.Join(bundle, "runsc.log"))
+	args = append(args, verb...)
+	args = append(args, "--detach", "--bundle="+bundle, "--pid-file="+filepath.Join(bundle, "pid"), spec.ID)
+	ctx, cancel := context.WithTimeout(ctx, rc.deadline(longCallTimeout, rc.longCallTimeout))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rc.bin, args...)
+	cmd.WaitDelay = waitDelay
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
+	cmd.Dir = bundle
+	if err := cmd.Run(); err != nil {
+		if msg := runscLogError(bundle); msg != "" {
+			return &runscError{args: verb[:1], msg: msg, err: err}
+		}
+		return &runscError{args: verb[:1], err: err}
+	}
+	return nil
 }
 
 // ociState is what `runsc state` prints.
@@ -116,8 +184,8 @@ type ociState struct {
 
 // state asks runsc for id's state. A missing container is a *runscError
 // whose notExist() is true.
-func (r *Runtime) state(ctx context.Context, id string) (ociState, error) {
-	out, err := r.runscOut(ctx, "state", id)
+func (rc *runsc) state(ctx context.Context, id string) (ociState, error) {
+	out, err := rc.out(ctx, "state", id)
 	if err != nil {
 		return ociState{}, err
 	}

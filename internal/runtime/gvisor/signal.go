@@ -9,13 +9,13 @@ import (
 
 // SignalInit sends sig to the sandbox's PID 1 (runsc kill), the agent,
 // which forwards SIGTERM to every process of the sandbox and then exits.
-func (r *Runtime) SignalInit(ctx context.Context, id string, sig syscall.Signal) error {
-	unlock := r.locks.Lock(id)
+func (l *lifecycle) SignalInit(ctx context.Context, id string, sig syscall.Signal) error {
+	unlock := l.locks.Lock(id)
 	defer unlock()
-	if _, err := r.status(ctx, id); err != nil {
+	if _, err := l.status(ctx, id); err != nil {
 		return err
 	}
-	if _, err := r.runscOut(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
+	if _, err := l.runsc.out(ctx, "kill", id, strconv.Itoa(int(sig))); err != nil {
 		return fmt.Errorf("sandbox %s: signal %v: %w", id, sig, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,15 +17,22 @@ import (
 
 var _ storage.Archiver = (*Storage)(nil)
 
+// archives writes volumes out as send streams and rebuilds them from
+// those (warren's own receive: receive.go).
+type archives struct {
+	vols *volumes
+	log  *slog.Logger
+}
+
 // ArchiveDir is where archive streams are meant to live: beside the kind
 // directories, on the pool's own filesystem (so a stream's rename into place
 // is atomic and the space is the pool's).
-func (s *Storage) ArchiveDir() string { return filepath.Join(s.root, "archive") }
+func (ar *archives) ArchiveDir() string { return filepath.Join(ar.vols.root, "archive") }
 
 // Archive implements storage.Archiver: the send ioctl, `btrfs send -p
 // parent key` without the process, writes into dst.tmp, which is synced and
 // renamed to dst, so a file under dst is always a whole stream.
-func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst string) error {
+func (ar *archives) Archive(ctx context.Context, key, parent storage.Key, dst string) error {
 	src := make([]*os.File, 0, 2)
 	defer func() {
 		for _, f := range src {
@@ -35,7 +43,7 @@ func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst stri
 		if err := k.Validate(); err != nil {
 			return err
 		}
-		f, err := s.openSubvol(k)
+		f, err := ar.vols.openSubvol(k)
 		if err != nil {
 			return fmt.Errorf("archive %s: %w", key, err)
 		}
@@ -93,12 +101,12 @@ func (s *Storage) Archive(ctx context.Context, key, parent storage.Key, dst stri
 // milliseconds, which the next snapshot (a rollback's) waits for. A crash
 // leaves the volume under its building name, which no record names, so
 // start-up removes it.
-func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storage.Key) error {
+func (ar *archives) Restore(ctx context.Context, srcs []string, parent, key storage.Key) error {
 	building, err := restoreKeys(srcs, parent, key)
 	if err != nil {
 		return err
 	}
-	base, err := s.openSubvol(parent)
+	base, err := ar.vols.openSubvol(parent)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return fmt.Errorf("restore %s: the volume its streams start from (%s) is gone, so it cannot be rebuilt: %w", key, parent, errdefs.ErrNotFound)
@@ -106,16 +114,16 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	defer base.Close()
-	if _, err := s.Stat(ctx, key); err == nil {
+	if _, err := ar.vols.Stat(ctx, key); err == nil {
 		return fmt.Errorf("restore %s: the volume exists already: %w", key, errdefs.ErrAlreadyExists)
 	}
-	heads, err := s.checkChain(base, srcs, key)
+	heads, err := ar.checkChain(base, srcs, key)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 
 	view := storage.Key{Kind: storage.KindScratch, Name: "restorefrom-" + key.Name}
-	if err := s.startBuilding(ctx, base, building, view); err != nil {
+	if err := ar.startBuilding(ctx, base, building, view); err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	placed := false
@@ -123,11 +131,11 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		if placed {
 			return
 		}
-		if err := s.Delete(context.WithoutCancel(ctx), building); err != nil {
-			s.log.Warn("remove a volume whose restore failed", "volume", building.String(), "err", err)
+		if err := ar.vols.Delete(context.WithoutCancel(ctx), building); err != nil {
+			ar.log.Warn("remove a volume whose restore failed", "volume", building.String(), "err", err)
 		}
 	}()
-	root, err := s.openSubvol(building)
+	root, err := ar.vols.openSubvol(building)
 	if err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
@@ -139,7 +147,7 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("restore %s: %w", key, err)
 		}
-		if err := s.applyStream(a, base, view, src, heads[i], i == 0); err != nil {
+		if err := ar.applyStream(a, base, view, src, heads[i], i == 0); err != nil {
 			return fmt.Errorf("restore %s: stream %s: %w", key, src, err)
 		}
 	}
@@ -158,11 +166,11 @@ func (s *Storage) Restore(ctx context.Context, srcs []string, parent, key storag
 		return fmt.Errorf("restore %s: make the volume read-only: %w", key, errnoKind(err))
 	}
 	marked := time.Now()
-	if err := s.rename(building, key); err != nil {
+	if err := ar.rename(building, key); err != nil {
 		return fmt.Errorf("restore %s: %w", key, err)
 	}
 	placed = true
-	s.log.Debug("restored volume", "volume", key.String(), "streams", len(srcs), "bytes_written", a.written,
+	ar.log.Debug("restored volume", "volume", key.String(), "streams", len(srcs), "bytes_written", a.written,
 		"apply_ms", ms(applied.Sub(start)), "sync_ms", ms(synced.Sub(applied)), "mark_ms", ms(marked.Sub(synced)),
 		"place_ms", ms(time.Since(marked)))
 	return nil
@@ -190,23 +198,23 @@ func restoreKeys(srcs []string, parent, key storage.Key) (storage.Key, error) {
 // startBuilding removes what an earlier restore of the same volume left
 // (building, and the view of a stream's parent) and makes building a
 // writable snapshot of base.
-func (s *Storage) startBuilding(ctx context.Context, base *os.File, building, view storage.Key) error {
+func (ar *archives) startBuilding(ctx context.Context, base *os.File, building, view storage.Key) error {
 	for _, k := range []storage.Key{building, view} {
-		if err := s.Delete(ctx, k); err != nil && !errdefs.IsNotFound(err) {
+		if err := ar.vols.Delete(ctx, k); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("remove leftover %s: %w", k, err)
 		}
 	}
-	return s.snapshotInto(base, building, false)
+	return ar.snapshotInto(base, building, false)
 }
 
 // rename moves a volume to another name of its kind (a read-only volume
 // can be renamed within its directory, not moved out of it) and makes the
 // move durable. The destination must not exist.
-func (s *Storage) rename(from, to storage.Key) error {
+func (ar *archives) rename(from, to storage.Key) error {
 	if from.Kind != to.Kind {
 		return fmt.Errorf("rename %s to %s: different kinds: %w", from, to, errdefs.ErrInvalid)
 	}
-	dir, err := s.openKindDir(from.Kind)
+	dir, err := ar.vols.openKindDir(from.Kind)
 	if err != nil {
 		return err
 	}
@@ -226,7 +234,7 @@ func (s *Storage) rename(from, to storage.Key) error {
 // checkChain reads every stream whole (so a corrupt one is refused before
 // anything is written), checks that their heads rebuild key from the
 // volume open at base, and notes which streams clone from their parent.
-func (s *Storage) checkChain(base *os.File, srcs []string, key storage.Key) ([]streamHead, error) {
+func (ar *archives) checkChain(base *os.File, srcs []string, key storage.Key) ([]streamHead, error) {
 	info, err := getSubvolInfo(int(base.Fd()))
 	if err != nil {
 		return nil, fmt.Errorf("read the base volume's identity: %w", errnoKind(err))
@@ -275,21 +283,21 @@ func openStream(src string) (*os.File, error) {
 // its parent needs the parent's state as it was before the stream: the base
 // volume itself for the first stream, else a read-only snapshot of a's
 // volume taken now (view), dropped afterwards.
-func (s *Storage) applyStream(a *applier, base *os.File, view storage.Key, src string, head streamHead, first bool) error {
+func (ar *archives) applyStream(a *applier, base *os.File, view storage.Key, src string, head streamHead, first bool) error {
 	a.self, a.parent, a.parentView = head.uuid, head.parentUUID, nil
 	defer a.closeOpen()
 	if first {
 		a.parentView = base
 	} else if head.clonesParent {
-		if err := s.snapshotInto(a.root, view, true); err != nil {
+		if err := ar.snapshotInto(a.root, view, true); err != nil {
 			return fmt.Errorf("keep the state before it: %w", err)
 		}
 		defer func() {
-			if err := s.Delete(context.Background(), view); err != nil {
-				s.log.Warn("remove restore scratch volume", "volume", view.String(), "err", err)
+			if err := ar.vols.Delete(context.Background(), view); err != nil {
+				ar.log.Warn("remove restore scratch volume", "volume", view.String(), "err", err)
 			}
 		}()
-		v, err := s.openSubvol(view)
+		v, err := ar.vols.openSubvol(view)
 		if err != nil {
 			return err
 		}
@@ -324,8 +332,8 @@ func openStreamBody(src string) (*os.File, *streamReader, streamHead, error) {
 }
 
 // snapshotInto snapshots the volume open at src as key.
-func (s *Storage) snapshotInto(src *os.File, key storage.Key, readOnly bool) error {
-	dir, err := s.openKindDir(key.Kind)
+func (ar *archives) snapshotInto(src *os.File, key storage.Key, readOnly bool) error {
+	dir, err := ar.vols.openKindDir(key.Kind)
 	if err != nil {
 		return err
 	}

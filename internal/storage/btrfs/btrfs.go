@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -23,42 +22,55 @@ import (
 var _ storage.Storage = (*Storage)(nil)
 var _ storage.Closer = (*Storage)(nil)
 
-// Storage is a pool of btrfs subvolumes.
+// Storage is a pool of btrfs subvolumes: one type per job, each over the
+// volumes' layout (volumes) or the pool.
 type Storage struct {
-	root string // <pool>/volumes: holds one directory per kind
-	log  *slog.Logger
-	// highestSubvol is the highest subvolume id seen made since the pool was
-	// opened: new ids only grow, so watchSnapshot searches above it.
-	highestSubvol atomic.Uint64
+	*volumes     // create, stat, list, exchange, delete: one subvolume each
+	*snapshotter // snapshots, and the moment each is taken (taken.go)
+	*quotaGroups // quota groups: simple quotas' level-1 qgroups
+	*archives    // send streams out, and warren's own receive back in
+	*differ      // what changed between two volumes
+	*pool        // the mount of the pool, and its closing
+}
 
-	// Set only when Open mounted (or found mounted) a loop-backed image.
-	poolDir string
-	image   string
+// storage builds the jobs over the pool's volumes.
+func (p *pool) storage() *Storage {
+	vols := &volumes{root: p.root, log: p.log, cleaner: p.cleaner}
+	groups := &quotaGroups{root: p.root, log: p.log}
+	return &Storage{
+		volumes:     vols,
+		snapshotter: &snapshotter{vols: vols, groups: groups},
+		quotaGroups: groups,
+		archives:    &archives{vols: vols, log: p.log},
+		differ:      &differ{vols: vols, log: p.log},
+		pool:        p,
+	}
+}
 
-	// reclaimed is called after the space of deleted volumes was hurried
-	// out of a quota group (tests count it).
-	reclaimed func()
-	// cleaner wakes btrfs's cleaner after deletes (cleaner.go).
-	cleaner cleanerWaker
+// volumes are the subvolumes at <root>/<kind>/<name>.
+type volumes struct {
+	root    string
+	log     *slog.Logger
+	cleaner *cleanerWaker // woken after deletes
 }
 
 // Name implements storage.Storage.
 func (s *Storage) Name() string { return "btrfs" }
 
 // Root is the directory holding the kind directories.
-func (s *Storage) Root() string { return s.root }
+func (v *volumes) Root() string { return v.root }
 
 // Path implements storage.Storage.
-func (s *Storage) Path(key storage.Key) string {
-	return filepath.Join(s.root, string(key.Kind), key.Name)
+func (v *volumes) Path(key storage.Key) string {
+	return filepath.Join(v.root, string(key.Kind), key.Name)
 }
 
 // Create implements storage.Storage.
-func (s *Storage) Create(ctx context.Context, key storage.Key) (string, error) {
+func (v *volumes) Create(ctx context.Context, key storage.Key) (string, error) {
 	if err := key.Validate(); err != nil {
 		return "", err
 	}
-	dir, err := s.openKindDir(key.Kind)
+	dir, err := v.openKindDir(key.Kind)
 	if err != nil {
 		return "", err
 	}
@@ -66,84 +78,15 @@ func (s *Storage) Create(ctx context.Context, key storage.Key) (string, error) {
 	if err := subvolCreate(int(dir.Fd()), key.Name); err != nil {
 		return "", fmt.Errorf("create volume %s: %w", key, errnoKind(err))
 	}
-	return s.Path(key), nil
-}
-
-// Snapshot implements storage.Storage.
-func (s *Storage) Snapshot(ctx context.Context, parent, key storage.Key, opts storage.SnapshotOptions) (string, error) {
-	if err := parent.Validate(); err != nil {
-		return "", err
-	}
-	if err := key.Validate(); err != nil {
-		return "", err
-	}
-	src, err := s.openSubvol(parent)
-	if err != nil {
-		return "", fmt.Errorf("snapshot %s: source: %w", parent, err)
-	}
-	defer src.Close()
-	dir, err := s.openKindDir(key.Kind)
-	if err != nil {
-		return "", err
-	}
-	defer dir.Close()
-	qgroup, undoGroup, err := s.snapshotGroup(opts.Group, !opts.ReadOnly)
-	if err != nil {
-		return "", fmt.Errorf("snapshot %s as %s: %w", parent, key, err)
-	}
-	var stopWatch func()
-	if opts.Taken != nil {
-		stopWatch = s.watchSnapshot(int(src.Fd()), int(dir.Fd()), key.Name, opts.Taken)
-	}
-	err = snapCreateInGroup(int(src.Fd()), int(dir.Fd()), key.Name, opts.ReadOnly, qgroup)
-	if stopWatch != nil {
-		stopWatch()
-	}
-	if err != nil {
-		undoGroup()
-		return "", fmt.Errorf("snapshot %s as %s: %w", parent, key, errnoKind(err))
-	}
-	return s.Path(key), nil
-}
-
-// watchSnapshot starts watching for the moment the snapshot name, about to
-// be made of srcFd inside dirFd, has its content fixed (taken.go), and
-// calls taken then. The returned stop ends the watch and waits for it, so
-// taken has returned (or will never be called) once stop has.
-func (s *Storage) watchSnapshot(srcFd, dirFd int, name string, taken func()) (stop func()) {
-	srcID, err := subvolID(srcFd)
-	if err != nil {
-		return func() {}
-	}
-	parentTree, err := subvolID(dirFd)
-	if err != nil {
-		return func() {}
-	}
-	dirIno, err := dirInode(dirFd)
-	if err != nil {
-		return func() {}
-	}
-	w := &rootRefWatch{fd: dirFd, parentTree: parentTree, dirIno: dirIno, floor: max(srcID, s.highestSubvol.Load()), name: name}
-	done := make(chan struct{})
-	stopped := watchTaken(w, taken, done)
-	return func() {
-		close(done)
-		<-stopped
-		// The next watch searches above this one's subvolume (found now
-		// if the ioctl returned before the watch saw it).
-		if w.id == 0 {
-			w.id, _, _ = w.found()
-		}
-		raiseTo(&s.highestSubvol, w.id)
-	}
+	return v.Path(key), nil
 }
 
 // SetReadOnly implements storage.Storage.
-func (s *Storage) SetReadOnly(ctx context.Context, key storage.Key, readOnly bool) error {
+func (v *volumes) SetReadOnly(ctx context.Context, key storage.Key, readOnly bool) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	f, err := s.openSubvol(key)
+	f, err := v.openSubvol(key)
 	if err != nil {
 		return fmt.Errorf("set read-only on %s: %w", key, err)
 	}
@@ -172,12 +115,12 @@ func setReadOnly(fd int, readOnly bool) error {
 // Exchange implements storage.Storage with one renameat2(RENAME_EXCHANGE).
 // btrfs refuses to move a read-only subvolume to another directory, so
 // both must be writable.
-func (s *Storage) Exchange(ctx context.Context, a, b storage.Key) error {
+func (v *volumes) Exchange(ctx context.Context, a, b storage.Key) error {
 	for _, k := range []storage.Key{a, b} {
 		if err := k.Validate(); err != nil {
 			return err
 		}
-		f, err := s.openSubvol(k)
+		f, err := v.openSubvol(k)
 		if err != nil {
 			return fmt.Errorf("exchange %s and %s: %w", a, b, err)
 		}
@@ -190,12 +133,12 @@ func (s *Storage) Exchange(ctx context.Context, a, b storage.Key) error {
 			return fmt.Errorf("exchange %s and %s: %s is read-only: %w", a, b, k, errdefs.ErrInvalid)
 		}
 	}
-	da, err := s.openKindDir(a.Kind)
+	da, err := v.openKindDir(a.Kind)
 	if err != nil {
 		return err
 	}
 	defer da.Close()
-	db, err := s.openKindDir(b.Kind)
+	db, err := v.openKindDir(b.Kind)
 	if err != nil {
 		return err
 	}
@@ -207,11 +150,11 @@ func (s *Storage) Exchange(ctx context.Context, a, b storage.Key) error {
 }
 
 // Stat implements storage.Storage.
-func (s *Storage) Stat(ctx context.Context, key storage.Key) (storage.Info, error) {
+func (v *volumes) Stat(ctx context.Context, key storage.Key) (storage.Info, error) {
 	if err := key.Validate(); err != nil {
 		return storage.Info{}, err
 	}
-	f, err := s.openSubvol(key)
+	f, err := v.openSubvol(key)
 	if err != nil {
 		return storage.Info{}, fmt.Errorf("stat %s: %w", key, err)
 	}
@@ -222,7 +165,7 @@ func (s *Storage) Stat(ctx context.Context, key storage.Key) (storage.Info, erro
 	}
 	info := storage.Info{
 		Key:             key,
-		Path:            s.Path(key),
+		Path:            v.Path(key),
 		ReadOnly:        flags&subvolRdonly != 0,
 		ExclusiveBytes:  -1,
 		ReferencedBytes: -1,
@@ -234,11 +177,11 @@ func (s *Storage) Stat(ctx context.Context, key storage.Key) (storage.Info, erro
 }
 
 // List implements storage.Storage.
-func (s *Storage) List(ctx context.Context, kind storage.Kind) ([]storage.Info, error) {
+func (v *volumes) List(ctx context.Context, kind storage.Kind) ([]storage.Info, error) {
 	if err := (storage.Key{Kind: kind, Name: "x"}).Validate(); err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(filepath.Join(s.root, string(kind)))
+	entries, err := os.ReadDir(filepath.Join(v.root, string(kind)))
 	if err != nil {
 		return nil, fmt.Errorf("list %s volumes: %w", kind, errnoKind(err))
 	}
@@ -248,7 +191,7 @@ func (s *Storage) List(ctx context.Context, kind storage.Kind) ([]storage.Info, 
 		if !e.IsDir() || key.Validate() != nil {
 			continue
 		}
-		info, err := s.Stat(ctx, key)
+		info, err := v.Stat(ctx, key)
 		if errors.Is(err, errdefs.ErrNotFound) {
 			continue // deleted while we listed
 		}
@@ -260,8 +203,8 @@ func (s *Storage) List(ctx context.Context, kind storage.Kind) ([]storage.Info, 
 	return out, nil
 }
 
-func (s *Storage) openKindDir(kind storage.Kind) (*os.File, error) {
-	p := filepath.Join(s.root, string(kind))
+func (v *volumes) openKindDir(kind storage.Kind) (*os.File, error) {
+	p := filepath.Join(v.root, string(kind))
 	f, err := os.OpenFile(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s (was the pool set up by Open?): %w", p, errnoKind(err))
@@ -271,8 +214,8 @@ func (s *Storage) openKindDir(kind storage.Kind) (*os.File, error) {
 
 // openSubvol opens the volume's root directory and checks that it is a
 // subvolume, so that ioctls meant for one never act on a stray directory.
-func (s *Storage) openSubvol(key storage.Key) (*os.File, error) {
-	p := s.Path(key)
+func (v *volumes) openSubvol(key storage.Key) (*os.File, error) {
+	p := v.Path(key)
 	f, err := os.OpenFile(p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/warrenhq/warren/internal/mountinfo"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/warrenhq/warren/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 
@@ -103,8 +104,8 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.poolDir != "" || s.root != filepath.Join(dataDir, "volumes") {
-			t.Fatalf("data dir on btrfs: got pool %q root %q", s.poolDir, s.root)
+		if s.poolDir != "" || s.Root() != filepath.Join(dataDir, "volumes") {
+			t.Fatalf("data dir on btrfs: got pool %q root %q", s.poolDir, s.Root())
 		}
 		return s
 	})
@@ -373,7 +374,7 @@ func (s *Storage) setRO(p string) error {
 
 func poolUUID(t *testing.T, s *Storage) string {
 	t.Helper()
-	f, err := os.Open(s.root)
+	f, err := os.Open(s.Root())
 	if err != nil {
 		t.Fatal(err)
 	}

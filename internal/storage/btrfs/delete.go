@@ -20,11 +20,11 @@ import (
 // the files inside (read-only, owned by anyone). Root may destroy a
 // read-only subvolume as it is; should a kernel refuse, the flag is cleared
 // and the delete tried again.
-func (s *Storage) Delete(ctx context.Context, key storage.Key) error {
+func (v *volumes) Delete(ctx context.Context, key storage.Key) error {
 	if err := key.Validate(); err != nil {
 		return err
 	}
-	dir, err := s.openKindDir(key.Kind)
+	dir, err := v.openKindDir(key.Kind)
 	if err != nil {
 		return err
 	}
@@ -39,15 +39,15 @@ func (s *Storage) Delete(ctx context.Context, key storage.Key) error {
 	case err != nil:
 		return fmt.Errorf("delete %s: %w", key, errnoKind(err))
 	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		return fmt.Errorf("delete %s: %s is not a volume: %w", key, s.Path(key), errdefs.ErrNotFound)
+		return fmt.Errorf("delete %s: %s is not a volume: %w", key, v.Path(key), errdefs.ErrNotFound)
 	case st.Ino != firstFreeObjectID:
-		return fmt.Errorf("delete %s: %s is a plain directory, not a btrfs subvolume; remove it by hand: %w", key, s.Path(key), errdefs.ErrConflict)
+		return fmt.Errorf("delete %s: %s is a plain directory, not a btrfs subvolume; remove it by hand: %w", key, v.Path(key), errdefs.ErrConflict)
 	}
 	err = snapDestroy(int(dir.Fd()), key.Name)
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
 		// Kernels that refuse to drop a read-only subvolume even for root:
 		// make it writable and try again.
-		if err = clearReadOnly(s.Path(key)); err == nil {
+		if err = clearReadOnly(v.Path(key)); err == nil {
 			err = snapDestroy(int(dir.Fd()), key.Name)
 		}
 	}
@@ -55,21 +55,21 @@ func (s *Storage) Delete(ctx context.Context, key storage.Key) error {
 		// Code inside a sandbox may create subvolumes of its own (no
 		// privilege needed); the kernel will not drop a subvolume that
 		// holds others, so drop those first. This is the rare, slow path.
-		if err = s.deleteNested(s.Path(key)); err == nil {
+		if err = v.deleteNested(v.Path(key)); err == nil {
 			err = snapDestroy(int(dir.Fd()), key.Name)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", key, errnoKind(err))
 	}
-	s.cleaner.soon(s.root)
+	v.cleaner.soon(v.root)
 	return nil
 }
 
 // deleteNested destroys every subvolume below top (not top itself), deepest
 // first. top and the nested subvolumes are made writable for the duration,
 // since removing a directory entry needs a writable parent.
-func (s *Storage) deleteNested(top string) error {
+func (v *volumes) deleteNested(top string) error {
 	var nested []string
 	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -110,7 +110,7 @@ func (s *Storage) deleteNested(top string) error {
 		if err != nil {
 			return fmt.Errorf("delete nested subvolume %s: %w", p, err)
 		}
-		s.log.Info("deleted a nested subvolume", "path", p)
+		v.log.Info("deleted a nested subvolume", "path", p)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -13,6 +14,12 @@ import (
 )
 
 var _ storage.Differ = (*Storage)(nil)
+
+// differ lists what changed between two volumes.
+type differ struct {
+	vols *volumes
+	log  *slog.Logger
+}
 
 // diffMethod says how a diff was computed (for logs and tests).
 type diffMethod string
@@ -33,31 +40,31 @@ const (
 // whenever the volumes share a lineage). A writable volume is diffed as it
 // was when Diff synced the filesystem; writes racing with Diff may or may
 // not show.
-func (s *Storage) Diff(ctx context.Context, from, to storage.Key) ([]storage.Change, error) {
+func (df *differ) Diff(ctx context.Context, from, to storage.Key) ([]storage.Change, error) {
 	start := time.Now()
-	changes, method, err := s.diff(ctx, from, to, false)
+	changes, method, err := df.diff(ctx, from, to, false)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Debug("diffed volumes", "from", from, "to", to, "method", method, "changes", len(changes), "took", time.Since(start))
+	df.log.Debug("diffed volumes", "from", from, "to", to, "method", method, "changes", len(changes), "took", time.Since(start))
 	return changes, nil
 }
 
 // diff computes the diff; walkOnly skips the fast path (for tests and the
 // benchmark, which compare the two).
-func (s *Storage) diff(ctx context.Context, from, to storage.Key, walkOnly bool) ([]storage.Change, diffMethod, error) {
+func (df *differ) diff(ctx context.Context, from, to storage.Key, walkOnly bool) ([]storage.Change, diffMethod, error) {
 	if err := from.Validate(); err != nil {
 		return nil, "", err
 	}
 	if err := to.Validate(); err != nil {
 		return nil, "", err
 	}
-	ff, err := s.openSubvol(from)
+	ff, err := df.vols.openSubvol(from)
 	if err != nil {
 		return nil, "", fmt.Errorf("diff %s: %w", from, err)
 	}
 	defer ff.Close()
-	tf, err := s.openSubvol(to)
+	tf, err := df.vols.openSubvol(to)
 	if err != nil {
 		return nil, "", fmt.Errorf("diff %s: %w", to, err)
 	}
@@ -69,8 +76,8 @@ func (s *Storage) diff(ctx context.Context, from, to storage.Key, walkOnly bool)
 	if err := errors.Join(err1, err2); err != nil {
 		// A kernel without the ioctl (before 4.18): walk, not knowing
 		// whether the inode numbers are comparable.
-		s.log.Debug("cannot read subvolume info; walking", "err", err)
-		ch, err := treediff.Walk(ctx, s.Path(from), s.Path(to), treediff.Options{})
+		df.log.Debug("cannot read subvolume info; walking", "err", err)
+		ch, err := treediff.Walk(ctx, df.vols.Path(from), df.vols.Path(to), treediff.Options{})
 		return ch, diffWalk, err
 	}
 	if fi.uuid == ti.uuid {
@@ -78,7 +85,7 @@ func (s *Storage) diff(ctx context.Context, from, to storage.Key, walkOnly bool)
 	}
 	plan := planDiff(toFd, fi, ti)
 	if plan.fast && !walkOnly {
-		ch, ok, err := s.fastDiff(ctx, fromFd, toFd, from, to, fi, ti, plan.threshold)
+		ch, ok, err := df.fastDiff(ctx, fromFd, toFd, from, to, fi, ti, plan.threshold)
 		if err != nil {
 			return nil, "", err
 		}
@@ -90,7 +97,7 @@ func (s *Storage) diff(ctx context.Context, from, to storage.Key, walkOnly bool)
 	if plan.related {
 		method = diffWalkInodes
 	}
-	ch, err := treediff.Walk(ctx, s.Path(from), s.Path(to), treediff.Options{SameInodes: plan.related})
+	ch, err := treediff.Walk(ctx, df.vols.Path(from), df.vols.Path(to), treediff.Options{SameInodes: plan.related})
 	return ch, method, err
 }
 
@@ -98,7 +105,7 @@ func (s *Storage) diff(ctx context.Context, from, to storage.Key, walkOnly bool)
 // `to`. ok is false when it cannot vouch for its answer (from changed
 // since threshold, an ioctl is refused, an inode has more names than the
 // kernel returns at once): the caller then walks.
-func (s *Storage) fastDiff(ctx context.Context, fromFd, toFd int, from, to storage.Key, fi, ti diffSubvol, threshold uint64) (changes []storage.Change, ok bool, err error) {
+func (df *differ) fastDiff(ctx context.Context, fromFd, toFd int, from, to storage.Key, fi, ti diffSubvol, threshold uint64) (changes []storage.Change, ok bool, err error) {
 	// Inode items of a writable volume may still sit in btrfs's delayed
 	// items, invisible to a tree search, until the transaction commits.
 	if !fi.readOnly || !ti.readOnly {
@@ -113,11 +120,11 @@ func (s *Storage) fastDiff(ctx context.Context, fromFd, toFd int, from, to stora
 		fromChanged = true
 		return false
 	}); err != nil {
-		s.log.Debug("tree search refused; walking", "volume", from, "err", err)
+		df.log.Debug("tree search refused; walking", "volume", from, "err", err)
 		return nil, false, nil
 	}
 	if fromChanged {
-		s.log.Debug("source volume changed since the common transaction; walking", "volume", from, "transid", threshold)
+		df.log.Debug("source volume changed since the common transaction; walking", "volume", from, "transid", threshold)
 		return nil, false, nil
 	}
 
@@ -130,7 +137,7 @@ func (s *Storage) fastDiff(ctx context.Context, fromFd, toFd int, from, to stora
 		cands = append(cands, cand{ino, isDir})
 		return true
 	}); err != nil {
-		s.log.Debug("tree search refused; walking", "volume", to, "err", err)
+		df.log.Debug("tree search refused; walking", "volume", to, "err", err)
 		return nil, false, nil
 	}
 
@@ -149,7 +156,7 @@ func (s *Storage) fastDiff(ctx context.Context, fromFd, toFd int, from, to stora
 			continue // unlinked, still open somewhere: it has no path
 		}
 		if err != nil || !complete {
-			s.log.Debug("cannot resolve inode paths; walking", "volume", to, "inode", c.ino, "err", err)
+			df.log.Debug("cannot resolve inode paths; walking", "volume", to, "inode", c.ino, "err", err)
 			return nil, false, nil
 		}
 		for _, p := range ps {
@@ -157,7 +164,7 @@ func (s *Storage) fastDiff(ctx context.Context, fromFd, toFd int, from, to stora
 		}
 	}
 
-	changes, err = comparePaths(ctx, s.Path(from), s.Path(to), paths)
+	changes, err = comparePaths(ctx, df.vols.Path(from), df.vols.Path(to), paths)
 	if err != nil {
 		return nil, false, err
 	}

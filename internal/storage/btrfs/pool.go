@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/warrenhq/warren/internal/mountinfo"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/warrenhq/warren/internal/mountinfo"
 
 	"golang.org/x/sys/unix"
 
@@ -27,6 +28,21 @@ const poolNodeSize = 4096
 
 // minImageSize is a little above what mkfs.btrfs accepts (~110 MiB).
 const minImageSize int64 = 128 << 20
+
+// pool is where the volumes live: a btrfs data directory, or a loop-backed
+// image of warren's own that Open mounts (and tests unmount).
+type pool struct {
+	root string // <pool>/volumes: holds one directory per kind
+	log  *slog.Logger
+
+	// Set only when Open mounted (or found mounted) a loop-backed image.
+	poolDir string
+	image   string
+
+	// cleaner wakes btrfs's cleaner after deletes (cleaner.go); closing
+	// the pool stops it.
+	cleaner *cleanerWaker
+}
 
 // Options configures Open.
 type Options struct {
@@ -69,37 +85,37 @@ func Open(ctx context.Context, opts Options) (*Storage, error) {
 	if dataDir, err = filepath.EvalSymlinks(dataDir); err != nil {
 		return nil, fmt.Errorf("btrfs storage: resolve data directory: %w", err)
 	}
-	s := &Storage{log: opts.Logger.With("storage", "btrfs")}
+	p := &pool{log: opts.Logger.With("storage", "btrfs"), cleaner: &cleanerWaker{}}
 
 	onBtrfs, err := IsBtrfs(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	if onBtrfs {
-		s.root = filepath.Join(dataDir, "volumes")
-		if err := s.initRoot(false); err != nil {
+		p.root = filepath.Join(dataDir, "volumes")
+		if err := p.initRoot(false); err != nil {
 			return nil, err
 		}
-		s.log.Info("using btrfs data directory", "root", s.root)
-		return s, nil
+		p.log.Info("using btrfs data directory", "root", p.root)
+		return p.storage(), nil
 	}
 
-	s.poolDir = filepath.Join(dataDir, "pool")
-	s.image = filepath.Join(dataDir, "btrfs.img")
-	s.root = filepath.Join(s.poolDir, "volumes")
-	mountedNow, err := s.mountPool(ctx, opts.ImageSize)
+	p.poolDir = filepath.Join(dataDir, "pool")
+	p.image = filepath.Join(dataDir, "btrfs.img")
+	p.root = filepath.Join(p.poolDir, "volumes")
+	mountedNow, err := p.mountPool(ctx, opts.ImageSize)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.initRoot(true); err != nil {
+	if err := p.initRoot(true); err != nil {
 		if mountedNow {
-			if uerr := s.Unmount(); uerr != nil {
-				s.log.Warn("could not unmount the pool after a failed start", "err", uerr)
+			if uerr := p.Unmount(); uerr != nil {
+				p.log.Warn("could not unmount the pool after a failed start", "err", uerr)
 			}
 		}
 		return nil, err
 	}
-	return s, nil
+	return p.storage(), nil
 }
 
 // IsBtrfs tells whether path is on a btrfs filesystem.
@@ -114,61 +130,61 @@ func IsBtrfs(path string) (bool, error) {
 // Close implements storage.Closer. The pool stays mounted so that
 // sandboxes keep running across daemon restarts; only the cleaner's
 // pending wake is cancelled (one under way is waited for).
-func (s *Storage) Close() error {
-	s.cleaner.stop()
+func (p *pool) Close() error {
+	p.cleaner.stop()
 	return nil
 }
 
 // Unmount unmounts a loop-backed pool (the loop device then frees itself).
 // It is for tests and `warren` teardown; it fails with ErrConflict while
 // anything still uses the pool. It does nothing for a btrfs data directory.
-func (s *Storage) Unmount() error {
-	s.cleaner.stop() // a wake under way holds the pool open
-	if s.poolDir == "" {
+func (p *pool) Unmount() error {
+	p.cleaner.stop() // a wake under way holds the pool open
+	if p.poolDir == "" {
 		return nil
 	}
 	// Which loop device to wait for. Not whether to unmount: a read of
 	// mountinfo while other mounts change can miss the pool's line (a
 	// bench once left its pool mounted that way), so the unmount itself
 	// says whether there was a mount.
-	m, _, _ := mountinfo.At(s.poolDir)
-	if err := unix.Unmount(s.poolDir, 0); err != nil {
+	m, _, _ := mountinfo.At(p.poolDir)
+	if err := unix.Unmount(p.poolDir, 0); err != nil {
 		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
 			return nil // not mounted
 		}
 		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("unmount pool %s: still in use (stop the sandboxes first): %w: %w", s.poolDir, errdefs.ErrConflict, err)
+			return fmt.Errorf("unmount pool %s: still in use (stop the sandboxes first): %w: %w", p.poolDir, errdefs.ErrConflict, err)
 		}
-		return fmt.Errorf("unmount pool %s: %w", s.poolDir, err)
+		return fmt.Errorf("unmount pool %s: %w", p.poolDir, err)
 	}
 	if strings.HasPrefix(m.Source, "/dev/loop") && !waitLoopFree(m.Source) {
-		s.log.Warn("loop device still attached after unmount", "device", m.Source)
+		p.log.Warn("loop device still attached after unmount", "device", m.Source)
 	}
-	s.log.Info("unmounted pool", "pool", s.poolDir)
+	p.log.Info("unmounted pool", "pool", p.poolDir)
 	return nil
 }
 
-// mountPool makes sure a btrfs is mounted at s.poolDir, creating the image
+// mountPool makes sure a btrfs is mounted at p.poolDir, creating the image
 // if there is none. mountedNow says whether this call mounted it.
-func (s *Storage) mountPool(ctx context.Context, size int64) (mountedNow bool, err error) {
-	if err := os.MkdirAll(s.poolDir, 0o711); err != nil {
+func (p *pool) mountPool(ctx context.Context, size int64) (mountedNow bool, err error) {
+	if err := os.MkdirAll(p.poolDir, 0o711); err != nil {
 		return false, fmt.Errorf("create pool mount point: %w", err)
 	}
-	m, ok, err := mountinfo.At(s.poolDir)
+	m, ok, err := mountinfo.At(p.poolDir)
 	if err != nil {
 		return false, err
 	}
 	if ok {
 		if m.FSType != "btrfs" {
-			return false, fmt.Errorf("%s is a %s mount, not a btrfs pool: unmount it or choose another data directory: %w", s.poolDir, m.FSType, errdefs.ErrConflict)
+			return false, fmt.Errorf("%s is a %s mount, not a btrfs pool: unmount it or choose another data directory: %w", p.poolDir, m.FSType, errdefs.ErrConflict)
 		}
-		s.log.Info("reusing mounted pool", "pool", s.poolDir, "device", m.Source)
+		p.log.Info("reusing mounted pool", "pool", p.poolDir, "device", m.Source)
 		return false, nil
 	}
 
 	created := false
-	if _, err := os.Stat(s.image); errors.Is(err, os.ErrNotExist) {
-		if err := s.createImage(ctx, size); err != nil {
+	if _, err := os.Stat(p.image); errors.Is(err, os.ErrNotExist) {
+		if err := p.createImage(ctx, size); err != nil {
 			return false, err
 		}
 		created = true
@@ -177,11 +193,11 @@ func (s *Storage) mountPool(ctx context.Context, size int64) (mountedNow bool, e
 	}
 	undo := func() {
 		if created {
-			os.Remove(s.image)
+			os.Remove(p.image)
 		}
 	}
 
-	dev, err := attachLoop(s.image, s.log)
+	dev, err := attachLoop(p.image, p.log)
 	if err != nil {
 		undo()
 		return false, err
@@ -190,20 +206,20 @@ func (s *Storage) mountPool(ctx context.Context, size int64) (mountedNow bool, e
 	// autoclear frees it on unmount (or right away if the mount failed).
 	defer dev.Close()
 	// noatime: with snapshots, every atime update would copy metadata.
-	if err := unix.Mount(dev.Name(), s.poolDir, "btrfs", unix.MS_NOATIME, ""); err != nil {
+	if err := unix.Mount(dev.Name(), p.poolDir, "btrfs", unix.MS_NOATIME, ""); err != nil {
 		dev.Close()
 		undo()
-		return false, fmt.Errorf("mount pool image %s (%s) at %s (is the image damaged? move it away to start a new pool): %w", s.image, dev.Name(), s.poolDir, err)
+		return false, fmt.Errorf("mount pool image %s (%s) at %s (is the image damaged? move it away to start a new pool): %w", p.image, dev.Name(), p.poolDir, err)
 	}
-	s.log.Info("mounted pool", "image", s.image, "device", dev.Name(), "pool", s.poolDir, "new", created)
+	p.log.Info("mounted pool", "image", p.image, "device", dev.Name(), "pool", p.poolDir, "new", created)
 	return true, nil
 }
 
 // createImage makes a sparse image and formats it. It is built under a
 // temporary name and renamed into place, so an image under the final name
 // is always formatted and a crash never leads to a reformat of real data.
-func (s *Storage) createImage(ctx context.Context, size int64) error {
-	tmp := s.image + ".tmp"
+func (p *pool) createImage(ctx context.Context, size int64) error {
+	tmp := p.image + ".tmp"
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove leftover %s: %w", tmp, err)
 	}
@@ -242,14 +258,14 @@ func (s *Storage) createImage(ctx context.Context, size int64) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, s.image); err != nil {
+	if err := os.Rename(tmp, p.image); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("put pool image in place: %w", err)
 	}
-	if err := syncPath(filepath.Dir(s.image)); err != nil {
+	if err := syncPath(filepath.Dir(p.image)); err != nil {
 		return err
 	}
-	s.log.Info("created pool image", "image", s.image, "size", size)
+	p.log.Info("created pool image", "image", p.image, "size", size)
 	return nil
 }
 
@@ -269,16 +285,16 @@ func syncPath(p string) error {
 // pool of our own, a missing volumes directory means the filesystem is
 // fresh from mkfs with nothing written yet: that is the moment to enable
 // simple quotas, whose accounting only covers extents written after.
-func (s *Storage) initRoot(ownPool bool) error {
-	if _, err := os.Stat(s.root); errors.Is(err, os.ErrNotExist) && ownPool {
-		s.singleMetadata()
-		s.enableQuotas()
+func (p *pool) initRoot(ownPool bool) error {
+	if _, err := os.Stat(p.root); errors.Is(err, os.ErrNotExist) && ownPool {
+		p.singleMetadata()
+		p.enableQuotas()
 	}
-	if err := os.MkdirAll(s.root, 0o711); err != nil {
+	if err := os.MkdirAll(p.root, 0o711); err != nil {
 		return fmt.Errorf("create volumes directory: %w", err)
 	}
 	for _, k := range storage.Kinds {
-		if err := os.Mkdir(filepath.Join(s.root, string(k)), 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(filepath.Join(p.root, string(k)), 0o711); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create %s directory: %w", k, err)
 		}
 	}
@@ -287,30 +303,30 @@ func (s *Storage) initRoot(ownPool bool) error {
 
 // singleMetadata converts a new pool's metadata to the single profile (see
 // balance.go); a pool that refuses keeps DUP, which only costs speed.
-func (s *Storage) singleMetadata() {
-	s.tunePool(convertMetadataSingle, "converted the pool's metadata to single",
+func (p *pool) singleMetadata() {
+	p.tunePool(convertMetadataSingle, "converted the pool's metadata to single",
 		"kernel refused to convert the pool's metadata to single; it stays DUP (snapshots are slower)")
 }
 
 // enableQuotas turns on simple quotas; a kernel without them (before 6.7)
 // still gives a working pool, only without per-volume sizes.
-func (s *Storage) enableQuotas() {
-	s.tunePool(enableSimpleQuota, "enabled btrfs simple quotas",
+func (p *pool) enableQuotas() {
+	p.tunePool(enableSimpleQuota, "enabled btrfs simple quotas",
 		"kernel refused btrfs simple quotas; volume sizes will be unknown")
 }
 
 // tunePool runs an optional ioctl on the pool's root: a refusal is logged
 // as refused, since the pool works without it.
-func (s *Storage) tunePool(ioctl func(fd int) error, done, refused string) {
-	f, err := os.Open(s.poolDir)
+func (p *pool) tunePool(ioctl func(fd int) error, done, refused string) {
+	f, err := os.Open(p.poolDir)
 	if err != nil {
-		s.log.Warn(refused, "err", err)
+		p.log.Warn(refused, "err", err)
 		return
 	}
 	defer f.Close()
 	if err := ioctl(int(f.Fd())); err != nil {
-		s.log.Warn(refused, "err", err)
+		p.log.Warn(refused, "err", err)
 		return
 	}
-	s.log.Info(done, "pool", s.poolDir)
+	p.log.Info(done, "pool", p.poolDir)
 }

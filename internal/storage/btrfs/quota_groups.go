@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"golang.org/x/sys/unix"
 
@@ -13,6 +14,16 @@ import (
 )
 
 var _ storage.QuotaGroups = (*Storage)(nil)
+
+// quotaGroups keeps the table of quota groups (quota_table.go) and their
+// qgroups.
+type quotaGroups struct {
+	root string // the table lives here, and the pool's qgroup ioctls go through it
+	log  *slog.Logger
+	// reclaimed is called after the space of deleted volumes was hurried
+	// out of a quota group (tests count it).
+	reclaimed func()
+}
 
 // How quota groups work on simple quotas (measured on 6.18):
 //
@@ -38,14 +49,14 @@ var _ storage.QuotaGroups = (*Storage)(nil)
 // open(2) with O_CREAT once the group is full); other groups are untouched.
 
 // SetGroupLimit implements storage.QuotaGroups.
-func (s *Storage) SetGroupLimit(ctx context.Context, group string, bytes int64) error {
+func (g *quotaGroups) SetGroupLimit(ctx context.Context, group string, bytes int64) error {
 	if err := ids.ValidateName("quota group", group); err != nil {
 		return err
 	}
 	if bytes < 0 {
 		return fmt.Errorf("quota group %s: limit %d is negative (0 means no limit): %w", group, bytes, errdefs.ErrInvalid)
 	}
-	t, err := s.openGroupTable()
+	t, err := g.openGroupTable()
 	if err != nil {
 		return fmt.Errorf("set limit of quota group %s: %w", group, err)
 	}
@@ -63,11 +74,11 @@ func (s *Storage) SetGroupLimit(ctx context.Context, group string, bytes int64) 
 // GroupUsage implements storage.QuotaGroups. The numbers are the kernel's
 // in-memory counters: data still in the page cache is counted once it is
 // written out (at the latest at the next commit, 30 s by default).
-func (s *Storage) GroupUsage(ctx context.Context, group string) (used, limit int64, err error) {
+func (g *quotaGroups) GroupUsage(ctx context.Context, group string) (used, limit int64, err error) {
 	if err := ids.ValidateName("quota group", group); err != nil {
 		return 0, 0, err
 	}
-	t, err := s.openGroupTable()
+	t, err := g.openGroupTable()
 	if err != nil {
 		return 0, 0, fmt.Errorf("usage of quota group %s: %w", group, err)
 	}
@@ -89,11 +100,11 @@ func (s *Storage) GroupUsage(ctx context.Context, group string) (used, limit int
 // qgroup outlives it while a fork or a snapshot in another group still
 // shares its extents, and the kernel refuses to destroy a qgroup that has
 // members. A member whose subvolume still exists is an ErrConflict.
-func (s *Storage) DeleteGroup(ctx context.Context, group string) error {
+func (g *quotaGroups) DeleteGroup(ctx context.Context, group string) error {
 	if err := ids.ValidateName("quota group", group); err != nil {
 		return err
 	}
-	t, err := s.openGroupTable()
+	t, err := g.openGroupTable()
 	if errors.Is(err, errNoSimpleQuotas) {
 		return nil // no quotas, so no group was ever made
 	}
@@ -160,7 +171,7 @@ func (t *groupTable) detachStaleMembers(group string, q uint64) error {
 // snapshot is made with its sandbox frozen). On a filesystem without simple
 // quotas the group is ignored, as on backends without QuotaGroups;
 // SetGroupLimit is what tells the caller that limits cannot be had.
-func (s *Storage) snapshotGroup(group string, reclaim bool) (qgroup uint64, undo func(), err error) {
+func (g *quotaGroups) snapshotGroup(group string, reclaim bool) (qgroup uint64, undo func(), err error) {
 	undo = func() {}
 	if group == "" {
 		return 0, undo, nil
@@ -168,9 +179,9 @@ func (s *Storage) snapshotGroup(group string, reclaim bool) (qgroup uint64, undo
 	if err := ids.ValidateName("quota group", group); err != nil {
 		return 0, undo, err
 	}
-	t, err := s.openGroupTable()
+	t, err := g.openGroupTable()
 	if errors.Is(err, errNoSimpleQuotas) {
-		s.log.Debug("no simple quotas: volume not charged to a quota group", "group", group)
+		g.log.Debug("no simple quotas: volume not charged to a quota group", "group", group)
 		return 0, undo, nil
 	}
 	if err != nil {
@@ -184,16 +195,16 @@ func (s *Storage) snapshotGroup(group string, reclaim bool) (qgroup uint64, undo
 	if existed && reclaim {
 		// Likely a rollback, right after the live volume was deleted.
 		if err := reclaimDeleted(t.fd()); err != nil {
-			s.log.Warn("could not hurry the reclaim of deleted volumes; their space leaves the quota group within the commit interval", "err", err)
+			g.log.Warn("could not hurry the reclaim of deleted volumes; their space leaves the quota group within the commit interval", "err", err)
 		}
-		if s.reclaimed != nil {
-			s.reclaimed()
+		if g.reclaimed != nil {
+			g.reclaimed()
 		}
 	}
 	if !existed {
 		undo = func() {
-			if err := s.DeleteGroup(context.Background(), group); err != nil {
-				s.log.Warn("could not remove the quota group made for a failed snapshot", "group", group, "err", err)
+			if err := g.DeleteGroup(context.Background(), group); err != nil {
+				g.log.Warn("could not remove the quota group made for a failed snapshot", "group", group, "err", err)
 			}
 		}
 	}

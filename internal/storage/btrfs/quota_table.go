@@ -50,16 +50,16 @@ var errNoSimpleQuotas = fmt.Errorf("btrfs simple quotas are not enabled on this 
 // openGroupTable locks and loads the table. It fails with errNoSimpleQuotas
 // when the filesystem does not run simple quotas (classic qgroups are not
 // used: their accounting is slow and inconsistent across snapshots).
-func (s *Storage) openGroupTable() (*groupTable, error) {
-	dir, err := os.OpenFile(s.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+func (g *quotaGroups) openGroupTable() (*groupTable, error) {
+	dir, err := os.OpenFile(g.root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s (was the pool set up by Open?): %w", s.root, errnoKind(err))
+		return nil, fmt.Errorf("open %s (was the pool set up by Open?): %w", g.root, errnoKind(err))
 	}
-	t := &groupTable{dir: dir, path: filepath.Join(s.root, groupTableFile)}
+	t := &groupTable{dir: dir, path: filepath.Join(g.root, groupTableFile)}
 	uuid, err := fsUUID(int(dir.Fd()))
 	if err != nil {
 		dir.Close()
-		return nil, fmt.Errorf("read filesystem id of %s: %w", s.root, errnoKind(err))
+		return nil, fmt.Errorf("read filesystem id of %s: %w", g.root, errnoKind(err))
 	}
 	t.qgroups = fmt.Sprintf("%s/%s/qgroups", sysfsBtrfs, uuid)
 	if mode, err := os.ReadFile(t.qgroups + "/mode"); err != nil || strings.TrimSpace(string(mode)) != "squota" {
@@ -68,7 +68,7 @@ func (s *Storage) openGroupTable() (*groupTable, error) {
 	}
 	if err := unix.Flock(int(dir.Fd()), unix.LOCK_EX); err != nil {
 		dir.Close()
-		return nil, fmt.Errorf("lock %s: %w", s.root, err)
+		return nil, fmt.Errorf("lock %s: %w", g.root, err)
 	}
 	if err := t.load(); err != nil {
 		t.close()

@@ -34,7 +34,7 @@ func groupOf(t testing.TB, s *Storage, group string) uint64 {
 // members lists the subvolume ids in qgroup 1/n.
 func members(t testing.TB, s *Storage, n uint64) []uint64 {
 	t.Helper()
-	f, err := os.Open(s.root)
+	f, err := os.Open(s.Root())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestQuotaGroupTableDamaged(t *testing.T) {
 	if err := s.SetGroupLimit(ctx, "g", 0); err != nil {
 		t.Fatal(err)
 	}
-	table := filepath.Join(s.root, groupTableFile)
+	table := filepath.Join(s.Root(), groupTableFile)
 	if _, err := os.Stat(table + ".tmp"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("temporary table left behind: %v", err)
 	}
@@ -175,7 +175,7 @@ func TestQuotaGroupsWithoutSimpleQuotas(t *testing.T) {
 		t.Fatalf("mkfs.btrfs: %v: %s", err, out)
 	}
 	mnt := trackMounts(t.TempDir())
-	dev, err := attachLoop(img, pool.log)
+	dev, err := attachLoop(img, pool.pool.log)
 	if err != nil {
 		t.Fatal(err)
 	}
