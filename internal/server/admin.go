@@ -7,8 +7,15 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
-func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.deps.Templates.List(r.Context())
+// adminRoutes serve templates and API keys.
+type adminRoutes struct {
+	templates Templates
+	keys      Keys
+	authz     *authCache
+}
+
+func (s *adminRoutes) listTemplates(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.templates.List(r.Context())
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -20,8 +27,8 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
-	if err := s.deps.Templates.Delete(r.Context(), r.PathValue("id")); err != nil {
+func (s *adminRoutes) deleteTemplate(w http.ResponseWriter, r *http.Request) {
+	if err := s.templates.Delete(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -37,13 +44,13 @@ func keyOf(k store.APIKey) client.APIKey {
 	return out
 }
 
-func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) createKey(w http.ResponseWriter, r *http.Request) {
 	var body client.NewAPIKey
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	plain, k, err := s.deps.Keys.CreateAPIKey(r.Context(), body.Team, body.Name)
+	plain, k, err := s.keys.CreateAPIKey(r.Context(), body.Team, body.Name)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -53,8 +60,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
-	ks, err := s.deps.Keys.ListAPIKeys(r.Context(), r.URL.Query().Get("team"))
+func (s *adminRoutes) listKeys(w http.ResponseWriter, r *http.Request) {
+	ks, err := s.keys.ListAPIKeys(r.Context(), r.URL.Query().Get("team"))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -66,8 +73,8 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
-	if err := s.deps.Keys.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
+func (s *adminRoutes) revokeKey(w http.ResponseWriter, r *http.Request) {
+	if err := s.keys.RevokeAPIKey(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
 	}

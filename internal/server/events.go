@@ -13,7 +13,7 @@ func eventOfRecord(e store.Event) client.SandboxEvent {
 
 // sandboxEvents serves GET /sandboxes/{id}/events?after=&limit=: the
 // sandbox's lifecycle history, oldest first; `after` resumes from an id.
-func (s *Server) sandboxEvents(w http.ResponseWriter, r *http.Request) {
+func (s *sandboxRoutes) sandboxEvents(w http.ResponseWriter, r *http.Request) {
 	after, err := afterParam(r)
 	if err != nil {
 		writeError(w, r, err)

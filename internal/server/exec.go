@@ -17,16 +17,21 @@ type Commands interface {
 	CallTool(ctx context.Context, team, id, name string, req client.ToolCall, progress func([]byte) error) (client.ToolResult, error)
 }
 
+// commandRoutes serve exec.
+type commandRoutes struct {
+	commands Commands
+}
+
 // exec runs a command in a sandbox and streams its events as NDJSON, or with
 // ?wait=true answers once with the whole output.
-func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+func (s *commandRoutes) exec(w http.ResponseWriter, r *http.Request) {
 	var req client.ExecRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	if r.URL.Query().Get("wait") == "true" {
-		res, err := s.deps.Commands.ExecWait(r.Context(), teamOf(r), r.PathValue("id"), req)
+		res, err := s.commands.ExecWait(r.Context(), teamOf(r), r.PathValue("id"), req)
 		if err != nil {
 			writeError(w, r, err)
 			return
@@ -35,7 +40,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out ndjson
-	err := s.deps.Commands.Exec(r.Context(), teamOf(r), r.PathValue("id"), req, func(ev client.ExecEvent) error {
+	err := s.commands.Exec(r.Context(), teamOf(r), r.PathValue("id"), req, func(ev client.ExecEvent) error {
 		return out.send(w, ev)
 	})
 	if err != nil && !out.started() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,6 +26,13 @@ type Files interface {
 	Move(ctx context.Context, team, id, source, destination string) (client.EntryInfo, error)
 	ReadFile(ctx context.Context, team, id, path string) (*commands.FileReader, error)
 	WriteFile(ctx context.Context, team, id string, req commands.WriteFileRequest, body io.Reader) (client.EntryInfo, error)
+}
+
+// fileRoutes serve file calls in a sandbox.
+type fileRoutes struct {
+	files     Files
+	log       *slog.Logger
+	maxUpload int64 // bytes of one upload (--max-upload-mb)
 }
 
 // pathParam returns the request's ?path=, checked for shape only: the
@@ -60,19 +68,19 @@ func fileRoute[T any](call func(r *http.Request, team, id, path string) (T, erro
 	}
 }
 
-func (s *Server) statFile(w http.ResponseWriter, r *http.Request) {
+func (s *fileRoutes) statFile(w http.ResponseWriter, r *http.Request) {
 	fileRoute(func(r *http.Request, team, id, p string) (client.EntryInfo, error) {
-		return s.deps.Files.Stat(r.Context(), team, id, p)
+		return s.files.Stat(r.Context(), team, id, p)
 	})(w, r)
 }
 
-func (s *Server) makeDir(w http.ResponseWriter, r *http.Request) {
+func (s *fileRoutes) makeDir(w http.ResponseWriter, r *http.Request) {
 	fileRoute(func(r *http.Request, team, id, p string) (client.EntryInfo, error) {
-		return s.deps.Files.MakeDir(r.Context(), team, id, p, r.URL.Query().Get("user"))
+		return s.files.MakeDir(r.Context(), team, id, p, r.URL.Query().Get("user"))
 	})(w, r)
 }
 
-func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
+func (s *fileRoutes) listDir(w http.ResponseWriter, r *http.Request) {
 	fileRoute(func(r *http.Request, team, id, p string) ([]client.EntryInfo, error) {
 		depth := uint64(1)
 		if v := r.URL.Query().Get("depth"); v != "" {
@@ -82,24 +90,24 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 			}
 			depth = d
 		}
-		return s.deps.Files.ListDir(r.Context(), team, id, p, uint32(depth))
+		return s.files.ListDir(r.Context(), team, id, p, uint32(depth))
 	})(w, r)
 }
 
-func (s *Server) removeFile(w http.ResponseWriter, r *http.Request) {
+func (s *fileRoutes) removeFile(w http.ResponseWriter, r *http.Request) {
 	p, err := pathParam(r, "path")
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	if err := s.deps.Files.Remove(r.Context(), teamOf(r), r.PathValue("id"), p); err != nil {
+	if err := s.files.Remove(r.Context(), teamOf(r), r.PathValue("id"), p); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
+func (s *fileRoutes) moveFile(w http.ResponseWriter, r *http.Request) {
 	var body client.MoveRequest
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -109,7 +117,7 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, fmt.Errorf("give source and destination paths (each at most %d bytes): %w", commands.MaxPathLen, errdefs.ErrInvalid))
 		return
 	}
-	res, err := s.deps.Files.Move(r.Context(), teamOf(r), r.PathValue("id"), body.Source, body.Destination)
+	res, err := s.files.Move(r.Context(), teamOf(r), r.PathValue("id"), body.Source, body.Destination)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -117,13 +125,13 @@ func (s *Server) moveFile(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+func (s *fileRoutes) readFile(w http.ResponseWriter, r *http.Request) {
 	p, err := pathParam(r, "path")
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	f, err := s.deps.Files.ReadFile(r.Context(), teamOf(r), r.PathValue("id"), p)
+	f, err := s.files.ReadFile(r.Context(), teamOf(r), r.PathValue("id"), p)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -147,14 +155,14 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// Too late for a status: cut the response so the client sees
 			// a short body rather than a silently truncated file.
-			s.deps.Log.Warn("read file cut short", "path", p, "err", err)
+			s.log.Warn("read file cut short", "path", p, "err", err)
 			panic(http.ErrAbortHandler)
 		}
 	}
 }
 
-func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
-	limit := s.uploadLimit()
+func (s *fileRoutes) writeFile(w http.ResponseWriter, r *http.Request) {
+	limit := s.maxUpload
 	if r.ContentLength > limit {
 		writeError(w, r, errUploadTooLarge(limit))
 		return
@@ -173,7 +181,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Mode = uint32(m)
 	}
-	res, err := s.deps.Files.WriteFile(r.Context(), teamOf(r), r.PathValue("id"), req, http.MaxBytesReader(w, r.Body, limit))
+	res, err := s.files.WriteFile(r.Context(), teamOf(r), r.PathValue("id"), req, http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		err = errUploadTooLarge(limit)
@@ -187,9 +195,9 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 
 // uploadLimit bounds one file upload, through warren's API and E2B's
 // sandbox plane alike (--max-upload-mb).
-func (s *Server) uploadLimit() int64 {
-	if s.deps.MaxUploadBytes > 0 {
-		return s.deps.MaxUploadBytes
+func uploadLimit(maxUploadBytes int64) int64 {
+	if maxUploadBytes > 0 {
+		return maxUploadBytes
 	}
 	return defaultMaxUpload
 }

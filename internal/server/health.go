@@ -7,29 +7,38 @@ import (
 	"github.com/warrenhq/warren/internal/metrics"
 )
 
+// healthRoutes serve the daemon's health and its warm pools' stats.
+type healthRoutes struct {
+	static   client.Health
+	runtimes []client.RuntimeInfo
+	daemon   Daemon
+	metrics  *metrics.Metrics
+	authz    *authCache
+}
+
 // health answers GET /health without authentication: the daemon's static
 // facts, the storage pool's fill level (which sets the status) and how many
 // sandboxes run and how many commands. It names no sandbox, except in the
 // last errors, which only an admin key sees. It answers 200 whatever the status,
 // so that a probe can tell a full pool from a dead daemon.
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := s.deps.Health
-	if s.deps.Sessions != nil {
+func (s *healthRoutes) health(w http.ResponseWriter, r *http.Request) {
+	h := s.static
+	if s.daemon != nil {
 		h.Capabilities = s.capabilities()
 	}
-	if len(s.deps.Runtimes) > 0 {
+	if len(s.runtimes) > 0 {
 		if h.Capabilities == nil {
 			h.Capabilities = &client.Capabilities{}
 		}
-		h.Capabilities.Runtimes = s.deps.Runtimes
+		h.Capabilities.Runtimes = s.runtimes
 	}
-	if s.deps.Sessions != nil {
+	if s.daemon != nil {
 		h.CommandsInFlight = s.daemon.CommandsInFlight()
 	}
-	if m := s.deps.Metrics; m != nil {
+	if m := s.metrics; m != nil {
 		h.UptimeSeconds = int64(m.Uptime().Seconds())
 		h.ErrorsTotal = m.Errors().Total()
-		if s.isAdmin(r) {
+		if s.authz.isAdmin(r) {
 			for _, e := range m.Errors().Recent() {
 				h.LastErrors = append(h.LastErrors, client.HealthError{At: e.At, Op: e.Op, SandboxID: e.Sandbox, Message: e.Message})
 			}
@@ -43,13 +52,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, h)
 }
 
-// isAdmin says whether the request carries a valid admin key. An absent or
-// bad key is no error here: health answers everyone.
-func (s *Server) isAdmin(r *http.Request) bool {
-	key := apiKeyOf(r)
-	if key == "" || s.deps.Keys == nil {
-		return false
+// capabilities is what GET /health says of the optional features.
+func (s *healthRoutes) capabilities() *client.Capabilities {
+	c := &client.Capabilities{Network: true}
+	if err := s.daemon.NetworkAvailable(); err != nil {
+		c.Network, c.NetworkError = false, err.Error()
 	}
-	k, err := s.authz.authenticate(r.Context(), key)
-	return err == nil && k.Team == AdminTeam
+	return c
 }

@@ -12,6 +12,17 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
+// lifecycleRoutes serve pause, hibernate, resume, stop, timeouts and limits.
+type lifecycleRoutes struct {
+	sandboxViews
+	lifecycle Lifecycle
+}
+
+// timeoutChecker says whether this server allows a run timeout.
+type timeoutChecker interface {
+	CheckTimeout(d time.Duration) error
+}
+
 // timeoutBody is the body of /timeout and /connect: {timeout: seconds}.
 type timeoutBody struct {
 	Timeout *int64 `json:"timeout,omitempty"`
@@ -21,7 +32,7 @@ type timeoutBody struct {
 // /timeout, /resume and /connect) and converts it; nil stays nil (none
 // given). Past the range check the session service decides, e.g. whether
 // 0 (never) is allowed on this server.
-func (s *Server) runTimeout(seconds *int64) (*time.Duration, error) {
+func runTimeout(c timeoutChecker, seconds *int64) (*time.Duration, error) {
 	if seconds == nil {
 		return nil, nil
 	}
@@ -31,7 +42,7 @@ func (s *Server) runTimeout(seconds *int64) (*time.Duration, error) {
 		return nil, fmt.Errorf("timeout %d s is outside 0..%d s: %w", *seconds, int(maxTimeout.Seconds()), errdefs.ErrInvalid)
 	}
 	d := time.Duration(*seconds) * time.Second
-	if err := s.lifecycle.CheckTimeout(d); err != nil {
+	if err := c.CheckTimeout(d); err != nil {
 		return nil, err
 	}
 	return &d, nil
@@ -42,7 +53,7 @@ func (s *Server) runTimeout(seconds *int64) (*time.Duration, error) {
 // true saves them with their memory to disk and frees them — hibernation —
 // where the runtime can (gvisor). Elsewhere memory:true freezes too: the
 // memory is kept, in RAM, which is what the E2B SDK asks for.
-func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *lifecycleRoutes) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Memory *bool `json:"memory,omitempty"`
 	}
@@ -67,14 +78,14 @@ func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 
 // savesMemory reports whether the request's sandbox runs on a runtime that
 // can save its memory to disk.
-func (s *Server) savesMemory(r *http.Request) bool {
+func (s *lifecycleRoutes) savesMemory(r *http.Request) bool {
 	rec, err := s.lifecycle.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	return err == nil && s.detailOf(rec).MemorySnapshot
 }
 
 // hibernateSandbox serves POST /sandboxes/{id}/hibernate: 200 with the
 // hibernated sandbox.
-func (s *Server) hibernateSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *lifecycleRoutes) hibernateSandbox(w http.ResponseWriter, r *http.Request) {
 	if err := decodeJSON(w, r, &struct{}{}); err != nil {
 		writeError(w, r, err)
 		return
@@ -90,13 +101,13 @@ func (s *Server) hibernateSandbox(w http.ResponseWriter, r *http.Request) {
 // resumeSandbox serves POST /sandboxes/{id}/resume and the /connect routes:
 // 201 with the sandbox if it was paused and is now resumed, 200 if it was
 // running. A timeout in the body resets the run timeout from now.
-func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *lifecycleRoutes) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	var body timeoutBody
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	d, err := s.runTimeout(body.Timeout)
+	d, err := runTimeout(s.lifecycle, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -125,7 +136,7 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, s.sandboxOf(rec))
 }
 
-func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
+func (s *lifecycleRoutes) setTimeout(w http.ResponseWriter, r *http.Request) {
 	var body timeoutBody
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -135,7 +146,7 @@ func (s *Server) setTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, fmt.Errorf("timeout (seconds) is missing: %w", errdefs.ErrInvalid))
 		return
 	}
-	d, err := s.runTimeout(body.Timeout)
+	d, err := runTimeout(s.lifecycle, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -166,7 +177,7 @@ const (
 	defaultDrainWait = 60 * time.Second
 )
 
-func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *lifecycleRoutes) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	var body stopBody
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -211,7 +222,7 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 
 // updateLimits serves POST /sandboxes/{id}/limits {memoryMB, cpuCount,
 // pids, diskMB}: the limits change in place; zero fields keep theirs.
-func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
+func (s *lifecycleRoutes) updateLimits(w http.ResponseWriter, r *http.Request) {
 	var body client.Limits
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -234,6 +245,6 @@ func (s *Server) updateLimits(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.detailOf(rec)
-	s.addDiskUsage(r, &d)
+	addDiskUsage(r, s.lifecycle, &d)
 	writeJSON(w, http.StatusOK, d)
 }

@@ -61,7 +61,7 @@ func TestLifecycleRoutes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(Deps{Keys: fakeKeys{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			f := &fakeLifecycle{err: tc.err}
-			s.lifecycle = f
+			s.lifecycle.lifecycle = f
 			req := httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body))
 			req.Header.Set("X-API-Key", "k")
 			rec := httptest.NewRecorder()
@@ -77,8 +77,10 @@ func TestLifecycleRoutes(t *testing.T) {
 func TestNewWiresEveryRole(t *testing.T) {
 	var sessions struct{ Sessions }
 	s := New(Deps{Sessions: sessions, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	for name, role := range map[string]any{"records": s.records, "lifecycle": s.lifecycle, "snapshots": s.snapshots,
-		"networks": s.networks, "plane": s.plane, "daemon": s.daemon} {
+	for name, role := range map[string]any{"records": s.sandboxes.records, "lifecycle": s.lifecycle.lifecycle,
+		"snapshots": s.snapshots.snapshots, "networks": s.networks.networks, "plane": s.envd.plane, "daemon": s.health.daemon,
+		"logs' records": s.logs.records, "tools' records": s.tools.records, "metrics' records": s.stats.records,
+		"processes' plane": s.processes.plane, "ports' plane": s.ports.plane} {
 		if role == nil {
 			t.Errorf("the %s role is not wired", name)
 		}

@@ -12,7 +12,7 @@ import (
 
 // contentDiff makes a unified diff of one changed text file, within the
 // request's byte budget; "" when either side is not a small text file.
-func (s *Server) contentDiff(res session.DiffResult, c storage.Change, budget *int) string {
+func (s *snapshotRoutes) contentDiff(res session.DiffResult, c storage.Change, budget *int) string {
 	read := func(side string) ([]byte, bool) {
 		if (side == res.From && c.Kind == storage.ChangeAdded) || (side == res.To && c.Kind == storage.ChangeRemoved) {
 			return nil, true // that side has no file: diff against empty
@@ -39,7 +39,7 @@ func (s *Server) contentDiff(res session.DiffResult, c storage.Change, budget *i
 	return d
 }
 
-func (s *Server) lineage(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) lineage(w http.ResponseWriter, r *http.Request) {
 	l, err := s.snapshots.Lineage(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)

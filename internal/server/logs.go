@@ -20,11 +20,17 @@ const (
 	maxLogSearch = 1024
 )
 
+// logRoutes serve a sandbox's log.
+type logRoutes struct {
+	records Records
+	logs    *sandboxlog.Logs
+}
+
 // sandboxLogs serves GET /sandboxes/{id}/logs: the sandbox's log from a
 // cursor. `cursor` is the sequence number of the last entry read (the
 // answer's nextCursor), `start` E2B's time cursor in Unix milliseconds;
 // `wait` (ms) holds the call until an entry comes, for following.
-func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
+func (s *logRoutes) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 	page, ok := s.readLogs(w, r, false)
 	if !ok {
 		return
@@ -40,7 +46,7 @@ func (s *Server) sandboxLogs(w http.ResponseWriter, r *http.Request) {
 // sandboxLogsV2 serves E2B's GET /v2/sandboxes/{id}/logs, whose cursor is
 // a time in Unix milliseconds: forward, entries from it; backward, entries
 // up to it, newest first.
-func (s *Server) sandboxLogsV2(w http.ResponseWriter, r *http.Request) {
+func (s *logRoutes) sandboxLogsV2(w http.ResponseWriter, r *http.Request) {
 	page, ok := s.readLogs(w, r, true)
 	if !ok {
 		return
@@ -57,14 +63,14 @@ func (s *Server) sandboxLogsV2(w http.ResponseWriter, r *http.Request) {
 }
 
 // readLogs answers a logs request's query, or writes its error.
-func (s *Server) readLogs(w http.ResponseWriter, r *http.Request, timeCursor bool) (sandboxlog.Page, bool) {
+func (s *logRoutes) readLogs(w http.ResponseWriter, r *http.Request, timeCursor bool) (sandboxlog.Page, bool) {
 	q, err := logQuery(r, timeCursor)
 	if err == nil {
 		_, err = s.records.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	}
 	var page sandboxlog.Page
 	if err == nil {
-		page, err = s.deps.Logs.Read(r.Context(), r.PathValue("id"), q)
+		page, err = s.logs.Read(r.Context(), r.PathValue("id"), q)
 	}
 	if err != nil {
 		writeError(w, r, err)

@@ -14,14 +14,23 @@ import (
 // observe records a finished request's latency under the route pattern that
 // matched it (ServeMux sets r.Pattern), so sandbox ids never become labels.
 func (s *Server) observe(r *http.Request, status int, d time.Duration) {
-	if s.deps.Metrics != nil {
-		s.deps.Metrics.ObserveRequest(r.Pattern, status, d)
+	if s.metrics != nil {
+		s.metrics.ObserveRequest(r.Pattern, status, d)
 	}
+}
+
+// metricsRoutes serve the daemon's Prometheus page and a sandbox's samples.
+type metricsRoutes struct {
+	records Records
+	metrics *metrics.Metrics
+	// public serves /metrics without a key (--metrics-public).
+	public bool
+	authz  *authCache
 }
 
 // sandboxMetrics answers GET /sandboxes/{id}/metrics?start=&end= (unix
 // seconds, inclusive) with the team's sandbox's samples, E2B's shape.
-func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
+func (s *metricsRoutes) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.records.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
@@ -41,8 +50,8 @@ func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
 		end = end.Add(time.Second - 1) // the whole end second
 	}
 	out := []client.SandboxMetric{}
-	if s.deps.Metrics != nil {
-		for _, smp := range s.deps.Metrics.Sampler.Range(rec.ID, start, end) {
+	if s.metrics != nil {
+		for _, smp := range s.metrics.Sampler.Range(rec.ID, start, end) {
 			out = append(out, metricOf(smp))
 		}
 	}
@@ -81,20 +90,20 @@ func unixParam(r *http.Request, name string) (time.Time, error) {
 // prometheus answers GET /metrics. It needs an admin key unless the daemon
 // runs with --metrics-public; the public page leaves out the per-sandbox
 // series, whose labels are sandbox ids.
-func (s *Server) prometheus(w http.ResponseWriter, r *http.Request) {
-	if s.deps.MetricsPublic {
+func (s *metricsRoutes) prometheus(w http.ResponseWriter, r *http.Request) {
+	if s.public {
 		s.writePrometheus(false)(w, r)
 		return
 	}
-	s.auth(s.admin(s.writePrometheus(true))).ServeHTTP(w, r)
+	s.authz.requireKey(adminOnly(s.writePrometheus(true))).ServeHTTP(w, r)
 }
 
-func (s *Server) writePrometheus(withSandboxes bool) http.HandlerFunc {
+func (s *metricsRoutes) writePrometheus(withSandboxes bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.deps.Metrics == nil {
+		if s.metrics == nil {
 			writeError(w, r, fmt.Errorf("metrics are not enabled on this server: %w", errdefs.ErrUnavailable))
 			return
 		}
-		s.deps.Metrics.Handler(withSandboxes).ServeHTTP(w, r)
+		s.metrics.Handler(withSandboxes).ServeHTTP(w, r)
 	}
 }

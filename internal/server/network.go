@@ -10,6 +10,11 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
+// networkRoutes serve a sandbox's egress policy and its audit.
+type networkRoutes struct {
+	networks Networks
+}
+
 // createPolicy reads a create's egress policy: allow_internet_access true
 // or a network allowOut/denyOut list gives the sandbox a network; neither
 // leaves it with loopback only (E2B's SDK sends the fields only when its
@@ -47,7 +52,7 @@ type networkUpdate struct {
 
 // updateNetwork serves PUT /sandboxes/{id}/network: the lists replace the
 // sandbox's; an absent allowInternetAccess keeps its current default.
-func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
+func (s *networkRoutes) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	var body networkUpdate
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -79,7 +84,7 @@ func (s *Server) updateNetwork(w http.ResponseWriter, r *http.Request) {
 }
 
 // getNetwork serves GET /sandboxes/{id}/network: the policy in force.
-func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
+func (s *networkRoutes) getNetwork(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.networks.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
@@ -102,7 +107,7 @@ func (s *Server) getNetwork(w http.ResponseWriter, r *http.Request) {
 
 // networkEvents serves GET /sandboxes/{id}/network/events?after=&limit=:
 // the egress audit, oldest first; `after` resumes from an event id.
-func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
+func (s *networkRoutes) networkEvents(w http.ResponseWriter, r *http.Request) {
 	after, err := afterParam(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -124,13 +129,4 @@ func (s *Server) networkEvents(w http.ResponseWriter, r *http.Request) {
 			Destination: e.Destination, Port: e.Port, Domain: e.Domain})
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// capabilities is what GET /health says of the optional features.
-func (s *Server) capabilities() *client.Capabilities {
-	c := &client.Capabilities{Network: true}
-	if err := s.networks.NetworkAvailable(); err != nil {
-		c.Network, c.NetworkError = false, err.Error()
-	}
-	return c
 }

@@ -37,9 +37,9 @@ var openAPIJSON = sync.OnceValues(func() ([]byte, error) {
 	return b, nil
 })
 
-// openAPI serves GET /openapi.json: the API's OpenAPI 3.1 document. It
+// serveOpenAPI serves GET /openapi.json: the API's OpenAPI 3.1 document. It
 // needs no key: it describes the API, not anything in it.
-func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	doc, err := openAPIJSON()
 	if err != nil {
 		writeError(w, r, err)

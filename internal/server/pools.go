@@ -6,7 +6,7 @@ import (
 	"github.com/warrenhq/warren/client"
 )
 
-func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+func (s *healthRoutes) listPools(w http.ResponseWriter, r *http.Request) {
 	stats := s.daemon.PoolStats()
 	out := make([]client.Pool, 0, len(stats))
 	for _, p := range stats {

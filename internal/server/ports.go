@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -105,18 +106,26 @@ func portRequestOf(ctx context.Context) *portRequest {
 	return pr
 }
 
-// portProxy forwards HTTP (and upgraded WebSocket) traffic to servers inside
-// sandboxes. Connections are tunnels through the agent, kept alive and
-// reused per sandbox and port (the transport's pool key is "<id>:<port>");
-// a request reaches the proxy only after it was allowed to reach its port.
-type portProxy struct {
-	once    sync.Once
-	proxy   *httputil.ReverseProxy
-	records portRecords
+// portRoutes serve servers inside sandboxes: the sandbox plane's ports
+// other than envd's, and GET /sandboxes/{id}/ports/{port}/connect.
+//
+// HTTP (and upgraded WebSocket) traffic goes through one reverse proxy.
+// Connections are tunnels through the agent, kept alive and reused per
+// sandbox and port (the transport's pool key is "<id>:<port>"); a request
+// reaches the proxy only after it was allowed to reach its port.
+type portRoutes struct {
+	plane  Plane
+	tokens *accesstoken.Issuer
+	authz  *authCache
+	log    *slog.Logger
+
+	proxyOnce sync.Once
+	proxy     *httputil.ReverseProxy
+	records   portRecords
 }
 
-func (s *Server) portProxy() *httputil.ReverseProxy {
-	s.ports.once.Do(func() {
+func (s *portRoutes) reverseProxy() *httputil.ReverseProxy {
+	s.proxyOnce.Do(func() {
 		tr := &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				pr := portRequestOf(ctx)
@@ -139,7 +148,7 @@ func (s *Server) portProxy() *httputil.ReverseProxy {
 			IdleConnTimeout:     30 * time.Second,
 			DisableCompression:  true,
 		}
-		s.ports.proxy = &httputil.ReverseProxy{
+		s.proxy = &httputil.ReverseProxy{
 			Rewrite: func(r *httputil.ProxyRequest) {
 				pr := portRequestOf(r.In.Context())
 				r.Out.URL.Scheme = "http"
@@ -168,13 +177,13 @@ func (s *Server) portProxy() *httputil.ReverseProxy {
 			ErrorHandler:  s.portProxyError,
 		}
 	})
-	return s.ports.proxy
+	return s.proxy
 }
 
 // servePort serves a request routed to a port inside a sandbox: it checks
 // that the caller may reach the port, then proxies it.
-func (s *Server) servePort(w http.ResponseWriter, r *http.Request, t portTarget) {
-	if known, ok := s.ports.records.get(t.id); ok && s.portAllowed(r, known) {
+func (s *portRoutes) servePort(w http.ResponseWriter, r *http.Request, t portTarget) {
+	if known, ok := s.records.get(t.id); ok && s.portAllowed(r, known) {
 		s.proxyPort(w, r, t, known)
 		return
 	}
@@ -182,17 +191,17 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, t portTarget)
 	// record decides (it may be gone: then "not found", not "refused").
 	rec, err := s.plane.Lookup(r.Context(), t.id)
 	if err != nil {
-		s.ports.records.forget(t.id)
-		s.sandboxGone(w, r, t.id, err)
+		s.records.forget(t.id)
+		sandboxGone(w, r, t.id, err)
 		return
 	}
 	known := portRecord{
 		team: rec.Team, public: rec.PublicPorts,
-		traffic: s.deps.Tokens.TrafficToken(rec.ID), envd: s.deps.Tokens.EnvdToken(rec.ID),
+		traffic: s.tokens.TrafficToken(rec.ID), envd: s.tokens.EnvdToken(rec.ID),
 	}
-	s.ports.records.remember(rec.ID, known)
+	s.records.remember(rec.ID, known)
 	if !s.portAllowed(r, known) {
-		s.planeError(w, r, fmt.Errorf("sandbox %s's ports are private: send its trafficAccessToken in e2b-traffic-access-token, its envdAccessToken in X-Access-Token, or an API key of its team (or create it with network.allowPublicTraffic=true): %w", rec.ID, errdefs.ErrUnauthenticated))
+		planeError(w, r, fmt.Errorf("sandbox %s's ports are private: send its trafficAccessToken in e2b-traffic-access-token, its envdAccessToken in X-Access-Token, or an API key of its team (or create it with network.allowPublicTraffic=true): %w", rec.ID, errdefs.ErrUnauthenticated))
 		return
 	}
 	s.proxyPort(w, r, t, known)
@@ -200,7 +209,7 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, t portTarget)
 
 // portAllowed checks a caller of a sandbox's port: anyone when its ports are
 // public, else its traffic token, its envd token, or its team's API key.
-func (s *Server) portAllowed(r *http.Request, rec portRecord) bool {
+func (s *portRoutes) portAllowed(r *http.Request, rec portRecord) bool {
 	if rec.public {
 		return true
 	}
@@ -210,29 +219,29 @@ func (s *Server) portAllowed(r *http.Request, rec portRecord) bool {
 	if accesstoken.Equal(r.Header.Get("X-Access-Token"), rec.envd) {
 		return true
 	}
-	return s.keyTeam(r) == rec.team
+	return s.authz.keyTeam(r) == rec.team
 }
 
 // proxyPort forwards an allowed request to the port.
-func (s *Server) proxyPort(w http.ResponseWriter, r *http.Request, t portTarget, rec portRecord) {
+func (s *portRoutes) proxyPort(w http.ResponseWriter, r *http.Request, t portTarget, rec portRecord) {
 	agent, err := s.plane.Agent(r.Context(), rec.team, t.id)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
-			s.ports.records.forget(t.id)
-			s.sandboxGone(w, r, t.id, err)
+			s.records.forget(t.id)
+			sandboxGone(w, r, t.id, err)
 			return
 		}
 		writeError(w, r, err)
 		return
 	}
 	pr := &portRequest{id: t.id, port: t.port, agent: agent, credentials: s.credentialsIn(r, rec)}
-	s.portProxy().ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), portRequestKey{}, pr)))
+	s.reverseProxy().ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), portRequestKey{}, pr)))
 }
 
 // credentialsIn returns the request's Authorization values that carry
 // warren credentials: a Bearer that is an API key of this server or one of
 // the sandbox's tokens. Basic, or a Bearer of the app's own, is not ours.
-func (s *Server) credentialsIn(r *http.Request, rec portRecord) []string {
+func (s *portRoutes) credentialsIn(r *http.Request, rec portRecord) []string {
 	var out []string
 	for _, v := range r.Header.Values("Authorization") {
 		scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
@@ -253,7 +262,7 @@ func (s *Server) credentialsIn(r *http.Request, rec portRecord) []string {
 
 // portProxyError answers a request the tunnel could not carry: nothing
 // listening is a 502 that says so.
-func (s *Server) portProxyError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *portRoutes) portProxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the caller left; nobody to answer
 	}
@@ -266,14 +275,14 @@ func (s *Server) portProxyError(w http.ResponseWriter, r *http.Request, err erro
 	if errors.As(err, &ce) {
 		err = errors.New(ce.Message())
 	}
-	s.deps.Log.Debug("port proxy", "sandbox", id, "port", port, "err", err)
+	s.log.Debug("port proxy", "sandbox", id, "port", port, "err", err)
 	writeError(w, r, fmt.Errorf("sandbox %s port %d: %v: %w", id, port, err, errdefs.ErrUnavailable))
 }
 
 // connectPort answers GET /sandboxes/{id}/ports/{port}/connect: it upgrades
 // the connection (Upgrade: warren-tcp) and splices its raw bytes with a
 // tunnel to the port, for `warren port-forward`.
-func (s *Server) connectPort(w http.ResponseWriter, r *http.Request) {
+func (s *portRoutes) connectPort(w http.ResponseWriter, r *http.Request) {
 	if !strings.EqualFold(r.Header.Get("Upgrade"), tcpUpgrade) || !headerHasToken(r.Header, "Connection", "upgrade") {
 		writeError(w, r, fmt.Errorf("this endpoint carries raw TCP: send Connection: Upgrade and Upgrade: %s: %w", tcpUpgrade, errdefs.ErrInvalid))
 		return

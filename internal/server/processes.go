@@ -24,28 +24,37 @@ type Processes interface {
 	Signal(ctx context.Context, team, id, ref, signal string) error
 }
 
+// processRoutes serve a sandbox's background processes: starting and
+// signalling them through the command service, listing and following
+// their output from the host's collectors.
+type processRoutes struct {
+	processes Processes
+	plane     Plane
+	procs     *procs.Manager
+}
+
 // processOutputs returns the output collector of a team's running sandbox.
 // It counts no call in flight: following a process's output may last as
 // long as the process and must not keep the sandbox from pausing.
-func (s *Server) processOutputs(r *http.Request) (*procs.Collector, error) {
+func (s *processRoutes) processOutputs(r *http.Request) (*procs.Collector, error) {
 	id := r.PathValue("id")
 	if _, err := s.plane.Agent(r.Context(), teamOf(r), id); err != nil {
 		return nil, err
 	}
-	col, ok := s.deps.Procs.Get(id)
+	col, ok := s.procs.Get(id)
 	if !ok {
 		return nil, commands.ErrNotCollected(id)
 	}
 	return col, nil
 }
 
-func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
+func (s *processRoutes) startProcess(w http.ResponseWriter, r *http.Request) {
 	var req client.StartProcessRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	info, err := s.deps.Processes.StartProcess(r.Context(), teamOf(r), r.PathValue("id"), req)
+	info, err := s.processes.StartProcess(r.Context(), teamOf(r), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -53,7 +62,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, info)
 }
 
-func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
+func (s *processRoutes) listProcesses(w http.ResponseWriter, r *http.Request) {
 	col, err := s.processOutputs(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -81,7 +90,7 @@ func queryOffset(r *http.Request, name string, def uint64) (uint64, error) {
 
 // processOutput replays a process's output from the host's ring and, with
 // ?follow=true, streams it live until the process exits, as NDJSON.
-func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
+func (s *processRoutes) processOutput(w http.ResponseWriter, r *http.Request) {
 	col, err := s.processOutputs(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -140,26 +149,26 @@ func (s *Server) processOutput(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) processStdin(w http.ResponseWriter, r *http.Request) {
+func (s *processRoutes) processStdin(w http.ResponseWriter, r *http.Request) {
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, commands.MaxStdin))
 	if err != nil {
 		writeError(w, r, fmt.Errorf("stdin body is larger than %d bytes; send it in parts: %w", commands.MaxStdin, errTooLarge))
 		return
 	}
-	noContent(w, r, s.deps.Processes.SendInput(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref"), data))
+	noContent(w, r, s.processes.SendInput(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref"), data))
 }
 
-func (s *Server) processCloseStdin(w http.ResponseWriter, r *http.Request) {
-	noContent(w, r, s.deps.Processes.CloseInput(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref")))
+func (s *processRoutes) processCloseStdin(w http.ResponseWriter, r *http.Request) {
+	noContent(w, r, s.processes.CloseInput(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref")))
 }
 
-func (s *Server) processSignal(w http.ResponseWriter, r *http.Request) {
+func (s *processRoutes) processSignal(w http.ResponseWriter, r *http.Request) {
 	var req client.SignalRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	noContent(w, r, s.deps.Processes.Signal(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref"), req.Signal))
+	noContent(w, r, s.processes.Signal(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("ref"), req.Signal))
 }
 
 // noContent answers err, or 204 when it is nil.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/session"
@@ -22,7 +24,27 @@ const recentEvents = 10
 // plans; a self-hosted server has no reason to be stricter).
 const maxTimeout = 24 * time.Hour
 
-func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+// sandboxRoutes serve the sandboxes' records: create, look up, list,
+// delete, and their lifecycle events (events.go).
+type sandboxRoutes struct {
+	sandboxViews
+	records Records
+}
+
+// sandboxViews turns a sandbox's record into the API's answers: its
+// tokens, its domain and what its runtime can do.
+type sandboxViews struct {
+	domain   string
+	tokens   *accesstoken.Issuer
+	runtimes []client.RuntimeInfo
+}
+
+// diskUsage reads what a sandbox holds on disk and its quota.
+type diskUsage interface {
+	DiskUsage(ctx context.Context, id string) (used, limit int64, err error)
+}
+
+func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var body client.NewSandbox
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -46,7 +68,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		Network: createPolicy(body),
 	}
-	timeout, err := s.runTimeout(body.Timeout)
+	timeout, err := runTimeout(s.records, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -72,25 +94,25 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.sandboxOf(rec))
 }
 
-func (s *Server) sandboxOf(rec store.Sandbox) client.Sandbox {
+func (s sandboxViews) sandboxOf(rec store.Sandbox) client.Sandbox {
 	sb := client.Sandbox{
 		TemplateID:  rec.Template,
 		SandboxID:   rec.ID,
 		ClientID:    "warren",
 		EnvdVersion: EnvdVersion,
-		Domain:      s.deps.Domain,
+		Domain:      s.domain,
 	}
-	if s.deps.Tokens != nil {
+	if s.tokens != nil {
 		// Every sandbox is "secure": its envd API takes only its own token.
-		sb.EnvdAccessToken = s.deps.Tokens.EnvdToken(rec.ID)
+		sb.EnvdAccessToken = s.tokens.EnvdToken(rec.ID)
 		if !rec.PublicPorts {
-			sb.TrafficAccessToken = s.deps.Tokens.TrafficToken(rec.ID)
+			sb.TrafficAccessToken = s.tokens.TrafficToken(rec.ID)
 		}
 	}
 	return sb
 }
 
-func (s *Server) detailOf(rec store.Sandbox) client.SandboxDetail {
+func (s sandboxViews) detailOf(rec store.Sandbox) client.SandboxDetail {
 	d := client.SandboxDetail{
 		Sandbox:   s.sandboxOf(rec),
 		StartedAt: rec.StartedAt,
@@ -117,7 +139,7 @@ func (s *Server) detailOf(rec store.Sandbox) client.SandboxDetail {
 		d.EndAt = &end
 	}
 	describeNetwork(&d, rec)
-	for _, rt := range s.deps.Runtimes {
+	for _, rt := range s.runtimes {
 		if rt.Name == rec.Runtime {
 			d.MemorySnapshot = rt.MemorySnapshot
 		}
@@ -125,7 +147,7 @@ func (s *Server) detailOf(rec store.Sandbox) client.SandboxDetail {
 	return d
 }
 
-func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request) {
 	rec, err := s.records.Get(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
@@ -140,14 +162,14 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 			d.Events = append(d.Events, eventOfRecord(e))
 		}
 	}
-	s.addDiskUsage(r, &d)
+	addDiskUsage(r, s.records, &d)
 	writeJSON(w, http.StatusOK, d)
 }
 
 // addDiskUsage fills in what the sandbox holds on disk, and its quota as the
 // storage has it, when they can be read.
-func (s *Server) addDiskUsage(r *http.Request, d *client.SandboxDetail) {
-	if used, limit, err := s.records.DiskUsage(r.Context(), d.SandboxID); err == nil {
+func addDiskUsage(r *http.Request, disk diskUsage, d *client.SandboxDetail) {
+	if used, limit, err := disk.DiskUsage(r.Context(), d.SandboxID); err == nil {
 		d.DiskUsedBytes = used
 		if limit > 0 {
 			d.DiskSizeMB = limit >> 20
@@ -155,7 +177,7 @@ func (s *Server) addDiskUsage(r *http.Request, d *client.SandboxDetail) {
 	}
 }
 
-func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+func (s *sandboxRoutes) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	if err := s.records.Delete(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
@@ -163,7 +185,7 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+func (s *sandboxRoutes) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, err := pageLimit(r)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -74,23 +75,44 @@ func isEnvdPath(path string) bool {
 	return path == "/files" || strings.HasPrefix(path, "/process.Process/") || strings.HasPrefix(path, "/filesystem.Filesystem/")
 }
 
-// servePlane serves a request routed to a sandbox.
+// servePlane serves a request routed to a sandbox: envd's port to the
+// agent, any other to a server inside the sandbox.
 func (s *Server) servePlane(w http.ResponseWriter, r *http.Request, t portTarget) {
 	if err := validPort(t.port); err != nil {
-		s.planeError(w, r, err)
+		planeError(w, r, err)
 		return
 	}
 	if t.port != envdPort {
-		s.servePort(w, r, t)
+		s.ports.servePort(w, r, t)
 		return
 	}
-	rec, err := s.plane.Lookup(r.Context(), t.id)
+	s.envd.serveEnvd(w, r, t.id)
+}
+
+// envdRoutes serve E2B's envd API of the sandbox plane: they check the
+// caller and carry the request to the sandbox's agent.
+type envdRoutes struct {
+	plane     Plane
+	tokens    *accesstoken.Issuer
+	authz     *authCache
+	log       *slog.Logger
+	maxUpload int64
+
+	// The agent's HTTP/2 link is the transport; the request keeps its
+	// path, query and body.
+	proxyOnce sync.Once
+	proxy     *httputil.ReverseProxy
+}
+
+// serveEnvd serves a request for sandbox id's envd.
+func (s *envdRoutes) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
+	rec, err := s.plane.Lookup(r.Context(), id)
 	if err != nil {
-		s.sandboxGone(w, r, t.id, err)
+		sandboxGone(w, r, id, err)
 		return
 	}
 	if err := s.envdAllowed(r, rec); err != nil {
-		s.planeError(w, r, err)
+		planeError(w, r, err)
 		return
 	}
 	s.proxyEnvd(w, r, rec)
@@ -98,35 +120,21 @@ func (s *Server) servePlane(w http.ResponseWriter, r *http.Request, t portTarget
 
 // envdAllowed checks a sandbox-plane caller: the sandbox's own access token,
 // an API key of its team, or (for /files) a URL signed with the token.
-func (s *Server) envdAllowed(r *http.Request, rec store.Sandbox) error {
-	token := s.deps.Tokens.EnvdToken(rec.ID)
+func (s *envdRoutes) envdAllowed(r *http.Request, rec store.Sandbox) error {
+	token := s.tokens.EnvdToken(rec.ID)
 	if presented := r.Header.Get("X-Access-Token"); presented != "" {
 		if accesstoken.Equal(presented, token) {
 			return nil
 		}
 		return fmt.Errorf("X-Access-Token is not this sandbox's access token: %w", errdefs.ErrUnauthenticated)
 	}
-	if s.keyTeam(r) == rec.Team {
+	if s.authz.keyTeam(r) == rec.Team {
 		return nil
 	}
 	if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
 		return s.verifySigned(r, token)
 	}
 	return fmt.Errorf("sandbox %s needs its access token: send the envdAccessToken from create or connect in X-Access-Token: %w", rec.ID, errdefs.ErrUnauthenticated)
-}
-
-// keyTeam is the team of the request's API key, "" when it has none or a
-// bad one (the sandbox plane does not require a key).
-func (s *Server) keyTeam(r *http.Request) string {
-	key := apiKeyOf(r)
-	if key == "" {
-		return ""
-	}
-	k, err := s.authz.authenticate(r.Context(), key)
-	if err != nil {
-		return ""
-	}
-	return k.Team
 }
 
 // signedOf reads a signed file URL's parameters.
@@ -145,7 +153,7 @@ func signedOf(r *http.Request) accesstoken.Signed {
 	}
 }
 
-func (s *Server) verifySigned(r *http.Request, token string) error {
+func (s *envdRoutes) verifySigned(r *http.Request, token string) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		return fmt.Errorf("signed URLs are for GET and POST /files: %w", errdefs.ErrInvalid)
 	}
@@ -163,36 +171,29 @@ func (s *Server) verifySigned(r *http.Request, token string) error {
 // serveSigned serves a signed file URL that arrived without sandbox headers
 // (E2B_SANDBOX_URL points every sandbox at the same address): the sandbox
 // is the one whose token verifies the signature.
-func (s *Server) serveSigned(w http.ResponseWriter, r *http.Request) {
+func (s *envdRoutes) serveSigned(w http.ResponseWriter, r *http.Request) {
 	sig := signedOf(r)
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		s.planeError(w, r, fmt.Errorf("signed URLs are for GET and POST /files: %w", errdefs.ErrInvalid))
+		planeError(w, r, fmt.Errorf("signed URLs are for GET and POST /files: %w", errdefs.ErrInvalid))
 		return
 	}
 	for _, id := range s.plane.Attached() {
-		if err := accesstoken.Verify(sig, s.deps.Tokens.EnvdToken(id), time.Now()); err != nil {
+		if err := accesstoken.Verify(sig, s.tokens.EnvdToken(id), time.Now()); err != nil {
 			if errors.Is(err, accesstoken.ErrExpired) {
-				s.planeError(w, r, fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated))
+				planeError(w, r, fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated))
 				return
 			}
 			continue
 		}
 		rec, err := s.plane.Lookup(r.Context(), id)
 		if err != nil {
-			s.sandboxGone(w, r, id, err)
+			sandboxGone(w, r, id, err)
 			return
 		}
 		s.proxyEnvd(w, r, rec)
 		return
 	}
-	s.planeError(w, r, fmt.Errorf("the URL's signature matches no running sandbox's file, operation and user: %w", errdefs.ErrUnauthenticated))
-}
-
-// envdProxy carries sandbox-plane requests to the agents. The agent's
-// HTTP/2 link is the transport; the request keeps its path, query and body.
-type envdProxy struct {
-	once  sync.Once
-	proxy *httputil.ReverseProxy
+	planeError(w, r, fmt.Errorf("the URL's signature matches no running sandbox's file, operation and user: %w", errdefs.ErrUnauthenticated))
 }
 
 type envdTargetKey struct{}
@@ -220,9 +221,9 @@ func (envdTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func (s *Server) envdReverseProxy() *httputil.ReverseProxy {
-	s.envd.once.Do(func() {
-		s.envd.proxy = &httputil.ReverseProxy{
+func (s *envdRoutes) envdReverseProxy() *httputil.ReverseProxy {
+	s.proxyOnce.Do(func() {
+		s.proxy = &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				pr.Out.URL.Scheme = "http"
 				pr.Out.URL.Host = "agent"
@@ -239,7 +240,7 @@ func (s *Server) envdReverseProxy() *httputil.ReverseProxy {
 			ModifyResponse: dropChallenges,
 		}
 	})
-	return s.envd.proxy
+	return s.proxy
 }
 
 // dropChallenges strips authentication challenges from the agent's
@@ -252,26 +253,25 @@ func dropChallenges(res *http.Response) error {
 }
 
 // proxyEnvd hands a checked request to the sandbox's agent.
-func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.Sandbox) {
+func (s *envdRoutes) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.Sandbox) {
 	if r.URL.Path == "/files" && r.Method == http.MethodPost {
-		limit := s.uploadLimit()
-		if r.ContentLength > limit {
-			s.planeError(w, r, errUploadTooLarge(limit))
+		if r.ContentLength > s.maxUpload {
+			planeError(w, r, errUploadTooLarge(s.maxUpload))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxUpload)
 	}
 	agent, err := s.plane.Agent(r.Context(), rec.Team, rec.ID)
 	if err != nil {
 		switch {
 		case errdefs.IsNotFound(err):
-			s.sandboxGone(w, r, rec.ID, err)
+			sandboxGone(w, r, rec.ID, err)
 		case errdefs.IsConflict(err):
 			// Paused (without autoResume) or stopped: E2B's proxy answers
 			// 502, which the SDKs read as "not running" (isRunning false).
-			s.planeError(w, r, fmt.Errorf("%s: %w", messageOf(err), errdefs.ErrUnavailable))
+			planeError(w, r, fmt.Errorf("%s: %w", messageOf(err), errdefs.ErrUnavailable))
 		default:
-			s.planeError(w, r, err)
+			planeError(w, r, err)
 		}
 		return
 	}
@@ -291,13 +291,13 @@ func (s *Server) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store.San
 }
 
 // envdProxyError answers a request the agent link could not carry.
-func (s *Server) envdProxyError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *envdRoutes) envdProxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the caller left
 	}
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		s.planeError(w, r, errUploadTooLarge(tooBig.Limit))
+		planeError(w, r, errUploadTooLarge(tooBig.Limit))
 		return
 	}
 	t, _ := r.Context().Value(envdTargetKey{}).(envdTarget)
@@ -305,16 +305,16 @@ func (s *Server) envdProxyError(w http.ResponseWriter, r *http.Request, err erro
 	if errors.As(err, &ce) {
 		err = errors.New(ce.Message())
 	}
-	s.deps.Log.Debug("envd proxy", "sandbox", t.id, "path", r.URL.Path, "err", err)
-	s.planeError(w, r, fmt.Errorf("sandbox %s: its agent did not answer: %v: %w", t.id, err, errdefs.ErrUnavailable))
+	s.log.Debug("envd proxy", "sandbox", t.id, "path", r.URL.Path, "err", err)
+	planeError(w, r, fmt.Errorf("sandbox %s: its agent did not answer: %v: %w", t.id, err, errdefs.ErrUnavailable))
 }
 
 // sandboxGone answers for a sandbox that does not exist (any more): E2B's
 // proxy says 502 "Sandbox not found", which the SDKs turn into their
 // "sandbox was killed or timed out" error.
-func (s *Server) sandboxGone(w http.ResponseWriter, r *http.Request, id string, err error) {
+func sandboxGone(w http.ResponseWriter, r *http.Request, id string, err error) {
 	if !errdefs.IsNotFound(err) {
-		s.planeError(w, r, err)
+		planeError(w, r, err)
 		return
 	}
 	if isConnectRequest(r) {
@@ -331,7 +331,7 @@ func (s *Server) sandboxGone(w http.ResponseWriter, r *http.Request, id string, 
 
 // planeError answers a sandbox-plane request: as a Connect error for RPCs,
 // so the SDKs map the code, else as warren's JSON error.
-func (s *Server) planeError(w http.ResponseWriter, r *http.Request, err error) {
+func planeError(w http.ResponseWriter, r *http.Request, err error) {
 	if isConnectRequest(r) {
 		writeConnectError(w, r, connect.NewError(connectCodeOf(err), errors.New(messageOf(err))))
 		return

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/client"
@@ -82,107 +81,142 @@ type Deps struct {
 	MaxUploadBytes int64
 }
 
-// Server routes requests to handlers.
+// Server routes requests to handlers. Each route group is a type of its
+// own that holds only the roles and shared helpers its handlers use; New
+// builds them and routes registers their handlers.
 type Server struct {
-	deps Deps
-	// The session service, by the role each route group needs.
-	records   Records
-	lifecycle Lifecycle
-	snapshots Snapshots
-	networks  Networks
-	plane     Plane
-	daemon    Daemon
+	mux     *routeMux
+	log     *slog.Logger
+	metrics *metrics.Metrics
 
-	mux   *routeMux
-	authz *authCache
-	ports portProxy
-	envd  envdProxy
+	sandboxes *sandboxRoutes
+	logs      *logRoutes
+	lifecycle *lifecycleRoutes
+	snapshots *snapshotRoutes
+	networks  *networkRoutes
+	commands  *commandRoutes
+	tools     *toolRoutes
+	files     *fileRoutes
+	processes *processRoutes
+	envd      *envdRoutes
+	ports     *portRoutes
+	health    *healthRoutes
+	stats     *metricsRoutes
+	admin     *adminRoutes
 }
 
 // New builds the API's handler.
 func New(deps Deps) *Server {
-	s := &Server{deps: deps, mux: newRouteMux(), authz: newAuthCache(deps.Keys)}
+	s := &Server{mux: newRouteMux(), log: deps.Log, metrics: deps.Metrics}
+	authz := newAuthCache(deps.Keys)
+	// The session service by the role each route group needs; nil roles
+	// when there is none (handler tests).
+	var (
+		records   Records
+		lifecycle Lifecycle
+		snapshots Snapshots
+		networks  Networks
+		plane     Plane
+		daemon    Daemon
+	)
 	if deps.Sessions != nil {
-		s.records, s.lifecycle, s.snapshots = deps.Sessions, deps.Sessions, deps.Sessions
-		s.networks, s.plane, s.daemon = deps.Sessions, deps.Sessions, deps.Sessions
+		records, lifecycle, snapshots = deps.Sessions, deps.Sessions, deps.Sessions
+		networks, plane, daemon = deps.Sessions, deps.Sessions, deps.Sessions
 	}
-	s.routes()
+	views := sandboxViews{domain: deps.Domain, tokens: deps.Tokens, runtimes: deps.Runtimes}
+	maxUpload := uploadLimit(deps.MaxUploadBytes)
+	s.admin = &adminRoutes{templates: deps.Templates, keys: deps.Keys, authz: authz}
+	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records}
+	s.logs = &logRoutes{records: records, logs: deps.Logs}
+	s.lifecycle = &lifecycleRoutes{sandboxViews: views, lifecycle: lifecycle}
+	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate)}
+	s.networks = &networkRoutes{networks: networks}
+	s.commands = &commandRoutes{commands: deps.Commands}
+	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
+	s.files = &fileRoutes{files: deps.Files, log: deps.Log, maxUpload: maxUpload}
+	s.processes = &processRoutes{processes: deps.Processes, plane: plane, procs: deps.Procs}
+	s.envd = &envdRoutes{plane: plane, tokens: deps.Tokens, authz: authz, log: deps.Log, maxUpload: maxUpload}
+	s.ports = &portRoutes{plane: plane, tokens: deps.Tokens, authz: authz, log: deps.Log}
+	s.health = &healthRoutes{static: deps.Health, runtimes: deps.Runtimes, daemon: daemon, metrics: deps.Metrics, authz: authz}
+	s.stats = &metricsRoutes{records: records, metrics: deps.Metrics, public: deps.MetricsPublic, authz: authz}
+	s.routes(authz.requireKey)
+	if deps.MCP != nil {
+		s.mux.Handle("/mcp", authz.requireKey(deps.MCP.ServeHTTP)) // GET, POST and DELETE
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
+	})
 	return s
 }
 
-func (s *Server) routes() {
+// routes registers every route group's handlers; auth admits a request
+// with a valid API key.
+func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m := s.mux
-	m.HandleFunc("GET /health", s.health)
-	m.HandleFunc("GET /metrics", s.prometheus)
-	m.HandleFunc("GET /openapi.json", s.openAPI)
-	m.Handle("GET /sandboxes/{id}/metrics", s.auth(s.sandboxMetrics))
+	m.HandleFunc("GET /health", s.health.health)
+	m.HandleFunc("GET /openapi.json", serveOpenAPI)
+	m.Handle("GET /pools", auth(s.health.listPools))
+	m.HandleFunc("GET /metrics", s.stats.prometheus)
+	m.Handle("GET /sandboxes/{id}/metrics", auth(s.stats.sandboxMetrics))
 
-	m.Handle("POST /sandboxes", s.auth(s.createSandbox))
-	m.Handle("POST /v2/sandboxes", s.auth(s.createSandbox))
-	m.Handle("GET /sandboxes", s.auth(s.listSandboxes))
-	m.Handle("GET /v2/sandboxes", s.auth(s.listSandboxes))
-	m.Handle("GET /sandboxes/{id}", s.auth(s.getSandbox))
-	m.Handle("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
+	m.Handle("POST /sandboxes", auth(s.sandboxes.createSandbox))
+	m.Handle("POST /v2/sandboxes", auth(s.sandboxes.createSandbox))
+	m.Handle("GET /sandboxes", auth(s.sandboxes.listSandboxes))
+	m.Handle("GET /v2/sandboxes", auth(s.sandboxes.listSandboxes))
+	m.Handle("GET /sandboxes/{id}", auth(s.sandboxes.getSandbox))
+	m.Handle("DELETE /sandboxes/{id}", auth(s.sandboxes.deleteSandbox))
+	m.Handle("GET /sandboxes/{id}/events", auth(s.sandboxes.sandboxEvents))
+	m.Handle("GET /sandboxes/{id}/logs", auth(s.logs.sandboxLogs))
+	m.Handle("GET /v2/sandboxes/{id}/logs", auth(s.logs.sandboxLogsV2))
 
-	m.Handle("GET /sandboxes/{id}/events", s.auth(s.sandboxEvents))
-	m.Handle("GET /sandboxes/{id}/logs", s.auth(s.sandboxLogs))
-	m.Handle("GET /v2/sandboxes/{id}/logs", s.auth(s.sandboxLogsV2))
-	m.Handle("POST /sandboxes/{id}/pause", s.auth(s.pauseSandbox))
-	m.Handle("POST /sandboxes/{id}/hibernate", s.auth(s.hibernateSandbox))
-	m.Handle("POST /sandboxes/{id}/stop", s.auth(s.stopSandbox))
-	m.Handle("POST /sandboxes/{id}/limits", s.auth(s.updateLimits))
-	m.Handle("GET /sandboxes/{id}/network", s.auth(s.getNetwork))
-	m.Handle("PUT /sandboxes/{id}/network", s.auth(s.updateNetwork))
-	m.Handle("GET /sandboxes/{id}/network/events", s.auth(s.networkEvents))
-	m.Handle("POST /sandboxes/{id}/resume", s.auth(s.resumeSandbox))
-	m.Handle("POST /sandboxes/{id}/connect", s.auth(s.resumeSandbox))
-	m.Handle("POST /v2/sandboxes/{id}/connect", s.auth(s.resumeSandbox))
-	m.Handle("POST /sandboxes/{id}/timeout", s.auth(s.setTimeout))
-	m.Handle("POST /sandboxes/{id}/exec", s.auth(s.exec))
-	m.Handle("POST /sandboxes/{id}/processes", s.auth(s.startProcess))
-	m.Handle("GET /sandboxes/{id}/processes", s.auth(s.listProcesses))
-	m.Handle("GET /sandboxes/{id}/processes/{ref}/output", s.auth(s.processOutput))
-	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin", s.auth(s.processStdin))
-	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin/close", s.auth(s.processCloseStdin))
-	m.Handle("POST /sandboxes/{id}/processes/{ref}/signal", s.auth(s.processSignal))
-	m.Handle("GET /sandboxes/{id}/files", s.auth(s.readFile))
-	m.Handle("PUT /sandboxes/{id}/files", s.auth(s.writeFile))
-	m.Handle("DELETE /sandboxes/{id}/files", s.auth(s.removeFile))
-	m.Handle("GET /sandboxes/{id}/files/stat", s.auth(s.statFile))
-	m.Handle("GET /sandboxes/{id}/files/list", s.auth(s.listDir))
-	m.Handle("POST /sandboxes/{id}/files/mkdir", s.auth(s.makeDir))
-	m.Handle("POST /sandboxes/{id}/files/move", s.auth(s.moveFile))
-	m.Handle("GET /sandboxes/{id}/ports/{port}/connect", s.auth(s.connectPort))
-	m.Handle("GET /tools", s.auth(s.listTools))
-	m.Handle("POST /sandboxes/{id}/tools/{name}", s.auth(s.callTool))
-	m.Handle("GET /sandboxes/{id}/tools/calls", s.auth(s.toolCalls))
+	m.Handle("POST /sandboxes/{id}/pause", auth(s.lifecycle.pauseSandbox))
+	m.Handle("POST /sandboxes/{id}/hibernate", auth(s.lifecycle.hibernateSandbox))
+	m.Handle("POST /sandboxes/{id}/stop", auth(s.lifecycle.stopSandbox))
+	m.Handle("POST /sandboxes/{id}/limits", auth(s.lifecycle.updateLimits))
+	m.Handle("POST /sandboxes/{id}/resume", auth(s.lifecycle.resumeSandbox))
+	m.Handle("POST /sandboxes/{id}/connect", auth(s.lifecycle.resumeSandbox))
+	m.Handle("POST /v2/sandboxes/{id}/connect", auth(s.lifecycle.resumeSandbox))
+	m.Handle("POST /sandboxes/{id}/timeout", auth(s.lifecycle.setTimeout))
 
-	m.Handle("POST /sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
-	m.Handle("POST /sandboxes/{id}/turns", s.auth(s.createTurn))
-	m.Handle("POST /sandboxes/{id}/rollback", s.auth(s.rollback))
-	m.Handle("POST /sandboxes/{id}/fork", s.auth(s.fork))
-	m.Handle("POST /sandboxes/{id}/promote", s.auth(s.promote))
-	m.Handle("GET /sandboxes/{id}/lineage", s.auth(s.lineage))
-	m.Handle("GET /snapshots", s.auth(s.listSnapshots))
-	m.Handle("GET /snapshots/{id}", s.auth(s.getSnapshot))
-	m.Handle("DELETE /snapshots/{id}", s.auth(s.deleteSnapshot))
-	m.Handle("GET /snapshots/{id}/diff", s.auth(s.diff))
+	m.Handle("GET /sandboxes/{id}/network", auth(s.networks.getNetwork))
+	m.Handle("PUT /sandboxes/{id}/network", auth(s.networks.updateNetwork))
+	m.Handle("GET /sandboxes/{id}/network/events", auth(s.networks.networkEvents))
 
-	m.Handle("GET /pools", s.auth(s.listPools))
-	m.Handle("GET /templates", s.auth(s.listTemplates))
-	m.Handle("DELETE /templates/{id}", s.auth(s.deleteTemplateOrSnapshot))
+	m.Handle("POST /sandboxes/{id}/exec", auth(s.commands.exec))
+	m.Handle("GET /tools", auth(s.tools.listTools))
+	m.Handle("POST /sandboxes/{id}/tools/{name}", auth(s.tools.callTool))
+	m.Handle("GET /sandboxes/{id}/tools/calls", auth(s.tools.toolCalls))
+	m.Handle("POST /sandboxes/{id}/processes", auth(s.processes.startProcess))
+	m.Handle("GET /sandboxes/{id}/processes", auth(s.processes.listProcesses))
+	m.Handle("GET /sandboxes/{id}/processes/{ref}/output", auth(s.processes.processOutput))
+	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin", auth(s.processes.processStdin))
+	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin/close", auth(s.processes.processCloseStdin))
+	m.Handle("POST /sandboxes/{id}/processes/{ref}/signal", auth(s.processes.processSignal))
+	m.Handle("GET /sandboxes/{id}/files", auth(s.files.readFile))
+	m.Handle("PUT /sandboxes/{id}/files", auth(s.files.writeFile))
+	m.Handle("DELETE /sandboxes/{id}/files", auth(s.files.removeFile))
+	m.Handle("GET /sandboxes/{id}/files/stat", auth(s.files.statFile))
+	m.Handle("GET /sandboxes/{id}/files/list", auth(s.files.listDir))
+	m.Handle("POST /sandboxes/{id}/files/mkdir", auth(s.files.makeDir))
+	m.Handle("POST /sandboxes/{id}/files/move", auth(s.files.moveFile))
+	m.Handle("GET /sandboxes/{id}/ports/{port}/connect", auth(s.ports.connectPort))
 
-	m.Handle("POST /api-keys", s.auth(s.admin(s.createKey)))
-	m.Handle("GET /api-keys", s.auth(s.admin(s.listKeys)))
-	m.Handle("DELETE /api-keys/{id}", s.auth(s.admin(s.revokeKey)))
+	m.Handle("POST /sandboxes/{id}/snapshots", auth(s.snapshots.createSnapshot))
+	m.Handle("POST /sandboxes/{id}/turns", auth(s.snapshots.createTurn))
+	m.Handle("POST /sandboxes/{id}/rollback", auth(s.snapshots.rollback))
+	m.Handle("POST /sandboxes/{id}/fork", auth(s.snapshots.fork))
+	m.Handle("POST /sandboxes/{id}/promote", auth(s.snapshots.promote))
+	m.Handle("GET /sandboxes/{id}/lineage", auth(s.snapshots.lineage))
+	m.Handle("GET /snapshots", auth(s.snapshots.listSnapshots))
+	m.Handle("GET /snapshots/{id}", auth(s.snapshots.getSnapshot))
+	m.Handle("DELETE /snapshots/{id}", auth(s.snapshots.deleteSnapshot))
+	m.Handle("GET /snapshots/{id}/diff", auth(s.snapshots.diff))
+	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
-	if s.deps.MCP != nil {
-		m.Handle("/mcp", s.auth(s.deps.MCP.ServeHTTP)) // GET, POST and DELETE
-	}
-
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, fmt.Errorf("no route %s %s: %w", r.Method, r.URL.Path, errdefs.ErrNotFound))
-	})
+	m.Handle("GET /templates", auth(s.admin.listTemplates))
+	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))
+	m.Handle("GET /api-keys", auth(adminOnly(s.admin.listKeys)))
+	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -196,14 +230,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.observe(r, rw.status, time.Since(start))
 				panic(p)
 			}
-			s.deps.Log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
+			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
 			if !rw.wrote {
 				writeError(rw, r, errors.New("internal error"))
 			}
 		}
 		s.observe(r, rw.status, time.Since(start))
 		s.recordServerError(r, rw)
-		s.deps.Log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "dur", time.Since(start))
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rw.status, "dur", time.Since(start))
 	}()
 	// E2B's sandbox plane: envd (served by the agent) and servers inside
 	// sandboxes, routed by headers or Host.
@@ -213,10 +247,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if isEnvdPath(r.URL.Path) {
 		if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
-			s.serveSigned(rw, r)
+			s.envd.serveSigned(rw, r)
 			return
 		}
-		s.planeError(rw, r, fmt.Errorf("%s is E2B's sandbox API: name the sandbox with the E2b-Sandbox-Id header (E2B_SANDBOX_URL) or a Host of <port>-<id>.<domain>: %w", r.URL.Path, errdefs.ErrInvalid))
+		planeError(rw, r, fmt.Errorf("%s is E2B's sandbox API: name the sandbox with the E2b-Sandbox-Id header (E2B_SANDBOX_URL) or a Host of <port>-<id>.<domain>: %w", r.URL.Path, errdefs.ErrInvalid))
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
@@ -225,7 +259,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // recordServerError keeps a 5xx answer among the daemon's last errors: it
 // is the daemon's failure, not the caller's (a 4xx is the caller's).
 func (s *Server) recordServerError(r *http.Request, rw *statusWriter) {
-	if s.deps.Metrics == nil || rw.status < 500 {
+	if s.metrics == nil || rw.status < 500 {
 		return
 	}
 	op := r.Pattern
@@ -236,53 +270,7 @@ func (s *Server) recordServerError(r *http.Request, rw *statusWriter) {
 	if msg == "" {
 		msg = http.StatusText(rw.status)
 	}
-	s.deps.Metrics.Errors().Record(fmt.Sprintf("%s: %d", op, rw.status), r.PathValue("id"), msg)
-}
-
-type teamKey struct{}
-
-func teamOf(r *http.Request) string { t, _ := r.Context().Value(teamKey{}).(string); return t }
-
-// auth admits requests that carry a valid API key and records its team.
-func (s *Server) auth(h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key := apiKeyOf(r)
-		if key == "" {
-			writeError(w, r, fmt.Errorf("missing API key: send it in the X-API-Key header: %w", errdefs.ErrUnauthenticated))
-			return
-		}
-		k, err := s.authz.authenticate(r.Context(), key)
-		if err != nil {
-			if errdefs.IsNotFound(err) || errors.Is(err, errdefs.ErrUnauthenticated) {
-				err = fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
-			}
-			writeError(w, r, err)
-			return
-		}
-		h(w, r.WithContext(context.WithValue(r.Context(), teamKey{}, k.Team)))
-	})
-}
-
-// apiKeyOf is the request's API key: X-API-Key, or a Bearer Authorization.
-func apiKeyOf(r *http.Request) string {
-	if key := r.Header.Get("X-API-Key"); key != "" {
-		return key
-	}
-	if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return b
-	}
-	return ""
-}
-
-// admin admits only the admin team's keys.
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if teamOf(r) != AdminTeam {
-			writeError(w, r, fmt.Errorf("only an admin key may do this: %w", errdefs.ErrPermissionDenied))
-			return
-		}
-		h(w, r)
-	}
+	s.metrics.Errors().Record(fmt.Sprintf("%s: %d", op, rw.status), r.PathValue("id"), msg)
 }
 
 // decodeJSON reads a bounded JSON body into v. An empty body leaves v as is.

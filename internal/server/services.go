@@ -15,10 +15,12 @@ import (
 // that a handler depends on the few methods it calls and can be tested
 // against a fake of them. *session.Manager is all of them.
 
-// Records is what the sandbox routes need (sandboxes.go, events.go,
-// logs.go, metrics.go, tools.go): create, look up, list and delete.
+// Records is what the sandbox routes need (sandboxRoutes, and logRoutes,
+// metricsRoutes and toolRoutes to look a sandbox up): create, look up,
+// list and delete.
 type Records interface {
 	Create(ctx context.Context, req session.CreateRequest) (store.Sandbox, error)
+	CheckTimeout(d time.Duration) error
 	Get(ctx context.Context, team, id string) (store.Sandbox, error)
 	List(ctx context.Context, team string, f store.SandboxFilter) ([]store.Sandbox, error)
 	Delete(ctx context.Context, team, id string) error
@@ -27,7 +29,7 @@ type Records interface {
 	DiskUsage(ctx context.Context, id string) (used, limit int64, err error)
 }
 
-// Lifecycle is what the lifecycle routes need (lifecycle.go).
+// Lifecycle is what the lifecycle routes need (lifecycleRoutes).
 type Lifecycle interface {
 	Get(ctx context.Context, team, id string) (store.Sandbox, error)
 	Pause(ctx context.Context, team, id string) error
@@ -38,10 +40,10 @@ type Lifecycle interface {
 	CheckTimeout(d time.Duration) error
 	SetTimeout(ctx context.Context, team, id string, d time.Duration) error
 	UpdateLimits(ctx context.Context, team, id string, l runtime.Limits, diskBytes int64) (store.Sandbox, error)
+	DiskUsage(ctx context.Context, id string) (used, limit int64, err error)
 }
 
-// Snapshots is what the snapshot and lineage routes need (snapshots.go,
-// lineage.go).
+// Snapshots is what the snapshot and lineage routes need (snapshotRoutes).
 type Snapshots interface {
 	Snapshot(ctx context.Context, team, id string, req session.SnapshotRequest) (session.SnapshotResult, error)
 	Turn(ctx context.Context, team, id string) (session.SnapshotResult, error)
@@ -50,23 +52,23 @@ type Snapshots interface {
 	DeleteSnapshot(ctx context.Context, team, snapID string) error
 	Rollback(ctx context.Context, team, id, snapID string, opts session.RollbackOptions) (store.Sandbox, error)
 	Fork(ctx context.Context, team, id string, req session.ForkRequest) (string, []session.ForkResult, error)
+	CheckTimeout(d time.Duration) error
 	Promote(ctx context.Context, team, forkID string) (store.Sandbox, string, string, error)
 	Diff(ctx context.Context, team, from, to string) (session.DiffResult, error)
 	ReadForDiff(side string, path string, limit int64) ([]byte, bool, error)
 	Lineage(ctx context.Context, team, id string) (session.Lineage, error)
 }
 
-// Networks is what the network routes need (network.go).
+// Networks is what the network routes need (networkRoutes).
 type Networks interface {
 	Get(ctx context.Context, team, id string) (store.Sandbox, error)
-	NetworkAvailable() error
 	UpdateNetwork(ctx context.Context, team, id string, p network.Policy) (store.Sandbox, error)
 	NetworkEvents(ctx context.Context, team, id string, after int64, limit int) ([]store.NetworkEvent, error)
 }
 
-// Plane is what the routes that proxy to a sandbox need (sandboxplane.go,
-// ports.go, processes.go): its agent without counting a call, since their
-// streams may outlive any command.
+// Plane is what the routes that proxy to a sandbox need (envdRoutes,
+// portRoutes, processRoutes): its agent without counting a call, since
+// their streams may outlive any command.
 type Plane interface {
 	Lookup(ctx context.Context, id string) (store.Sandbox, error)
 	Agent(ctx context.Context, team, id string) (*agentconn.Conn, error)
@@ -74,8 +76,9 @@ type Plane interface {
 	Attached() []string
 }
 
-// Daemon is what health and pool stats need (health.go, pools.go).
+// Daemon is what health and pool stats need (healthRoutes).
 type Daemon interface {
+	NetworkAvailable() error
 	CommandsInFlight() int
 	PoolStats() []session.PoolStats
 }

@@ -13,6 +13,16 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
+// snapshotRoutes serve snapshots, turns, rollback, fork, promote, diff
+// and lineage (lineage.go).
+type snapshotRoutes struct {
+	sandboxViews
+	snapshots Snapshots
+	// deleteTemplate serves DELETE /templates/{id} for an id that is no
+	// snapshot of the caller's team (the admin routes', admin keys only).
+	deleteTemplate http.HandlerFunc
+}
+
 func snapshotOf(s store.Snapshot) client.Snapshot {
 	out := client.Snapshot{
 		SnapshotID:      s.ID,
@@ -49,7 +59,7 @@ func writeTaken(w http.ResponseWriter, res session.SnapshotResult) {
 	writeJSON(w, http.StatusCreated, out)
 }
 
-func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	var body client.NewSnapshot
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -63,7 +73,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 	writeTaken(w, res)
 }
 
-func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) createTurn(w http.ResponseWriter, r *http.Request) {
 	res, err := s.snapshots.Turn(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
@@ -72,7 +82,7 @@ func (s *Server) createTurn(w http.ResponseWriter, r *http.Request) {
 	writeTaken(w, res)
 }
 
-func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, err := pageLimit(r)
 	if err != nil {
@@ -97,7 +107,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	}, snapshotOf)
 }
 
-func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	snap, err := s.snapshots.GetSnapshot(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
@@ -106,7 +116,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, snapshotOf(snap))
 }
 
-func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 	if err := s.snapshots.DeleteSnapshot(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
 		writeError(w, r, err)
 		return
@@ -117,16 +127,16 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 // deleteTemplateOrSnapshot serves E2B's DELETE /templates/{id}: the SDK
 // deletes snapshots through it. A team's snapshot id deletes the snapshot;
 // anything else is a template, which only an admin may delete.
-func (s *Server) deleteTemplateOrSnapshot(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) deleteTemplateOrSnapshot(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, err := s.snapshots.GetSnapshot(r.Context(), teamOf(r), id); err == nil {
 		s.deleteSnapshot(w, r)
 		return
 	}
-	s.admin(s.deleteTemplate)(w, r)
+	s.deleteTemplate(w, r)
 }
 
-func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) rollback(w http.ResponseWriter, r *http.Request) {
 	var body client.RollbackRequest
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
@@ -145,7 +155,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) promote(w http.ResponseWriter, r *http.Request) {
 	rec, from, prev, err := s.snapshots.Promote(r.Context(), teamOf(r), r.PathValue("id"))
 	if err != nil {
 		writeError(w, r, err)
@@ -154,7 +164,7 @@ func (s *Server) promote(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, client.RollbackResult{Sandbox: s.detailOf(rec), SnapshotID: from, ProcessesRestarted: true, PreviousSnapshotID: prev})
 }
 
-func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) fork(w http.ResponseWriter, r *http.Request) {
 	var in struct {
 		client.ForkRequest
 		// Count shadows the embedded one, to tell an absent count (one
@@ -174,7 +184,7 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 		body.Count = *in.Count
 	}
 	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata, Memory: body.Memory, FilesOnly: body.FilesOnly}
-	timeout, err := s.runTimeout(body.Timeout)
+	timeout, err := runTimeout(s.snapshots, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -204,7 +214,7 @@ const (
 	maxContentDiffTotal = 4 << 20
 )
 
-func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+func (s *snapshotRoutes) diff(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	to := r.URL.Query().Get("to")
 	res, err := s.snapshots.Diff(r.Context(), teamOf(r), r.PathValue("id"), to)

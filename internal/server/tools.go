@@ -15,11 +15,18 @@ import (
 // a whole file.
 const maxToolBody = 32 << 20
 
+// toolRoutes serve the tool catalogue, tool calls and their record.
+type toolRoutes struct {
+	commands Commands
+	records  Records
+	tools    []client.Tool
+}
+
 // callTool serves POST /sandboxes/{id}/tools/{name}: one tool call run by
 // the sandbox's agent, recorded, and followed by a turn snapshot when the
 // call or the sandbox asks for one. With ?stream=true the answer is NDJSON:
 // "progress" events (bash's output as it comes), then one "result".
-func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
+func (s *toolRoutes) callTool(w http.ResponseWriter, r *http.Request) {
 	var req client.ToolCall
 	if err := decodeJSONLimit(w, r, &req, maxToolBody); err != nil {
 		writeError(w, r, err)
@@ -33,7 +40,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 			return out.send(w, client.ToolEvent{Type: "progress", Data: data})
 		}
 	}
-	res, err := s.deps.Commands.CallTool(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("name"), req, progress)
+	res, err := s.commands.CallTool(r.Context(), teamOf(r), r.PathValue("id"), r.PathValue("name"), req, progress)
 	switch {
 	case err != nil && out.started():
 		_ = out.send(w, client.ToolEvent{Type: "error", Error: messageOf(err)})
@@ -47,7 +54,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 }
 
 // toolCalls serves GET /sandboxes/{id}/tools/calls?after=&limit=.
-func (s *Server) toolCalls(w http.ResponseWriter, r *http.Request) {
+func (s *toolRoutes) toolCalls(w http.ResponseWriter, r *http.Request) {
 	after, err := afterParam(r)
 	if err != nil {
 		writeError(w, r, err)
@@ -93,10 +100,10 @@ func decodeJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64)
 }
 
 // listTools serves GET /tools: every tool with its params' JSON Schema.
-func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
-	if len(s.deps.Tools) == 0 {
+func (s *toolRoutes) listTools(w http.ResponseWriter, r *http.Request) {
+	if len(s.tools) == 0 {
 		writeError(w, r, fmt.Errorf("the tool catalogue could not be read from the agent binary (see the daemon's log): %w", errdefs.ErrUnavailable))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.deps.Tools)
+	writeJSON(w, http.StatusOK, s.tools)
 }

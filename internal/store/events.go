@@ -33,7 +33,7 @@ type Event struct {
 const maxEventDetail = 2048
 
 // AddEvent appends to a sandbox's history.
-func (s *Store) AddEvent(ctx context.Context, e Event) error {
+func (s *historyTables) AddEvent(ctx context.Context, e Event) error {
 	return insertEvent(ctx, s.w, e)
 }
 
@@ -61,8 +61,8 @@ func insertEvent(ctx context.Context, ex execer, e Event) error {
 
 // ListEvents returns a sandbox's events after the one with id after (0 =
 // from the start), oldest first, at most limit (0 = all).
-func (s *Store) ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]Event, error) {
-	return listHistory(ctx, s, "sandbox_events", eventCols, "events", sandboxID, after, limit, scanEvent)
+func (s *historyTables) ListEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]Event, error) {
+	return listHistory(ctx, s.conns, "sandbox_events", eventCols, "events", sandboxID, after, limit, scanEvent)
 }
 
 const eventCols = "id, sandbox_id, team, at, kind, from_state, to_state, cause, detail"
@@ -78,7 +78,7 @@ func scanEvent(sc scanner) (Event, error) {
 
 // LastEvent returns a sandbox's newest event; ErrNotFound if it has none.
 // Events outlive the sandbox's record.
-func (s *Store) LastEvent(ctx context.Context, sandboxID string) (Event, error) {
+func (s *historyTables) LastEvent(ctx context.Context, sandboxID string) (Event, error) {
 	if err := ids.Validate("sandbox id", sandboxID); err != nil {
 		return Event{}, err
 	}

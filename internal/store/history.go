@@ -10,7 +10,7 @@ import (
 // (events, tool calls, network events) after the row with id after (0 =
 // from the oldest), oldest first, at most limit (0 = all). cols are
 // selected in order and handed to scan; what names the rows in errors.
-func listHistory[T any](ctx context.Context, s *Store, table, cols, what, sandboxID string, after int64, limit int, scan func(scanner) (T, error)) ([]T, error) {
+func listHistory[T any](ctx context.Context, s *conns, table, cols, what, sandboxID string, after int64, limit int, scan func(scanner) (T, error)) ([]T, error) {
 	if err := ids.Validate("sandbox id", sandboxID); err != nil {
 		return nil, err
 	}

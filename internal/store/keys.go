@@ -75,7 +75,7 @@ func wellFormedKey(k string) bool {
 
 // CreateAPIKey makes a new key for team and stores its hash. The plaintext is
 // returned once and cannot be recovered later.
-func (s *Store) CreateAPIKey(ctx context.Context, team, name string) (string, APIKey, error) {
+func (s *keyTable) CreateAPIKey(ctx context.Context, team, name string) (string, APIKey, error) {
 	if err := ids.ValidateName("team", team); err != nil {
 		return "", APIKey{}, err
 	}
@@ -109,7 +109,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, team, name string) (string, AP
 // could reveal only how the hash of a guess relates to stored hashes, and
 // SHA-256 being preimage-resistant, an attacker cannot steer a guess's hash
 // toward a stored one, so that says nothing about any key.
-func (s *Store) AuthenticateKey(ctx context.Context, plaintext string) (APIKey, error) {
+func (s *keyTable) AuthenticateKey(ctx context.Context, plaintext string) (APIKey, error) {
 	if !wellFormedKey(plaintext) {
 		return APIKey{}, fmt.Errorf("API key is malformed: it must be %q followed by %d lowercase hex digits: %w",
 			keyPrefix, keyHexLen, errdefs.ErrUnauthenticated)
@@ -142,7 +142,7 @@ func (s *Store) AuthenticateKey(ctx context.Context, plaintext string) (APIKey, 
 
 // ListAPIKeys returns the keys of team ("" = every team), revoked ones
 // included, oldest first.
-func (s *Store) ListAPIKeys(ctx context.Context, team string) ([]APIKey, error) {
+func (s *keyTable) ListAPIKeys(ctx context.Context, team string) ([]APIKey, error) {
 	q := `SELECT ` + keyCols + ` FROM api_keys`
 	var args []any
 	if team != "" {
@@ -158,14 +158,14 @@ func (s *Store) ListAPIKeys(ctx context.Context, team string) ([]APIKey, error) 
 
 // RevokeAPIKey revokes the key with this id (its record is kept). Revoking a
 // revoked key is not an error; an unknown id is ErrNotFound.
-func (s *Store) RevokeAPIKey(ctx context.Context, id string) error {
+func (s *keyTable) RevokeAPIKey(ctx context.Context, id string) error {
 	res, err := s.w.ExecContext(ctx, `UPDATE api_keys SET revoked = 1 WHERE id = ?`, id)
 	return oneRow(res, err, "revoke API key", id)
 }
 
 // CountAPIKeys counts the keys that are not revoked (the daemon makes a first
 // key when there is none).
-func (s *Store) CountAPIKeys(ctx context.Context) (int, error) {
+func (s *keyTable) CountAPIKeys(ctx context.Context) (int, error) {
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM api_keys WHERE revoked = 0`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count API keys: %w", dbErr(err))

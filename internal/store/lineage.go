@@ -44,7 +44,7 @@ type LineageEdge struct {
 
 // AddLineageEdge records an edge. ID is assigned (the one given is
 // ignored); At defaults to now.
-func (s *Store) AddLineageEdge(ctx context.Context, e LineageEdge) error {
+func (s *historyTables) AddLineageEdge(ctx context.Context, e LineageEdge) error {
 	return insertEdge(ctx, s.w, e)
 }
 
@@ -75,7 +75,7 @@ func insertEdge(ctx context.Context, ex execer, e LineageEdge) error {
 
 // ListLineage returns a family's edges in the order they were added (an
 // unknown family has none).
-func (s *Store) ListLineage(ctx context.Context, family string) ([]LineageEdge, error) {
+func (s *historyTables) ListLineage(ctx context.Context, family string) ([]LineageEdge, error) {
 	if err := ids.Validate("family", family); err != nil {
 		return nil, err
 	}

@@ -3,10 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
 )
 
 // listQuery is one filtered, paged listing of a table ordered by
@@ -47,7 +50,7 @@ func queryAll[T any](ctx context.Context, db querier, what string, scan func(sca
 }
 
 // runList runs q and scans every row with scan.
-func runList[T any](ctx context.Context, s *Store, q listQuery, scan func(scanner) (T, error)) ([]T, error) {
+func runList[T any](ctx context.Context, s *conns, q listQuery, scan func(scanner) (T, error)) ([]T, error) {
 	if q.after != "" {
 		created, id, err := s.resolveCursor(ctx, q.table, q.kind, q.after)
 		if err != nil {
@@ -69,4 +72,26 @@ func runList[T any](ctx context.Context, s *Store, q listQuery, scan func(scanne
 		q.args = append(q.args, q.limit)
 	}
 	return queryAll(ctx, s.r, "list "+q.table, scan, sql, q.args...)
+}
+
+// resolveCursor turns a filter's After into the (created_at, id) position
+// to start after. kind names the rows ("sandbox"), table holds them (a
+// constant, never user input).
+func (s *conns) resolveCursor(ctx context.Context, table, kind, after string) (int64, string, error) {
+	if ns, id, ok := strings.Cut(after, "."); ok {
+		n, err := strconv.ParseInt(ns, 10, 64)
+		if err != nil || ids.Validate("cursor", id) != nil {
+			return 0, "", fmt.Errorf("page cursor %q is malformed; pass the id or Cursor() of the last %s listed: %w", after, kind, errdefs.ErrInvalid)
+		}
+		return n, id, nil
+	}
+	var created int64
+	err := s.r.QueryRowContext(ctx, `SELECT created_at FROM `+table+` WHERE id = ?`, after).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", fmt.Errorf("page cursor: %s %s no longer exists; list again from the start or page with Cursor(): %w", kind, after, errdefs.ErrInvalid)
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("page cursor %s: %w", after, dbErr(err))
+	}
+	return created, after, nil
 }

@@ -49,7 +49,7 @@ func decodeNetwork(s string) (*NetworkPolicy, error) {
 }
 
 // SetSandboxNetwork replaces a sandbox's stored egress policy (nil: none).
-func (s *Store) SetSandboxNetwork(ctx context.Context, id string, p *NetworkPolicy) error {
+func (s *sandboxTable) SetSandboxNetwork(ctx context.Context, id string, p *NetworkPolicy) error {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ const MaxNetworkEventsPerSandbox = 10_000
 // AddNetworkEvents appends audit events (of any sandboxes) in one
 // transaction, then drops each sandbox's events beyond the newest
 // MaxNetworkEventsPerSandbox.
-func (s *Store) AddNetworkEvents(ctx context.Context, evs []NetworkEvent) error {
+func (s *networkEventTable) AddNetworkEvents(ctx context.Context, evs []NetworkEvent) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -120,8 +120,8 @@ func (s *Store) AddNetworkEvents(ctx context.Context, evs []NetworkEvent) error 
 
 // ListNetworkEvents returns a sandbox's audit events after the one with id
 // after (0 = from the oldest kept), oldest first, at most limit (0 = all).
-func (s *Store) ListNetworkEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]NetworkEvent, error) {
-	return listHistory(ctx, s, "network_events", "id, sandbox_id, at, verdict, reason, protocol, destination, port, domain", "network events",
+func (s *networkEventTable) ListNetworkEvents(ctx context.Context, sandboxID string, after int64, limit int) ([]NetworkEvent, error) {
+	return listHistory(ctx, s.conns, "network_events", "id, sandbox_id, at, verdict, reason, protocol, destination, port, domain", "network events",
 		sandboxID, after, limit, func(rows scanner) (NetworkEvent, error) {
 			var e NetworkEvent
 			var at int64
@@ -133,7 +133,7 @@ func (s *Store) ListNetworkEvents(ctx context.Context, sandboxID string, after i
 
 // DeleteOrphanNetworkEvents drops the audit events of sandboxes that have no
 // record any more (a delete that ran before the events were written).
-func (s *Store) DeleteOrphanNetworkEvents(ctx context.Context) error {
+func (s *networkEventTable) DeleteOrphanNetworkEvents(ctx context.Context) error {
 	_, err := s.w.ExecContext(ctx, `DELETE FROM network_events WHERE sandbox_id NOT IN (SELECT id FROM sandboxes)`)
 	if err != nil {
 		return fmt.Errorf("delete orphan network events: %w", dbErr(err))

@@ -37,7 +37,7 @@ func validateLineage(sb Sandbox) error {
 
 // SetSandboxHead records the snapshot the sandbox's live tree now descends
 // from (after a turn snapshot or a rollback); "" means its origin.
-func (s *Store) SetSandboxHead(ctx context.Context, id, head string) error {
+func (s *sandboxTable) SetSandboxHead(ctx context.Context, id, head string) error {
 	return setSandboxHead(ctx, s.w, id, head)
 }
 
@@ -55,7 +55,7 @@ func setSandboxHead(ctx context.Context, ex execer, id, head string) error {
 // NextTurn advances the sandbox's turn counter and returns the new turn
 // number. One UPDATE ... RETURNING on the one writer connection, so racing
 // callers each get a different number and none is skipped.
-func (s *Store) NextTurn(ctx context.Context, sandboxID string) (int, error) {
+func (s *sandboxTable) NextTurn(ctx context.Context, sandboxID string) (int, error) {
 	var turn int
 	err := s.w.QueryRowContext(ctx, `UPDATE sandboxes SET turn = turn + 1, updated_at = ?
 		WHERE id = ? RETURNING turn`, toNanos(time.Now()), sandboxID).Scan(&turn)
@@ -71,7 +71,7 @@ func (s *Store) NextTurn(ctx context.Context, sandboxID string) (int, error) {
 // CountForksOf counts the sandboxes, destroyed ones aside, made from the
 // snapshot, so that deleting a snapshot can tell whether anything live was
 // made from it.
-func (s *Store) CountForksOf(ctx context.Context, snapshotID string) (int, error) {
+func (s *sandboxTable) CountForksOf(ctx context.Context, snapshotID string) (int, error) {
 	var n int
 	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes WHERE forked_from = ? AND state != ?`,
 		snapshotID, string(StateDestroyed)).Scan(&n)

@@ -106,14 +106,14 @@ const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
-func (s *Store) CreateSandbox(ctx context.Context, sb Sandbox) error {
+func (s *sandboxTable) CreateSandbox(ctx context.Context, sb Sandbox) error {
 	return insertSandbox(ctx, s.w, sb)
 }
 
 // CreateSandboxRecorded creates sb's record together with the lineage edge
 // and the event of its creation, in one transaction: one commit on a
 // create's path instead of three.
-func (s *Store) CreateSandboxRecorded(ctx context.Context, sb Sandbox, edge LineageEdge, ev Event) error {
+func (s *sandboxTable) CreateSandboxRecorded(ctx context.Context, sb Sandbox, edge LineageEdge, ev Event) error {
 	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := insertSandbox(ctx, tx, sb); err != nil {
 			return err
@@ -209,7 +209,7 @@ func encodeMap(what string, m map[string]string) (string, error) {
 }
 
 // GetSandbox returns one sandbox, or ErrNotFound.
-func (s *Store) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
+func (s *sandboxTable) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
 	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id)
 	sb, err := scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -223,7 +223,7 @@ func (s *Store) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
 
 // ListSandboxes returns the sandboxes f selects, ordered by creation time
 // then id.
-func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error) {
+func (s *sandboxTable) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error) {
 	var where []string
 	var args []any
 	if f.Team != "" {
@@ -257,35 +257,13 @@ func (s *Store) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, 
 			WHERE m.key = ? AND m.type = 'text' AND m.value = ?)`)
 		args = append(args, k, f.Metadata[k])
 	}
-	return runList(ctx, s, listQuery{table: "sandboxes", kind: "sandbox", cols: sandboxCols,
+	return runList(ctx, s.conns, listQuery{table: "sandboxes", kind: "sandbox", cols: sandboxCols,
 		where: where, args: args, after: f.After, limit: f.Limit}, scanSandbox)
-}
-
-// resolveCursor turns a filter's After into the (created_at, id) position
-// to start after. kind names the rows ("sandbox"), table holds them (a
-// constant, never user input).
-func (s *Store) resolveCursor(ctx context.Context, table, kind, after string) (int64, string, error) {
-	if ns, id, ok := strings.Cut(after, "."); ok {
-		n, err := strconv.ParseInt(ns, 10, 64)
-		if err != nil || ids.Validate("cursor", id) != nil {
-			return 0, "", fmt.Errorf("page cursor %q is malformed; pass the id or Cursor() of the last %s listed: %w", after, kind, errdefs.ErrInvalid)
-		}
-		return n, id, nil
-	}
-	var created int64
-	err := s.r.QueryRowContext(ctx, `SELECT created_at FROM `+table+` WHERE id = ?`, after).Scan(&created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, "", fmt.Errorf("page cursor: %s %s no longer exists; list again from the start or page with Cursor(): %w", kind, after, errdefs.ErrInvalid)
-	}
-	if err != nil {
-		return 0, "", fmt.Errorf("page cursor %s: %w", after, dbErr(err))
-	}
-	return created, after, nil
 }
 
 // CountSandboxes counts the sandboxes in any of states (all sandboxes when
 // none are given).
-func (s *Store) CountSandboxes(ctx context.Context, states ...SandboxState) (int, error) {
+func (s *sandboxTable) CountSandboxes(ctx context.Context, states ...SandboxState) (int, error) {
 	q := `SELECT count(*) FROM sandboxes`
 	var args []any
 	if len(states) > 0 {
@@ -306,7 +284,7 @@ func (s *Store) CountSandboxes(ctx context.Context, states ...SandboxState) (int
 // two racing callers cannot both win. A sandbox in another state is
 // ErrConflict; a missing one ErrNotFound. reason replaces the stored reason
 // ("" clears it). The first move to running sets StartedAt if it is unset.
-func (s *Store) UpdateSandboxState(ctx context.Context, id string, from []SandboxState, to SandboxState, reason string) error {
+func (s *sandboxTable) UpdateSandboxState(ctx context.Context, id string, from []SandboxState, to SandboxState, reason string) error {
 	if !to.Valid() {
 		return fmt.Errorf("sandbox %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
 	}
@@ -334,7 +312,7 @@ func (s *Store) UpdateSandboxState(ctx context.Context, id string, from []Sandbo
 }
 
 // SetSandboxEndAt sets when the sandbox's run timeout fires (zero = never).
-func (s *Store) SetSandboxEndAt(ctx context.Context, id string, endAt time.Time) error {
+func (s *sandboxTable) SetSandboxEndAt(ctx context.Context, id string, endAt time.Time) error {
 	res, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET end_at = ?, updated_at = ? WHERE id = ?`,
 		toNanos(endAt), toNanos(time.Now()), id)
 	return oneRow(res, err, "set end time of sandbox", id)
@@ -342,7 +320,7 @@ func (s *Store) SetSandboxEndAt(ctx context.Context, id string, endAt time.Time)
 
 // DeleteSandbox removes a sandbox's row (a purge; to keep the record of a
 // destroyed sandbox, move it to StateDestroyed instead).
-func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+func (s *sandboxTable) DeleteSandbox(ctx context.Context, id string) error {
 	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 		if err := oneRow(res, err, "delete sandbox", id); err != nil {
@@ -405,7 +383,7 @@ func placeholders(n int) string {
 
 // SetSandboxLimits records a sandbox's new limits (zero fields keep theirs).
 // SetSandboxQuota records a sandbox's new disk quota (0 = none).
-func (s *Store) SetSandboxQuota(ctx context.Context, id string, bytes int64) error {
+func (s *sandboxTable) SetSandboxQuota(ctx context.Context, id string, bytes int64) error {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return err
 	}
@@ -422,7 +400,7 @@ func (s *Store) SetSandboxQuota(ctx context.Context, id string, bytes int64) err
 	return nil
 }
 
-func (s *Store) SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error {
+func (s *sandboxTable) SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return err
 	}

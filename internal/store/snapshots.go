@@ -123,7 +123,7 @@ const snapshotCols = `id, team, sandbox_id, family, name, kind, turn, parent_id,
 // snapshot's Name defaults to turn-N. Sizes are stored as given: 0 is a
 // size, so pass -1 when they are not measured yet. A duplicate id, or a
 // name a live snapshot already has, is ErrAlreadyExists.
-func (s *Store) CreateSnapshot(ctx context.Context, sn Snapshot) error {
+func (s *snapshotTable) CreateSnapshot(ctx context.Context, sn Snapshot) error {
 	if sn.Kind == SnapshotTurn && sn.Name == "" && sn.Turn > 0 {
 		sn.Name = TurnName(sn.Turn)
 	}
@@ -217,11 +217,11 @@ func validateSnapshot(sn Snapshot) error {
 }
 
 // GetSnapshot returns one snapshot (deleted ones too), or ErrNotFound.
-func (s *Store) GetSnapshot(ctx context.Context, id string) (Snapshot, error) {
+func (s *snapshotTable) GetSnapshot(ctx context.Context, id string) (Snapshot, error) {
 	return s.getSnapshot(ctx, s.r, id)
 }
 
-func (s *Store) getSnapshot(ctx context.Context, db *sql.DB, id string) (Snapshot, error) {
+func (s *snapshotTable) getSnapshot(ctx context.Context, db *sql.DB, id string) (Snapshot, error) {
 	sn, err := scanSnapshot(db.QueryRowContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
@@ -235,7 +235,7 @@ func (s *Store) getSnapshot(ctx context.Context, db *sql.DB, id string) (Snapsho
 // GetSnapshotByName returns the team's live (not deleted) snapshot of that
 // name, or ErrNotFound. A turn name (turn-N) held by several of the team's
 // sandboxes is ErrConflict: look it up by sandbox with ListSnapshots.
-func (s *Store) GetSnapshotByName(ctx context.Context, team, name string) (Snapshot, error) {
+func (s *snapshotTable) GetSnapshotByName(ctx context.Context, team, name string) (Snapshot, error) {
 	list, err := s.ListSnapshots(ctx, SnapshotFilter{
 		Team: team, Name: name, States: []SnapshotState{SnapshotCreating, SnapshotReady}, Limit: 2,
 	})
@@ -254,7 +254,7 @@ func (s *Store) GetSnapshotByName(ctx context.Context, team, name string) (Snaps
 
 // ListSnapshots returns the snapshots f selects, ordered by creation time
 // then id.
-func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot, error) {
+func (s *snapshotTable) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot, error) {
 	var where []string
 	var args []any
 	for _, c := range []struct {
@@ -292,7 +292,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot
 	if f.WithStream {
 		where = append(where, `archive_path != ''`)
 	}
-	return runList(ctx, s, listQuery{table: "snapshots", kind: "snapshot", cols: snapshotCols,
+	return runList(ctx, s.conns, listQuery{table: "snapshots", kind: "snapshot", cols: snapshotCols,
 		where: where, args: args, after: f.After, limit: f.Limit}, scanSnapshot)
 }
 
@@ -300,7 +300,7 @@ func (s *Store) ListSnapshots(ctx context.Context, f SnapshotFilter) ([]Snapshot
 // one of from (empty from: any state), a compare-and-set like
 // UpdateSandboxState. Moving to deleted sets DeletedAt; moving anywhere else
 // clears it.
-func (s *Store) UpdateSnapshotState(ctx context.Context, id string, from []SnapshotState, to SnapshotState) error {
+func (s *snapshotTable) UpdateSnapshotState(ctx context.Context, id string, from []SnapshotState, to SnapshotState) error {
 	if !to.Valid() {
 		return fmt.Errorf("snapshot %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
 	}
@@ -338,7 +338,7 @@ func setSnapshotState(ctx context.Context, tx *sql.Tx, id string, from []Snapsho
 // was taken: the snapshot becomes ready (from creating), the sandbox's
 // head, and edge (its snapshot-of edge) joins the lineage. One commit
 // instead of three, on every turn.
-func (s *Store) SnapshotTaken(ctx context.Context, id, sandboxID string, edge LineageEdge) error {
+func (s *snapshotTable) SnapshotTaken(ctx context.Context, id, sandboxID string, edge LineageEdge) error {
 	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := setSnapshotState(ctx, tx, id, []SnapshotState{SnapshotCreating}, SnapshotReady); err != nil {
 			return err
@@ -352,7 +352,7 @@ func (s *Store) SnapshotTaken(ctx context.Context, id, sandboxID string, edge Li
 
 // SetSnapshotSizes records a snapshot's sizes once they are measured (-1 =
 // unknown).
-func (s *Store) SetSnapshotSizes(ctx context.Context, id string, exclusive, referenced int64) error {
+func (s *snapshotTable) SetSnapshotSizes(ctx context.Context, id string, exclusive, referenced int64) error {
 	if exclusive < -1 || referenced < -1 {
 		return fmt.Errorf("snapshot %s: sizes must be -1 (unknown) or more: %w", id, errdefs.ErrInvalid)
 	}
@@ -363,7 +363,7 @@ func (s *Store) SetSnapshotSizes(ctx context.Context, id string, exclusive, refe
 
 // SetSnapshotArchive records where a snapshot's archive stream is and the
 // snapshot it is a delta against ("", "" forgets them).
-func (s *Store) SetSnapshotArchive(ctx context.Context, id, parent, path string) error {
+func (s *snapshotTable) SetSnapshotArchive(ctx context.Context, id, parent, path string) error {
 	if parent != "" {
 		if err := ids.Validate("archive parent snapshot id", parent); err != nil {
 			return fmt.Errorf("snapshot %s: %w", id, err)
@@ -378,7 +378,7 @@ func (s *Store) SetSnapshotArchive(ctx context.Context, id, parent, path string)
 
 // SetSnapshotMemory records the size of the memory image saved with a
 // snapshot.
-func (s *Store) SetSnapshotMemory(ctx context.Context, id string, bytes int64) error {
+func (s *snapshotTable) SetSnapshotMemory(ctx context.Context, id string, bytes int64) error {
 	if bytes < 0 {
 		return fmt.Errorf("snapshot %s: memory image size %d: %w", id, bytes, errdefs.ErrInvalid)
 	}
@@ -389,7 +389,7 @@ func (s *Store) SetSnapshotMemory(ctx context.Context, id string, bytes int64) e
 // CountArchivedOn counts the snapshots that cannot be rebuilt without
 // parentID: those whose stream is a delta against it and that have no volume
 // (archived, or deleted but kept as a link of an archive chain).
-func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, error) {
+func (s *snapshotTable) CountArchivedOn(ctx context.Context, parentID string) (int, error) {
 	var n int
 	err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM snapshots WHERE archive_parent = ? AND archive_path != '' AND state IN (?, ?)`,
 		parentID, string(SnapshotArchived), string(SnapshotDeleted)).Scan(&n)
@@ -405,7 +405,7 @@ func (s *Store) CountArchivedOn(ctx context.Context, parentID string) (int, erro
 // link). The walk stops after a ready or creating snapshot, at a link with
 // no stream, at an id that is not recorded, or after limit links. The caller
 // decides what the end means; an unknown first id gives an empty list.
-func (s *Store) ArchiveParents(ctx context.Context, id string, limit int) ([]Snapshot, error) {
+func (s *snapshotTable) ArchiveParents(ctx context.Context, id string, limit int) ([]Snapshot, error) {
 	return queryAll(ctx, s.r, "archive chain of "+id, scanSnapshot, `WITH RECURSIVE chain(n, id) AS (
 			SELECT 0, ?
 			UNION ALL
@@ -418,7 +418,7 @@ func (s *Store) ArchiveParents(ctx context.Context, id string, limit int) ([]Sna
 
 // CountSnapshots counts a sandbox's snapshots in any of states (all of them
 // when none are given).
-func (s *Store) CountSnapshots(ctx context.Context, sandboxID string, states ...SnapshotState) (int, error) {
+func (s *snapshotTable) CountSnapshots(ctx context.Context, sandboxID string, states ...SnapshotState) (int, error) {
 	q := `SELECT count(*) FROM snapshots WHERE sandbox_id = ?`
 	args := []any{sandboxID}
 	if len(states) > 0 {
@@ -481,7 +481,7 @@ type TurnWindow struct {
 
 // TurnWindow reads sandboxID's turn window for keeping its newest keep
 // turns, in one read transaction.
-func (s *Store) TurnWindow(ctx context.Context, sandboxID string, keep int) (TurnWindow, error) {
+func (s *snapshotTable) TurnWindow(ctx context.Context, sandboxID string, keep int) (TurnWindow, error) {
 	if err := ids.Validate("sandbox id", sandboxID); err != nil {
 		return TurnWindow{}, err
 	}

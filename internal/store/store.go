@@ -37,10 +37,49 @@ const busyTimeout = 5 * time.Second
 // readConns bounds the read pool; two cores make more pointless.
 const readConns = 4
 
-// Store is the metadata database. It is safe for concurrent use.
+// Store is the metadata database. It is safe for concurrent use. Its
+// methods live on one type per table or job, each sharing the connections:
+// sandboxTable (sandboxes.go, sandbox_lineage.go, the policy in network.go),
+// snapshotTable (snapshots.go), historyTables (events, lineage edges and
+// tool calls: events.go, lineage.go, toolcalls.go), templateTable
+// (templates.go), networkEventTable (network.go) and keyTable (keys.go).
 type Store struct {
+	*conns
+	sandboxTable
+	snapshotTable
+	historyTables
+	templateTable
+	networkEventTable
+	keyTable
+}
+
+// conns are the database's connections, shared by every table's type.
+type conns struct {
 	w *sql.DB // the one writer connection
 	r *sql.DB // query-only readers
+}
+
+// The tables' types: each holds the shared connections and the methods of
+// its table.
+type (
+	sandboxTable      struct{ *conns }
+	snapshotTable     struct{ *conns }
+	historyTables     struct{ *conns }
+	templateTable     struct{ *conns }
+	networkEventTable struct{ *conns }
+	keyTable          struct{ *conns }
+)
+
+func newStore(c *conns) *Store {
+	return &Store{
+		conns:             c,
+		sandboxTable:      sandboxTable{c},
+		snapshotTable:     snapshotTable{c},
+		historyTables:     historyTables{c},
+		templateTable:     templateTable{c},
+		networkEventTable: networkEventTable{c},
+		keyTable:          keyTable{c},
+	}
 }
 
 // Open opens (creating if needed) the database at path and brings its schema
@@ -78,7 +117,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	return &Store{w: w, r: r}, nil
+	return newStore(&conns{w: w, r: r}), nil
 }
 
 func openPool(ctx context.Context, abs string, conns int, extra string) (*sql.DB, error) {
@@ -114,7 +153,7 @@ func (s *Store) Close() error {
 // here. The lock wait is in BEGIN, which keeps ctx; the statements after it
 // wait for nobody; and the transaction still ends with ctx (database/sql
 // rolls it back and its next statement or Commit fails).
-func (s *Store) writeTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (s *conns) writeTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return dbErr(err)

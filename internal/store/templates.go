@@ -26,7 +26,7 @@ type Template struct {
 
 // PutTemplate creates or replaces a template's record (a rebuild replaces
 // it). CreatedAt defaults to now.
-func (s *Store) PutTemplate(ctx context.Context, t Template) error {
+func (s *templateTable) PutTemplate(ctx context.Context, t Template) error {
 	if err := ids.ValidateName("template name", t.Name); err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (s *Store) PutTemplate(ctx context.Context, t Template) error {
 }
 
 // GetTemplate returns one template, or ErrNotFound.
-func (s *Store) GetTemplate(ctx context.Context, name string) (Template, error) {
+func (s *templateTable) GetTemplate(ctx context.Context, name string) (Template, error) {
 	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes, runtime FROM templates WHERE name = ?`, name)
 	t, err := scanTemplate(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -61,12 +61,12 @@ func (s *Store) GetTemplate(ctx context.Context, name string) (Template, error) 
 }
 
 // ListTemplates returns every template, by name.
-func (s *Store) ListTemplates(ctx context.Context) ([]Template, error) {
+func (s *templateTable) ListTemplates(ctx context.Context) ([]Template, error) {
 	return queryAll(ctx, s.r, "list templates", scanTemplate, `SELECT name, source, created_at, size_bytes, runtime FROM templates ORDER BY name`)
 }
 
 // DeleteTemplate removes a template's record, or returns ErrNotFound.
-func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
+func (s *templateTable) DeleteTemplate(ctx context.Context, name string) error {
 	res, err := s.w.ExecContext(ctx, `DELETE FROM templates WHERE name = ?`, name)
 	return oneRow(res, err, "delete template", name)
 }

@@ -37,7 +37,7 @@ type ToolCall struct {
 const maxToolCallID = 256
 
 // AddToolCall records a tool call and returns its id.
-func (s *Store) AddToolCall(ctx context.Context, c ToolCall) (int64, error) {
+func (s *historyTables) AddToolCall(ctx context.Context, c ToolCall) (int64, error) {
 	if err := ids.Validate("sandbox id", c.SandboxID); err != nil {
 		return 0, err
 	}
@@ -68,8 +68,8 @@ func (s *Store) AddToolCall(ctx context.Context, c ToolCall) (int64, error) {
 
 // ListToolCalls returns a sandbox's tool calls after the one with id after
 // (0 = from the first), oldest first, at most limit (0 = all).
-func (s *Store) ListToolCalls(ctx context.Context, sandboxID string, after int64, limit int) ([]ToolCall, error) {
-	return listHistory(ctx, s, "tool_calls", `id, sandbox_id, team, tool_call_id, tool, at, params_digest, params_bytes,
+func (s *historyTables) ListToolCalls(ctx context.Context, sandboxID string, after int64, limit int) ([]ToolCall, error) {
+	return listHistory(ctx, s.conns, "tool_calls", `id, sandbox_id, team, tool_call_id, tool, at, params_digest, params_bytes,
 		result_bytes, duration_ms, is_error, exit_code, turn, snapshot_id`, "tool calls",
 		sandboxID, after, limit, func(rows scanner) (ToolCall, error) {
 			var c ToolCall
