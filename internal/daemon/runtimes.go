@@ -27,7 +27,7 @@ import (
 // create names and routes every later call to the runtime holding them. A
 // gvisor runtime that cannot run sandboxes still manages the ones it has.
 func openRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (*runtimeset.Set, []client.RuntimeInfo, error) {
-	if err := recordCgroupParent(cfg); err != nil {
+	if err := recordCgroupParent(cfg, log); err != nil {
 		return nil, nil, err
 	}
 	nat, err := openNative(cfg, log)
@@ -114,8 +114,11 @@ func openNative(cfg config.Config, log *slog.Logger) (*native.Runtime, error) {
 // recordCgroupParent writes cfg.CgroupParent into the data directory before
 // any sandbox is made under it, so that `warren teardown`, which is given
 // no serve flags, removes the parent this daemon used and no other.
-func recordCgroupParent(cfg config.Config) error {
+func recordCgroupParent(cfg config.Config, log *slog.Logger) error {
 	p := cfg.CgroupParentPath()
+	if was, err := recordedCgroupParent(cfg); err == nil && was != cfg.CgroupParent {
+		log.Warn("the cgroup parent changed: running sandboxes stay in the old one, which nothing removes", "was", was, "now", cfg.CgroupParent)
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("record the cgroup parent: %w", err)
 	}

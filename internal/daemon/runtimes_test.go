@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"log/slog"
 	"os"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestRecordedCgroupParent(t *testing.T) {
 	}
 	served := cfg
 	served.CgroupParent = "warren-test-a/b"
-	if err := recordCgroupParent(served); err != nil {
+	if err := recordCgroupParent(served, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := recordedCgroupParent(cfg); err != nil || got != "warren-test-a/b" {
