@@ -127,14 +127,14 @@ vet: $(STATICCHECK)
 
 # Everything: the unit tests (make test-unit), then as root the agent's and the main module's
 # privileged tests (btrfs, the runtimes, namespaces, cgroups; the unit tests run again beside them, without
-# -race) and test/e2e (what make test-e2e runs) in one go test, two packages at a time; test/e2e's tests one
-# at a time (-parallel 1: their daemons share the warren cgroup parent, which a teardown may remove), then the
-# fuzzers.
+# -race) and test/e2e (what make test-e2e runs) in one go test, two packages at a time and four parallel tests
+# of a package at a time (test/e2e's mostly wait on their daemons; each daemon has its own cgroup parent, which
+# its teardown removes), then the fuzzers.
 test: build vet e2b-deps runsc test-unit
 	@test "$$(id -u)" = 0 || { echo "make test needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
 	cd agent && $(GO) test $(TEST_FLAGS) ./...
-	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 -parallel 1 ./...
+	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -p 2 -parallel 4 ./...
 	FUZZTIME=$(TEST_FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
 # The tests that need no root (-short skips the privileged ones, testutil.RequireRoot), in api/, agent/ and
@@ -146,11 +146,12 @@ test-unit:
 	CGO_ENABLED=1 $(GO) test -tags '$(GO_TAGS)' -short -race $(TEST_FLAGS) $(RACE_PKGS)
 	$(GO) test -tags '$(GO_TAGS)' -short $(TEST_FLAGS) $(UNIT_PKGS)
 
-# The end-to-end tests of the real binaries (test/e2e), as root.
+# The end-to-end tests of the real binaries (test/e2e), as root, four at a time (each daemon on its own data
+# directory, port, fake network host and cgroup parent).
 test-e2e: build e2b-deps runsc
 	@test "$$(id -u)" = 0 || { echo "make test-e2e needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
-	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -parallel 1 ./test/e2e/
+	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -parallel 4 ./test/e2e/
 
 # Every fuzz target for FUZZTIME each (make test runs them for TEST_FUZZTIME).
 fuzz:

@@ -128,6 +128,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.DurationVar(&o.cfg.PausedRetention, "paused-retention", 0, "kill a sandbox paused for this long (0 = never)")
 	f.StringArrayVar(&o.cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]]: keep MIN ready sandboxes of TEMPLATE for fast creates, each replaced after TTL unclaimed (repeatable)")
 	f.BoolVar(&o.cfg.CgroupFavorDynmods, "cgroup-favordynmods", o.cfg.CgroupFavorDynmods, "turn on the kernel's favordynmods cgroup option (host-wide; on kernel 6.18 it stays on until reboot): a sandbox start then skips an RCU grace period, about 10 ms")
+	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", o.cfg.CgroupParent, "relative cgroup path sandboxes' cgroups are made under (<parent>/<id>, gvisor's <parent>-gvisor/<id>), nested in the daemon's own cgroup; each daemon on a host needs its own (env WARREN_CGROUP_PARENT)")
 	f.BoolVar(&o.debug, "debug", false, "log every request")
 	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &o.cfg.Network)

@@ -15,6 +15,7 @@ import (
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/daemon"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/template"
 )
 
@@ -44,6 +45,10 @@ func startHarness(ctx context.Context, opts Options, tune func(*config.Config)) 
 	cfg.DataDir = opts.DataDir
 	cfg.Listen = "127.0.0.1:0"
 	cfg.BuildBase = false
+	// Its own cgroup parent, removed at close: the shared default would be
+	// removed under a daemon serving on this host (or another bench run)
+	// while it makes a sandbox's cgroup there.
+	cfg.CgroupParent = "warren-bench-" + ids.New(8)
 	if opts.Storage != "" {
 		cfg.Storage = opts.Storage
 	}

@@ -95,6 +95,14 @@ type Config struct {
 	// does not wait for an RCU grace period (see internal/favordynmods). It
 	// is host-wide and, on recent kernels, stays on until reboot.
 	CgroupFavorDynmods bool
+	// CgroupParent is the relative cgroup path the native runtime makes each
+	// sandbox's cgroups under (<CgroupParent>/<id>); the gvisor runtime uses
+	// <CgroupParent>-gvisor. Daemons on one host need one each: `warren
+	// teardown` removes a daemon's parent once empty, which fails another
+	// daemon making a sandbox's cgroup in it at that moment. The daemon
+	// records it in the data directory (CgroupParentPath), where teardown
+	// reads it.
+	CgroupParent string
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
@@ -126,6 +134,7 @@ func Default() Config {
 		CacheDir:           "/var/cache/warren",
 		BuildBase:          true,
 		CgroupFavorDynmods: true,
+		CgroupParent:       "warren",
 		Network:            defaultNetwork(),
 	}
 	if v := os.Getenv("WARREN_DATA_DIR"); v != "" {
@@ -151,6 +160,9 @@ func Default() Config {
 	}
 	if v := os.Getenv("WARREN_DEFAULT_RUNTIME"); v != "" {
 		c.DefaultRuntime = v
+	}
+	if v := os.Getenv("WARREN_CGROUP_PARENT"); v != "" {
+		c.CgroupParent = v
 	}
 	if v := os.Getenv("WARREN_MAX_SANDBOXES"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil {
@@ -180,6 +192,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if _, err := c.ParsePools(); err != nil {
+		return err
+	}
+	if err := ValidateCgroupParent(c.CgroupParent); err != nil {
 		return err
 	}
 	if err := c.validateNetwork(); err != nil {
@@ -259,6 +274,17 @@ func (c *Config) validateTimeouts() error {
 	return nil
 }
 
+// ValidateCgroupParent checks a --cgroup-parent: a relative path of plain
+// names, since the runtimes nest it under the daemon's own cgroup.
+func ValidateCgroupParent(p string) error {
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." {
+			return fmt.Errorf("--cgroup-parent %q: want a relative path without empty, '.' or '..' parts: %w", p, errdefs.ErrInvalid)
+		}
+	}
+	return nil
+}
+
 // validateBinaries checks the default runtime and finds runsc and the
 // agent.
 func (c *Config) validateBinaries() error {
@@ -313,3 +339,9 @@ func (c *Config) GVisorStateDir() string  { return filepath.Join(c.DataDir, "run
 func (c *Config) LogDir() string          { return filepath.Join(c.DataDir, "logs") }
 func (c *Config) MemoryDir() string       { return filepath.Join(c.DataDir, "memory") }
 func (c *Config) SandboxLogDir() string   { return filepath.Join(c.DataDir, "sandbox-logs") }
+
+// CgroupParentPath records the cgroup parent the data directory's sandboxes
+// were last made under.
+func (c *Config) CgroupParentPath() string {
+	return filepath.Join(c.DataDir, "runtime", "cgroup-parent")
+}

@@ -39,3 +39,18 @@ func TestValidateNoTimeout(t *testing.T) {
 		t.Fatalf("default timeout 0 with timeout 0 refused: want ErrInvalid naming the flag, got %v", err)
 	}
 }
+
+// A cgroup parent nests under the daemon's own cgroup: an absolute path, a
+// way out ('..') or an empty part is refused, naming the flag.
+func TestValidateCgroupParent(t *testing.T) {
+	for _, p := range []string{"warren", "warren-test-1", "a/b"} {
+		if err := ValidateCgroupParent(p); err != nil {
+			t.Errorf("%q refused: %v", p, err)
+		}
+	}
+	for _, p := range []string{"", "/warren", "a/../b", "..", ".", "a//b", "a/"} {
+		if err := ValidateCgroupParent(p); !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "--cgroup-parent") {
+			t.Errorf("%q: want ErrInvalid naming the flag, got %v", p, err)
+		}
+	}
+}

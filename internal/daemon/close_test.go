@@ -16,6 +16,7 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/template"
 	"github.com/warrenhq/warren/internal/testutil"
 )
@@ -45,6 +46,9 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.BuildBase = false
 	cfg.AgentBinary = filepath.Join(bin, "warren-agent")
+	// Its own cgroup parent: test/e2e's daemons, run beside it, have theirs,
+	// and a shared one would be removed by a teardown under another's create.
+	cfg.CgroupParent = "warren-test-" + ids.New(8)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

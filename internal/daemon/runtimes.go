@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
@@ -26,7 +27,10 @@ import (
 // create names and routes every later call to the runtime holding them. A
 // gvisor runtime that cannot run sandboxes still manages the ones it has.
 func openRuntimes(ctx context.Context, cfg config.Config, log *slog.Logger) (*runtimeset.Set, []client.RuntimeInfo, error) {
-	nat, err := native.New(native.Options{StateDir: cfg.RuntimeStateDir(), Logger: log})
+	if err := recordCgroupParent(cfg, log); err != nil {
+		return nil, nil, err
+	}
+	nat, err := openNative(cfg, log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open native runtime: %w", err)
 	}
@@ -97,7 +101,49 @@ func openGVisor(cfg config.Config, log *slog.Logger) (*gvisor.Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return gvisor.New(gvisor.Options{Runsc: runsc, Init: initBin, StateDir: cfg.GVisorStateDir(), Logger: log})
+	return gvisor.New(gvisor.Options{Runsc: runsc, Init: initBin, StateDir: cfg.GVisorStateDir(),
+		CgroupParent: cfg.CgroupParent + "-gvisor", Logger: log})
+}
+
+// openNative opens the native runtime, its sandboxes' cgroups under
+// cfg.CgroupParent.
+func openNative(cfg config.Config, log *slog.Logger) (*native.Runtime, error) {
+	return native.New(native.Options{StateDir: cfg.RuntimeStateDir(), CgroupParent: cfg.CgroupParent, Logger: log})
+}
+
+// recordCgroupParent writes cfg.CgroupParent into the data directory before
+// any sandbox is made under it, so that `warren teardown`, which is given
+// no serve flags, removes the parent this daemon used and no other.
+func recordCgroupParent(cfg config.Config, log *slog.Logger) error {
+	p := cfg.CgroupParentPath()
+	if was, err := recordedCgroupParent(cfg); err == nil && was != cfg.CgroupParent {
+		log.Warn("the cgroup parent changed: running sandboxes stay in the old one, which nothing removes", "was", was, "now", cfg.CgroupParent)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("record the cgroup parent: %w", err)
+	}
+	if err := os.WriteFile(p, []byte(cfg.CgroupParent+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record the cgroup parent: %w", err)
+	}
+	return nil
+}
+
+// recordedCgroupParent is the cgroup parent the data directory's daemon
+// last used; a data directory without a record (written before
+// --cgroup-parent existed) used cfg's, the default "warren".
+func recordedCgroupParent(cfg config.Config) (string, error) {
+	b, err := os.ReadFile(cfg.CgroupParentPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return cfg.CgroupParent, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the recorded cgroup parent: %w", err)
+	}
+	p := strings.TrimSpace(string(b))
+	if err := config.ValidateCgroupParent(p); err != nil {
+		return "", fmt.Errorf("%s: %w", cfg.CgroupParentPath(), err)
+	}
+	return p, nil
 }
 
 // findRunsc returns --runsc (or WARREN_RUNSC), else runsc on PATH, else the

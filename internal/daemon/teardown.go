@@ -11,22 +11,27 @@ import (
 	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/mountinfo"
 	"github.com/warrenhq/warren/internal/network"
-	"github.com/warrenhq/warren/internal/runtime/native"
 	"github.com/warrenhq/warren/internal/sandbox"
 )
 
 // Teardown stops every sandbox of a data directory (their processes,
 // cgroups, runtime state and networks: veths, namespaces, warren's
-// nftables table, its bridge and the forwarding it enabled) and unmounts
-// its storage pool. Volumes,
-// snapshots and records stay on disk: a later `warren serve` finds the
-// sandboxes failed and cleans them up. The daemon must not be running.
+// nftables table, its bridge and the forwarding it enabled), removes the
+// cgroup parent its daemon recorded (and no other: another daemon's may be
+// in use) and unmounts its storage pool. Volumes, snapshots and records
+// stay on disk: a later `warren serve` finds the sandboxes failed and
+// cleans them up. The daemon must not be running.
 func Teardown(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if _, err := os.Stat(cfg.DataDir); err != nil {
 		return fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
+	parent, err := recordedCgroupParent(cfg)
+	if err != nil {
+		return err
+	}
+	cfg.CgroupParent = parent
 	var errs []error
-	rt, err := native.New(native.Options{StateDir: cfg.RuntimeStateDir(), Logger: log})
+	rt, err := openNative(cfg, log)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("open runtime: %w", err))
 	} else {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,6 +53,11 @@ type daemon struct {
 	started bool          // served once: a restart keeps addr, which clients hold
 	log     *testutil.SyncBuffer
 	key     string
+	// cgroupParent is this daemon's own, for every start on its data
+	// directory (recovered sandboxes stay where they are): sharing one,
+	// another test's teardown removed it between a daemon making it and
+	// making a sandbox's cgroup in it.
+	cgroupParent string
 }
 
 // freePort returns a loopback address that was free a moment ago. Another
@@ -69,8 +75,8 @@ func freePort(t *testing.T) string {
 
 // Tests call t.Parallel: each daemon has its own data directory (pool, loop
 // device, runsc root, sockets), port and, through networkDaemon, its own
-// fake host for the network (bridge, nftables table, subnet); sandbox ids
-// are random, so their cgroups under the shared parent never collide. Go
+// fake host for the network (bridge, nftables table, subnet) and its cgroup
+// parent, which its teardown removes. Go
 // runs the tests that do not call it first, one at a time, and the parallel
 // ones after them: a test that measures, counts host-wide things or loads
 // the whole machine stays serial and says why.
@@ -84,13 +90,21 @@ func newDaemon(t *testing.T, extra ...string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, bin: binDir(t), dataDir: dataDir, addr: freePort(t), args: extra}
+	d := &daemon{t: t, bin: binDir(t), dataDir: dataDir, addr: freePort(t), args: extra,
+		cgroupParent: "warren-test-" + filepath.Base(dataDir)[len("warren-e2e-"):]}
 	t.Cleanup(func() {
 		d.stop(syscall.SIGTERM)
 		// Sandboxes outlive the daemon by design: stop every one the test
 		// left (processes, cgroups) and unmount the pool, so that no loop
 		// device stays attached through a sandbox's mount namespace.
-		out, err := exec.Command(filepath.Join(d.bin, "warren"), "teardown", "--yes", "--data-dir", dataDir).CombinedOutput()
+		teardown := exec.Command(filepath.Join(d.bin, "warren"), "teardown", "--yes", "--data-dir", dataDir)
+		teardown.Env = append(os.Environ(), d.cgroupEnv())
+		out, err := teardown.CombinedOutput()
+		if err == nil {
+			for _, p := range cgroupsNamed(d.cgroupParent, d.cgroupParent+"-gvisor") {
+				t.Errorf("teardown of %s left the cgroup parent %s", dataDir, p)
+			}
+		}
 		if err != nil {
 			t.Errorf("teardown of %s: %v\n%s", dataDir, err, out)
 			pool := filepath.Join(dataDir, "pool")
@@ -150,6 +164,7 @@ func (d *daemon) launch() error {
 	args := append([]string{"serve", "--data-dir", d.dataDir, "--listen", d.addr, "--image-size-gb", "4",
 		"--build-base=false", "--cache-dir", cacheDir()}, d.args...)
 	d.cmd = exec.Command(filepath.Join(d.bin, "warren"), args...)
+	d.cmd.Env = append(os.Environ(), d.cgroupEnv())
 	d.log = &testutil.SyncBuffer{}
 	d.cmd.Stdout = d.log
 	d.cmd.Stderr = d.log
@@ -185,6 +200,30 @@ func (d *daemon) launch() error {
 		case <-tick.C:
 		}
 	}
+}
+
+// cgroupEnv gives `warren serve` and `warren teardown` the daemon's cgroup
+// parent. An environment variable, not --cgroup-parent, since TestUpgrade
+// runs the previous release on the same arguments, and a release without
+// the flag would refuse it; that release's daemon uses the default parent
+// (the one daemon of the suite that does).
+func (d *daemon) cgroupEnv() string { return "WARREN_CGROUP_PARENT=" + d.cgroupParent }
+
+// cgroupsNamed lists the cgroup directories, in any hierarchy, whose name
+// is one of names.
+func cgroupsNamed(names ...string) []string {
+	var found []string
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, de fs.DirEntry, err error) error {
+		if err != nil || !de.IsDir() {
+			return nil
+		}
+		if slices.Contains(names, de.Name()) {
+			found = append(found, p)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return found
 }
 
 // stop ends the daemon with sig and waits for it.

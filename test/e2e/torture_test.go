@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -519,7 +518,7 @@ func checkConsistent(t *testing.T, d tortureHost, round int, st *tortureStats) {
 			}
 		}
 	}
-	for _, id := range st.ours(sandboxCgroups(t)) {
+	for _, id := range st.ours(d.sandboxCgroups()) {
 		if state := known[id]; state != "running" && state != "paused" {
 			t.Errorf("round %d: cgroup of sandbox %s, which is %q", round, id, state)
 		}
@@ -599,22 +598,17 @@ func dirNames(dir string) []string {
 	return out
 }
 
-// sandboxCgroups lists the sandbox ids that have a cgroup under warren's
-// parents (native: warren/<id>; gvisor: warren-gvisor/<id>).
-func sandboxCgroups(t *testing.T) []string {
-	t.Helper()
+// sandboxCgroups lists the sandbox ids that have a cgroup under the
+// daemon's parents (native: <parent>/<id>; gvisor: <parent>-gvisor/<id>).
+func (d *daemon) sandboxCgroups() []string {
 	seen := map[string]bool{}
-	_ = filepath.WalkDir("/sys/fs/cgroup", func(p string, de fs.DirEntry, err error) error {
-		if err != nil || !de.IsDir() {
-			return nil
+	for _, parent := range cgroupsNamed(d.cgroupParent, d.cgroupParent+"-gvisor") {
+		for _, id := range dirNames(parent) {
+			if st, err := os.Stat(filepath.Join(parent, id)); err == nil && st.IsDir() {
+				seen[id] = true
+			}
 		}
-		parent := filepath.Base(filepath.Dir(p))
-		if parent == "warren" || parent == "warren-gvisor" {
-			seen[de.Name()] = true
-			return filepath.SkipDir
-		}
-		return nil
-	})
+	}
 	var out []string
 	for id := range seen {
 		out = append(out, id)
@@ -672,7 +666,7 @@ func (d tortureHost) counts(t *testing.T, st *tortureStats) hostResources {
 			}
 		}
 	}
-	r.Cgroups = len(st.ours(sandboxCgroups(t)))
+	r.Cgroups = len(st.ours(d.sandboxCgroups()))
 	r.Subvolumes = len(poolSubvolumes(t, dataDir))
 	var err error
 	if r.Net, err = d.in.Count(d.runDir); err != nil {
