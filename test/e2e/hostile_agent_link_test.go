@@ -40,13 +40,15 @@ func TestHostileSandboxCutsAgentLink(t *testing.T) {
 	if _, err := c.Files.Write(ctx, id, "/tmp/cutlink", bytes.NewReader(data), 0o755, "root"); err != nil {
 		t.Fatal(err)
 	}
-	// Detached, so that its answer does not ride the link it cuts.
-	if _, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "(sleep 0.2; /tmp/cutlink > /tmp/cutlink.out 2>&1) &", User: "root", TimeoutMs: 20000}); err != nil {
+	// Detached, so that its answer does not ride the link it cuts; a second
+	// later, so that the answer is out first even on a loaded machine.
+	if _, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "(sleep 1; /tmp/cutlink > /tmp/cutlink.out 2>&1) &", User: "root", TimeoutMs: 20000}); err != nil {
 		t.Fatal(err)
 	}
 
-	// The neighbour answers while the victim's link is down.
-	for range 5 {
+	// The neighbour answers before, while and after the victim's link is
+	// cut (at about 1 s).
+	for range 25 {
 		if res, err := c.Commands.ExecWait(ctx, neighbour.SandboxID, sh("echo ok")); err != nil || res.Stdout != "ok\n" {
 			t.Fatalf("neighbour while the link is cut: %+v %v", res, err)
 		}
