@@ -2,8 +2,9 @@ package tools
 
 import (
 	"fmt"
-	"path"
 	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // maxBraceExpansions bounds what one pattern's {a,b} groups expand to.
@@ -11,11 +12,17 @@ const maxBraceExpansions = 256
 
 // globPattern is a parsed glob: its {a,b} alternatives expanded, each split
 // into slash-separated segments, where a "**" segment matches any number of
-// directories (none included) and the other segments follow path.Match
-// (*, ?, [a-z], \ escapes; * and ? never match a slash, and they do match a
-// leading dot).
+// directories (none included) and the other segments are doublestar's
+// (*, ?, [a-z], [^a-z] or [!a-z], \ escapes; * and ? never match a slash,
+// and they do match a leading dot). doublestar matches whole paths, but it
+// has no way to say whether a directory could hold a match: the walk's
+// pruning (canEnter, the literal prefix it starts from, mentions) needs the
+// alternatives expanded and split into segments, so that stays here, and
+// the braces are expanded here, bash's way, before doublestar sees them.
 type globPattern struct {
 	alts [][]string
+	// whole holds each alternative joined again, for doublestar.
+	whole []string
 }
 
 func compileGlob(pattern string) (*globPattern, error) {
@@ -33,7 +40,8 @@ func compileGlob(pattern string) (*globPattern, error) {
 			if strings.Contains(s, "**") && s != "**" {
 				return nil, fmt.Errorf("%q: ** must be a whole path segment (as in src/**/*.go); inside a segment use *", pattern)
 			}
-			if _, err := path.Match(s, ""); err != nil {
+			s = escapeBraces(s) // literal after expandBraces; doublestar would read them as a group
+			if !doublestar.ValidatePattern(s) {
 				return nil, fmt.Errorf("%q: bad segment %q (an unclosed [ or a trailing \\)", pattern, s)
 			}
 			if len(segs) > 0 && s == "**" && segs[len(segs)-1] == "**" {
@@ -45,15 +53,39 @@ func compileGlob(pattern string) (*globPattern, error) {
 			return nil, fmt.Errorf("%q matches nothing: give a pattern such as **/*.go", pattern)
 		}
 		g.alts = append(g.alts, segs)
+		g.whole = append(g.whole, strings.Join(segs, "/"))
 	}
 	return g, nil
 }
 
+// escapeBraces escapes the braces expandBraces left alone (a group without
+// a comma): bash and this tool read them literally.
+func escapeBraces(s string) string {
+	if !strings.ContainsAny(s, "{}") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			b.WriteByte(s[i])
+			if i+1 < len(s) {
+				i++
+				b.WriteByte(s[i])
+			}
+			continue
+		case '{', '}':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
 // match reports whether rel (slash-separated) matches some alternative.
 func (g *globPattern) match(rel string) bool {
-	segs := strings.Split(rel, "/")
-	for _, a := range g.alts {
-		if matchSegs(a, segs) {
+	for _, w := range g.whole {
+		if doublestar.MatchUnvalidated(w, rel) {
 			return true
 		}
 	}
@@ -76,7 +108,7 @@ func (g *globPattern) canEnter(rel string) bool {
 func (g *globPattern) mentions(name string) bool {
 	for _, a := range g.alts {
 		for _, s := range a {
-			if ok, _ := path.Match(s, name); ok && strings.HasPrefix(s, name[:1]) {
+			if doublestar.MatchUnvalidated(s, name) && strings.HasPrefix(s, name[:1]) {
 				return true
 			}
 		}
@@ -99,36 +131,12 @@ func (g *globPattern) takeLiteralPrefix() []string {
 		prefix = append(prefix, seg)
 		for k := range g.alts {
 			g.alts[k] = g.alts[k][1:]
+			g.whole[k] = strings.Join(g.alts[k], "/")
 		}
 	}
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
-
-func matchSegs(pat, segs []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			if len(rest) == 0 {
-				return true
-			}
-			for i := 0; i <= len(segs); i++ {
-				if matchSegs(rest, segs[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(segs) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], segs[0]); !ok {
-			return false
-		}
-		pat, segs = pat[1:], segs[1:]
-	}
-	return len(segs) == 0
-}
 
 // prefixCanMatch reports whether a path starting with the directory segs
 // and going deeper could match pat.
@@ -142,7 +150,7 @@ func prefixCanMatch(pat, segs []string) bool {
 	if pat[0] == "**" {
 		return prefixCanMatch(pat[1:], segs) || prefixCanMatch(pat, segs[1:])
 	}
-	if ok, _ := path.Match(pat[0], segs[0]); !ok {
+	if !doublestar.MatchUnvalidated(pat[0], segs[0]) {
 		return false
 	}
 	return prefixCanMatch(pat[1:], segs[1:])

@@ -1,6 +1,7 @@
 package treediff
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 )
@@ -8,8 +9,19 @@ import (
 // UnifiedDiff returns a unified diff (as `diff -u` prints it) turning a
 // into b, with context lines of context around each change, or "" when the
 // two are equal. It is meant for small text files: it finds a shortest
-// edit script with Myers' algorithm, whose time and memory grow with the
-// file size times the number of differences.
+// edit script with Myers' algorithm, whose time grows with the file size
+// times the number of differences D, and its memory with D².
+//
+// Hand-written on purpose (measured 2026-11-27, docs/benchmarks.md,
+// BenchmarkUnifiedDiff): github.com/aymanbagabas/go-udiff v0.4.1, the
+// maintained copy of x/tools' diff, is no faster on what the diff API
+// sees (1,000 and 10,000 lines with 1–100 small edits: medians 2.6–40 ms
+// here, 3.5–100 ms there, about the same memory), and its output is not this
+// one's: in 23 % of small random edits it picks another edit script of
+// the same length, and with no context it writes hunk headers patch(1)
+// rejects ("@@ -2 +3 @@" for an insertion). It does bound the cost of a
+// file rewritten whole, where Myers' D is the file: 256 KiB of new
+// 32-byte lines took 20 s and 2.1 GB here, 0.12 s and 7 MB there.
 func UnifiedDiff(a, b []byte, nameA, nameB string, context int) string {
 	if string(a) == string(b) {
 		return ""
@@ -101,7 +113,10 @@ func hunkRange(pos, n int) string {
 func splitLines(s []byte) []string {
 	var out []string
 	for len(s) > 0 {
-		i := strings.IndexByte(string(s), '\n')
+		// bytes, not strings.IndexByte(string(s)): that conversion copied
+		// the rest of the file at every line (1.6 GB and 3.5 s for 10,000
+		// lines, BenchmarkUnifiedDiff).
+		i := bytes.IndexByte(s, '\n')
 		if i < 0 {
 			out = append(out, string(s))
 			break
@@ -119,9 +134,12 @@ func myers(a, b []string) []edit {
 	maxD := n + m
 	off := maxD + 1
 	v := make([]int, 2*maxD+3)
+	// trace[d] keeps the frontier before step d on the diagonals -d..d only,
+	// the ones step d reads: copying all of v made the trace grow as
+	// D·(N+M) (46 MB for 100 edits in 10,000 lines) instead of D².
 	var trace [][]int
 	for d := 0; d <= maxD; d++ {
-		trace = append(trace, append([]int(nil), v...))
+		trace = append(trace, append([]int(nil), v[off-d:off+d+1]...))
 		for k := -d; k <= d; k += 2 {
 			var x int
 			if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
@@ -135,7 +153,7 @@ func myers(a, b []string) []edit {
 			}
 			v[off+k] = x
 			if x >= n && y >= m {
-				return backtrack(trace, off, d, n, m)
+				return backtrack(trace, d, n, m)
 			}
 		}
 	}
@@ -143,11 +161,11 @@ func myers(a, b []string) []edit {
 }
 
 // backtrack walks the saved frontiers from (n, m) back to (0, 0).
-func backtrack(trace [][]int, off, d, n, m int) []edit {
+func backtrack(trace [][]int, d, n, m int) []edit {
 	var rev []edit
 	x, y := n, m
 	for ; d > 0; d-- {
-		v := trace[d] // the frontier before step d
+		v, off := trace[d], d // the frontier before step d, diagonal k at off+k
 		k := x - y
 		var prevK int
 		if k == -d || (k != d && v[off+k-1] < v[off+k+1]) {
