@@ -38,17 +38,7 @@ var allowedPackages = map[string]string{
 // function, or Type.Method), that are reported but do not fail the test, each
 // with the reason. An entry that matches nothing fails the test, so the list
 // only shrinks.
-var allowed = map[string]string{
-	// Host's jobs (lifecycle, snapshots, memory checkpoints, network,
-	// write-back tickets, old-root drops) want helper types of their own,
-	// but internal/session calls its exported methods and is being
-	// rewritten at the same time: split it after that lands.
-	"internal/sandbox.Host": "split by job after the session rewrite (issue 23)",
-	// The freeze, the thaw at Taken and the background finish share state
-	// through closures; a frozenSnapshot type would hold it, checked by
-	// the snapshot e2e tests.
-	"internal/sandbox.Host.Snapshot": "split with Host",
-}
+var allowed = map[string]string{}
 
 // skipDirs are directories no hand-written Go of ours lives in.
 var skipDirs = map[string]bool{

@@ -137,7 +137,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if d.Networks, err = newNetworks(cfg, d.audit, log); err != nil {
 		return nil, err
 	}
-	d.Host = &sandbox.Host{
+	hostCfg := sandbox.Config{
 		Network:     d.Networks,
 		Storage:     d.Storage,
 		Runtime:     rt,
@@ -149,8 +149,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		Log:         log,
 	}
 	if cfg.AgentLogs {
-		d.Host.LogDir = cfg.LogDir()
+		hostCfg.LogDir = cfg.LogDir()
 	}
+	d.Host = sandbox.New(hostCfg)
 	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(session.Config{
 		RuntimeName:     rt.Name(),

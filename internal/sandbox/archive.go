@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,17 +21,40 @@ type archiveStorage interface {
 	ArchiveDir() string
 }
 
-func (h *Host) archiver() (archiveStorage, error) {
-	a, ok := h.Storage.(archiveStorage)
-	if !ok {
-		return nil, fmt.Errorf("the %s storage cannot archive snapshots: %w", h.Storage.Name(), errdefs.ErrUnsupported)
+// snapshotWaiter waits until a snapshot being written is (unsettledSnapshots).
+type snapshotWaiter interface {
+	snapshot(ctx context.Context, id string) error
+}
+
+// archives keeps snapshots as streams outside the pool (the storage's
+// Archiver) and brings them back.
+type archives struct {
+	streams     archiveStorage // nil: the storage cannot archive
+	storageName string
+	// settled: an archive reads snapshots that may still be being written.
+	settled snapshotWaiter
+	log     *slog.Logger
+}
+
+func newArchives(st storage.Storage, settled snapshotWaiter, log *slog.Logger) *archives {
+	a := &archives{settled: settled, log: log}
+	if st != nil {
+		a.storageName = st.Name()
 	}
-	return a, nil
+	a.streams, _ = st.(archiveStorage)
+	return a
+}
+
+func (ar *archives) archiver() (archiveStorage, error) {
+	if ar.streams == nil {
+		return nil, fmt.Errorf("the %s storage cannot archive snapshots: %w", ar.storageName, errdefs.ErrUnsupported)
+	}
+	return ar.streams, nil
 }
 
 // CanArchive reports whether snapshots can be archived as streams.
-func (h *Host) CanArchive() bool {
-	_, err := h.archiver()
+func (ar *archives) CanArchive() bool {
+	_, err := ar.archiver()
 	return err == nil
 }
 
@@ -53,8 +77,8 @@ func inArchive(a archiveStorage, path string) error {
 // ArchiveSnapshot writes a snapshot as a stream relative to parentID (which
 // stays in the pool) and returns the stream's path. The snapshot's volume is
 // not deleted.
-func (h *Host) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (string, error) {
-	a, err := h.archiver()
+func (ar *archives) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (string, error) {
+	a, err := ar.archiver()
 	if err != nil {
 		return "", err
 	}
@@ -62,7 +86,7 @@ func (h *Host) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (st
 		return "", fmt.Errorf("make archive dir: %w", err)
 	}
 	for _, id := range []string{snapID, parentID} {
-		if err := h.unsettled.snapshot(ctx, id); err != nil {
+		if err := ar.settled.snapshot(ctx, id); err != nil {
 			return "", err
 		}
 	}
@@ -77,8 +101,8 @@ func (h *Host) ArchiveSnapshot(ctx context.Context, snapID, parentID string) (st
 // streams: paths[0] is a delta against baseID, which must be in the pool,
 // each later one against the snapshot the one before rebuilds, and the last
 // is snapID's own.
-func (h *Host) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths []string) error {
-	a, err := h.archiver()
+func (ar *archives) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths []string) error {
+	a, err := ar.archiver()
 	if err != nil {
 		return err
 	}
@@ -87,7 +111,7 @@ func (h *Host) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths
 			return err
 		}
 	}
-	if err := h.unsettled.snapshot(ctx, baseID); err != nil {
+	if err := ar.settled.snapshot(ctx, baseID); err != nil {
 		return err
 	}
 	if err := a.Restore(ctx, paths, snapshotKey(baseID), snapshotKey(snapID)); err != nil {
@@ -97,8 +121,8 @@ func (h *Host) RestoreSnapshot(ctx context.Context, snapID, baseID string, paths
 }
 
 // HasArchive reports whether a stream file exists.
-func (h *Host) HasArchive(path string) bool {
-	a, err := h.archiver()
+func (ar *archives) HasArchive(path string) bool {
+	a, err := ar.archiver()
 	if err != nil || inArchive(a, path) != nil {
 		return false
 	}
@@ -107,8 +131,8 @@ func (h *Host) HasArchive(path string) bool {
 }
 
 // RemoveArchive deletes a stream file; a missing one is not an error.
-func (h *Host) RemoveArchive(path string) error {
-	a, err := h.archiver()
+func (ar *archives) RemoveArchive(path string) error {
+	a, err := ar.archiver()
 	if err != nil {
 		return err
 	}
@@ -123,8 +147,8 @@ func (h *Host) RemoveArchive(path string) error {
 
 // ReconcileArchives removes every file in the archive directory that keep
 // does not name (streams of deleted snapshots, half-written ones).
-func (h *Host) ReconcileArchives(keep map[string]bool) error {
-	a, err := h.archiver()
+func (ar *archives) ReconcileArchives(keep map[string]bool) error {
+	a, err := ar.archiver()
 	if err != nil {
 		return nil
 	}
@@ -141,7 +165,7 @@ func (h *Host) ReconcileArchives(keep map[string]bool) error {
 		if keep[p] {
 			continue
 		}
-		h.Log.Info("removing archive stream no record names", "path", p)
+		ar.log.Info("removing archive stream no record names", "path", p)
 		if err := os.RemoveAll(p); err != nil {
 			errs = append(errs, err)
 		}

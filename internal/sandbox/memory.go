@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,40 +30,72 @@ const (
 	hibernateImagePrefix = "hibernate-"
 )
 
-func (h *Host) snapshotImage(snapID string) string {
-	return filepath.Join(h.MemoryDir, snapshotImagePrefix+snapID)
+// memoryDir is the directory of memory images ("": this host keeps none).
+type memoryDir string
+
+func (d memoryDir) snapshotImage(snapID string) string {
+	return filepath.Join(string(d), snapshotImagePrefix+snapID)
 }
 
-func (h *Host) hibernationImage(id string) string {
-	return filepath.Join(h.MemoryDir, hibernateImagePrefix+id)
+func (d memoryDir) hibernationImage(id string) string {
+	return filepath.Join(string(d), hibernateImagePrefix+id)
 }
 
-func (h *Host) memoryRuntime() (memoryRuntime, error) {
-	if h.MemoryDir == "" {
+// memoryHostRuntime is what memory images need of the host runtime: its
+// name and features, a freeze around a snapshot, the release of a
+// hibernated sandbox's remains. Saving and restoring is memoryRuntime.
+type memoryHostRuntime interface {
+	Name() string
+	Capabilities() runtime.Capabilities
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	Destroy(ctx context.Context, id string) error
+}
+
+// memoryImages saves sandboxes' memory and processes and brings them
+// back: with a snapshot (a fork or rollback resumes them), or as a
+// hibernation (Hibernate, Wake).
+type memoryImages struct {
+	dir     memoryDir
+	runtime memoryHostRuntime
+	pool    *volumes
+	// syncs writes back a sandbox's data before its memory snapshot
+	// (writeBackTickets).
+	syncs interface{ syncVolume(key storage.Key) error }
+	// specs says what a woken sandbox runs (launcher).
+	specs interface {
+		runtimeSpec(spec Spec, root string) (runtime.Spec, error)
+	}
+	sockets agentSockets
+	log     *slog.Logger
+}
+
+func (m *memoryImages) memoryRuntime() (memoryRuntime, error) {
+	if m.dir == "" {
 		return nil, fmt.Errorf("this server keeps no memory images (no memory directory): %w", errdefs.ErrUnsupported)
 	}
-	if mr, ok := h.Runtime.(memoryRuntime); ok {
+	if mr, ok := m.runtime.(memoryRuntime); ok {
 		return mr, nil
 	}
-	if c, ok := h.Runtime.(runtime.Checkpointer); ok && h.Runtime.Capabilities().MemorySnapshot {
+	if c, ok := m.runtime.(runtime.Checkpointer); ok && m.runtime.Capabilities().MemorySnapshot {
 		return single{c}, nil
 	}
-	return nil, fmt.Errorf("the %s runtime cannot save memory; memory snapshots need the gvisor runtime (filesystem snapshots work on every runtime): %w", h.Runtime.Name(), errdefs.ErrUnsupported)
+	return nil, fmt.Errorf("the %s runtime cannot save memory; memory snapshots need the gvisor runtime (filesystem snapshots work on every runtime): %w", m.runtime.Name(), errdefs.ErrUnsupported)
 }
 
 // CanSaveMemory says whether the memory of a sandbox on the runtime named
 // name ("" = the host's default) can be saved and restored here (nil), or
 // why not (ErrUnsupported). Callers ask before they record anything, so
 // that a refused request leaves nothing behind.
-func (h *Host) CanSaveMemory(name string) error {
-	if _, err := h.memoryRuntime(); err != nil {
+func (m *memoryImages) CanSaveMemory(name string) error {
+	if _, err := m.memoryRuntime(); err != nil {
 		return err
 	}
 	if name == "" {
-		name = h.Runtime.Name()
+		name = m.runtime.Name()
 	}
-	caps, ok := h.Runtime.Capabilities(), name == h.Runtime.Name()
-	if set, isSet := h.Runtime.(interface {
+	caps, ok := m.runtime.Capabilities(), name == m.runtime.Name()
+	if set, isSet := m.runtime.(interface {
 		CapabilitiesOf(string) (runtime.Capabilities, bool)
 	}); isSet {
 		caps, ok = set.CapabilitiesOf(name)
@@ -83,8 +116,8 @@ func (s single) Restore(ctx context.Context, _ string, spec runtime.Spec, dir st
 	return s.Checkpointer.Restore(ctx, spec, dir)
 }
 
-func (h *Host) restore(ctx context.Context, runtimeName string, rs runtime.Spec, dir string) (runtime.Status, error) {
-	mr, err := h.memoryRuntime()
+func (m *memoryImages) restore(ctx context.Context, runtimeName string, rs runtime.Spec, dir string) (runtime.Status, error) {
+	mr, err := m.memoryRuntime()
 	if err != nil {
 		return runtime.Status{}, err
 	}
@@ -97,21 +130,21 @@ const runtimeFile = "warren-runtime"
 
 // MemoryImage reports whether a snapshot's memory image is on disk, and
 // the runtime that wrote it ("" if not recorded).
-func (h *Host) MemoryImage(snapID string) (runtimeName string, ok bool) {
-	if h.MemoryDir == "" {
+func (m *memoryImages) MemoryImage(snapID string) (runtimeName string, ok bool) {
+	if m.dir == "" {
 		return "", false
 	}
-	if _, err := os.Stat(h.snapshotImage(snapID)); err != nil {
+	if _, err := os.Stat(m.dir.snapshotImage(snapID)); err != nil {
 		return "", false
 	}
-	data, _ := os.ReadFile(filepath.Join(h.snapshotImage(snapID), runtimeFile))
+	data, _ := os.ReadFile(filepath.Join(m.dir.snapshotImage(snapID), runtimeFile))
 	return strings.TrimSpace(string(data)), true
 }
 
 // recordRuntime writes into an image the runtime holding sandbox id.
-func (h *Host) recordRuntime(ctx context.Context, id, img string) {
-	name := h.Runtime.Name()
-	if ro, ok := h.Runtime.(interface {
+func (m *memoryImages) recordRuntime(ctx context.Context, id, img string) {
+	name := m.runtime.Name()
+	if ro, ok := m.runtime.(interface {
 		RuntimeOf(context.Context, string) (string, error)
 	}); ok {
 		if n, err := ro.RuntimeOf(ctx, id); err == nil {
@@ -119,7 +152,7 @@ func (h *Host) recordRuntime(ctx context.Context, id, img string) {
 		}
 	}
 	if err := os.WriteFile(filepath.Join(img, runtimeFile), []byte(name+"\n"), 0o600); err != nil {
-		h.Log.Warn("record the runtime of a memory image", "image", img, "err", err)
+		m.log.Warn("record the runtime of a memory image", "image", img, "err", err)
 	}
 }
 
@@ -131,59 +164,59 @@ func (h *Host) recordRuntime(ctx context.Context, id, img string) {
 //
 // Saving the kernel breaks the agent's connection: it is dropped first and
 // the agent's new one awaited before this returns (unless left paused).
-func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (SnapshotResult, int64, error) {
-	mr, err := h.memoryRuntime()
+func (m *memoryImages) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (SnapshotResult, int64, error) {
+	mr, err := m.memoryRuntime()
 	if err != nil {
 		return SnapshotResult{}, 0, err
 	}
-	if err := os.MkdirAll(h.MemoryDir, 0o700); err != nil {
+	if err := os.MkdirAll(string(m.dir), 0o700); err != nil {
 		return SnapshotResult{}, 0, fmt.Errorf("make memory dir: %w", err)
 	}
-	if err := h.unsettled.sandbox(ctx, id); err != nil {
+	if err := m.pool.unsettled.sandbox(ctx, id); err != nil {
 		return SnapshotResult{}, 0, err
 	}
-	h.snapMu.Lock()
-	defer h.snapMu.Unlock()
+	m.pool.snapMu.Lock()
+	defer m.pool.snapMu.Unlock()
 	syncStart := time.Now()
-	if err := h.syncVolume(sandboxKey(id)); err != nil {
-		h.Log.Debug("write back before snapshot", "sandbox", id, "err", err)
+	if err := m.syncs.syncVolume(sandboxKey(id)); err != nil {
+		m.log.Debug("write back before snapshot", "sandbox", id, "err", err)
 	}
 	synced := time.Since(syncStart)
 	start := time.Now()
-	if err := h.Runtime.Pause(ctx, id); err != nil {
+	if err := m.runtime.Pause(ctx, id); err != nil {
 		return SnapshotResult{}, 0, fmt.Errorf("pause sandbox %s: %w", id, err)
 	}
 	thaw := func() {
 		if wasPaused {
 			return
 		}
-		if err := h.Runtime.Resume(context.WithoutCancel(ctx), id); err != nil {
-			h.Log.Error("resume sandbox after snapshot", "sandbox", id, "err", err)
+		if err := m.runtime.Resume(context.WithoutCancel(ctx), id); err != nil {
+			m.log.Error("resume sandbox after snapshot", "sandbox", id, "err", err)
 		}
 	}
 	if conn != nil {
 		conn.Drop()
 	}
-	if _, err := h.snapshotVolume(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
+	if _, err := m.pool.snapshotVolume(ctx, sandboxKey(id), snapshotKey(snapID), storage.SnapshotOptions{ReadOnly: true, Group: group}); err != nil {
 		thaw()
 		return SnapshotResult{}, 0, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
-	img := h.snapshotImage(snapID)
+	img := m.dir.snapshotImage(snapID)
 	_ = os.RemoveAll(img) // a leftover of a snapshot id never recorded
 	info, err := mr.Checkpoint(ctx, id, img, false)
 	thaw()
 	frozen := time.Since(start)
 	if err != nil {
-		_ = h.Storage.Delete(context.WithoutCancel(ctx), snapshotKey(snapID))
+		_ = m.pool.st.Delete(context.WithoutCancel(ctx), snapshotKey(snapID))
 		return SnapshotResult{}, 0, fmt.Errorf("save the memory of sandbox %s: %w", id, err)
 	}
-	h.recordRuntime(ctx, id, img)
+	m.recordRuntime(ctx, id, img)
 	if conn != nil && !wasPaused {
-		if err := h.waitReady(ctx, conn); err != nil {
+		if err := m.sockets.waitReady(ctx, conn); err != nil {
 			return SnapshotResult{}, 0, fmt.Errorf("sandbox %s after its memory was saved: %w", id, err)
 		}
 	}
-	vol, err := h.Storage.Stat(ctx, snapshotKey(snapID))
+	vol, err := m.pool.st.Stat(ctx, snapshotKey(snapID))
 	if err != nil {
 		return SnapshotResult{}, 0, err
 	}
@@ -194,15 +227,15 @@ func (h *Host) SnapshotMemory(ctx context.Context, id, snapID, group string, was
 // disk and ends them: it then holds no memory, CPU or processes, only its
 // files and that image, and survives a daemon restart or a reboot. Its
 // agent listener stays; Wake brings it back.
-func (h *Host) Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error) {
-	mr, err := h.memoryRuntime()
+func (m *memoryImages) Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error) {
+	mr, err := m.memoryRuntime()
 	if err != nil {
 		return runtime.CheckpointInfo{}, err
 	}
-	if err := os.MkdirAll(h.MemoryDir, 0o700); err != nil {
+	if err := os.MkdirAll(string(m.dir), 0o700); err != nil {
 		return runtime.CheckpointInfo{}, fmt.Errorf("make memory dir: %w", err)
 	}
-	img := h.hibernationImage(id)
+	img := m.dir.hibernationImage(id)
 	// An image of an earlier hibernation was consumed by its wake; one left
 	// now belongs to a hibernation that did not finish.
 	if err := os.RemoveAll(img); err != nil {
@@ -214,46 +247,46 @@ func (h *Host) Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo
 	}
 	// Its processes are gone; what remains of them (cgroups, runtime state)
 	// goes too.
-	if err := h.Runtime.Destroy(context.WithoutCancel(ctx), id); err != nil && !errdefs.IsNotFound(err) {
-		h.Log.Warn("release a hibernated sandbox's runtime", "sandbox", id, "err", err)
+	if err := m.runtime.Destroy(context.WithoutCancel(ctx), id); err != nil && !errdefs.IsNotFound(err) {
+		m.log.Warn("release a hibernated sandbox's runtime", "sandbox", id, "err", err)
 	}
 	return info, nil
 }
 
 // IsHibernated reports whether a sandbox's hibernation image is on disk.
-func (h *Host) IsHibernated(id string) bool {
-	if h.MemoryDir == "" {
+func (m *memoryImages) IsHibernated(id string) bool {
+	if m.dir == "" {
 		return false
 	}
-	_, err := os.Stat(h.hibernationImage(id))
+	_, err := os.Stat(m.dir.hibernationImage(id))
 	return err == nil
 }
 
 // Wake restores a hibernated sandbox from its image and waits for its
 // agent. The image is removed once the sandbox runs again: the sandbox
 // has moved on from it.
-func (h *Host) Wake(ctx context.Context, spec Spec, conn *agentconn.Conn) (time.Duration, error) {
+func (m *memoryImages) Wake(ctx context.Context, spec Spec, conn *agentconn.Conn) (time.Duration, error) {
 	ctx = context.WithoutCancel(ctx)
-	img := h.hibernationImage(spec.ID)
+	img := m.dir.hibernationImage(spec.ID)
 	if _, err := os.Stat(img); err != nil {
 		return 0, fmt.Errorf("sandbox %s has no hibernation image: %w", spec.ID, errdefs.ErrNotFound)
 	}
 	began := time.Now()
-	rs, err := h.runtimeSpec(spec, h.Storage.Path(sandboxKey(spec.ID)))
+	rs, err := m.specs.runtimeSpec(spec, m.pool.st.Path(sandboxKey(spec.ID)))
 	if err != nil {
 		return 0, err
 	}
-	if _, err := h.restore(ctx, spec.Runtime, rs, img); err != nil {
+	if _, err := m.restore(ctx, spec.Runtime, rs, img); err != nil {
 		return 0, fmt.Errorf("wake sandbox %s: %w", spec.ID, err)
 	}
 	if conn != nil {
-		if err := h.waitReady(ctx, conn); err != nil {
+		if err := m.sockets.waitReady(ctx, conn); err != nil {
 			return 0, fmt.Errorf("wake sandbox %s: %w", spec.ID, err)
 		}
 	}
 	took := time.Since(began)
 	if err := os.RemoveAll(img); err != nil {
-		h.Log.Warn("remove a woken sandbox's hibernation image", "sandbox", spec.ID, "err", err)
+		m.log.Warn("remove a woken sandbox's hibernation image", "sandbox", spec.ID, "err", err)
 	}
 	return took, nil
 }
@@ -267,14 +300,14 @@ func removeMemoryImage(dir string) error {
 	return nil
 }
 
-// reconcileMemory removes the images no snapshot (keepSnaps) or sandbox
+// reconcile removes the images no snapshot (keepSnaps) or sandbox
 // (keepSandboxes) names: a key present names it, whatever its value. A nil
 // map leaves that kind alone.
-func (h *Host) reconcileMemory(keepSnaps, keepSandboxes map[string]bool) error {
-	if h.MemoryDir == "" {
+func (d memoryDir) reconcile(log *slog.Logger, keepSnaps, keepSandboxes map[string]bool) error {
+	if d == "" {
 		return nil
 	}
-	entries, err := os.ReadDir(h.MemoryDir)
+	entries, err := os.ReadDir(string(d))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -294,8 +327,8 @@ func (h *Host) reconcileMemory(keepSnaps, keepSandboxes map[string]bool) error {
 			orphan = !named
 		}
 		if orphan {
-			h.Log.Info("removing orphaned memory image", "image", name)
-			errs = append(errs, removeMemoryImage(filepath.Join(h.MemoryDir, name)))
+			log.Info("removing orphaned memory image", "image", name)
+			errs = append(errs, removeMemoryImage(filepath.Join(string(d), name)))
 		}
 	}
 	return errors.Join(errs...)

@@ -197,14 +197,51 @@ func (n *Networks) Close() error {
 	return err
 }
 
+// netManager is what a sandbox's network needs of internal/network's
+// Manager.
+type netManager interface {
+	Setup(ctx context.Context, id string, p network.Policy) (*network.Attachment, error)
+	Attachment(id string) (*network.Attachment, error)
+	Readdress(id string) error
+	Update(ctx context.Context, id string, p network.Policy) error
+	Teardown(ctx context.Context, id string) error
+	Reconcile(ctx context.Context, keep map[string]bool) error
+}
+
+// sandboxNetworks gives sandboxes their network namespaces and egress
+// policies, through the manager Networks starts on first need.
+type sandboxNetworks struct {
+	networks *Networks // nil: this host runs without networking
+	// sockets holds each sandbox's run directory, where its resolv.conf is
+	// written.
+	sockets agentSockets
+}
+
+// running is the manager if it has been started, else nil.
+func (nw *sandboxNetworks) running() netManager {
+	if m := nw.networks.Running(); m != nil {
+		return m
+	}
+	return nil
+}
+
+// start returns the manager, starting it if it is not running.
+func (nw *sandboxNetworks) start() (netManager, error) {
+	m, err := nw.networks.Start()
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // NetworkAvailable reports whether a sandbox can be given a network.
-func (h *Host) NetworkAvailable() error {
-	return h.Network.Available()
+func (nw *sandboxNetworks) NetworkAvailable() error {
+	return nw.networks.Available()
 }
 
 // setupNetwork gives a new sandbox its network namespace.
-func (h *Host) setupNetwork(ctx context.Context, id string, p network.Policy) error {
-	m, err := h.Network.Start()
+func (nw *sandboxNetworks) setupNetwork(ctx context.Context, id string, p network.Policy) error {
+	m, err := nw.start()
 	if err != nil {
 		return err
 	}
@@ -217,8 +254,8 @@ func (h *Host) setupNetwork(ctx context.Context, id string, p network.Policy) er
 // attachNetwork joins the runtime spec to the sandbox's network namespace
 // and names its resolver in /etc/resolv.conf (a read-only bind mount of a
 // file in the sandbox's run directory).
-func (h *Host) attachNetwork(id string, rs *runtime.Spec) error {
-	m := h.Network.Running()
+func (nw *sandboxNetworks) attachNetwork(id string, rs *runtime.Spec) error {
+	m := nw.running()
 	if m == nil {
 		return fmt.Errorf("sandbox %s has a network policy but networking is not running: %w", id, errdefs.ErrUnavailable)
 	}
@@ -230,7 +267,7 @@ func (h *Host) attachNetwork(id string, rs *runtime.Spec) error {
 	if err := m.Readdress(id); err != nil {
 		return err
 	}
-	resolv := filepath.Join(h.socketDir(id), "resolv.conf")
+	resolv := filepath.Join(nw.sockets.dir(id), "resolv.conf")
 	content := fmt.Sprintf("# written by warren: the sandbox's resolver answers only names its policy allows\nnameserver %s\noptions edns0\n", att.Gateway)
 	if err := os.WriteFile(resolv, []byte(content), 0o644); err != nil {
 		return fmt.Errorf("write resolv.conf of sandbox %s: %w", id, err)
@@ -242,8 +279,8 @@ func (h *Host) attachNetwork(id string, rs *runtime.Spec) error {
 
 // UpdateNetwork replaces a networked sandbox's egress policy in place:
 // existing connections the new policy denies are cut.
-func (h *Host) UpdateNetwork(ctx context.Context, id string, p network.Policy) error {
-	m := h.Network.Running()
+func (nw *sandboxNetworks) UpdateNetwork(ctx context.Context, id string, p network.Policy) error {
+	m := nw.running()
 	if m == nil {
 		return fmt.Errorf("networking is not running on this server: %w", errdefs.ErrUnavailable)
 	}
@@ -252,8 +289,8 @@ func (h *Host) UpdateNetwork(ctx context.Context, id string, p network.Policy) e
 
 // AdoptNetwork takes over the network of a sandbox an earlier daemon set
 // up (same namespace and address) and re-applies its policy.
-func (h *Host) AdoptNetwork(ctx context.Context, id string, p network.Policy) error {
-	m, err := h.Network.Start()
+func (nw *sandboxNetworks) AdoptNetwork(ctx context.Context, id string, p network.Policy) error {
+	m, err := nw.start()
 	if err != nil {
 		return err
 	}
@@ -265,8 +302,8 @@ func (h *Host) AdoptNetwork(ctx context.Context, id string, p network.Policy) er
 
 // teardownNetwork removes a sandbox's network, if networking runs (a
 // sandbox without one costs a lookup or two).
-func (h *Host) teardownNetwork(ctx context.Context, id string) error {
-	m := h.Network.Running()
+func (nw *sandboxNetworks) teardownNetwork(ctx context.Context, id string) error {
+	m := nw.running()
 	if m == nil {
 		return nil
 	}
@@ -274,8 +311,8 @@ func (h *Host) teardownNetwork(ctx context.Context, id string) error {
 }
 
 // reconcileNetwork removes the network of every sandbox not in keep.
-func (h *Host) reconcileNetwork(ctx context.Context, keep map[string]bool) error {
-	m := h.Network.Running()
+func (nw *sandboxNetworks) reconcileNetwork(ctx context.Context, keep map[string]bool) error {
+	m := nw.running()
 	if m == nil {
 		return nil
 	}

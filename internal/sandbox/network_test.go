@@ -21,11 +21,11 @@ func TestNoNetworks(t *testing.T) {
 	if n.Running() != nil || n.LeftBehind() || n.Close() != nil {
 		t.Fatal("a nil Networks is not inert")
 	}
-	h := &Host{}
-	if err := h.teardownNetwork(t.Context(), "sb"); err != nil {
+	nw := &sandboxNetworks{}
+	if err := nw.teardownNetwork(t.Context(), "sb"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.reconcileNetwork(t.Context(), nil); err != nil {
+	if err := nw.reconcileNetwork(t.Context(), nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,13 +2,10 @@ package sandbox
 
 import (
 	"cmp"
-	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/warrenhq/warren/internal/storage"
 )
 
 // Pacing of a rollback's old root drop (see Host.Rollback).
@@ -47,13 +44,6 @@ type waitingDrop struct{ now chan struct{} }
 
 // volumeMade notes that a volume was made now.
 func (l *oldRootDrops) volumeMade() { l.lastVolume.Store(time.Now().UnixNano()) }
-
-// snapshotVolume is Storage.Snapshot, noted as a new volume in the pool
-// (which puts off dropping a rollback's old root, see oldRootDrops).
-func (h *Host) snapshotVolume(ctx context.Context, parent, key storage.Key, opts storage.SnapshotOptions) (string, error) {
-	h.oldRoots.volumeMade()
-	return h.Storage.Snapshot(ctx, parent, key, opts)
-}
 
 // whenQuiet runs fn in the background once the pool has gone poolQuiet
 // without a new volume, after quietWaitMax at the latest, or at once when

@@ -127,16 +127,3 @@ func (s *unsettledSnapshots) written(ctx context.Context, st *settle) error {
 func (s *unsettledSnapshots) sandbox(ctx context.Context, id string) error {
 	return s.wait(ctx, s.lookup(id, true))
 }
-
-// WaitSettled returns once every snapshot being written is, and its
-// settled callback has returned (see Snapshot), and every write-back begun
-// when a command ended is over: before the daemon closes the store those
-// callbacks write to and unmounts the pool they hold files open in.
-func (h *Host) WaitSettled() {
-	h.unsettled.close()
-	h.writeBacks.mu.Lock()
-	h.writeBacks.closed = true
-	h.writeBacks.mu.Unlock()
-	h.writeBacks.wg.Wait()
-	h.oldRoots.close()
-}

@@ -21,16 +21,16 @@ type initSignaller interface {
 // the processes get SIGTERM first (through PID 1, the agent, which passes it
 // on) and grace to exit before everything is killed. It returns whether the
 // processes exited by themselves.
-func (h *Host) Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (graceful bool, err error) {
+func (l *lifecycle) Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (graceful bool, err error) {
 	ctx = context.WithoutCancel(ctx)
-	if s, ok := h.Runtime.(initSignaller); ok && grace > 0 {
-		if err := h.Runtime.Resume(ctx, id); err != nil && !errdefs.IsNotFound(err) {
-			h.Log.Debug("thaw before stop", "sandbox", id, "err", err)
+	if s, ok := l.runtime.(initSignaller); ok && grace > 0 {
+		if err := l.runtime.Resume(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+			l.log.Debug("thaw before stop", "sandbox", id, "err", err)
 		}
 		if err := s.SignalInit(ctx, id, syscall.SIGTERM); err == nil {
 			deadline := time.Now().Add(grace)
 			for time.Now().Before(deadline) {
-				st, err := h.Runtime.Status(ctx, id)
+				st, err := l.runtime.Status(ctx, id)
 				if err != nil || st.State == runtime.StateStopped {
 					graceful = true
 					break
@@ -42,19 +42,19 @@ func (h *Host) Stop(ctx context.Context, id string, grace time.Duration, conn *a
 	if conn != nil {
 		conn.Close()
 	}
-	if err := h.Runtime.Destroy(ctx, id); err != nil && !errdefs.IsNotFound(err) {
+	if err := l.runtime.Destroy(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		return graceful, err
 	}
-	if h.MemoryDir != "" {
+	if l.images != "" {
 		// A hibernated sandbox's processes, stopped on disk.
-		if err := removeMemoryImage(h.hibernationImage(id)); err != nil {
+		if err := removeMemoryImage(l.images.hibernationImage(id)); err != nil {
 			return graceful, err
 		}
 	}
 	// A stopped sandbox never runs again: its network goes now (or, if
 	// that fails, when it is deleted).
-	if err := h.teardownNetwork(ctx, id); err != nil {
-		h.Log.Warn("tear down the network of a stopped sandbox", "sandbox", id, "err", err)
+	if err := l.net.teardownNetwork(ctx, id); err != nil {
+		l.log.Warn("tear down the network of a stopped sandbox", "sandbox", id, "err", err)
 	}
 	return graceful, nil
 }
@@ -66,31 +66,31 @@ type limitUpdater interface {
 }
 
 // UpdateLimits changes a running sandbox's limits.
-func (h *Host) UpdateLimits(ctx context.Context, id string, l runtime.Limits) error {
-	u, ok := h.Runtime.(limitUpdater)
+func (l *lifecycle) UpdateLimits(ctx context.Context, id string, limits runtime.Limits) error {
+	u, ok := l.runtime.(limitUpdater)
 	if !ok {
-		return fmt.Errorf("the %s runtime cannot change limits of a running sandbox: %w", h.Runtime.Name(), errdefs.ErrUnsupported)
+		return fmt.Errorf("the %s runtime cannot change limits of a running sandbox: %w", l.runtime.Name(), errdefs.ErrUnsupported)
 	}
-	return u.UpdateLimits(ctx, id, l)
+	return u.UpdateLimits(ctx, id, limits)
 }
 
 // Pause freezes a sandbox's processes.
-func (h *Host) Pause(ctx context.Context, id string) error {
-	if !h.Runtime.Capabilities().Pause {
-		return fmt.Errorf("the %s runtime cannot pause: %w", h.Runtime.Name(), errdefs.ErrUnsupported)
+func (l *lifecycle) Pause(ctx context.Context, id string) error {
+	if !l.runtime.Capabilities().Pause {
+		return fmt.Errorf("the %s runtime cannot pause: %w", l.runtime.Name(), errdefs.ErrUnsupported)
 	}
-	return h.Runtime.Pause(ctx, id)
+	return l.runtime.Pause(ctx, id)
 }
 
 // Resume thaws a sandbox's processes and waits until its agent answers
 // again (a frozen agent's connection may have been dropped meanwhile; it
 // re-dials by itself).
-func (h *Host) Resume(ctx context.Context, id string, conn *agentconn.Conn) error {
-	if err := h.Runtime.Resume(ctx, id); err != nil {
+func (l *lifecycle) Resume(ctx context.Context, id string, conn *agentconn.Conn) error {
+	if err := l.runtime.Resume(ctx, id); err != nil {
 		return err
 	}
 	if conn == nil {
 		return nil
 	}
-	return h.waitReady(ctx, conn)
+	return l.sockets.waitReady(ctx, conn)
 }

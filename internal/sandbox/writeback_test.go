@@ -7,15 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/storage/dir"
 )
 
-// dirtyRuntime reports a set amount of unwritten data; nothing else of it
-// is used.
+// dirtyRuntime reports a set amount of unwritten data.
 type dirtyRuntime struct {
-	runtime.Runtime
 	dirty int64
 	err   error
 }
@@ -38,21 +35,21 @@ func TestWriteBackBeforeSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &dirtyRuntime{}
-	h := &Host{Storage: st, Runtime: rt, Log: slog.New(slog.DiscardHandler)}
+	w := &writeBackTickets{paths: st, dirty: rt, log: slog.New(slog.DiscardHandler)}
 	syncs := func() uint64 {
-		h.syncs.mu.Lock()
-		defer h.syncs.mu.Unlock()
-		return h.syncs.started
+		w.syncs.mu.Lock()
+		defer w.syncs.mu.Unlock()
+		return w.syncs.started
 	}
 	settle := func() { // the command's write-back is over
 		t.Helper()
-		h.writeBacks.mu.Lock()
-		ticket := h.writeBacks.tickets["sb"]
-		h.writeBacks.mu.Unlock()
+		w.mu.Lock()
+		ticket := w.tickets["sb"]
+		w.mu.Unlock()
 		for {
-			h.syncs.mu.Lock()
-			done := h.syncs.finished >= ticket
-			h.syncs.mu.Unlock()
+			w.syncs.mu.Lock()
+			done := w.syncs.finished >= ticket
+			w.syncs.mu.Unlock()
 			if done {
 				return
 			}
@@ -62,17 +59,17 @@ func TestWriteBackBeforeSnapshot(t *testing.T) {
 
 	// No command yet: a fresh write-back.
 	before := syncs()
-	if err := h.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
+	if err := w.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
 		t.Fatal(err)
 	}
 	if syncs() != before+1 {
 		t.Fatalf("%d write-backs without a command, want 1", syncs()-before)
 	}
 
-	h.CommandEnded("sb")
+	w.CommandEnded("sb")
 	settle()
 	before = syncs()
-	if err := h.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
+	if err := w.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
 		t.Fatal(err)
 	}
 	if syncs() != before {
@@ -80,7 +77,7 @@ func TestWriteBackBeforeSnapshot(t *testing.T) {
 	}
 
 	rt.dirty = 4096
-	if err := h.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
+	if err := w.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
 		t.Fatal(err)
 	}
 	if syncs() != before+1 {
@@ -89,7 +86,7 @@ func TestWriteBackBeforeSnapshot(t *testing.T) {
 
 	rt.dirty, rt.err = 0, errors.New("no cgroup")
 	before = syncs()
-	if err := h.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
+	if err := w.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
 		t.Fatal(err)
 	}
 	if syncs() != before+1 {
@@ -97,11 +94,11 @@ func TestWriteBackBeforeSnapshot(t *testing.T) {
 	}
 
 	rt.err = nil
-	h.CommandEnded("sb")
+	w.CommandEnded("sb")
 	settle()
-	h.CommandStarted("sb")
+	w.CommandStarted("sb")
 	before = syncs()
-	if err := h.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
+	if err := w.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
 		t.Fatal(err)
 	}
 	if syncs() != before+1 {
@@ -109,11 +106,11 @@ func TestWriteBackBeforeSnapshot(t *testing.T) {
 	}
 
 	// A runtime that cannot tell.
-	h.Runtime = struct{ runtime.Runtime }{}
-	h.CommandEnded("sb")
+	w.dirty = nil
+	w.CommandEnded("sb")
 	settle()
 	before = syncs()
-	if err := h.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
+	if err := w.writeBackBeforeSnapshot(ctx, "sb"); err != nil {
 		t.Fatal(err)
 	}
 	if syncs() != before+1 {
