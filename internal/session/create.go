@@ -139,10 +139,6 @@ func (l *lifecycle) newRecord(req CreateRequest, limits runtime.Limits, now time
 	if req.Runtime != "" {
 		rec.Runtime = req.Runtime
 	}
-	rec.Family = rec.ID
-	if req.Runtime != "" {
-		rec.Runtime = req.Runtime
-	}
 	return rec
 }
 
