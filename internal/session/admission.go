@@ -5,10 +5,10 @@ package session
 // A call through the agent (a command, a tool call, a file call, a
 // background process's start) is admitted by Acquire, which checks that the
 // sandbox runs and takes calls and counts the call in flight in one
-// critical section under m.mu. The operations that must not run beside a
-// call (pause, hibernate, rollback) close admission in one critical section
-// with their "nothing in flight" check (closeAdmission), under the
-// sandbox's lock, and reopen it when done. So no call can slip between the
+// critical section under the registry's mu. The operations that must not
+// run beside a call (pause, hibernate, rollback) close admission in one
+// critical section with their "nothing in flight" check (closeAdmission),
+// under the sandbox's lock, and reopen it when done. So no call can slip between the
 // check and the operation, and a call that arrives meanwhile waits for the
 // sandbox's lock and then sees the sandbox as the operation left it.
 
@@ -31,32 +31,32 @@ const maxAdmitTries = 5
 // again is harmless). While admitted the call counts in flight: pause and
 // hibernate refuse, and rollback refuses unless forced. A paused sandbox
 // with autoResume is resumed first.
-func (m *Manager) Acquire(ctx context.Context, team, id string) (*agentconn.Conn, func(), error) {
-	conn, err := m.enter(ctx, team, id, true)
+func (r *registry) Acquire(ctx context.Context, team, id string) (*agentconn.Conn, func(), error) {
+	conn, err := r.enter(ctx, team, id, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	m.host.CommandStarted(id)
-	return conn, m.leaveFunc(id), nil
+	r.host.CommandStarted(id)
+	return conn, r.leaveFunc(id), nil
 }
 
 // Agent returns the agent connection of a team's running sandbox without
 // counting a call in flight: for the sandbox plane and port tunnels, whose
 // streams may outlive any command (a background process's output, a
 // WebSocket) and must not keep the sandbox from pausing.
-func (m *Manager) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
-	return m.enter(ctx, team, id, false)
+func (r *registry) Agent(ctx context.Context, team, id string) (*agentconn.Conn, error) {
+	return r.enter(ctx, team, id, false)
 }
 
-func (m *Manager) enter(ctx context.Context, team, id string, count bool) (*agentconn.Conn, error) {
+func (r *registry) enter(ctx context.Context, team, id string, count bool) (*agentconn.Conn, error) {
 	for try := 0; ; try++ {
-		if conn, ok := m.admit(team, id, count); ok {
+		if conn, ok := r.admit(team, id, count); ok {
 			return conn, nil
 		}
 		if try == maxAdmitTries {
 			return nil, fmt.Errorf("sandbox %s is busy (paused, resumed or rolled back over and over); try again: %w", id, errdefs.ErrConflict)
 		}
-		if err := m.makeAdmissible(ctx, team, id); err != nil {
+		if err := r.makeAdmissible(ctx, team, id); err != nil {
 			return nil, err
 		}
 	}
@@ -64,16 +64,16 @@ func (m *Manager) enter(ctx context.Context, team, id string, count bool) (*agen
 
 // admit is Acquire's fast path: one critical section that checks the
 // sandbox takes calls and, if count, counts this one in flight.
-func (m *Manager) admit(team, id string, count bool) (*agentconn.Conn, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	sb := m.live[id]
+func (r *registry) admit(team, id string, count bool) (*agentconn.Conn, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.live[id]
 	if sb == nil || sb.team != team || sb.paused || sb.draining || sb.closedFor != "" {
 		return nil, false
 	}
-	sb.lastActive = m.cfg.Now()
+	sb.lastActive = r.cfg.Now()
 	if count {
-		m.running[id]++
+		r.running[id]++
 	}
 	return sb.Agent, true
 }
@@ -81,15 +81,15 @@ func (m *Manager) admit(team, id string, count bool) (*agentconn.Conn, bool) {
 // makeAdmissible finds out why a sandbox did not admit a call: an error
 // says why it cannot; nil means try again (an operation that had closed
 // admission has ended, or the sandbox was resumed).
-func (m *Manager) makeAdmissible(ctx context.Context, team, id string) error {
-	m.mu.Lock()
-	sb := m.live[id]
+func (r *registry) makeAdmissible(ctx context.Context, team, id string) error {
+	r.mu.Lock()
+	sb := r.live[id]
 	closed := sb != nil && sb.team == team && sb.closedFor != ""
-	m.mu.Unlock()
+	r.mu.Unlock()
 	if closed {
 		// The operation holds the sandbox's lock until it reopens; a
 		// caller that goes away meanwhile stops waiting.
-		unlock, err := m.sbLocks.LockContext(ctx, id)
+		unlock, err := r.sbLocks.LockContext(ctx, id)
 		if err != nil {
 			return fmt.Errorf("sandbox %s: waited for an operation on it: %w", id, err)
 		}
@@ -98,13 +98,12 @@ func (m *Manager) makeAdmissible(ctx context.Context, team, id string) error {
 	}
 	// Not attached, or not taking calls: the record says why (unknown,
 	// another team's, paused, failed).
-	rec, err := m.Get(ctx, team, id)
+	rec, err := r.Get(ctx, team, id)
 	if err != nil {
 		return err
 	}
 	if (rec.State == StatePaused || rec.State == StateHibernated) && rec.AutoResume {
-		_, err := m.resume(ctx, team, id, CauseAutoResume)
-		return err
+		return r.autoResume(ctx, team, id)
 	}
 	if rec.State == StatePaused || rec.State == StateHibernated {
 		return fmt.Errorf("sandbox %s is %s; resume it first (POST /sandboxes/%s/resume): %w", id, rec.State, id, errdefs.ErrConflict)
@@ -112,9 +111,9 @@ func (m *Manager) makeAdmissible(ctx context.Context, team, id string) error {
 	if rec.State != StateRunning {
 		return fmt.Errorf("sandbox %s is %s, not running: %w", id, rec.State, errdefs.ErrConflict)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch sb := m.live[id]; {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch sb := r.live[id]; {
 	case sb == nil:
 		return fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
 	case sb.draining:
@@ -126,19 +125,19 @@ func (m *Manager) makeAdmissible(ctx context.Context, team, id string) error {
 }
 
 // leaveFunc returns the release of one admitted call.
-func (m *Manager) leaveFunc(id string) func() {
+func (r *registry) leaveFunc(id string) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			m.mu.Lock()
-			if m.running[id]--; m.running[id] <= 0 {
-				delete(m.running, id)
+			r.mu.Lock()
+			if r.running[id]--; r.running[id] <= 0 {
+				delete(r.running, id)
 			}
-			sb := m.live[id]
-			writeBack := sb != nil && sb.takesTurns && m.running[id] == 0
-			m.mu.Unlock()
+			sb := r.live[id]
+			writeBack := sb != nil && sb.takesTurns && r.running[id] == 0
+			r.mu.Unlock()
 			if writeBack {
-				m.host.CommandEnded(id)
+				r.host.CommandEnded(id)
 			}
 		})
 	}
@@ -149,38 +148,38 @@ func (m *Manager) leaveFunc(id string) func() {
 // Its check and the closing are one critical section with Acquire's. The
 // caller holds the sandbox's lock until it has reopened; busy > 0 with a
 // nil reopen says the calls in flight refused it.
-func (m *Manager) closeAdmission(id, why string, force bool) (reopen func(), busy int, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	sb := m.live[id]
+func (r *registry) closeAdmission(id, why string, force bool) (reopen func(), busy int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sb := r.live[id]
 	if sb == nil {
 		return nil, 0, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
 	}
-	if n := m.running[id]; n > 0 && !force {
+	if n := r.running[id]; n > 0 && !force {
 		return nil, n, nil
 	}
 	sb.closedFor = why
 	return func() {
-		m.mu.Lock()
+		r.mu.Lock()
 		sb.closedFor = ""
-		m.mu.Unlock()
+		r.mu.Unlock()
 	}, 0, nil
 }
 
 // CommandsInFlight is how many calls run now in all sandboxes (for
 // GET /health).
-func (m *Manager) CommandsInFlight() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+func (r *registry) CommandsInFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	n := 0
-	for _, c := range m.running {
+	for _, c := range r.running {
 		n += c
 	}
 	return n
 }
 
-func (m *Manager) inflight(id string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.running[id]
+func (r *registry) inflight(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running[id]
 }

@@ -4,11 +4,38 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/keylock"
 	"github.com/warrenhq/warren/internal/store"
 )
+
+// archiver keeps snapshot volumes: in use (shared) or moving (exclusive)
+// under snapLocks, archived to streams and dropped, restored on demand, and
+// deleted in the background.
+type archiver struct {
+	*registry
+	host  archiveHost
+	store archiveStore
+
+	deletes chan string // snapshot volumes to delete in the background
+
+	snapLocks keylock.Locks // a snapshot's volume in use (shared) or moving (exclusive)
+	archiveQ  chan string   // sandboxes whose turns the archiver should look at
+	// queueMu guards archivePending and dropRecheck; nothing is taken
+	// under it.
+	queueMu        sync.Mutex
+	archivePending map[string]bool // sandboxes queued in archiveQ
+	dropRecheck    map[string]bool // sandboxes the archiver looks at again after dropIdle
+	// archiveMu orders changes to archive chains (streams recorded, volumes
+	// dropped, links kept or removed); taken after any snapshot lock.
+	archiveMu sync.Mutex
+	// chainWalked, when set (by tests), runs after a restore has walked an
+	// archive chain and before it locks the base it found.
+	chainWalked func(base string)
+}
 
 // Archiving keeps a long turn history cheap. A btrfs snapshot costs more
 // the more snapshots of the same lineage the pool holds, so old turns leave
@@ -68,21 +95,21 @@ var usableStates = []store.SnapshotState{SnapReady, SnapArchived}
 
 // lockSnapshot takes a snapshot's lock (shared or exclusive) and returns
 // the unlock.
-func (m *Manager) lockSnapshot(id string, exclusive bool) func() {
+func (a *archiver) lockSnapshot(id string, exclusive bool) func() {
 	if exclusive {
-		return m.snapLocks.Lock(id)
+		return a.snapLocks.Lock(id)
 	}
-	return m.snapLocks.RLock(id)
+	return a.snapLocks.RLock(id)
 }
 
-func (m *Manager) archiving() bool {
-	return m.cfg.ArchiveAfter > 0 && m.host.CanArchive()
+func (a *archiver) archiving() bool {
+	return a.cfg.ArchiveAfter > 0 && a.host.CanArchive()
 }
 
 // usableSnapshot returns a team's snapshot whose tree can be used (ready,
 // or archived and restorable).
-func (m *Manager) usableSnapshot(ctx context.Context, team, snapID string) (store.Snapshot, error) {
-	snap, err := m.GetSnapshot(ctx, team, snapID)
+func (s *snapshots) usableSnapshot(ctx context.Context, team, snapID string) (store.Snapshot, error) {
+	snap, err := s.GetSnapshot(ctx, team, snapID)
 	if err != nil {
 		return store.Snapshot{}, err
 	}
@@ -94,15 +121,15 @@ func (m *Manager) usableSnapshot(ctx context.Context, team, snapID string) (stor
 
 // useSnapshots makes sure the snapshots' volumes are in the pool (restoring
 // archived ones) and keeps them there until release is called.
-func (m *Manager) useSnapshots(ctx context.Context, snaps ...store.Snapshot) (release func(), err error) {
+func (a *archiver) useSnapshots(ctx context.Context, snaps ...store.Snapshot) (release func(), err error) {
 	// Newest first, each once (see the lock order above).
-	slices.SortFunc(snaps, func(a, b store.Snapshot) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+	slices.SortFunc(snaps, func(x, y store.Snapshot) int {
+		if c := y.CreatedAt.Compare(x.CreatedAt); c != 0 {
 			return c
 		}
-		return cmpString(b.ID, a.ID)
+		return cmpString(y.ID, x.ID)
 	})
-	snaps = slices.CompactFunc(snaps, func(a, b store.Snapshot) bool { return a.ID == b.ID })
+	snaps = slices.CompactFunc(snaps, func(x, y store.Snapshot) bool { return x.ID == y.ID })
 	var held []func()
 	release = func() {
 		for i := len(held) - 1; i >= 0; i-- {
@@ -110,7 +137,7 @@ func (m *Manager) useSnapshots(ctx context.Context, snaps ...store.Snapshot) (re
 		}
 	}
 	for _, s := range snaps {
-		unlock, err := m.useSnapshot(ctx, s.ID)
+		unlock, err := a.useSnapshot(ctx, s.ID)
 		if err != nil {
 			release()
 			return nil, err
@@ -132,10 +159,10 @@ func cmpString(a, b string) int {
 
 // useSnapshot takes a snapshot's shared lock once its volume is in the
 // pool, restoring it first if it is archived.
-func (m *Manager) useSnapshot(ctx context.Context, id string) (func(), error) {
+func (a *archiver) useSnapshot(ctx context.Context, id string) (func(), error) {
 	for range 3 {
-		unlock := m.lockSnapshot(id, false)
-		snap, err := m.store.GetSnapshot(ctx, id)
+		unlock := a.lockSnapshot(id, false)
+		snap, err := a.store.GetSnapshot(ctx, id)
 		if err == nil && snap.State == SnapReady {
 			return unlock, nil
 		}
@@ -146,8 +173,8 @@ func (m *Manager) useSnapshot(ctx context.Context, id string) (func(), error) {
 		if snap.State != SnapArchived {
 			return nil, fmt.Errorf("snapshot %s is %s: %w", id, snap.State, errdefs.ErrNotFound)
 		}
-		unlock = m.lockSnapshot(id, true)
-		err = m.restoreLocked(ctx, id)
+		unlock = a.lockSnapshot(id, true)
+		err = a.restoreLocked(ctx, id)
 		unlock()
 		if err != nil {
 			return nil, err
@@ -158,9 +185,9 @@ func (m *Manager) useSnapshot(ctx context.Context, id string) (func(), error) {
 
 // restoreLocked brings an archived snapshot's volume back into the pool and
 // marks it ready. The caller holds the snapshot's exclusive lock.
-func (m *Manager) restoreLocked(ctx context.Context, id string) error {
+func (a *archiver) restoreLocked(ctx context.Context, id string) error {
 	ctx = context.WithoutCancel(ctx)
-	snap, err := m.store.GetSnapshot(ctx, id)
+	snap, err := a.store.GetSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -169,17 +196,17 @@ func (m *Manager) restoreLocked(ctx context.Context, id string) error {
 	}
 	start := time.Now()
 	links := 0
-	if !m.host.HasSnapshot(ctx, id) {
-		n, err := m.restoreChain(ctx, snap)
+	if !a.host.HasSnapshot(ctx, id) {
+		n, err := a.restoreChain(ctx, snap)
 		if err != nil {
 			return fmt.Errorf("restore archived snapshot %s: %w", id, err)
 		}
 		links = n
 	}
-	if err := m.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapArchived}, SnapReady); err != nil {
+	if err := a.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapArchived}, SnapReady); err != nil {
 		return err
 	}
-	m.log.Info("restored archived snapshot", "snapshot", id, "streams", links, "took", time.Since(start))
+	a.log.Info("restored archived snapshot", "snapshot", id, "streams", links, "took", time.Since(start))
 	return nil
 }
 
@@ -187,21 +214,21 @@ func (m *Manager) restoreLocked(ctx context.Context, id string) error {
 // pool and returns how many streams it took. The archiver may archive that
 // base between the walk and its lock (it archives the oldest turns first,
 // so the walk the next time ends lower down): the walk is then done again.
-func (m *Manager) restoreChain(ctx context.Context, snap store.Snapshot) (int, error) {
+func (a *archiver) restoreChain(ctx context.Context, snap store.Snapshot) (int, error) {
 	const attempts = 10
 	for range attempts {
-		base, paths, err := m.archiveChain(ctx, snap)
+		base, paths, err := a.archiveChain(ctx, snap)
 		if err != nil {
 			return 0, err
 		}
-		if m.chainWalked != nil {
-			m.chainWalked(base)
+		if a.chainWalked != nil {
+			a.chainWalked(base)
 		}
 		// The base is older than snap (see the lock order above).
-		unlockBase := m.lockSnapshot(base, false)
-		b, err := m.store.GetSnapshot(ctx, base)
+		unlockBase := a.lockSnapshot(base, false)
+		b, err := a.store.GetSnapshot(ctx, base)
 		if err == nil && b.State == SnapReady {
-			err = m.host.RestoreSnapshot(ctx, snap.ID, base, paths)
+			err = a.host.RestoreSnapshot(ctx, snap.ID, base, paths)
 			unlockBase()
 			return len(paths), err
 		}
@@ -221,10 +248,10 @@ const maxChain = 100_000
 // up to the snapshot itself, oldest first. The chain is read in one query:
 // a turn's is up to an anchor spacing long, and the archiver checks it
 // before every volume it drops.
-func (m *Manager) archiveChain(ctx context.Context, snap store.Snapshot) (base string, paths []string, err error) {
+func (a *archiver) archiveChain(ctx context.Context, snap store.Snapshot) (base string, paths []string, err error) {
 	var links []store.Snapshot
 	if snap.ArchiveParent != "" {
-		if links, err = m.store.ArchiveParents(ctx, snap.ArchiveParent, maxChain); err != nil {
+		if links, err = a.store.ArchiveParents(ctx, snap.ArchiveParent, maxChain); err != nil {
 			return "", nil, err
 		}
 	}
@@ -254,11 +281,11 @@ func (m *Manager) archiveChain(ctx context.Context, snap store.Snapshot) (base s
 
 // lockChainChange takes what a change to id's place in an archive chain
 // needs: its exclusive lock, then archiveMu.
-func (m *Manager) lockChainChange(id string) (unlock func()) {
-	unlockSnap := m.lockSnapshot(id, true)
-	m.archiveMu.Lock()
+func (a *archiver) lockChainChange(id string) (unlock func()) {
+	unlockSnap := a.lockSnapshot(id, true)
+	a.archiveMu.Lock()
 	return func() {
-		m.archiveMu.Unlock()
+		a.archiveMu.Unlock()
 		unlockSnap()
 	}
 }
@@ -267,130 +294,130 @@ func (m *Manager) lockChainChange(id string) (unlock func()) {
 // and stream. A snapshot that archived snapshots are deltas against keeps
 // its stream as a link of their chain; an anchor without a stream is
 // refused: they could not be restored without it.
-func (m *Manager) dropSnapshot(ctx context.Context, id string) error {
+func (a *archiver) dropSnapshot(ctx context.Context, id string) error {
 	ctx = context.WithoutCancel(ctx)
-	defer m.lockChainChange(id)()
-	snap, err := m.store.GetSnapshot(ctx, id)
+	defer a.lockChainChange(id)()
+	snap, err := a.store.GetSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}
-	n, err := m.store.CountArchivedOn(ctx, id)
+	n, err := a.store.CountArchivedOn(ctx, id)
 	if err != nil {
 		return err
 	}
 	if n > 0 && snap.ArchivePath == "" {
 		return fmt.Errorf("snapshot %s is the anchor of %d archived snapshot(s), which cannot be restored without it; delete those first: %w", id, n, errdefs.ErrConflict)
 	}
-	if err := m.store.UpdateSnapshotState(ctx, id, usableStates, SnapDeleted); err != nil {
+	if err := a.store.UpdateSnapshotState(ctx, id, usableStates, SnapDeleted); err != nil {
 		return err
 	}
 	if snap.State == SnapReady {
-		m.deleteVolumeLater(id)
+		a.deleteVolumeLater(id)
 	}
 	if n > 0 {
 		return nil // the stream stays, a link of the chains that need it
 	}
-	m.removeLink(ctx, snap)
-	m.dropUnneededLinks(ctx, snap.ArchiveParent)
+	a.removeLink(ctx, snap)
+	a.dropUnneededLinks(ctx, snap.ArchiveParent)
 	return nil
 }
 
 // removeLink removes a deleted snapshot's stream. Ready snapshots whose
 // streams are deltas against it have their volumes: their streams go too,
 // and the archiver writes new ones. The caller holds archiveMu.
-func (m *Manager) removeLink(ctx context.Context, s store.Snapshot) {
-	deps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{ArchiveParent: s.ID, States: []store.SnapshotState{SnapReady}, WithStream: true})
+func (a *archiver) removeLink(ctx context.Context, s store.Snapshot) {
+	deps, err := a.store.ListSnapshots(ctx, store.SnapshotFilter{ArchiveParent: s.ID, States: []store.SnapshotState{SnapReady}, WithStream: true})
 	if err != nil {
-		m.log.Warn("list streams made against a deleted snapshot", "snapshot", s.ID, "err", err)
+		a.log.Warn("list streams made against a deleted snapshot", "snapshot", s.ID, "err", err)
 	}
 	for _, d := range deps {
-		m.forgetStream(ctx, d)
+		a.forgetStream(ctx, d)
 	}
-	m.forgetStream(ctx, s)
+	a.forgetStream(ctx, s)
 }
 
 // forgetStream removes a snapshot's stream and its record of it.
-func (m *Manager) forgetStream(ctx context.Context, s store.Snapshot) {
+func (a *archiver) forgetStream(ctx context.Context, s store.Snapshot) {
 	if s.ArchivePath == "" {
 		return
 	}
-	if err := m.store.SetSnapshotArchive(ctx, s.ID, "", ""); err != nil {
-		m.log.Warn("forget archive stream", "snapshot", s.ID, "err", err)
+	if err := a.store.SetSnapshotArchive(ctx, s.ID, "", ""); err != nil {
+		a.log.Warn("forget archive stream", "snapshot", s.ID, "err", err)
 		return
 	}
-	if err := m.host.RemoveArchive(s.ArchivePath); err != nil {
-		m.log.Warn("remove archive stream", "snapshot", s.ID, "err", err)
+	if err := a.host.RemoveArchive(s.ArchivePath); err != nil {
+		a.log.Warn("remove archive stream", "snapshot", s.ID, "err", err)
 	}
 }
 
 // dropUnneededLinks walks down a chain from id and removes the streams of
 // deleted links that nothing needs any more. The caller holds archiveMu.
-func (m *Manager) dropUnneededLinks(ctx context.Context, id string) {
+func (a *archiver) dropUnneededLinks(ctx context.Context, id string) {
 	for range maxChain {
 		if id == "" {
 			return
 		}
-		s, err := m.store.GetSnapshot(ctx, id)
+		s, err := a.store.GetSnapshot(ctx, id)
 		if err != nil || s.State != SnapDeleted || s.ArchivePath == "" {
 			return
 		}
-		if n, err := m.store.CountArchivedOn(ctx, id); err != nil || n > 0 {
+		if n, err := a.store.CountArchivedOn(ctx, id); err != nil || n > 0 {
 			return
 		}
-		m.removeLink(ctx, s)
+		a.removeLink(ctx, s)
 		id = s.ArchiveParent
 	}
 }
 
 // archiveLater asks the archiver to look at a sandbox's turns.
-func (m *Manager) archiveLater(sandboxID string) {
-	if !m.archiving() {
+func (a *archiver) archiveLater(sandboxID string) {
+	if !a.archiving() {
 		return
 	}
-	m.mu.Lock()
-	if m.archivePending[sandboxID] {
-		m.mu.Unlock()
+	a.queueMu.Lock()
+	if a.archivePending[sandboxID] {
+		a.queueMu.Unlock()
 		return
 	}
-	m.archivePending[sandboxID] = true
-	m.mu.Unlock()
+	a.archivePending[sandboxID] = true
+	a.queueMu.Unlock()
 	select {
-	case m.archiveQ <- sandboxID:
+	case a.archiveQ <- sandboxID:
 	default:
 		// Full: a later turn of the sandbox asks again.
-		m.mu.Lock()
-		delete(m.archivePending, sandboxID)
-		m.mu.Unlock()
+		a.queueMu.Lock()
+		delete(a.archivePending, sandboxID)
+		a.queueMu.Unlock()
 	}
 }
 
 // runArchiver archives old turns, one at a time host-wide, until ctx ends.
 // It starts with every sandbox that has turns (work a previous daemon left).
-func (m *Manager) runArchiver(ctx context.Context) {
-	if !m.archiving() {
+func (a *archiver) runArchiver(ctx context.Context) {
+	if !a.archiving() {
 		return
 	}
-	turns, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{Kinds: []store.SnapshotKind{KindTurn},
+	turns, err := a.store.ListSnapshots(ctx, store.SnapshotFilter{Kinds: []store.SnapshotKind{KindTurn},
 		States: []store.SnapshotState{SnapReady}})
 	if err != nil {
-		m.log.Warn("list turns to archive", "err", err)
+		a.log.Warn("list turns to archive", "err", err)
 	}
 	seen := map[string]bool{}
 	for _, t := range turns {
 		if !seen[t.SandboxID] {
 			seen[t.SandboxID] = true
-			m.archiveLater(t.SandboxID)
+			a.archiveLater(t.SandboxID)
 		}
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-m.archiveQ:
-			m.mu.Lock()
-			delete(m.archivePending, id)
-			m.mu.Unlock()
-			m.archiveSandbox(ctx, id)
+		case id := <-a.archiveQ:
+			a.queueMu.Lock()
+			delete(a.archivePending, id)
+			a.queueMu.Unlock()
+			a.archiveSandbox(ctx, id)
 		}
 	}
 }
@@ -471,34 +498,34 @@ func planArchive(turns []store.Snapshot, oldThrough, every int, forked func(id s
 func isAnchor(turn, every int) bool { return turn%every == 1%every }
 
 // archiveSandbox runs what planArchive picks for one sandbox.
-func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
-	w, err := m.store.TurnWindow(ctx, sandboxID, m.cfg.ArchiveAfter)
+func (a *archiver) archiveSandbox(ctx context.Context, sandboxID string) {
+	w, err := a.store.TurnWindow(ctx, sandboxID, a.cfg.ArchiveAfter)
 	if err != nil {
-		m.log.Warn("list turns to archive", "sandbox", sandboxID, "err", err)
+		a.log.Warn("list turns to archive", "sandbox", sandboxID, "err", err)
 		return
 	}
 	forked := func(id string) bool {
-		n, err := m.store.CountForksOf(ctx, id)
+		n, err := a.store.CountForksOf(ctx, id)
 		return err != nil || n > 0
 	}
-	steps := planArchive(w.Turns, w.OldThrough, m.cfg.AnchorEvery, forked)
+	steps := planArchive(w.Turns, w.OldThrough, a.cfg.AnchorEvery, forked)
 	var drops []store.Snapshot
 	for _, step := range steps {
 		drops = append(drops, step.drop...)
 	}
-	dropNow := len(drops) >= m.cfg.DropBatch || m.cfg.Now().Sub(w.Newest) >= dropIdle
+	dropNow := len(drops) >= a.cfg.DropBatch || a.cfg.Now().Sub(w.Newest) >= dropIdle
 	if len(drops) > 0 && !dropNow {
 		// Too few to batch: come back when the sandbox has been quiet
 		// for a while, unless its next turns make a batch first.
-		m.recheckDrops(sandboxID)
+		a.recheckDrops(sandboxID)
 	}
 	for i, step := range steps {
 		if ctx.Err() != nil {
 			return
 		}
 		if step.parent.ID != "" {
-			if err := m.sendOne(ctx, step.snap, step.parent); err != nil {
-				m.log.Warn("archive turn snapshot", "snapshot", step.snap.ID, "parent", step.parent.ID, "err", err)
+			if err := a.sendOne(ctx, step.snap, step.parent); err != nil {
+				a.log.Warn("archive turn snapshot", "snapshot", step.snap.ID, "parent", step.parent.ID, "err", err)
 				continue
 			}
 		}
@@ -506,8 +533,8 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 			if !dropNow {
 				break
 			}
-			if err := m.dropVolume(ctx, d.ID); err != nil {
-				m.log.Warn("drop the volume of an archived turn", "snapshot", d.ID, "err", err)
+			if err := a.dropVolume(ctx, d.ID); err != nil {
+				a.log.Warn("drop the volume of an archived turn", "snapshot", d.ID, "err", err)
 			}
 		}
 		if step.parent.ID == "" || len(steps)-i-1 > archiveBacklog {
@@ -526,42 +553,42 @@ func (m *Manager) archiveSandbox(ctx context.Context, sandboxID string) {
 
 // recheckDrops asks the archiver to look at a sandbox again after
 // dropIdle; one wait per sandbox, however many passes ask meanwhile.
-func (m *Manager) recheckDrops(sandboxID string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.dropRecheck[sandboxID] {
+func (a *archiver) recheckDrops(sandboxID string) {
+	a.queueMu.Lock()
+	defer a.queueMu.Unlock()
+	if a.dropRecheck[sandboxID] {
 		return
 	}
-	m.dropRecheck[sandboxID] = true
+	a.dropRecheck[sandboxID] = true
 	time.AfterFunc(dropIdle, func() {
-		m.mu.Lock()
-		delete(m.dropRecheck, sandboxID)
-		m.mu.Unlock()
-		m.archiveLater(sandboxID)
+		a.queueMu.Lock()
+		delete(a.dropRecheck, sandboxID)
+		a.queueMu.Unlock()
+		a.archiveLater(sandboxID)
 	})
 }
 
 // sendOne writes a turn's stream against parent (both volumes stay usable
 // meanwhile) and records it; the turn stays ready.
-func (m *Manager) sendOne(ctx context.Context, snap, parent store.Snapshot) error {
+func (a *archiver) sendOne(ctx context.Context, snap, parent store.Snapshot) error {
 	ctx = context.WithoutCancel(ctx)
 	id, parentID := snap.ID, parent.ID
-	unlockSnap := m.lockSnapshot(id, false)
-	unlockParent := m.lockSnapshot(parentID, false)
-	cur, err := m.store.GetSnapshot(ctx, id)
+	unlockSnap := a.lockSnapshot(id, false)
+	unlockParent := a.lockSnapshot(parentID, false)
+	cur, err := a.store.GetSnapshot(ctx, id)
 	if err == nil && (cur.State != SnapReady || cur.ArchivePath != "") {
 		err = fmt.Errorf("snapshot %s is %s (stream %q) now: %w", id, cur.State, cur.ArchivePath, errdefs.ErrConflict)
 	}
 	if err == nil {
 		var p store.Snapshot
-		if p, err = m.store.GetSnapshot(ctx, parentID); err == nil && p.State != SnapReady {
+		if p, err = a.store.GetSnapshot(ctx, parentID); err == nil && p.State != SnapReady {
 			err = fmt.Errorf("parent %s is %s now: %w", parentID, p.State, errdefs.ErrConflict)
 		}
 	}
 	start := time.Now()
 	var path string
 	if err == nil {
-		path, err = m.host.ArchiveSnapshot(ctx, id, parentID)
+		path, err = a.host.ArchiveSnapshot(ctx, id, parentID)
 	}
 	sent := time.Since(start)
 	unlockParent()
@@ -570,60 +597,60 @@ func (m *Manager) sendOne(ctx context.Context, snap, parent store.Snapshot) erro
 		return err
 	}
 
-	unlockSnap = m.lockSnapshot(id, true)
+	unlockSnap = a.lockSnapshot(id, true)
 	defer unlockSnap()
-	unlockParent = m.lockSnapshot(parentID, false)
+	unlockParent = a.lockSnapshot(parentID, false)
 	defer unlockParent()
-	m.archiveMu.Lock()
-	defer m.archiveMu.Unlock()
-	cur, err = m.store.GetSnapshot(ctx, id)
+	a.archiveMu.Lock()
+	defer a.archiveMu.Unlock()
+	cur, err = a.store.GetSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}
-	p, err := m.store.GetSnapshot(ctx, parentID)
+	p, err := a.store.GetSnapshot(ctx, parentID)
 	if err != nil {
 		return err
 	}
 	if cur.State != SnapReady || cur.ArchivePath != "" || !(p.State == SnapReady || p.State == SnapArchived || p.ArchivePath != "") {
 		// Deleted meanwhile: a deleted snapshot's stream is garbage, and so
 		// is a stream against a parent that can no longer be rebuilt.
-		_ = m.host.RemoveArchive(path)
+		_ = a.host.RemoveArchive(path)
 		return fmt.Errorf("snapshot %s (%s) or parent %s (%s) changed while archiving: %w", id, cur.State, parentID, p.State, errdefs.ErrConflict)
 	}
-	if err := m.store.SetSnapshotArchive(ctx, id, parentID, path); err != nil {
-		_ = m.host.RemoveArchive(path)
+	if err := a.store.SetSnapshotArchive(ctx, id, parentID, path); err != nil {
+		_ = a.host.RemoveArchive(path)
 		return err
 	}
-	m.log.Debug("archived turn snapshot", "snapshot", id, "turn", cur.Turn, "parent", parentID, "send", sent)
+	a.log.Debug("archived turn snapshot", "snapshot", id, "turn", cur.Turn, "parent", parentID, "send", sent)
 	return nil
 }
 
 // dropVolume moves a ready snapshot that has its stream out of the pool
 // (archived), under its exclusive lock.
-func (m *Manager) dropVolume(ctx context.Context, id string) error {
+func (a *archiver) dropVolume(ctx context.Context, id string) error {
 	ctx = context.WithoutCancel(ctx)
-	defer m.lockChainChange(id)()
-	snap, err := m.store.GetSnapshot(ctx, id)
+	defer a.lockChainChange(id)()
+	snap, err := a.store.GetSnapshot(ctx, id)
 	if err != nil {
 		return err
 	}
-	if snap.State != SnapReady || snap.ArchivePath == "" || !m.host.HasArchive(snap.ArchivePath) {
+	if snap.State != SnapReady || snap.ArchivePath == "" || !a.host.HasArchive(snap.ArchivePath) {
 		return nil // changed meanwhile: the next pass looks again
 	}
-	if _, _, err := m.archiveChain(ctx, snap); err != nil {
+	if _, _, err := a.archiveChain(ctx, snap); err != nil {
 		// A link below is gone (its stream lost in a crash, say): this
 		// stream could not rebuild the volume, so the volume stays and the
 		// archiver sends it again.
-		m.forgetStream(ctx, snap)
+		a.forgetStream(ctx, snap)
 		return fmt.Errorf("keep the volume of %s: %w", id, err)
 	}
-	if err := m.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapReady}, SnapArchived); err != nil {
+	if err := a.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapReady}, SnapArchived); err != nil {
 		return err
 	}
-	if err := m.host.DeleteSnapshot(ctx, id); err != nil {
+	if err := a.host.DeleteSnapshot(ctx, id); err != nil {
 		// The volume stays: keep the snapshot ready (its stream with it).
-		if uerr := m.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapArchived}, SnapReady); uerr != nil {
-			m.log.Warn("undo archive", "snapshot", id, "err", uerr)
+		if uerr := a.store.UpdateSnapshotState(ctx, id, []store.SnapshotState{SnapArchived}, SnapReady); uerr != nil {
+			a.log.Warn("undo archive", "snapshot", id, "err", uerr)
 		}
 		return fmt.Errorf("drop the volume of archived snapshot %s: %w", id, err)
 	}
@@ -632,38 +659,38 @@ func (m *Manager) dropVolume(ctx context.Context, id string) error {
 
 // recoverArchive settles one snapshot record against what is on disk after
 // a restart; it reports whether the volume and the stream are to be kept.
-func (m *Manager) recoverArchive(ctx context.Context, s store.Snapshot) (keepVolume, keepStream bool) {
-	hasVol := m.host.HasSnapshot(ctx, s.ID)
-	hasStream := s.ArchivePath != "" && m.host.HasArchive(s.ArchivePath)
+func (a *archiver) recoverArchive(ctx context.Context, s store.Snapshot) (keepVolume, keepStream bool) {
+	hasVol := a.host.HasSnapshot(ctx, s.ID)
+	hasStream := s.ArchivePath != "" && a.host.HasArchive(s.ArchivePath)
 	switch {
 	case s.State == SnapArchived && hasVol:
 		// The daemon died between recording the archive and dropping the
 		// volume, or between a restore and its record. The volume is whole
 		// either way (it is put in place atomically): use it.
-		if err := m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapArchived}, SnapReady); err != nil {
-			m.log.Warn("mark restored snapshot ready", "snapshot", s.ID, "err", err)
+		if err := a.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapArchived}, SnapReady); err != nil {
+			a.log.Warn("mark restored snapshot ready", "snapshot", s.ID, "err", err)
 		}
 		return true, hasStream
 	case s.State == SnapArchived && hasStream:
 		return false, true
 	case s.State == SnapArchived:
-		m.log.Warn("archive stream missing; keeping a tombstone", "snapshot", s.ID, "path", s.ArchivePath)
-		_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapArchived}, SnapDeleted)
+		a.log.Warn("archive stream missing; keeping a tombstone", "snapshot", s.ID, "path", s.ArchivePath)
+		_ = a.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapArchived}, SnapDeleted)
 		return false, false
 	case hasVol:
 		if s.ArchivePath != "" && !hasStream {
-			_ = m.store.SetSnapshotArchive(ctx, s.ID, "", "")
+			_ = a.store.SetSnapshotArchive(ctx, s.ID, "", "")
 		}
 		return true, hasStream
 	case hasStream:
 		// The volume went but the stream is there: the snapshot lives on,
 		// archived.
-		m.log.Info("snapshot volume missing but archived; marking it archived", "snapshot", s.ID)
-		_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapReady}, SnapArchived)
+		a.log.Info("snapshot volume missing but archived; marking it archived", "snapshot", s.ID)
+		_ = a.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapReady}, SnapArchived)
 		return false, true
 	default:
-		m.log.Warn("snapshot volume missing; keeping a tombstone", "snapshot", s.ID)
-		_ = m.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapReady}, SnapDeleted)
+		a.log.Warn("snapshot volume missing; keeping a tombstone", "snapshot", s.ID)
+		_ = a.store.UpdateSnapshotState(ctx, s.ID, []store.SnapshotState{SnapReady}, SnapDeleted)
 		return false, false
 	}
 }

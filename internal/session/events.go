@@ -9,6 +9,13 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
+// history answers for what happened in a sandbox: its events and tool
+// calls.
+type history struct {
+	*registry
+	store historyStore
+}
+
 // Causes of lifecycle events.
 const (
 	CauseAPI     = "api"
@@ -21,24 +28,12 @@ const (
 	CauseAutoResume = "auto-resume"
 )
 
-// event records one step of a sandbox's life. It is best effort: a failed
-// write is logged, never returned (the step itself happened).
-func (m *Manager) event(ctx context.Context, rec store.Sandbox, kind string, from, to store.SandboxState, cause, detail string) {
-	e := store.Event{SandboxID: rec.ID, Team: rec.Team, At: m.cfg.Now().UTC(), Kind: kind, From: from, To: to, Cause: cause, Detail: detail}
-	if err := m.store.AddEvent(context.WithoutCancel(ctx), e); err != nil {
-		m.log.Warn("record sandbox event", "sandbox", rec.ID, "kind", kind, "err", err)
-	}
-	if m.cfg.OnEvent != nil {
-		m.cfg.OnEvent(e)
-	}
-}
-
 // Events returns a team's sandbox's history after event id `after`.
-func (m *Manager) Events(ctx context.Context, team, id string, after int64, limit int) ([]store.Event, error) {
-	if _, err := m.Get(ctx, team, id); err != nil {
+func (h *history) Events(ctx context.Context, team, id string, after int64, limit int) ([]store.Event, error) {
+	if _, err := h.Get(ctx, team, id); err != nil {
 		return nil, err
 	}
-	return m.store.ListEvents(ctx, id, after, limit)
+	return h.store.ListEvents(ctx, id, after, limit)
 }
 
 // StoppedDuringCommand explains a command, begun at since, whose
@@ -49,28 +44,28 @@ func (m *Manager) Events(ctx context.Context, team, id string, after int64, limi
 // restarted its processes since. It returns nil while the sandbox runs
 // undisturbed, and when that cannot be told: the break is then the agent's
 // own and is reported as it is.
-func (m *Manager) StoppedDuringCommand(ctx context.Context, team, id string, since time.Time) error {
+func (h *history) StoppedDuringCommand(ctx context.Context, team, id string, since time.Time) error {
 	kind := errdefs.ErrConflict
-	rec, err := m.store.GetSandbox(ctx, id)
+	rec, err := h.store.GetSandbox(ctx, id)
 	switch {
 	case errdefs.IsNotFound(err) || err == nil && rec.State == StateDestroyed:
 		kind = errdefs.ErrNotFound
 	case err != nil || rec.Team != team:
 		return nil
 	case rec.State == StateRunning:
-		m.mu.Lock()
+		h.mu.Lock()
 		var at time.Time
 		var to string
-		if sb := m.live[id]; sb != nil {
+		if sb := h.live[id]; sb != nil {
 			at, to = sb.restarted, sb.restartedTo
 		}
-		m.mu.Unlock()
+		h.mu.Unlock()
 		if at.IsZero() || at.Before(since) {
 			return nil
 		}
 		return fmt.Errorf("sandbox %s was rolled back to snapshot %s while the command ran (forced), which restarted its processes, so the command did not finish: %w", id, to, errdefs.ErrConflict)
 	}
-	ev, err := m.store.LastEvent(ctx, id)
+	ev, err := h.store.LastEvent(ctx, id)
 	if err != nil || ev.Team != team || ev.To == StateRunning {
 		return nil
 	}

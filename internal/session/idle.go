@@ -24,13 +24,13 @@ const (
 // Touch records activity in a sandbox (an API call that uses it, output of
 // its commands, or traffic on a port connection or a long file or watch
 // stream: see ActivityMeter), which keeps its idle timeout from firing.
-func (m *Manager) Touch(id string) {
-	now := m.cfg.Now()
-	m.mu.Lock()
-	if sb := m.live[id]; sb != nil {
+func (r *registry) Touch(id string) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	if sb := r.live[id]; sb != nil {
 		sb.lastActive = now
 	}
-	m.mu.Unlock()
+	r.mu.Unlock()
 }
 
 // ActivityMeter keeps a sandbox from going idle while a long-lived stream
@@ -42,7 +42,7 @@ func (m *Manager) Touch(id string) {
 // write, so it touches at most once per interval: a clock read and an
 // atomic load otherwise, no lock.
 type ActivityMeter struct {
-	m     *Manager
+	r     *registry
 	id    string
 	every time.Duration
 	last  atomic.Int64 // the clock at the last touch, in unix nanoseconds
@@ -54,15 +54,15 @@ const maxActivityInterval = time.Second
 
 // ActivityMeter returns a meter for one stream to sandbox id, or nil (whose
 // Note does nothing) when the server has no idle timeout.
-func (m *Manager) ActivityMeter(id string) *ActivityMeter {
-	if m.cfg.IdleTimeout <= 0 {
+func (r *registry) ActivityMeter(id string) *ActivityMeter {
+	if r.cfg.IdleTimeout <= 0 {
 		return nil
 	}
 	// Touches lag the traffic by up to the interval: keep it well inside
 	// a short idle timeout.
-	every := min(maxActivityInterval, m.cfg.IdleTimeout/4)
-	a := &ActivityMeter{m: m, id: id, every: every}
-	a.last.Store(m.cfg.Now().UnixNano())
+	every := min(maxActivityInterval, r.cfg.IdleTimeout/4)
+	a := &ActivityMeter{r: r, id: id, every: every}
+	a.last.Store(r.cfg.Now().UnixNano())
 	return a
 }
 
@@ -71,11 +71,11 @@ func (a *ActivityMeter) Note() {
 	if a == nil {
 		return
 	}
-	now := a.m.cfg.Now()
+	now := a.r.cfg.Now()
 	last := a.last.Load()
 	// Of two directions noting at once, the one that wins the swap touches.
 	if now.UnixNano()-last < int64(a.every) || !a.last.CompareAndSwap(last, now.UnixNano()) {
 		return
 	}
-	a.m.Touch(a.id)
+	a.r.Touch(a.id)
 }

@@ -13,11 +13,11 @@ import (
 )
 
 // Get returns a team's sandbox. Another team's sandbox is "not found".
-func (m *Manager) Get(ctx context.Context, team, id string) (store.Sandbox, error) {
+func (r *registry) Get(ctx context.Context, team, id string) (store.Sandbox, error) {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return store.Sandbox{}, err
 	}
-	rec, err := m.store.GetSandbox(ctx, id)
+	rec, err := r.store.GetSandbox(ctx, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -30,11 +30,11 @@ func (m *Manager) Get(ctx context.Context, team, id string) (store.Sandbox, erro
 // Lookup returns a sandbox's record whatever its team, for the sandbox
 // plane: its callers prove themselves with the sandbox's own access token,
 // which the caller must check before acting on the record.
-func (m *Manager) Lookup(ctx context.Context, id string) (store.Sandbox, error) {
+func (r *registry) Lookup(ctx context.Context, id string) (store.Sandbox, error) {
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return store.Sandbox{}, err
 	}
-	rec, err := m.store.GetSandbox(ctx, id)
+	rec, err := r.store.GetSandbox(ctx, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -45,21 +45,21 @@ func (m *Manager) Lookup(ctx context.Context, id string) (store.Sandbox, error) 
 }
 
 // Attached lists the sandboxes this daemon runs, running or paused.
-func (m *Manager) Attached() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.live))
-	for id := range m.live {
+func (r *registry) Attached() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.live))
+	for id := range r.live {
 		out = append(out, id)
 	}
 	return out
 }
 
 // List returns a team's sandboxes.
-func (m *Manager) List(ctx context.Context, team string, f store.SandboxFilter) ([]store.Sandbox, error) {
+func (r *registry) List(ctx context.Context, team string, f store.SandboxFilter) ([]store.Sandbox, error) {
 	f.Team = team
 	if len(f.States) == 0 {
 		f.States = []store.SandboxState{StateCreating, StateRunning, StatePaused, StateHibernated, StateStopped, StateFailed}
 	}
-	return m.store.ListSandboxes(ctx, f)
+	return r.store.ListSandboxes(ctx, f)
 }

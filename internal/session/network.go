@@ -10,6 +10,14 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
+// networks applies sandboxes' egress policies and lists their network
+// events.
+type networks struct {
+	*registry
+	host  networkHost
+	store networkStore
+}
+
 // Network policy decisions. A sandbox has a network only if its create asked
 // for one (allowInternetAccess or an allowOut/denyOut list); the policy is
 // kept in its record, re-applied when the daemon restarts, given to its
@@ -36,33 +44,33 @@ func policyOf(rec store.Sandbox) *network.Policy {
 
 // checkNetwork validates a create's policy and that this server can give
 // sandboxes a network at all.
-func (m *Manager) checkNetwork(p *network.Policy) error {
+func (n *networks) checkNetwork(p *network.Policy) error {
 	if p == nil {
 		return nil
 	}
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
-	return m.host.NetworkAvailable()
+	return n.host.NetworkAvailable()
 }
 
 // NetworkAvailable reports whether sandboxes can be given a network here
 // (nil), or why not.
-func (m *Manager) NetworkAvailable() error {
-	return m.host.NetworkAvailable()
+func (n *networks) NetworkAvailable() error {
+	return n.host.NetworkAvailable()
 }
 
 // UpdateNetwork replaces a team's sandbox's egress policy while it runs (or
 // is paused): new connections follow the new policy at once and existing
 // ones it denies are cut. A sandbox created without a network has none to
 // change.
-func (m *Manager) UpdateNetwork(ctx context.Context, team, id string, p network.Policy) (store.Sandbox, error) {
+func (n *networks) UpdateNetwork(ctx context.Context, team, id string, p network.Policy) (store.Sandbox, error) {
 	if err := p.Validate(); err != nil {
 		return store.Sandbox{}, fmt.Errorf("network: %w", err)
 	}
-	unlock := m.lockSandbox(id)
+	unlock := n.lockSandbox(id)
 	defer unlock()
-	rec, err := m.Get(ctx, team, id)
+	rec, err := n.Get(ctx, team, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -73,37 +81,37 @@ func (m *Manager) UpdateNetwork(ctx context.Context, team, id string, p network.
 	if rec.State != StateRunning && rec.State != StatePaused {
 		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s; only a running or paused sandbox's network can change: %w", id, rec.State, errdefs.ErrConflict)
 	}
-	if err := m.host.UpdateNetwork(ctx, id, p); err != nil {
+	if err := n.host.UpdateNetwork(ctx, id, p); err != nil {
 		return store.Sandbox{}, err
 	}
 	bg := context.WithoutCancel(ctx)
-	if err := m.store.SetSandboxNetwork(bg, id, storedPolicy(&p)); err != nil {
+	if err := n.store.SetSandboxNetwork(bg, id, storedPolicy(&p)); err != nil {
 		return store.Sandbox{}, err
 	}
-	m.event(ctx, rec, "network-updated", rec.State, rec.State, CauseAPI, describePolicy(p))
-	return m.store.GetSandbox(bg, id)
+	n.event(ctx, rec, "network-updated", rec.State, rec.State, CauseAPI, describePolicy(p))
+	return n.store.GetSandbox(bg, id)
 }
 
 // NetworkEvents returns a team's sandbox's egress audit after event id
 // after, oldest first.
-func (m *Manager) NetworkEvents(ctx context.Context, team, id string, after int64, limit int) ([]store.NetworkEvent, error) {
-	if _, err := m.Get(ctx, team, id); err != nil {
+func (n *networks) NetworkEvents(ctx context.Context, team, id string, after int64, limit int) ([]store.NetworkEvent, error) {
+	if _, err := n.Get(ctx, team, id); err != nil {
 		return nil, err
 	}
-	return m.store.ListNetworkEvents(ctx, id, after, limit)
+	return n.store.ListNetworkEvents(ctx, id, after, limit)
 }
 
 // adoptNetwork takes a recovered sandbox's network over from the daemon
 // that set it up. On failure the sandbox keeps running: the kernel's rules
 // of its last policy still hold it (a failed adoption can only close, never
 // open), but its lookups go unanswered until it is recreated.
-func (m *Manager) adoptNetwork(ctx context.Context, rec store.Sandbox) {
+func (n *networks) adoptNetwork(ctx context.Context, rec store.Sandbox) {
 	p := policyOf(rec)
 	if p == nil {
 		return
 	}
-	if err := m.host.AdoptNetwork(ctx, rec.ID, *p); err != nil {
-		m.log.Error("sandbox's network could not be taken over after the restart; its last rules still hold, lookups fail", "sandbox", rec.ID, "err", err)
+	if err := n.host.AdoptNetwork(ctx, rec.ID, *p); err != nil {
+		n.log.Error("sandbox's network could not be taken over after the restart; its last rules still hold, lookups fail", "sandbox", rec.ID, "err", err)
 	}
 }
 

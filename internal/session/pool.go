@@ -14,6 +14,36 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
+// warmPools keeps the pools of ready sandboxes a create may claim, and
+// refills them in the background.
+type warmPools struct {
+	*registry
+	host  poolHost
+	store poolStore
+
+	pools  map[string]*pool
+	refill chan struct{}
+}
+
+// stopPooled stops the pooled sandboxes: they belong to nobody, and are
+// stopped rather than left for the next daemon to find and remove.
+func (w *warmPools) stopPooled() {
+	for _, p := range w.pools {
+		p.mu.Lock()
+		ready := p.ready
+		p.ready = nil
+		ready = append(ready, p.stale...)
+		p.stale = nil
+		p.mu.Unlock()
+		for _, e := range ready {
+			sb := e.sb
+			if err := w.host.Destroy(context.Background(), sb.ID, sb.Agent); err != nil {
+				w.log.Warn("stop a pooled sandbox", "sandbox", sb.ID, "err", err)
+			}
+		}
+	}
+}
+
 // PoolConfig keeps ready sandboxes of one template.
 type PoolConfig struct {
 	Template string
@@ -96,14 +126,14 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 // applies the create's own. It returns false on a miss. Sandboxes made from
 // an older build of the template are set aside for the pool loop to
 // remove, never handed out.
-func (m *Manager) claim(ctx context.Context, req CreateRequest, runtimeName string, tmpl store.Template) (pooled, bool) {
-	p := m.pools[poolKey(req.Template, req.Network != nil)]
+func (w *warmPools) claim(ctx context.Context, req CreateRequest, runtimeName string, tmpl store.Template) (pooled, bool) {
+	p := w.pools[poolKey(req.Template, req.Network != nil)]
 	if p == nil {
 		return pooled{}, false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if tmpl.Name == "" || runtimeName != m.poolRuntime(tmpl) {
+	if tmpl.Name == "" || runtimeName != w.poolRuntime(tmpl) {
 		// Not built (nothing pooled can be of it), or the create asked for
 		// another runtime than the pool's.
 		p.misses++
@@ -114,7 +144,7 @@ func (m *Manager) claim(ctx context.Context, req CreateRequest, runtimeName stri
 		p.ready = p.ready[:len(p.ready)-1]
 		if !e.built.Equal(tmpl.CreatedAt) {
 			p.stale = append(p.stale, e)
-			m.wakeRefill()
+			w.wakeRefill()
 			continue
 		}
 		p.hits++
@@ -135,93 +165,93 @@ func (p *pool) recordClaim(d time.Duration) {
 
 // claimed turns a pooled sandbox into a team's: its record is written
 // running at once.
-func (m *Manager) claimed(ctx context.Context, e pooled, rec store.Sandbox, start time.Time) (store.Sandbox, error) {
+func (w *warmPools) claimed(ctx context.Context, e pooled, rec store.Sandbox, start time.Time) (store.Sandbox, error) {
 	sb := e.sb
 	rec.ID = sb.ID
 	rec.Family = sb.ID
 	rec.State = StateRunning
 	// The record, its lineage edge and its "created" event in one commit.
-	now := m.cfg.Now().UTC()
+	now := w.cfg.Now().UTC()
 	ev := store.Event{SandboxID: rec.ID, Team: rec.Team, At: now, Kind: "created", To: StateRunning, Cause: CausePool,
 		Detail: "claimed from the warm pool of " + rec.Template}
 	edge := store.LineageEdge{Family: rec.Family, Kind: EdgeCreatedFrom, From: rec.ID, To: rec.Template, At: now}
-	if err := m.reserveWith(ctx, rec, func() error { return m.store.CreateSandboxRecorded(ctx, rec, edge, ev) }); err != nil {
+	if err := w.reserveWith(ctx, rec, func() error { return w.store.CreateSandboxRecorded(ctx, rec, edge, ev) }); err != nil {
 		// Back to the pool: it is still good (its policy not applied yet).
-		p := m.pools[poolKey(rec.Template, rec.Network != nil)]
+		p := w.pools[poolKey(rec.Template, rec.Network != nil)]
 		p.mu.Lock()
 		p.ready = append(p.ready, e)
 		p.mu.Unlock()
 		return store.Sandbox{}, err
 	}
-	if m.cfg.OnEvent != nil {
-		m.cfg.OnEvent(ev)
+	if w.cfg.OnEvent != nil {
+		w.cfg.OnEvent(ev)
 	}
-	if err := m.tailor(ctx, sb, rec); err != nil {
+	if err := w.tailor(ctx, sb, rec); err != nil {
 		bg := context.WithoutCancel(ctx)
-		if derr := m.host.Destroy(bg, rec.ID, sb.Agent); derr != nil {
-			m.log.Warn("drop a pooled sandbox that could not be made the claimer's", "sandbox", rec.ID, "err", derr)
+		if derr := w.host.Destroy(bg, rec.ID, sb.Agent); derr != nil {
+			w.log.Warn("drop a pooled sandbox that could not be made the claimer's", "sandbox", rec.ID, "err", derr)
 		}
-		m.fail(bg, rec.ID, "claiming it from the warm pool failed: "+err.Error())
+		w.fail(bg, rec.ID, "claiming it from the warm pool failed: "+err.Error())
 		return store.Sandbox{}, fmt.Errorf("claim a warm sandbox: %w", err)
 	}
-	m.mu.Lock()
-	m.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: m.cfg.Now()}
-	m.mu.Unlock()
-	m.pools[poolKey(rec.Template, rec.Network != nil)].recordClaim(time.Since(start))
-	m.wakeRefill()
+	w.mu.Lock()
+	w.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: w.cfg.Now()}
+	w.mu.Unlock()
+	w.pools[poolKey(rec.Template, rec.Network != nil)].recordClaim(time.Since(start))
+	w.wakeRefill()
 	return rec, nil
 }
 
 // tailor gives a claimed sandbox what its create asked for beyond the
 // pool's defaults: limits, disk quota, env vars and network policy.
-func (m *Manager) tailor(ctx context.Context, sb *sandbox.Sandbox, rec store.Sandbox) error {
-	if l := limitsOf(rec); l != m.limitsFor(m.cfg.DefaultLimits) {
-		if err := m.host.UpdateLimits(ctx, rec.ID, l); err != nil {
+func (w *warmPools) tailor(ctx context.Context, sb *sandbox.Sandbox, rec store.Sandbox) error {
+	if l := limitsOf(rec); l != w.limitsFor(w.cfg.DefaultLimits) {
+		if err := w.host.UpdateLimits(ctx, rec.ID, l); err != nil {
 			return fmt.Errorf("set its limits: %w", err)
 		}
 	}
 	if rec.QuotaBytes > 0 {
-		if err := m.host.SetQuota(ctx, rec.ID, rec.QuotaBytes); err != nil {
+		if err := w.host.SetQuota(ctx, rec.ID, rec.QuotaBytes); err != nil {
 			return err
 		}
 	}
 	if len(rec.Env) > 0 {
-		if err := m.host.SetEnv(ctx, sb, rec.Env); err != nil {
+		if err := w.host.SetEnv(ctx, sb, rec.Env); err != nil {
 			return err
 		}
 	}
 	if p := policyOf(rec); p != nil {
 		// The pooled sandbox's namespace opened nothing until now.
-		if err := m.host.UpdateNetwork(ctx, rec.ID, *p); err != nil {
+		if err := w.host.UpdateNetwork(ctx, rec.ID, *p); err != nil {
 			return fmt.Errorf("apply its network policy: %w", err)
 		}
 	}
 	return nil
 }
 
-func (m *Manager) wakeRefill() {
+func (w *warmPools) wakeRefill() {
 	select {
-	case m.refill <- struct{}{}:
+	case w.refill <- struct{}{}:
 	default:
 	}
 }
 
 // runPools keeps every pool filled until ctx ends.
-func (m *Manager) runPools(ctx context.Context) {
-	if len(m.pools) == 0 {
+func (w *warmPools) runPools(ctx context.Context) {
+	if len(w.pools) == 0 {
 		return
 	}
 	t := time.NewTicker(poolRefillBackoff)
 	defer t.Stop()
 	for {
-		for _, p := range m.pools {
-			m.expirePool(ctx, p)
-			m.fillPool(ctx, p)
+		for _, p := range w.pools {
+			w.expirePool(ctx, p)
+			w.fillPool(ctx, p)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.refill:
+		case <-w.refill:
 			// Let the sandbox just claimed run its first commands before
 			// a refill competes with it for the CPU.
 			select {
@@ -236,7 +266,7 @@ func (m *Manager) runPools(ctx context.Context) {
 
 // fillPool starts sandboxes until the pool has Min ready (or the server's
 // sandbox limit is reached).
-func (m *Manager) fillPool(ctx context.Context, p *pool) {
+func (w *warmPools) fillPool(ctx context.Context, p *pool) {
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		need := p.cfg.Min - len(p.ready)
@@ -245,11 +275,11 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 		if need <= 0 || room <= 0 {
 			return
 		}
-		n, err := m.store.CountSandboxes(ctx, liveStates...)
-		if err != nil || n+m.pooled() >= m.cfg.MaxSandboxes {
+		n, err := w.store.CountSandboxes(ctx, liveStates...)
+		if err != nil || n+w.pooled() >= w.cfg.MaxSandboxes {
 			return
 		}
-		tmpl, err := m.store.GetTemplate(ctx, p.cfg.Template)
+		tmpl, err := w.store.GetTemplate(ctx, p.cfg.Template)
 		if err != nil {
 			p.mu.Lock()
 			p.lastErr = err.Error() // not built yet, most likely
@@ -257,27 +287,27 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 			return
 		}
 		id := ids.New(20)
-		limits := m.limitsFor(m.cfg.DefaultLimits)
-		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id, Runtime: m.poolRuntime(tmpl)}
+		limits := w.limitsFor(w.cfg.DefaultLimits)
+		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id, Runtime: w.poolRuntime(tmpl)}
 		if p.cfg.Network {
 			spec.Network = &network.Policy{}
 		}
-		sb, err := m.host.Create(ctx, spec)
+		sb, err := w.host.Create(ctx, spec)
 		if err != nil {
 			p.mu.Lock()
 			p.lastErr = err.Error()
 			p.mu.Unlock()
 			if !errdefs.IsNotFound(err) {
-				m.log.Warn("warm pool: start a sandbox", "template", p.cfg.Template, "err", err)
+				w.log.Warn("warm pool: start a sandbox", "template", p.cfg.Template, "err", err)
 			}
 			return
 		}
-		if err := m.host.PrimeFirstCommand(ctx, sb); err != nil {
-			m.log.Debug("warm pool: first command", "sandbox", sb.ID, "err", err)
+		if err := w.host.PrimeFirstCommand(ctx, sb); err != nil {
+			w.log.Debug("warm pool: first command", "sandbox", sb.ID, "err", err)
 		}
 		p.mu.Lock()
 		p.lastErr = ""
-		p.ready = append(p.ready, pooled{sb: sb, started: m.cfg.Now(), built: tmpl.CreatedAt})
+		p.ready = append(p.ready, pooled{sb: sb, started: w.cfg.Now(), built: tmpl.CreatedAt})
 		p.mu.Unlock()
 	}
 }
@@ -285,12 +315,12 @@ func (m *Manager) fillPool(ctx context.Context, p *pool) {
 // expirePool removes the ready sandboxes that waited longer than the
 // pool's TTL or whose template was rebuilt (or removed) since they
 // started; fillPool then replaces them.
-func (m *Manager) expirePool(ctx context.Context, p *pool) {
-	tmpl, terr := m.store.GetTemplate(ctx, p.cfg.Template)
+func (w *warmPools) expirePool(ctx context.Context, p *pool) {
+	tmpl, terr := w.store.GetTemplate(ctx, p.cfg.Template)
 	if terr != nil && !errdefs.IsNotFound(terr) {
 		return // unsure: keep them
 	}
-	now := m.cfg.Now()
+	now := w.cfg.Now()
 	p.mu.Lock()
 	drop := p.stale
 	p.stale = nil
@@ -307,8 +337,8 @@ func (m *Manager) expirePool(ctx context.Context, p *pool) {
 	p.expired += int64(len(drop))
 	p.mu.Unlock()
 	for _, e := range drop {
-		if err := m.host.Destroy(ctx, e.sb.ID, e.sb.Agent); err != nil {
-			m.log.Warn("warm pool: remove an expired sandbox", "sandbox", e.sb.ID, "err", err)
+		if err := w.host.Destroy(ctx, e.sb.ID, e.sb.Agent); err != nil {
+			w.log.Warn("warm pool: remove an expired sandbox", "sandbox", e.sb.ID, "err", err)
 		}
 	}
 }
@@ -316,16 +346,16 @@ func (m *Manager) expirePool(ctx context.Context, p *pool) {
 // poolRuntime is the runtime of a pool's sandboxes: the one its template
 // requires, else the server's default (a create naming another runtime
 // skips the pool).
-func (m *Manager) poolRuntime(tmpl store.Template) string {
+func (w *warmPools) poolRuntime(tmpl store.Template) string {
 	if tmpl.Runtime != "" {
 		return tmpl.Runtime
 	}
-	return m.cfg.RuntimeName
+	return w.cfg.RuntimeName
 }
 
-func (m *Manager) pooled() int {
+func (w *warmPools) pooled() int {
 	n := 0
-	for _, p := range m.pools {
+	for _, p := range w.pools {
 		p.mu.Lock()
 		n += len(p.ready)
 		p.mu.Unlock()
@@ -334,9 +364,9 @@ func (m *Manager) pooled() int {
 }
 
 // PoolStats reports every warm pool.
-func (m *Manager) PoolStats() []PoolStats {
+func (w *warmPools) PoolStats() []PoolStats {
 	var out []PoolStats
-	for _, p := range m.pools {
+	for _, p := range w.pools {
 		p.mu.Lock()
 		st := PoolStats{Template: p.cfg.Template, Network: p.cfg.Network, Min: p.cfg.Min, Max: p.cfg.Max, TTL: p.cfg.TTL,
 			Ready: len(p.ready), Hits: p.hits, Misses: p.misses, Expired: p.expired, LastFailure: p.lastErr}

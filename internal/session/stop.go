@@ -17,34 +17,34 @@ const MaxGrace = 5 * time.Minute
 // Stop ends a team's sandbox's processes and keeps its filesystem (and its
 // snapshots): the sandbox becomes stopped; deleting it frees the rest. With
 // grace > 0 the processes get SIGTERM and grace to exit before SIGKILL.
-func (m *Manager) Stop(ctx context.Context, team, id string, grace time.Duration) (store.Sandbox, bool, error) {
+func (l *lifecycle) Stop(ctx context.Context, team, id string, grace time.Duration) (store.Sandbox, bool, error) {
 	if grace < 0 || grace > MaxGrace {
 		return store.Sandbox{}, false, fmt.Errorf("grace must be 0..%s: %w", MaxGrace, errdefs.ErrInvalid)
 	}
-	unlock := m.lockSandbox(id)
+	unlock := l.lockSandbox(id)
 	defer unlock()
-	rec, err := m.Get(ctx, team, id)
+	rec, err := l.Get(ctx, team, id)
 	if err != nil {
 		return store.Sandbox{}, false, err
 	}
 	if err := checkTransition(id, rec.State, StateStopped); err != nil {
 		return store.Sandbox{}, false, err
 	}
-	m.mu.Lock()
-	sb := m.live[id]
-	delete(m.live, id) // nothing may use it, and the watch must not fail it
-	m.mu.Unlock()
+	l.mu.Lock()
+	sb := l.live[id]
+	delete(l.live, id) // nothing may use it, and the watch must not fail it
+	l.mu.Unlock()
 	var conn *agentconn.Conn
 	if sb != nil {
 		conn = sb.Agent
 	}
-	graceful, err := m.host.Stop(ctx, id, grace, conn)
+	graceful, err := l.host.Stop(ctx, id, grace, conn)
 	if err != nil {
-		m.fail(context.WithoutCancel(ctx), id, "stop failed: "+err.Error())
+		l.fail(context.WithoutCancel(ctx), id, "stop failed: "+err.Error())
 		return store.Sandbox{}, false, err
 	}
 	bg := context.WithoutCancel(ctx)
-	if err := m.store.UpdateSandboxState(bg, id, []store.SandboxState{StateRunning, StatePaused, StateHibernated}, StateStopped, ""); err != nil {
+	if err := l.store.UpdateSandboxState(bg, id, []store.SandboxState{StateRunning, StatePaused, StateHibernated}, StateStopped, ""); err != nil {
 		return store.Sandbox{}, false, err
 	}
 	how := "killed"
@@ -54,8 +54,8 @@ func (m *Manager) Stop(ctx context.Context, team, id string, grace time.Duration
 			how = fmt.Sprintf("SIGTERM, then killed after %s", grace)
 		}
 	}
-	m.event(ctx, rec, "stopped", rec.State, StateStopped, CauseAPI, how)
-	out, err := m.store.GetSandbox(bg, id)
+	l.event(ctx, rec, "stopped", rec.State, StateStopped, CauseAPI, how)
+	out, err := l.store.GetSandbox(bg, id)
 	return out, graceful, err
 }
 
@@ -64,39 +64,39 @@ const MaxDrainWait = time.Hour
 
 // Drain refuses new calls to a team's running sandbox, waits (at most wait)
 // for the commands already running to finish, then stops it like Stop.
-func (m *Manager) Drain(ctx context.Context, team, id string, wait, grace time.Duration) (store.Sandbox, bool, error) {
+func (l *lifecycle) Drain(ctx context.Context, team, id string, wait, grace time.Duration) (store.Sandbox, bool, error) {
 	if wait < 0 || wait > MaxDrainWait {
 		return store.Sandbox{}, false, fmt.Errorf("drain wait must be 0..%s: %w", MaxDrainWait, errdefs.ErrInvalid)
 	}
-	rec, err := m.Get(ctx, team, id)
+	rec, err := l.Get(ctx, team, id)
 	if err != nil {
 		return store.Sandbox{}, false, err
 	}
 	if rec.State != StateRunning {
 		return store.Sandbox{}, false, fmt.Errorf("sandbox %s is %s; only a running sandbox can be drained: %w", id, rec.State, errdefs.ErrConflict)
 	}
-	m.mu.Lock()
-	if sb := m.live[id]; sb != nil {
+	l.mu.Lock()
+	if sb := l.live[id]; sb != nil {
 		sb.draining = true
 	}
-	m.mu.Unlock()
-	m.event(ctx, rec, "draining", rec.State, rec.State, CauseAPI, fmt.Sprintf("waiting up to %s for %d command(s)", wait, m.inflight(id)))
+	l.mu.Unlock()
+	l.event(ctx, rec, "draining", rec.State, rec.State, CauseAPI, fmt.Sprintf("waiting up to %s for %d command(s)", wait, l.inflight(id)))
 	deadline := time.Now().Add(wait)
-	for m.inflight(id) > 0 && time.Now().Before(deadline) {
+	for l.inflight(id) > 0 && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			// The caller gave up on the drain: the sandbox takes calls
 			// again rather than refuse them for ever.
-			m.mu.Lock()
-			if sb := m.live[id]; sb != nil {
+			l.mu.Lock()
+			if sb := l.live[id]; sb != nil {
 				sb.draining = false
 			}
-			m.mu.Unlock()
+			l.mu.Unlock()
 			return store.Sandbox{}, false, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return m.Stop(ctx, team, id, grace)
+	return l.Stop(ctx, team, id, grace)
 }
 
 // UpdateLimits changes a team's running (or paused) sandbox's memory, CPU
@@ -105,17 +105,17 @@ func (m *Manager) Drain(ctx context.Context, team, id string, wait, grace time.D
 // sandbox already holds is refused (ErrConflict): btrfs would accept it,
 // but the sandbox would be over quota at once, every write failing with no
 // sign of why; the caller frees space first.
-func (m *Manager) UpdateLimits(ctx context.Context, team, id string, l runtime.Limits, diskBytes int64) (store.Sandbox, error) {
-	check := CreateRequest{Team: team, Limits: l, DiskBytes: diskBytes}
-	if err := m.validate(&check); err != nil {
+func (l *lifecycle) UpdateLimits(ctx context.Context, team, id string, limits runtime.Limits, diskBytes int64) (store.Sandbox, error) {
+	check := CreateRequest{Team: team, Limits: limits, DiskBytes: diskBytes}
+	if err := l.validate(&check); err != nil {
 		return store.Sandbox{}, err
 	}
-	if l == (runtime.Limits{}) && diskBytes == 0 {
+	if limits == (runtime.Limits{}) && diskBytes == 0 {
 		return store.Sandbox{}, fmt.Errorf("give at least one of memoryMB, cpuCount, pids, diskMB: %w", errdefs.ErrInvalid)
 	}
-	unlock := m.lockSandbox(id)
+	unlock := l.lockSandbox(id)
 	defer unlock()
-	rec, err := m.Get(ctx, team, id)
+	rec, err := l.Get(ctx, team, id)
 	if err != nil {
 		return store.Sandbox{}, err
 	}
@@ -124,7 +124,7 @@ func (m *Manager) UpdateLimits(ctx context.Context, team, id string, l runtime.L
 	}
 	bg := context.WithoutCancel(ctx)
 	if diskBytes > 0 {
-		used, _, err := m.host.GroupUsage(ctx, rec.ID)
+		used, _, err := l.host.GroupUsage(ctx, rec.ID)
 		if err != nil {
 			return store.Sandbox{}, err
 		}
@@ -132,22 +132,22 @@ func (m *Manager) UpdateLimits(ctx context.Context, team, id string, l runtime.L
 			return store.Sandbox{}, fmt.Errorf("sandbox %s holds %d MiB (its snapshots included), more than a disk quota of %d MiB: remove files or snapshots first, or ask for more: %w",
 				id, (used+1<<20-1)>>20, diskBytes>>20, errdefs.ErrConflict)
 		}
-		if err := m.host.SetQuota(ctx, rec.ID, diskBytes); err != nil {
+		if err := l.host.SetQuota(ctx, rec.ID, diskBytes); err != nil {
 			return store.Sandbox{}, err
 		}
-		if err := m.store.SetSandboxQuota(bg, id, diskBytes); err != nil {
-			return store.Sandbox{}, err
-		}
-	}
-	if l != (runtime.Limits{}) {
-		if err := m.host.UpdateLimits(ctx, id, l); err != nil {
-			return store.Sandbox{}, err
-		}
-		if err := m.store.SetSandboxLimits(bg, id, l.MemoryBytes, l.CPUMillis, l.Pids); err != nil {
+		if err := l.store.SetSandboxQuota(bg, id, diskBytes); err != nil {
 			return store.Sandbox{}, err
 		}
 	}
-	m.event(ctx, rec, "limits-updated", rec.State, rec.State, CauseAPI,
-		fmt.Sprintf("memory %d MiB, cpu %d millis, pids %d, disk %d MiB (0 = unchanged)", l.MemoryBytes>>20, l.CPUMillis, l.Pids, diskBytes>>20))
-	return m.store.GetSandbox(bg, id)
+	if limits != (runtime.Limits{}) {
+		if err := l.host.UpdateLimits(ctx, id, limits); err != nil {
+			return store.Sandbox{}, err
+		}
+		if err := l.store.SetSandboxLimits(bg, id, limits.MemoryBytes, limits.CPUMillis, limits.Pids); err != nil {
+			return store.Sandbox{}, err
+		}
+	}
+	l.event(ctx, rec, "limits-updated", rec.State, rec.State, CauseAPI,
+		fmt.Sprintf("memory %d MiB, cpu %d millis, pids %d, disk %d MiB (0 = unchanged)", limits.MemoryBytes>>20, limits.CPUMillis, limits.Pids, diskBytes>>20))
+	return l.store.GetSandbox(bg, id)
 }
