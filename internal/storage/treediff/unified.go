@@ -8,20 +8,17 @@ import (
 
 // UnifiedDiff returns a unified diff (as `diff -u` prints it) turning a
 // into b, with context lines of context around each change, or "" when the
-// two are equal. It is meant for small text files: it finds a shortest
-// edit script with Myers' algorithm, whose time grows with the file size
-// times the number of differences D, and its memory with D².
+// two are equal. It finds a shortest edit script with Myers' algorithm up to
+// maxEditDistance differences; past that, where the search would cost
+// seconds and gigabytes on a file the API accepts, the script stays valid
+// but may change more lines than it needs to (see myers).
 //
-// Hand-written on purpose (measured 2026-11-27, docs/benchmarks.md,
-// BenchmarkUnifiedDiff): github.com/aymanbagabas/go-udiff v0.4.1, the
-// maintained copy of x/tools' diff, is no faster on what the diff API
-// sees (1,000 and 10,000 lines with 1–100 small edits: medians 2.6–40 ms
-// here, 3.5–100 ms there, about the same memory), and its output is not this
-// one's: in 23 % of small random edits it picks another edit script of
-// the same length, and with no context it writes hunk headers patch(1)
-// rejects ("@@ -2 +3 @@" for an insertion). It does bound the cost of a
-// file rewritten whole, where Myers' D is the file: 256 KiB of new
-// 32-byte lines took 20 s and 2.1 GB here, 0.12 s and 7 MB there.
+// Hand-written on purpose (docs/benchmarks.md, "2026-11-27: library
+// choices", BenchmarkUnifiedDiff): github.com/aymanbagabas/go-udiff v0.4.1,
+// tried in its place, bounds its search near 100 differences, so its diffs
+// grow coarse early (100 one-line edits in 10,000 lines: 5,787 lines
+// changed instead of 129), and its hunk headers are wrong for empty ranges
+// without context and after a hunk that joins two changes.
 func UnifiedDiff(a, b []byte, nameA, nameB string, context int) string {
 	if string(a) == string(b) {
 		return ""
@@ -127,11 +124,24 @@ func splitLines(s []byte) []string {
 	return out
 }
 
+// maxEditDistance bounds the differences myers looks for. Its time grows
+// with the file times D and its memory with D², so unbounded, a sandbox
+// that rewrote a 256 KiB file whole (D = 16,382) and asked for its diff cost
+// the daemon 3.2–3.6 s and 2.2 GB (up to 20 s on a loaded machine). At 1,500
+// that diff takes 29–36 ms and 25 MB (BenchmarkUnifiedDiff's
+// 256KiB/rewritten, load 2 on 2 cores; 2,000 took ~57 ms and 40 MB), while
+// the diffs of edited source stay exact well past what an agent's turn
+// makes (1,000 one-line edits in 10,000 lines: D = 1,280).
+const maxEditDistance = 1500
+
 // myers returns a shortest edit script from a to b (E. Myers, "An O(ND)
 // difference algorithm", 1986), deletions before insertions in each change.
+// Past maxEditDistance differences it stops looking: the script keeps the
+// path that got furthest and replaces what is left in one change
+// (replaceRest), valid but no longer shortest.
 func myers(a, b []string) []edit {
 	n, m := len(a), len(b)
-	maxD := n + m
+	maxD := min(n+m, maxEditDistance)
 	off := maxD + 1
 	v := make([]int, 2*maxD+3)
 	// trace[d] keeps the frontier before step d on the diagonals -d..d only,
@@ -157,7 +167,59 @@ func myers(a, b []string) []edit {
 			}
 		}
 	}
-	return nil // unreachable: d = n+m always reaches the end
+	return replaceRest(a, b, furthestPath(trace, v[off-maxD:off+maxD+1], maxD, n, m))
+}
+
+// furthestPath backtracks from the point of the last frontier v (diagonals
+// -d..d) nearest the end, ignoring points past either file's end (the
+// search does not stop at the edges), and drops the path's last change, so
+// that the change replaceRest adds does not follow an insertion.
+func furthestPath(trace [][]int, v []int, d, n, m int) []edit {
+	bestX, bestK := -1, 0
+	for k := -d; k <= d; k += 2 {
+		x := v[d+k]
+		if y := x - k; x <= n && y <= m && (bestX < 0 || 2*x-k > 2*bestX-bestK) {
+			bestX, bestK = x, k
+		}
+	}
+	if bestX < 0 {
+		return nil
+	}
+	path := backtrack(trace, d, bestX, bestX-bestK)
+	for len(path) > 0 && path[len(path)-1].kind != ' ' {
+		path = path[:len(path)-1]
+	}
+	return path
+}
+
+// replaceRest finishes the edit script path (a prefix of one, ending where a
+// and b last agreed) with the lines after it: those a and b end with alike,
+// the rest of a deleted and the rest of b inserted.
+func replaceRest(a, b []string, path []edit) []edit {
+	x, y := 0, 0
+	if len(path) > 0 {
+		last := path[len(path)-1]
+		x, y = last.ai+1, last.bi+1
+	}
+	n, m := len(a), len(b)
+	for x < n && y < m && a[x] == b[y] {
+		path = append(path, edit{' ', x, y})
+		x, y = x+1, y+1
+	}
+	suffix := 0
+	for suffix < n-x && suffix < m-y && a[n-1-suffix] == b[m-1-suffix] {
+		suffix++
+	}
+	for ; x < n-suffix; x++ {
+		path = append(path, edit{'-', x, y})
+	}
+	for ; y < m-suffix; y++ {
+		path = append(path, edit{'+', x, y})
+	}
+	for ; x < n; x, y = x+1, y+1 {
+		path = append(path, edit{' ', x, y})
+	}
+	return path
 }
 
 // backtrack walks the saved frontiers from (n, m) back to (0, 0).

@@ -47,8 +47,9 @@ type diffCase struct {
 }
 
 // diffCases are source-like files of 1,000 and 10,000 lines with 1, 10 and
-// 100 small edits, and one 2,000-line file rewritten whole (the worst
-// case: the edit script is as long as the files).
+// 100 small edits, a 2,000-line file rewritten whole and a 256 KiB one
+// (wholeRewrite): the worst cases, where the edit script is as long as the
+// files.
 func diffCases() []diffCase {
 	rng := rand.New(rand.NewSource(7))
 	var cs []diffCase
@@ -60,7 +61,23 @@ func diffCases() []diffCase {
 	}
 	a, b := sourceLike(rng, 2000), sourceLike(rng, 2000)
 	cs = append(cs, diffCase{"2000lines/rewritten", []byte(strings.Join(a, "")), []byte(strings.Join(b, ""))})
-	return cs
+	a256, b256 := wholeRewrite()
+	return append(cs, diffCase{"256KiB/rewritten", a256, b256})
+}
+
+// wholeRewrite returns a file as large as the diff API reads
+// (maxContentDiffFile in internal/server), 8,191 lines of 32 bytes, and
+// another of new lines: the most differences the API can be asked for.
+func wholeRewrite() (a, b []byte) {
+	rng := rand.New(rand.NewSource(3))
+	text := func() []byte {
+		var sb strings.Builder
+		for sb.Len() < 256<<10-32 {
+			fmt.Fprintf(&sb, "%031x\n", rng.Uint64())
+		}
+		return []byte(sb.String())
+	}
+	return text(), text()
 }
 
 // BenchmarkUnifiedDiff times the content diff of one file as the diff API
