@@ -150,6 +150,22 @@ func measureTransfer(t *testing.T, ctx context.Context, a, b *daemon, id string,
 	disk := diskReadRate(t, a.dataDir)
 	t.Logf("BENCH whole transfer: %d bytes in %v = %.0f MB/s; disk sequential read %.0f MB/s (%.0f %%; target >= 80 %%)",
 		n, took.Round(time.Millisecond), rate, disk, 100*rate/disk)
+	// Its two halves apart: the export from the disk, the import from
+	// memory into a third daemon.
+	c := newDaemon(t)
+	c.start()
+	unix.Sync()
+	_ = os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0)
+	start = time.Now()
+	bundle := export(t, ca, bigTurn, "")
+	exported := time.Since(start)
+	start = time.Now()
+	if _, err := c.client().Snapshots.Import(ctx, bytes.NewReader(bundle), false); err != nil {
+		t.Fatalf("import into a third daemon: %v", err)
+	}
+	imported := time.Since(start)
+	t.Logf("BENCH whole export alone %v (%.0f MB/s), import alone %v (%.0f MB/s)", exported.Round(time.Millisecond),
+		float64(len(bundle))/exported.Seconds()/1e6, imported.Round(time.Millisecond), float64(len(bundle))/imported.Seconds()/1e6)
 
 	var turns []time.Duration
 	for i := range 5 {
