@@ -166,6 +166,20 @@ func measureTransfer(t *testing.T, ctx context.Context, a, b *daemon, id string,
 	imported := time.Since(start)
 	t.Logf("BENCH whole export alone %v (%.0f MB/s), import alone %v (%.0f MB/s)", exported.Round(time.Millisecond),
 		float64(len(bundle))/exported.Seconds()/1e6, imported.Round(time.Millisecond), float64(len(bundle))/imported.Seconds()/1e6)
+	// A deleted snapshot keeps its id (the lineage's tombstone): importing
+	// it again is a 409 unless renamed.
+	cc := c.client()
+	if err := cc.Snapshots.Delete(ctx, bigTurn); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.Snapshots.Import(ctx, bytes.NewReader(bundle), false); client.StatusCode(err) != 409 {
+		t.Errorf("import over a tombstone: %v, want 409", err)
+	}
+	renamed, err := cc.Snapshots.Import(ctx, bytes.NewReader(bundle), true)
+	if err != nil || renamed.SnapshotID == bigTurn || renamed.State != "ready" {
+		t.Fatalf("import renamed: %+v, %v", renamed, err)
+	}
+	assertSameFiles(t, snapshotVolume(a, bigTurn), snapshotVolume(c, renamed.SnapshotID))
 
 	var turns []time.Duration
 	for i := range 5 {
