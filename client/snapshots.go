@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -151,4 +152,35 @@ func (s *SnapshotsService) Promote(ctx context.Context, id string) (RollbackResu
 // snapshotPath returns /snapshots/{id}{suffix} with id escaped.
 func snapshotPath(id, suffix string) string {
 	return "/snapshots/" + url.PathEscape(id) + suffix
+}
+
+// Export streams a snapshot as a portable bundle, for Import on another
+// daemon: whole, or as a delta against base (a snapshot that daemon
+// imported before) when base is set. Memory images are not carried. The
+// caller reads the bundle to its end and closes it; a bundle cut short is
+// refused by Import, so a failed transfer is retried from the start.
+func (s *SnapshotsService) Export(ctx context.Context, id, base string) (io.ReadCloser, error) {
+	q := url.Values{}
+	if base != "" {
+		q.Set("base", base)
+	}
+	resp, err := s.t.send(ctx, request{method: http.MethodGet, path: snapshotPath(id, "/export"), query: q})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// Import rebuilds a snapshot from a bundle Export wrote, as a snapshot of
+// the caller's team under its own id (a new one when rename is set and
+// the id is taken). Importing a snapshot held already answers it.
+func (s *SnapshotsService) Import(ctx context.Context, bundle io.Reader, rename bool) (Snapshot, error) {
+	q := url.Values{}
+	if rename {
+		q.Set("rename", "true")
+	}
+	var snap Snapshot
+	err := s.t.call(ctx, request{method: http.MethodPost, path: "/snapshots/import", query: q, body: bundle,
+		contentType: "application/vnd.warren.snapshot-bundle"}, &snap)
+	return snap, err
 }

@@ -41,6 +41,7 @@ type serveFlags struct {
 	imageSizeGiB, diskMB, maxUploadMB, logMB int64
 	pprofAddr                                string
 	memoryMB                                 int64
+	maxImportMB                              int64
 	cpus                                     float64
 	debug                                    bool
 }
@@ -53,6 +54,7 @@ func (o *serveFlags) serve(cmd *cobra.Command) error {
 	}
 	o.cfg.ImageSize = o.imageSizeGiB << 30
 	o.cfg.MaxUploadBytes = o.maxUploadMB << 20
+	o.cfg.MaxImportBytes = o.maxImportMB << 20
 	o.cfg.SandboxLogBytes = o.logMB << 20
 	o.cfg.DefaultLimits.MemoryBytes = o.memoryMB << 20
 	o.cfg.DefaultLimits.CPUMillis = int64(o.cpus * 1000)
@@ -103,6 +105,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.StringVar(&o.cfg.Listen, "listen", o.cfg.Listen, "address of the API (env WARREN_LISTEN)")
 	f.StringVar(&o.cfg.Domain, "domain", o.cfg.Domain, "sandbox domain: Host <port>-<id>.<domain> reaches that port in the sandbox; returned to E2B SDKs for getHost (env WARREN_DOMAIN)")
 	f.Int64Var(&o.maxUploadMB, "max-upload-mb", o.cfg.MaxUploadBytes>>20, "largest file upload (PUT /sandboxes/{id}/files and the E2B sandbox plane's POST /files), in MiB")
+	f.Int64Var(&o.maxImportMB, "max-import-mb", o.cfg.MaxImportBytes>>20, "largest snapshot bundle POST /snapshots/import reads, in MiB")
 	f.Int64Var(&o.logMB, "log-mb", o.cfg.SandboxLogBytes>>20, "disk budget of each sandbox's log (process output and lifecycle), in MiB; rotated within it")
 	f.StringVar(&o.cfg.Storage, "storage", o.cfg.Storage, "storage backend: btrfs or dir (env WARREN_STORAGE)")
 	f.Int64Var(&o.imageSizeGiB, "image-size-gb", o.cfg.ImageSize>>30, "size of the loop-backed btrfs image made when the data dir is not on btrfs (sparse)")

@@ -16,7 +16,8 @@ func snapshotCmd(a *app) *cobra.Command {
 		Aliases: []string{"snapshots", "snap"},
 		Short:   "Take, list, inspect and remove snapshots of sandboxes",
 	}
-	cmd.AddCommand(snapshotCreateCmd(a), snapshotListCmd(a), snapshotGetCmd(a), snapshotRemoveCmd(a))
+	cmd.AddCommand(snapshotCreateCmd(a), snapshotListCmd(a), snapshotGetCmd(a), snapshotRemoveCmd(a),
+		snapshotExportCmd(a), snapshotImportCmd(a))
 	return cmd
 }
 

@@ -31,6 +31,9 @@ type Config struct {
 	// MaxUploadBytes bounds one file upload (warren's PUT /files and the
 	// E2B sandbox plane's POST /files).
 	MaxUploadBytes int64
+	// MaxImportBytes bounds one snapshot bundle POST /snapshots/import
+	// reads.
+	MaxImportBytes int64
 	// SandboxLogBytes bounds each sandbox's log (process output and
 	// lifecycle) on disk; it is rotated within that budget.
 	SandboxLogBytes int64
@@ -119,6 +122,7 @@ func Default() Config {
 		Listen:             "127.0.0.1:3000",
 		Domain:             "localhost",
 		MaxUploadBytes:     1 << 30,
+		MaxImportBytes:     64 << 30,
 		SandboxLogBytes:    8 << 20,
 		Storage:            "btrfs",
 		ImageSize:          20 << 30,
@@ -213,6 +217,9 @@ func (c *Config) validateServing() error {
 	}
 	if c.MaxUploadBytes <= 0 {
 		return fmt.Errorf("--max-upload-mb must be positive: %w", errdefs.ErrInvalid)
+	}
+	if c.MaxImportBytes <= 0 {
+		return fmt.Errorf("--max-import-mb must be positive: %w", errdefs.ErrInvalid)
 	}
 	if c.SandboxLogBytes < 1<<20 {
 		return fmt.Errorf("--log-mb must be at least 1: %w", errdefs.ErrInvalid)

@@ -37,6 +37,9 @@ import (
 	"github.com/warrenhq/warren/internal/template"
 )
 
+// The host exports and imports snapshots (session finds it by assertion).
+var _ session.TransferHost = (*sandbox.Host)(nil)
+
 // Version is warren's version, set at build time.
 var Version = "0.1.0-dev"
 
@@ -223,6 +226,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Tokens:         tokens,
 		Domain:         d.cfg.Domain,
 		MaxUploadBytes: d.cfg.MaxUploadBytes,
+		MaxImportBytes: d.cfg.MaxImportBytes,
 		Sessions:       d.Sessions,
 		Commands:       cmds,
 		Files:          cmds,

@@ -29,7 +29,8 @@ type snapshotWaiter interface {
 // archives keeps snapshots as streams outside the pool (the storage's
 // Archiver) and brings them back.
 type archives struct {
-	streams     archiveStorage // nil: the storage cannot archive
+	streams     archiveStorage     // nil: the storage cannot archive
+	transfers   storage.Transferer // nil: the storage cannot export snapshots
 	storageName string
 	// settled: an archive reads snapshots that may still be being written.
 	settled snapshotWaiter
@@ -42,6 +43,7 @@ func newArchives(st storage.Storage, settled snapshotWaiter, log *slog.Logger) *
 		a.storageName = st.Name()
 	}
 	a.streams, _ = st.(archiveStorage)
+	a.transfers, _ = st.(storage.Transferer)
 	return a
 }
 

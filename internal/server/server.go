@@ -31,6 +31,10 @@ const maxJSONBody = 1 << 20
 // defaultMaxUpload bounds a file upload when Deps.MaxUploadBytes is not set.
 const defaultMaxUpload = 1 << 30
 
+// defaultMaxImport bounds a snapshot import when Deps.MaxImportBytes is not
+// set.
+const defaultMaxImport = 64 << 30
+
 // Templates is what the API needs to manage templates.
 type Templates interface {
 	List(ctx context.Context) ([]store.Template, error)
@@ -79,6 +83,9 @@ type Deps struct {
 	Tokens         *accesstoken.Issuer
 	Domain         string
 	MaxUploadBytes int64
+	// MaxImportBytes bounds one snapshot bundle an import reads (0:
+	// defaultMaxImport).
+	MaxImportBytes int64
 }
 
 // Server routes requests to handlers. Each route group is a type of its
@@ -129,7 +136,11 @@ func New(deps Deps) *Server {
 	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records}
 	s.logs = &logRoutes{records: records, logs: deps.Logs}
 	s.lifecycle = &lifecycleRoutes{sandboxViews: views, lifecycle: lifecycle}
-	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate)}
+	maxImport := deps.MaxImportBytes
+	if maxImport <= 0 {
+		maxImport = defaultMaxImport
+	}
+	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate), maxImport: maxImport, log: deps.Log}
 	s.networks = &networkRoutes{networks: networks}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
@@ -211,6 +222,8 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("GET /snapshots/{id}", auth(s.snapshots.getSnapshot))
 	m.Handle("DELETE /snapshots/{id}", auth(s.snapshots.deleteSnapshot))
 	m.Handle("GET /snapshots/{id}/diff", auth(s.snapshots.diff))
+	m.Handle("GET /snapshots/{id}/export", auth(s.snapshots.exportSnapshot))
+	m.Handle("POST /snapshots/import", auth(s.snapshots.importSnapshot))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -21,6 +22,8 @@ type snapshotRoutes struct {
 	// deleteTemplate serves DELETE /templates/{id} for an id that is no
 	// snapshot of the caller's team (the admin routes', admin keys only).
 	deleteTemplate http.HandlerFunc
+	maxImport      int64 // bytes of one imported bundle (--max-import-mb)
+	log            *slog.Logger
 }
 
 func snapshotOf(s store.Snapshot) client.Snapshot {

@@ -204,6 +204,7 @@ type Manager struct {
 	*networks
 	*history
 	*recovery
+	*transfers
 
 	background     sync.WaitGroup // the goroutines Start starts
 	stopBackground context.CancelFunc
@@ -261,17 +262,22 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 		_, err := l.resume(ctx, team, id, CauseAutoResume)
 		return err
 	}
+	snaps := &snapshots{registry: r, host: host, store: st, volumes: a, creator: l}
+	// Export and import are optional: hosts that cannot (test fakes) leave
+	// them unsupported.
+	th, _ := host.(TransferHost)
 	return &Manager{
 		registry:  r,
 		lifecycle: l,
-		snapshots: &snapshots{registry: r, host: host, store: st, volumes: a, creator: l},
+		snapshots: snaps,
 		archiver:  a,
 		warmPools: w,
 		timeouts: &timeouts{registry: r, host: host, store: st, act: l,
 			actionSlots: make(chan struct{}, maxTimeoutActions)},
-		networks: n,
-		history:  &history{registry: r, store: st},
-		recovery: &recovery{registry: r, host: host, store: st, volumes: a, net: n},
+		networks:  n,
+		history:   &history{registry: r, store: st},
+		recovery:  &recovery{registry: r, host: host, store: st, volumes: a, net: n},
+		transfers: &transfers{registry: r, host: th, store: st, volumes: a, snaps: snaps},
 	}
 }
 

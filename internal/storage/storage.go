@@ -10,6 +10,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
@@ -170,4 +171,24 @@ type Archiver interface {
 	// against the volume the one before it describes, and the last one is
 	// key's. Only key is kept.
 	Restore(ctx context.Context, srcs []string, parent, key Key) error
+}
+
+// Transferer is implemented by backends that can write a read-only volume
+// out as one stream for another host's pool and build a volume from such a
+// stream (snapshot export and import).
+type Transferer interface {
+	// TransferFormat names the streams Export writes and Import reads
+	// ("btrfs-send-v1", "tar").
+	TransferFormat() string
+	// Export writes key's content to w: whole when base is the zero Key,
+	// else as a delta against base, which the receiving pool must hold as
+	// the volume it imported from base's own export. key and base must be
+	// read-only.
+	Export(ctx context.Context, key, base Key, w io.Writer) error
+	// Import builds key, read-only, from a stream Export wrote: a delta
+	// against base when base is set. verify runs once the stream has been
+	// read, before key appears; when it or anything else fails, nothing
+	// is left behind. An existing key is ErrAlreadyExists; a stream that
+	// is not a delta against base (or not whole, without base) ErrInvalid.
+	Import(ctx context.Context, r io.Reader, base, key Key, verify func() error) error
 }

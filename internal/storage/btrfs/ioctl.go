@@ -210,17 +210,18 @@ type sendArgs struct {
 
 // sendDelta writes to out a version 1 send stream of the read-only
 // subvolume at fd as a delta against the read-only subvolume parentID,
-// which is also the one clone source (as `btrfs send -p` does).
+// which is also the one clone source (as `btrfs send -p` does); parentID 0
+// sends the whole subvolume (`btrfs send` alone).
 func sendDelta(fd int, parentID uint64, out *os.File) error {
-	sources := []uint64{parentID}
-	var pin runtime.Pinner
-	pin.Pin(&sources[0])
-	defer pin.Unpin()
-	a := sendArgs{
-		SendFd:            int64(out.Fd()),
-		CloneSourcesCount: 1,
-		CloneSources:      uint64(uintptr(unsafe.Pointer(&sources[0]))),
-		ParentRoot:        parentID,
+	a := sendArgs{SendFd: int64(out.Fd())}
+	if parentID != 0 {
+		sources := []uint64{parentID}
+		var pin runtime.Pinner
+		pin.Pin(&sources[0])
+		defer pin.Unpin()
+		a.CloneSourcesCount = 1
+		a.CloneSources = uint64(uintptr(unsafe.Pointer(&sources[0])))
+		a.ParentRoot = parentID
 	}
 	return ioctl(fd, iocSend, unsafe.Pointer(&a))
 }

@@ -267,21 +267,43 @@ type streamHead struct {
 }
 
 // readHead reads a stream's first command, which must be a snapshot (an
-// incremental stream): warren never restores full streams.
+// incremental stream): archives are never full streams.
 func readHead(s *streamReader) (streamHead, error) {
+	h, full, err := readAnyHead(s)
+	if err == nil && full {
+		return h, streamErr("starts with %s, not an incremental snapshot", cmdSubvol)
+	}
+	return h, err
+}
+
+// readAnyHead reads a stream's first command: a snapshot (an incremental
+// stream) or a subvol (a full one, full set).
+func readAnyHead(s *streamReader) (h streamHead, full bool, err error) {
 	c, err := s.next()
 	if err == io.EOF {
-		return streamHead{}, streamErr("empty")
+		return streamHead{}, false, streamErr("empty")
 	}
 	if err != nil {
-		return streamHead{}, err
+		return streamHead{}, false, err
+	}
+	if c.cmd == cmdSubvol {
+		h, err = readSubvolHead(c)
+		return h, true, err
 	}
 	if c.cmd != cmdSnapshot {
-		return streamHead{}, streamErr("starts with %s, not an incremental snapshot", c.cmd)
+		return streamHead{}, false, streamErr("starts with %s, not a subvolume or a snapshot", c.cmd)
 	}
+	h, err = readSnapshotHead(c)
+	return h, false, err
+}
+
+// readSubvolHead decodes what a stream's first command says of the volume
+// sent: a full stream's SUBVOL, or the start of a SNAPSHOT.
+func readSubvolHead(c *streamCommand) (streamHead, error) {
 	var h streamHead
+	var err error
 	if h.name, err = c.path(attrPath); err == nil && (h.name == "" || strings.Contains(h.name, "/")) {
-		err = streamErr("snapshot named %q", h.name)
+		err = streamErr("%s named %q", c.cmd, h.name)
 	}
 	if err != nil {
 		return h, err
@@ -289,7 +311,15 @@ func readHead(s *streamReader) (streamHead, error) {
 	if h.uuid, err = c.uuid(attrUUID); err != nil {
 		return h, err
 	}
-	if h.ctransid, err = c.u64(attrCtransid); err != nil {
+	h.ctransid, err = c.u64(attrCtransid)
+	return h, err
+}
+
+// readSnapshotHead decodes an incremental stream's SNAPSHOT command: the
+// volume sent and the one it is a delta against.
+func readSnapshotHead(c *streamCommand) (streamHead, error) {
+	h, err := readSubvolHead(c)
+	if err != nil {
 		return h, err
 	}
 	if h.parentUUID, err = c.uuid(attrCloneUUID); err != nil {

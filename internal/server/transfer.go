@@ -1,0 +1,130 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/snapbundle"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// bundleType is the media type of a snapshot bundle.
+const bundleType = "application/vnd.warren.snapshot-bundle"
+
+func bundleHeaderOf(info session.ExportInfo) snapbundle.Header {
+	s := info.Snapshot
+	return snapbundle.Header{
+		Format:        info.Format,
+		Base:          info.Base,
+		MemoryLeftOut: info.MemoryLeftOut,
+		Snapshot: snapbundle.Record{
+			ID: s.ID, SandboxID: s.SandboxID, Family: s.Family, Name: s.Name, Kind: string(s.Kind),
+			Turn: s.Turn, ParentID: s.ParentID, Lineage: info.Lineage, Template: s.Template,
+			Runtime: info.Runtime, Labels: s.Labels, ExclusiveBytes: s.ExclusiveBytes,
+			ReferencedBytes: s.ReferencedBytes, CreatedAt: s.CreatedAt,
+		},
+	}
+}
+
+func snapshotOfBundle(r snapbundle.Record) store.Snapshot {
+	return store.Snapshot{
+		ID: r.ID, SandboxID: r.SandboxID, Family: r.Family, Name: r.Name, Kind: store.SnapshotKind(r.Kind),
+		Turn: r.Turn, ParentID: r.ParentID, Template: r.Template, Labels: r.Labels, CreatedAt: r.CreatedAt,
+	}
+}
+
+// exportSnapshot streams a snapshot bundle. Once the answer has started a
+// failure can only cut the connection: the bundle then has no trailer, and
+// an importer refuses it as truncated.
+func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var bw *snapbundle.Writer
+	err := s.snapshots.ExportSnapshot(r.Context(), teamOf(r), id, r.URL.Query().Get("base"),
+		func(info session.ExportInfo) (io.Writer, error) {
+			w.Header().Set("Content-Type", bundleType)
+			w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", id+".wsnap"))
+			if info.MemoryLeftOut {
+				// Bundles carry files only.
+				w.Header().Set("X-Warren-Memory-Image", "omitted")
+			}
+			w.WriteHeader(http.StatusOK)
+			var err error
+			bw, err = snapbundle.NewWriter(w, bundleHeaderOf(info))
+			return bw, err
+		})
+	if err == nil {
+		err = bw.Close()
+	}
+	if err == nil {
+		return
+	}
+	if bw == nil {
+		writeError(w, r, err)
+		return
+	}
+	s.log.Warn("snapshot export cut short", "snapshot", id, "err", err)
+	panic(http.ErrAbortHandler)
+}
+
+// limitedBody reads at most limit bytes of a request body and notes when
+// the body goes past them (the bundle reader and the storage's stream
+// reader word what they see as a damaged stream; this tells it apart).
+type limitedBody struct {
+	r     io.Reader
+	left  int64
+	limit int64
+	over  bool
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		var one [1]byte
+		if n, _ := l.r.Read(one[:]); n > 0 {
+			l.over = true
+			return 0, fmt.Errorf("the bundle is over this server's limit of %d bytes (--max-import-mb): %w", l.limit, errTooLarge)
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// importSnapshot rebuilds a snapshot from a bundle in the request body.
+func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) {
+	body := &limitedBody{r: r.Body, left: s.maxImport, limit: s.maxImport}
+	fail := func(err error) {
+		if body.over {
+			err = fmt.Errorf("the bundle is over this server's limit of %d bytes (--max-import-mb): %w", s.maxImport, errTooLarge)
+		}
+		writeError(w, r, err)
+	}
+	br, err := snapbundle.NewReader(body)
+	if err != nil {
+		fail(err)
+		return
+	}
+	h := br.Header
+	snap, created, err := s.snapshots.ImportSnapshot(r.Context(), teamOf(r), session.ImportRequest{
+		Snapshot: snapshotOfBundle(h.Snapshot),
+		Base:     h.Base,
+		Format:   h.Format,
+		Body:     br,
+		Verify:   br.Verify,
+		Rename:   r.URL.Query().Get("rename") == "true",
+	})
+	if err != nil {
+		fail(err)
+		return
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, snapshotOf(snap))
+}

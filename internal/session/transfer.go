@@ -1,0 +1,206 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+// transfers moves snapshots between daemons: an export writes a snapshot's
+// files as the storage's stream (whole, or as a delta against a snapshot the
+// receiver already holds), an import rebuilds one from such a stream as a
+// ready snapshot of the caller's team. The wire format around the stream
+// (header, checksum) is the server's (internal/snapbundle); memory images
+// stay behind.
+//
+// An import is atomic: the volume is built under a name no record has and
+// placed, then recorded, only once the stream has been read whole and its
+// checksum verified; on any failure neither volume nor record remains. It
+// is idempotent: importing a snapshot this daemon already holds for the
+// team (same id, sandbox, turn and time) answers the snapshot held. The
+// retry rule for a cut transfer is therefore to export and import again.
+type transfers struct {
+	*registry
+	host    TransferHost // nil: the host cannot export or import
+	store   transferStore
+	volumes *archiver
+	snaps   *snapshots // a team's usable snapshots
+}
+
+// TransferHost is what transfers need of the host (an optional part of it:
+// see New).
+type TransferHost interface {
+	TransferFormat() string
+	ExportSnapshot(ctx context.Context, snapID, baseID string, w io.Writer) error
+	ImportSnapshot(ctx context.Context, r io.Reader, baseID, snapID string, verify func() error) error
+	DeleteSnapshot(ctx context.Context, snapID string) error
+}
+
+// transferStore is what transfers need of the store.
+type transferStore interface {
+	CreateSnapshot(ctx context.Context, snap store.Snapshot) error
+	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
+	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
+}
+
+// ExportInfo describes a snapshot being exported: what the stream's reader
+// needs to record it.
+type ExportInfo struct {
+	Snapshot store.Snapshot
+	// Lineage is the parent chain, nearest first, as far as this daemon
+	// has records.
+	Lineage []string
+	Runtime string // of the sandbox the snapshot was taken of, if known
+	Base    string // the snapshot the stream is a delta against; "" = whole
+	Format  string // the storage's stream format
+	// MemoryLeftOut: the snapshot has a memory image, which is not sent.
+	MemoryLeftOut bool
+}
+
+// maxExportLineage bounds the parent chain an export describes.
+const maxExportLineage = 1000
+
+func (t *transfers) usableHost() (TransferHost, error) {
+	if t.host == nil || t.host.TransferFormat() == "" {
+		return nil, fmt.Errorf("this daemon's storage cannot export or import snapshots: %w", errdefs.ErrUnsupported)
+	}
+	return t.host, nil
+}
+
+// ExportSnapshot streams a team's snapshot: start is given its description
+// and returns where the stream goes; the files follow, as a delta against
+// base when base is set (a snapshot of the team the receiver imported
+// before). The volumes stay in the pool (restored if archived) meanwhile.
+func (t *transfers) ExportSnapshot(ctx context.Context, team, id, base string, start func(ExportInfo) (io.Writer, error)) error {
+	host, err := t.usableHost()
+	if err != nil {
+		return err
+	}
+	snap, err := t.snaps.usableSnapshot(ctx, team, id)
+	if err != nil {
+		return err
+	}
+	use := []store.Snapshot{snap}
+	if base != "" {
+		if base == id {
+			return fmt.Errorf("base %s is the snapshot itself; export it without base: %w", base, errdefs.ErrInvalid)
+		}
+		b, err := t.snaps.usableSnapshot(ctx, team, base)
+		if err != nil {
+			return fmt.Errorf("base: %w", err)
+		}
+		use = append(use, b)
+	}
+	release, err := t.volumes.useSnapshots(ctx, use...)
+	if err != nil {
+		return err
+	}
+	defer release()
+	info := ExportInfo{Snapshot: snap, Base: base, Format: host.TransferFormat(), MemoryLeftOut: snap.MemoryBytes > 0}
+	info.Lineage = t.lineage(ctx, snap)
+	if sb, err := t.store.GetSandbox(ctx, snap.SandboxID); err == nil {
+		info.Runtime = sb.Runtime
+	}
+	w, err := start(info)
+	if err != nil {
+		return err
+	}
+	return host.ExportSnapshot(ctx, id, base, w)
+}
+
+// lineage walks snap's parents as far as their records go.
+func (t *transfers) lineage(ctx context.Context, snap store.Snapshot) []string {
+	var out []string
+	for p := snap.ParentID; p != "" && len(out) < maxExportLineage; {
+		out = append(out, p)
+		s, err := t.store.GetSnapshot(ctx, p)
+		if err != nil {
+			break
+		}
+		p = s.ParentID
+	}
+	return out
+}
+
+// ImportRequest is a snapshot arriving from another daemon.
+type ImportRequest struct {
+	// Snapshot is the record the exporter sent; Team, State and sizes are
+	// set here.
+	Snapshot store.Snapshot
+	Base     string // the snapshot the stream is a delta against; "" = whole
+	Format   string
+	Body     io.Reader
+	// Verify checks what was read of Body against its checksum; it runs
+	// before anything is visible.
+	Verify func() error
+	// Rename gives the snapshot a new id when its own is taken here
+	// (instead of ErrAlreadyExists).
+	Rename bool
+}
+
+// ImportSnapshot rebuilds a snapshot from another daemon's export as a
+// ready snapshot of team. It reports whether it made one (false: this
+// daemon held it already, and answers that).
+func (t *transfers) ImportSnapshot(ctx context.Context, team string, req ImportRequest) (store.Snapshot, bool, error) {
+	host, err := t.usableHost()
+	if err != nil {
+		return store.Snapshot{}, false, err
+	}
+	if want := host.TransferFormat(); req.Format != want {
+		return store.Snapshot{}, false, fmt.Errorf("the bundle holds a %q stream; this daemon's storage reads %q: %w", req.Format, want, errdefs.ErrInvalid)
+	}
+	snap := req.Snapshot
+	snap.Team, snap.State = team, SnapReady
+	snap.ExclusiveBytes, snap.ReferencedBytes = -1, -1
+	snap.MemoryBytes, snap.ArchiveParent, snap.ArchivePath = 0, "", ""
+	if err := ids.Validate("snapshot id", snap.ID); err != nil {
+		return store.Snapshot{}, false, err
+	}
+	unlock := t.volumes.lockSnapshot(snap.ID, true)
+	defer func() { unlock() }() // the lock of the id finally used
+	held, err := t.store.GetSnapshot(ctx, snap.ID)
+	switch {
+	case err == nil && held.Team == team && sameImport(held, snap):
+		return held, false, nil
+	case err == nil && !req.Rename:
+		return store.Snapshot{}, false, fmt.Errorf("snapshot id %s is taken on this daemon; import with rename to give it a new id: %w", snap.ID, errdefs.ErrAlreadyExists)
+	case err == nil:
+		unlock()
+		snap.ID = ids.New(20)
+		unlock = t.volumes.lockSnapshot(snap.ID, true)
+	case !errdefs.IsNotFound(err):
+		return store.Snapshot{}, false, err
+	}
+	if req.Base != "" {
+		if _, err := t.snaps.usableSnapshot(ctx, team, req.Base); err != nil {
+			return store.Snapshot{}, false, fmt.Errorf("the bundle is a delta against snapshot %s, which this daemon does not hold for the team; import that one first, or export again without base: %w", req.Base, errdefs.ErrNotFound)
+		}
+		// The new snapshot is newer than its base (see the lock order).
+		release, err := t.volumes.useSnapshots(ctx, store.Snapshot{ID: req.Base})
+		if err != nil {
+			return store.Snapshot{}, false, err
+		}
+		defer release()
+	}
+	if err := host.ImportSnapshot(ctx, req.Body, req.Base, snap.ID, req.Verify); err != nil {
+		return store.Snapshot{}, false, err
+	}
+	if err := t.store.CreateSnapshot(context.WithoutCancel(ctx), snap); err != nil {
+		if derr := host.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID); derr != nil {
+			t.log.Warn("remove the volume of an import whose record failed", "snapshot", snap.ID, "err", derr)
+		}
+		return store.Snapshot{}, false, err
+	}
+	t.log.Info("imported snapshot", "snapshot", snap.ID, "team", team, "base", req.Base)
+	return snap, true, nil
+}
+
+// sameImport reports whether held is the snapshot an import brings again.
+func sameImport(held, in store.Snapshot) bool {
+	return (held.State == SnapReady || held.State == SnapArchived) &&
+		held.SandboxID == in.SandboxID && held.Turn == in.Turn && held.CreatedAt.Equal(in.CreatedAt)
+}

@@ -1,0 +1,285 @@
+// Package snapbundle is the stream a snapshot travels in from one warren
+// daemon to another (GET /snapshots/{id}/export, POST /snapshots/import).
+//
+// A bundle is, in order:
+//
+//	magic    "warren-snapshot\x00" (16 bytes)
+//	header   u32 big-endian length, then that much JSON (Header)
+//	body     frames: u32 big-endian length (1..MaxFrame), then the bytes;
+//	         a frame of length 0 ends the body
+//	trailer  the SHA-256 of every byte before it (32 bytes)
+//
+// The body is the storage's own stream of the snapshot's files: a btrfs
+// send stream (incremental against Header.Base when it names one) or a tar.
+// It is framed because neither says where it ends before it has been read
+// through, and the trailer must be found without parsing the body. A reader
+// refuses a bundle whose trailer is missing (truncated) or wrong (corrupt)
+// only once it has read the body, so an importer keeps what it builds
+// invisible until Verify has passed.
+package snapbundle
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// Magic opens every bundle.
+const Magic = "warren-snapshot\x00"
+
+// Version is the format this package writes and the newest it reads.
+const Version = 1
+
+// Body formats.
+const (
+	FormatBtrfs = "btrfs-send-v1"
+	FormatTar   = "tar"
+)
+
+// Limits a reader enforces on what it is given.
+const (
+	MaxHeader = 1 << 20
+	MaxFrame  = 4 << 20
+	frameSize = 1 << 20 // what a writer puts in a frame
+)
+
+// Header describes the snapshot a bundle carries.
+type Header struct {
+	Version int    `json:"version"`
+	Format  string `json:"format"`
+	// Base is the snapshot the body is a delta against; "" for a full
+	// bundle. The importer must hold it under the same id.
+	Base     string `json:"base,omitempty"`
+	Snapshot Record `json:"snapshot"`
+	// MemoryLeftOut says the snapshot had an image of its memory, which
+	// bundles do not carry: the import has its files only.
+	MemoryLeftOut bool `json:"memoryLeftOut,omitempty"`
+}
+
+// Record is the snapshot's record as the exporting daemon holds it.
+type Record struct {
+	ID        string `json:"id"`
+	SandboxID string `json:"sandboxID"`
+	Family    string `json:"family"`
+	Name      string `json:"name,omitempty"`
+	Kind      string `json:"kind"`
+	Turn      int    `json:"turn,omitempty"`
+	ParentID  string `json:"parentID,omitempty"`
+	// Lineage is the parent chain, nearest first, as far as the exporter
+	// knows it (the template is at its end, in Template).
+	Lineage         []string          `json:"lineage,omitempty"`
+	Template        string            `json:"template"`
+	Runtime         string            `json:"runtime,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	ExclusiveBytes  int64             `json:"exclusiveBytes"`
+	ReferencedBytes int64             `json:"referencedBytes"`
+	CreatedAt       time.Time         `json:"createdAt"`
+}
+
+// Writer writes one bundle: NewWriter writes the magic and the header,
+// Write the body, Close the end of the body and the trailer. A bundle
+// whose Close is not reached reads as truncated.
+type Writer struct {
+	w   io.Writer
+	sum hash.Hash
+	buf []byte
+	err error
+}
+
+// NewWriter writes the start of a bundle with hdr (its Version is set).
+func NewWriter(w io.Writer, hdr Header) (*Writer, error) {
+	hdr.Version = Version
+	js, err := json.Marshal(hdr)
+	if err != nil {
+		return nil, fmt.Errorf("encode bundle header: %w", err)
+	}
+	if len(js) > MaxHeader {
+		return nil, fmt.Errorf("bundle header is %d bytes, over %d: %w", len(js), MaxHeader, errdefs.ErrInvalid)
+	}
+	bw := &Writer{w: w, sum: sha256.New(), buf: make([]byte, 0, frameSize)}
+	start := make([]byte, 0, len(Magic)+4+len(js))
+	start = append(start, Magic...)
+	start = binary.BigEndian.AppendUint32(start, uint32(len(js)))
+	start = append(start, js...)
+	if err := bw.out(start); err != nil {
+		return nil, err
+	}
+	return bw, nil
+}
+
+// out writes b to the destination and the digest.
+func (w *Writer) out(b []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	w.sum.Write(b)
+	if _, err := w.w.Write(b); err != nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Write adds p to the body.
+func (w *Writer) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), frameSize-len(w.buf))
+		w.buf = append(w.buf, p[:k]...)
+		p, n = p[k:], n+k
+		if len(w.buf) == frameSize {
+			if err := w.flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func (w *Writer) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(w.buf)))
+	if err := w.out(hdr[:]); err != nil {
+		return err
+	}
+	err := w.out(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// Close ends the body and writes the trailer. It does not close the
+// destination.
+func (w *Writer) Close() error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	if err := w.out([]byte{0, 0, 0, 0}); err != nil {
+		return err
+	}
+	sum := w.sum.Sum(nil)
+	if _, err := w.w.Write(sum); err != nil {
+		w.err = err
+		return err
+	}
+	return nil
+}
+
+// Reader reads one bundle: NewReader reads the header, Read the body (io.EOF
+// at its end), Verify the trailer.
+type Reader struct {
+	Header Header
+
+	r    io.Reader
+	sum  hash.Hash
+	left int  // bytes left in the current frame
+	end  bool // the body's end frame has been read
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("snapshot bundle: "+format+": %w", append(args, errdefs.ErrInvalid)...)
+}
+
+// truncated words a short read.
+func truncated(what string, err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return invalid("truncated in the %s (the transfer was cut short; export it again)", what)
+	}
+	return fmt.Errorf("snapshot bundle: read the %s: %w", what, err)
+}
+
+// NewReader reads a bundle's magic and header.
+func NewReader(r io.Reader) (*Reader, error) {
+	br := &Reader{r: r, sum: sha256.New()}
+	var start [len(Magic) + 4]byte
+	if err := br.full(start[:]); err != nil {
+		return nil, truncated("header", err)
+	}
+	if string(start[:len(Magic)]) != Magic {
+		return nil, invalid("not a warren snapshot bundle (no %q at its start)", Magic[:len(Magic)-1])
+	}
+	n := binary.BigEndian.Uint32(start[len(Magic):])
+	if n == 0 || n > MaxHeader {
+		return nil, invalid("header of %d bytes (want 1..%d)", n, MaxHeader)
+	}
+	js := make([]byte, n)
+	if err := br.full(js); err != nil {
+		return nil, truncated("header", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	if err := dec.Decode(&br.Header); err != nil {
+		return nil, invalid("header is not JSON: %v", err)
+	}
+	if v := br.Header.Version; v != Version {
+		if v > Version {
+			return nil, invalid("format version %d is newer than this daemon reads (%d); upgrade warren here", v, Version)
+		}
+		return nil, invalid("format version %d is unknown", v)
+	}
+	return br, nil
+}
+
+// full reads exactly len(b) bytes into b and the digest.
+func (r *Reader) full(b []byte) error {
+	_, err := io.ReadFull(r.r, b)
+	r.sum.Write(b)
+	return err
+}
+
+// Read reads the body.
+func (r *Reader) Read(p []byte) (int, error) {
+	for r.left == 0 {
+		if r.end {
+			return 0, io.EOF
+		}
+		var hdr [4]byte
+		if err := r.full(hdr[:]); err != nil {
+			return 0, truncated("body", err)
+		}
+		n := binary.BigEndian.Uint32(hdr[:])
+		if n > MaxFrame {
+			return 0, invalid("frame of %d bytes (at most %d)", n, MaxFrame)
+		}
+		r.left, r.end = int(n), n == 0
+	}
+	if len(p) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.r.Read(p)
+	r.sum.Write(p[:n])
+	r.left -= n
+	if err != nil && (r.left > 0 || !errors.Is(err, io.EOF)) {
+		return n, truncated("body", err)
+	}
+	return n, nil
+}
+
+// Verify reads what is left of the body, then checks the trailer against
+// everything before it and that nothing follows it.
+func (r *Reader) Verify() error {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	want := r.sum.Sum(nil)
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(r.r, got); err != nil {
+		return truncated("trailer", err)
+	}
+	if !bytes.Equal(got, want) {
+		return invalid("SHA-256 %x does not match the content's %x: the bundle was altered or damaged on the way", got, want)
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(r.r, one[:]); n > 0 {
+		return invalid("bytes follow the trailer")
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package btrfs
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/storage"
+)
+
+// TestExportImport exports a snapshot whole and the next one as a delta,
+// imports both under other names (as another pool would), and checks the
+// trees; then failed imports (a verify that refuses, a hostile stream, a
+// delta onto the wrong base) leave no volume.
+func TestExportImport(t *testing.T) {
+	ctx, s, live := archivePool(t)
+	fillTree(t, live, 100)
+	must(t, os.Symlink("d1/f1", filepath.Join(live, "link")))
+	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t1"), true)
+	must(t, os.WriteFile(filepath.Join(live, "d1", "f1"), []byte("rewritten"), 0o640))
+	must(t, os.RemoveAll(filepath.Join(live, "d2")))
+	must(t, os.WriteFile(filepath.Join(live, "big"), bytes.Repeat([]byte("x"), 3<<20), 0o600))
+	mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t2"), true)
+
+	var full, delta bytes.Buffer
+	must(t, s.Export(ctx, snapshotKey("t1"), storage.Key{}, &full))
+	must(t, s.Export(ctx, snapshotKey("t2"), snapshotKey("t1"), &delta))
+	t.Logf("whole %d bytes, delta %d bytes", full.Len(), delta.Len())
+
+	verified := 0
+	verify := func() error { verified++; return nil }
+	must(t, s.Import(ctx, bytes.NewReader(full.Bytes()), storage.Key{}, snapshotKey("i1"), verify))
+	must(t, s.Import(ctx, bytes.NewReader(delta.Bytes()), snapshotKey("i1"), snapshotKey("i2"), verify))
+	if verified != 2 {
+		t.Errorf("verify ran %d times, want 2", verified)
+	}
+	assertSameTree(t, s.Path(snapshotKey("t1")), s.Path(snapshotKey("i1")))
+	assertSameTree(t, s.Path(snapshotKey("t2")), s.Path(snapshotKey("i2")))
+	if info, err := s.Stat(ctx, snapshotKey("i2")); err != nil || !info.ReadOnly {
+		t.Errorf("imported volume: %+v, %v; want read-only", info, err)
+	}
+	if err := s.Import(ctx, bytes.NewReader(full.Bytes()), storage.Key{}, snapshotKey("i1"), nil); !errdefs.IsAlreadyExists(err) {
+		t.Errorf("import over an existing volume: %v", err)
+	}
+
+	bad := errors.New("checksum refused")
+	for name, tc := range map[string]struct {
+		stream []byte
+		base   storage.Key
+		verify func() error
+	}{
+		"verify refuses":  {full.Bytes(), storage.Key{}, func() error { return bad }},
+		"delta, no base":  {delta.Bytes(), storage.Key{}, nil},
+		"delta, bad base": {delta.Bytes(), snapshotKey("t2"), nil},
+		"whole onto base": {full.Bytes(), snapshotKey("i1"), nil},
+		"cut short":       {full.Bytes()[:full.Len()/2], storage.Key{}, nil},
+		"out of volume": {encodeStream(
+			streamCmdSpec{cmdSubvol, []streamAttrSpec{{attrPath, []byte("x")}, {attrUUID, bytes.Repeat([]byte{3}, 16)}, {attrCtransid, u64le(1)}}},
+			streamCmdSpec{cmdMkfile, []streamAttrSpec{{attrPath, []byte("../escaped")}}},
+		), storage.Key{}, nil},
+	} {
+		err := s.Import(ctx, bytes.NewReader(tc.stream), tc.base, snapshotKey("bad"), tc.verify)
+		if err == nil {
+			t.Errorf("%s: imported", name)
+			continue
+		}
+		t.Logf("%s: %v", name, err)
+		for _, k := range []storage.Key{snapshotKey("bad"), snapshotKey("importing-bad")} {
+			if _, err := s.Stat(ctx, k); err == nil {
+				t.Errorf("%s: %s left behind", name, k)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.Path(snapshotKey("t1")), "..", "escaped")); err == nil {
+		t.Error("a file was made outside the volume")
+	}
+}
