@@ -19,11 +19,21 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
-// vethName is the host side of a sandbox's veth: a hash, because ids are
-// longer than an interface name may be.
-func vethName(id string) string {
+// vethName is the host side of a sandbox's veth: the prefix and a hash,
+// because ids are longer than an interface name may be.
+func vethName(prefix, id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return vethPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:12]
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:vethHashLen]
+}
+
+// vethName is the host side of sandbox id's veth.
+func (h *hostNet) vethName(id string) string { return vethName(h.vethPrefix, id) }
+
+// isOurVeth reports whether an interface name is one of this manager's
+// veths: its prefix and a hash of the right length. Another daemon's
+// prefix never matches (see CheckVethPrefix).
+func (h *hostNet) isOurVeth(name string) bool {
+	return len(name) == len(h.vethPrefix)+vethHashLen && strings.HasPrefix(name, h.vethPrefix)
 }
 
 func vethAlias(id string, addr netip.Addr) string {
@@ -131,8 +141,9 @@ func (h *hostNet) heldAddresses() (map[netip.Addr]string, error) {
 		return nil, fmt.Errorf("network: list interfaces: %w", err)
 	}
 	held := map[netip.Addr]string{}
+	others := h.othersPorts()
 	for _, l := range links {
-		if id, addr, ok := parseAlias(l.Attrs().Alias); ok && strings.HasPrefix(l.Attrs().Name, vethPrefix) {
+		if id, addr, ok := parseAlias(l.Attrs().Alias); ok && h.isOurVeth(l.Attrs().Name) && !others(l) {
 			held[addr] = id
 		}
 	}
