@@ -132,6 +132,36 @@ func (h *hostNet) ensureBridge() (bool, error) {
 	return created, nil
 }
 
+// checkSubnetFree refuses a subnet that overlaps an address of another
+// bridge in the namespace: another daemon's (two daemons given one subnet)
+// or another container engine's. Routes to the overlap would go to one
+// bridge only, and each daemon's conntrack cleanup, which goes by source
+// address, would cut the other's connections.
+func (h *hostNet) checkSubnetFree() error {
+	links, err := h.nl.LinkList()
+	if err != nil {
+		return fmt.Errorf("network: list interfaces: %w", err)
+	}
+	for _, l := range links {
+		if l.Type() != "bridge" || l.Attrs().Name == h.bridge {
+			continue
+		}
+		addrs, err := h.nl.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return fmt.Errorf("network: addresses of %s: %w", l.Attrs().Name, err)
+		}
+		for _, a := range addrs {
+			p, ok := netip.AddrFromSlice(a.IP)
+			bits, _ := a.Mask.Size()
+			if ok && netip.PrefixFrom(p.Unmap(), bits).Masked().Overlaps(h.subnet) {
+				return fmt.Errorf("network: subnet %s overlaps %s on bridge %s (another warren daemon's?); give each daemon its own --network-subnet: %w",
+					h.subnet, a.IPNet, l.Attrs().Name, errdefs.ErrConflict)
+			}
+		}
+	}
+	return nil
+}
+
 // heldAddresses returns the addresses (and owners) of the sandboxes an
 // earlier run set up, read from their veths' aliases, so that a new sandbox
 // never takes the address of one waiting to be adopted.

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"testing"
+
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // Two managers in one namespace (two daemons on one host), each with its
@@ -31,6 +33,18 @@ func TestNeighbours(t *testing.T) {
 			_ = m2.Uninstall(context.Background())
 		}
 	})
+	// A third one given a subnet overlapping the first's is refused.
+	opts3 := opts2
+	opts3.RunDir = filepath.Join(f.dir, "run3")
+	opts3.Bridge, opts3.Table, opts3.VethPrefix, opts3.LogGroup = "wtest2", "warren-t2", "wt2", 4301
+	opts3.Subnet = netip.MustParsePrefix("10.87.0.128/25")
+	t.Cleanup(func() { unmountUnder(t, opts3.RunDir) })
+	if m3, err := New(opts3); !errdefs.IsConflict(err) {
+		if err == nil {
+			m3.Close()
+		}
+		t.Fatalf("a manager on an overlapping subnet: %v, want a conflict", err)
+	}
 	b, err := m2.Setup(ctx, "second1", Policy{AllowOut: []string{"198.51.100.10", "10.87.0.0/24"}})
 	must(t, err)
 	if b.HostVeth[:3] != "wt1" || a.HostVeth[:3] != DefaultVethPrefix {

@@ -206,6 +206,9 @@ func New(opts Options) (_ *Manager, err error) {
 		return nil, err
 	}
 	m.fwd = &forwarder{runDir: opts.RunDir, ns: m.host.ns, bridge: opts.Bridge, uplink: m.host.uplink, log: m.log}
+	if err := m.host.checkSubnetFree(); err != nil {
+		return nil, err
+	}
 	createdBridge, err := m.host.ensureBridge()
 	if err != nil {
 		return nil, err

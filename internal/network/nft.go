@@ -165,11 +165,7 @@ func (r *nftRules) install() error {
 	add(chForward, cat(ifname(expr.MetaKeyOIFNAME, r.bridge, true), ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept))...)
 	add(chForward, cat(ifname(expr.MetaKeyOIFNAME, r.bridge, true), verdict(expr.VerdictDrop))...)
 	if r.guardUplink {
-		// Only what opens a connection: replies coming in on the uplink
-		// toward another daemon's bridge on this host (which this table
-		// knows nothing of) must pass; nothing else forwarded from the
-		// uplink is established, since nothing from it is let through new.
-		add(chForward, cat(ifname(expr.MetaKeyIIFNAME, r.uplink, true), ctStateNone(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictDrop))...)
+		add(chForward, r.uplinkGuard()...)
 	}
 
 	add(chInput, cat(ifname(expr.MetaKeyIIFNAME, r.bridge, true), jump(chToHost))...)
@@ -490,6 +486,15 @@ func ctState(bits uint32) []expr.Any {
 			Mask: binary.NativeEndian.AppendUint32(nil, bits), Xor: []byte{0, 0, 0, 0}},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
 	}
+}
+
+// uplinkGuard drops what the uplink would have the host forward, but only
+// what opens a connection: replies coming in on the uplink toward another
+// daemon's bridge on this host (which this table knows nothing of) must
+// pass; nothing else forwarded from the uplink is established, since
+// nothing from it is let through new.
+func (r *nftRules) uplinkGuard() []expr.Any {
+	return cat(ifname(expr.MetaKeyIIFNAME, r.uplink, true), ctStateNone(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictDrop))
 }
 
 // ctStateNone matches a packet whose conntrack state has none of bits.

@@ -118,7 +118,7 @@ func TestSeveralDaemons(t *testing.T) {
 			n.sb.mustReach(srv[0], srv[0])
 			n.sb.mustNotReach(srv[1])
 			if n != ns[1] {
-				n.sb.mustNotReach(bAddr + ":8080")
+				n.sb.mustNotConnect(bAddr + ":8080")
 			}
 			for _, other := range live {
 				if other != n {
