@@ -116,6 +116,7 @@ func (f *forwarder) read(iface string) (cur string, err error) {
 // turns IPv6 off: sandboxes have none, and the bridge would otherwise take a
 // link-local address and answer neighbour discovery.
 func (f *forwarder) enable(createdBridge bool) error {
+	sweepUplinkShares(f.log)
 	s := f.share()
 	if s == nil {
 		return f.enableLocked(createdBridge, nil)

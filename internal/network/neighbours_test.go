@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -26,8 +27,17 @@ func TestNeighbours(t *testing.T) {
 	opts2.Subnet = netip.MustParsePrefix("10.87.1.0/24")
 	opts2.Permit = []netip.Prefix{netip.MustParsePrefix("10.87.0.0/24")}
 	t.Cleanup(func() { unmountUnder(t, opts2.RunDir) })
+	// An entry of the uplinks' shared forwarding whose only holder is gone
+	// (its namespace and run directory with it) is swept.
+	stale := filepath.Join(UplinkShareDir, "0-1-stale0")
+	must(t, os.MkdirAll(stale, 0o700))
+	must(t, os.WriteFile(filepath.Join(stale, "0123456789abcdef"), []byte(filepath.Join(f.dir, "gone")), 0o600))
 	m2, err := New(opts2)
 	must(t, err)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		os.RemoveAll(stale)
+		t.Fatalf("a dead entry of the uplinks' shared forwarding is left: %v", err)
+	}
 	t.Cleanup(func() {
 		if !m2.closed {
 			_ = m2.Uninstall(context.Background())

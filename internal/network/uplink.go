@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,6 +67,9 @@ func (s *uplinkShare) lock() (*os.File, error) {
 	}
 	path := filepath.Join(s.dir, ".lock")
 	lf, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // the directory went between MkdirAll and here
+	}
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
@@ -133,5 +138,23 @@ func (s *uplinkShare) removeIfUnused() {
 	if len(entries) == 1 && entries[0].Name() == ".lock" {
 		_ = os.Remove(filepath.Join(s.dir, ".lock"))
 		_ = os.Remove(s.dir)
+	}
+}
+
+// sweepUplinkShares removes the entries of UplinkShareDir that no live
+// daemon holds: those of namespaces that went away with their daemons'
+// run directories (a test's fake host, a daemon removed without
+// teardown), which nothing else would ever look at again.
+func sweepUplinkShares(log *slog.Logger) {
+	entries, _ := os.ReadDir(UplinkShareDir)
+	for _, e := range entries {
+		parts := strings.SplitN(e.Name(), "-", 3)
+		if !e.IsDir() || len(parts) != 3 {
+			continue
+		}
+		s := &uplinkShare{dir: filepath.Join(UplinkShareDir, e.Name()), uplink: parts[2]}
+		if err := s.locked(func() error { s.others(); s.removeIfUnused(); return nil }); err != nil {
+			log.Debug("network: sweep the uplinks' shared forwarding", "entry", e.Name(), "err", err)
+		}
 	}
 }
