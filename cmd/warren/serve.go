@@ -147,12 +147,15 @@ func networkFlags(cmd *cobra.Command, n *config.NetworkConfig) {
 	}
 	f.BoolVar(&n.Enabled, "network", n.Enabled, "let sandboxes ask for a network (egress policy); false refuses such creates (env WARREN_NETWORK)")
 	f.StringVar(&n.Subnet, "network-subnet", n.Subnet, "IPv4 range of sandbox addresses; its first address is the bridge's (env WARREN_NETWORK_SUBNET)")
-	f.StringVar(&n.Bridge, "network-bridge", n.Bridge, "name of warren's bridge (env WARREN_NETWORK_BRIDGE)")
+	f.StringVar(&n.Bridge, "network-bridge", n.Bridge, "name of warren's bridge; each daemon on a host needs its own (env WARREN_NETWORK_BRIDGE)")
+	f.StringVar(&n.Table, "network-table", n.Table, "name of warren's nftables table (inet family); each daemon on a host needs its own (env WARREN_NETWORK_TABLE)")
+	f.StringVar(&n.VethPrefix, "network-veth-prefix", n.VethPrefix, "1 to 3 letters or digits that start the names of the sandboxes' host-side veths; each daemon on a host needs its own (env WARREN_NETWORK_VETH_PREFIX)")
+	f.Uint16Var(&n.LogGroup, "network-log-group", n.LogGroup, "NFLOG group of the egress audit; each daemon on a host needs its own (env WARREN_NETWORK_LOG_GROUP)")
 	f.StringVar(&n.Uplink, "network-uplink", uplink, "interface toward the internet; auto = the default route's (env WARREN_NETWORK_UPLINK)")
 	f.StringVar(&n.DNS, "network-dns", n.DNS, "upstream DNS resolver IP[:PORT] for allowed names (default: the first nameserver of /etc/resolv.conf; env WARREN_NETWORK_DNS)")
 	f.StringArrayVar(&n.Permit, "network-permit", n.Permit, "CIDR that sandbox policies may allow although it is always denied otherwise (private ranges, link-local), e.g. an internal mirror (repeatable; env WARREN_NETWORK_PERMIT, comma-separated)")
 	f.StringVar(&n.NetNS, "network-netns", n.NetNS, "run the bridge, rules and resolver inside this network namespace (a path) instead of the host's (env WARREN_NETWORK_NETNS)")
-	f.StringVar(&n.RunDir, "network-run-dir", n.RunDir, "where sandbox network namespaces are mounted (default: /run/warren/network on a tmpfs /run, else <data-dir>/network-run; env WARREN_NETWORK_RUN_DIR)")
+	f.StringVar(&n.RunDir, "network-run-dir", n.RunDir, "where sandbox network namespaces are mounted (default: /run/warren/network on a tmpfs /run, else <data-dir>/network-run); each daemon on a host needs its own (env WARREN_NETWORK_RUN_DIR)")
 	f.StringArrayVar(&n.Pools, "network-pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]] of sandboxes with a network namespace ready (nothing open) for creates that ask for a network (repeatable)")
 }
 

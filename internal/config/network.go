@@ -5,11 +5,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network"
 )
 
 // NetworkConfig is how sandboxes that ask for a network get one: a bridge
@@ -25,6 +27,13 @@ type NetworkConfig struct {
 	Subnet string
 	// Bridge is the name of warren's bridge.
 	Bridge string
+	// Table is the name of warren's nftables table (inet family),
+	// VethPrefix starts its host-side veths' names, LogGroup is the NFLOG
+	// group of its egress audit. Each daemon on a host needs its own of
+	// each, as of Bridge, Subnet and RunDir (docs/operations.md).
+	Table      string
+	VethPrefix string
+	LogGroup   uint16
 	// Uplink is the interface toward the internet ("" or "auto": the
 	// default route's).
 	Uplink string
@@ -50,7 +59,8 @@ type NetworkConfig struct {
 const DefaultNetworkSubnet = "10.88.0.0/16"
 
 func defaultNetwork() NetworkConfig {
-	n := NetworkConfig{Enabled: true, Subnet: DefaultNetworkSubnet, Bridge: "warren0"}
+	n := NetworkConfig{Enabled: true, Subnet: DefaultNetworkSubnet, Bridge: network.DefaultBridge,
+		Table: network.DefaultTable, VethPrefix: network.DefaultVethPrefix, LogGroup: network.DefaultLogGroup}
 	env := func(name string, into *string) {
 		if v := os.Getenv(name); v != "" {
 			*into = v
@@ -62,6 +72,13 @@ func defaultNetwork() NetworkConfig {
 	env("WARREN_NETWORK_DNS", &n.DNS)
 	env("WARREN_NETWORK_NETNS", &n.NetNS)
 	env("WARREN_NETWORK_RUN_DIR", &n.RunDir)
+	env("WARREN_NETWORK_TABLE", &n.Table)
+	env("WARREN_NETWORK_VETH_PREFIX", &n.VethPrefix)
+	if v := os.Getenv("WARREN_NETWORK_LOG_GROUP"); v != "" {
+		// A malformed value becomes 0, which Validate refuses.
+		g, _ := strconv.ParseUint(v, 10, 16)
+		n.LogGroup = uint16(g)
+	}
 	if v := os.Getenv("WARREN_NETWORK_PERMIT"); v != "" {
 		n.Permit = strings.Split(v, ",")
 	}
@@ -79,6 +96,15 @@ func (c *Config) validateNetwork() error {
 	}
 	if n.Bridge == "" || len(n.Bridge) >= unix.IFNAMSIZ || strings.ContainsAny(n.Bridge, "/ :") {
 		return fmt.Errorf("--network-bridge %q: want an interface name of at most %d characters: %w", n.Bridge, unix.IFNAMSIZ-1, errdefs.ErrInvalid)
+	}
+	if err := network.CheckTableName(n.Table); err != nil {
+		return fmt.Errorf("--network-table: %w", err)
+	}
+	if err := network.CheckVethPrefix(n.VethPrefix); err != nil {
+		return fmt.Errorf("--network-veth-prefix: %w", err)
+	}
+	if n.LogGroup == 0 {
+		return fmt.Errorf("--network-log-group: want a group number from 1 to 65535: %w", errdefs.ErrInvalid)
 	}
 	if n.Uplink == "auto" {
 		n.Uplink = ""

@@ -31,11 +31,29 @@ func TestValidateNetwork(t *testing.T) {
 		"bad permit":     func(n *NetworkConfig) { n.Permit = []string{"nope"} },
 		"ipv6 permit":    func(n *NetworkConfig) { n.Permit = []string{"fd00::/8"} },
 		"relative netns": func(n *NetworkConfig) { n.NetNS = "netns/x" },
+		"bad table":      func(n *NetworkConfig) { n.Table = "in et" },
+		"long prefix":    func(n *NetworkConfig) { n.VethPrefix = "wrnx" },
+		"no log group":   func(n *NetworkConfig) { n.LogGroup = 0 },
 	} {
 		c := Config{DataDir: "/var/lib/warren", Network: defaultNetwork()}
 		mutate(&c.Network)
 		if err := c.validateNetwork(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// A single daemon keeps today's names; the environment gives another
+// daemon its own.
+func TestNetworkNames(t *testing.T) {
+	n := defaultNetwork()
+	if n.Bridge != "warren0" || n.Table != "warren" || n.VethPrefix != "wrn" || n.LogGroup != 4269 {
+		t.Fatalf("defaults: %+v", n)
+	}
+	t.Setenv("WARREN_NETWORK_TABLE", "warren-b")
+	t.Setenv("WARREN_NETWORK_VETH_PREFIX", "wrb")
+	t.Setenv("WARREN_NETWORK_LOG_GROUP", "4270")
+	if n := defaultNetwork(); n.Table != "warren-b" || n.VethPrefix != "wrb" || n.LogGroup != 4270 {
+		t.Fatalf("from the environment: %+v", n)
 	}
 }

@@ -30,15 +30,18 @@ func newNetworks(cfg config.Config, audit *networkAudit, log *slog.Logger) (*san
 	return &sandbox.Networks{
 		Owner: cfg.DataDir,
 		Options: network.Options{
-			RunDir:   cfg.Network.RunDir,
-			NetNS:    cfg.Network.NetNS,
-			Bridge:   cfg.Network.Bridge,
-			Subnet:   cfg.NetworkSubnet(),
-			Uplink:   cfg.Network.Uplink,
-			Upstream: cfg.Network.DNS,
-			Permit:   permit,
-			OnEvent:  audit.add,
-			Log:      log.With("component", "network"),
+			RunDir:     cfg.Network.RunDir,
+			NetNS:      cfg.Network.NetNS,
+			Bridge:     cfg.Network.Bridge,
+			Table:      cfg.Network.Table,
+			VethPrefix: cfg.Network.VethPrefix,
+			LogGroup:   cfg.Network.LogGroup,
+			Subnet:     cfg.NetworkSubnet(),
+			Uplink:     cfg.Network.Uplink,
+			Upstream:   cfg.Network.DNS,
+			Permit:     permit,
+			OnEvent:    audit.add,
+			Log:        log.With("component", "network"),
 		},
 	}, nil
 }

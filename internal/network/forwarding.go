@@ -75,7 +75,7 @@ func (f *forwarder) save(rec forwardingRecord) error {
 
 // uplinkIsOurs reports whether forwarding on the uplink is, or is
 // about to be, warren's doing: it is off now, or an earlier run recorded
-// turning it on.
+// turning it on, or another daemon sharing the namespace did.
 func (f *forwarder) uplinkIsOurs() (bool, error) {
 	rec, err := f.load()
 	if err != nil {
@@ -84,15 +84,31 @@ func (f *forwarder) uplinkIsOurs() (bool, error) {
 	if _, ok := rec.Changed[f.uplink]; ok {
 		return true, nil
 	}
-	var cur string
+	if s := f.share(); s != nil {
+		var sibling bool
+		if err := s.locked(func() error { _, sibling = s.others(); return nil }); err != nil {
+			return false, err
+		}
+		if sibling {
+			return true, nil
+		}
+	}
+	cur, err := f.read(f.uplink)
+	if err != nil {
+		return false, fmt.Errorf("network: %w", err)
+	}
+	return cur != "1", nil
+}
+
+func (f *forwarder) read(iface string) (cur string, err error) {
 	err = inNetNS(f.ns, func() (err error) {
-		cur, err = readSysctl(forwardingSysctl(f.uplink))
+		cur, err = readSysctl(forwardingSysctl(iface))
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("network: read forwarding of %s: %w", f.uplink, err)
+		return "", fmt.Errorf("read forwarding of %s: %w", iface, err)
 	}
-	return cur != "1", nil
+	return cur, nil
 }
 
 // enable turns on IPv4 forwarding on the bridge and the uplink
@@ -100,9 +116,32 @@ func (f *forwarder) uplinkIsOurs() (bool, error) {
 // turns IPv6 off: sandboxes have none, and the bridge would otherwise take a
 // link-local address and answer neighbour discovery.
 func (f *forwarder) enable(createdBridge bool) error {
+	sweepUplinkShares(f.log)
+	s := f.share()
+	if s == nil {
+		return f.enableLocked(createdBridge, nil)
+	}
+	return s.locked(func() error { return f.enableLocked(createdBridge, s) })
+}
+
+// enableLocked is enable under the uplink entry's lock (s nil: unshared).
+// When another daemon turned the uplink's switch on, this one inherits its
+// record of the value before, so that whichever of them leaves last puts
+// it back.
+func (f *forwarder) enableLocked(createdBridge bool, s *uplinkShare) error {
 	rec, err := f.load()
 	if err != nil {
 		return err
+	}
+	if s != nil {
+		if before, ok := s.others(); ok {
+			if _, seen := rec.Changed[f.uplink]; !seen {
+				rec.Changed[f.uplink] = before
+				if err := f.save(rec); err != nil {
+					return fmt.Errorf("network: record forwarding of %s: %w", f.uplink, err)
+				}
+			}
+		}
 	}
 	ifaces := []string{f.bridge, f.uplink}
 	err = inNetNS(f.ns, func() error {
@@ -138,19 +177,42 @@ func (f *forwarder) enable(createdBridge bool) error {
 	if err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
+	if _, ours := rec.Changed[f.uplink]; ours && s != nil {
+		return s.join()
+	}
 	return nil
 }
 
 // restore puts back every forwarding switch warren flipped, in
 // this run or an earlier one, on interfaces that still exist.
 func (f *forwarder) restore() error {
+	s := f.share()
+	if s == nil {
+		return f.restoreLocked(nil)
+	}
+	return s.locked(func() error { return f.restoreLocked(s) })
+}
+
+// restoreLocked is restore under the uplink entry's lock (s nil:
+// unshared). The uplink's switch stays on while another daemon holds it;
+// that daemon's record restores it when it leaves.
+func (f *forwarder) restoreLocked(s *uplinkShare) error {
 	rec, err := f.load()
 	if err != nil {
 		return err
 	}
+	keepUplink := false
+	if s != nil {
+		_, keepUplink = s.others()
+	}
 	var errs []error
 	err = inNetNS(f.ns, func() error {
 		for _, iface := range slices.Sorted(maps.Keys(rec.Changed)) {
+			if iface == f.uplink && keepUplink {
+				f.log.Info("network: another daemon still forwards through the uplink; its forwarding stays on", "interface", iface)
+				delete(rec.Changed, iface)
+				continue
+			}
 			err := writeSysctl(forwardingSysctl(iface), rec.Changed[iface])
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("restore forwarding of %s: %w", iface, err))
@@ -161,5 +223,9 @@ func (f *forwarder) restore() error {
 		return nil
 	})
 	errs = append(errs, err, f.save(rec))
+	if _, still := rec.Changed[f.uplink]; !still && s != nil {
+		errs = append(errs, s.leave())
+		s.removeIfUnused()
+	}
 	return errors.Join(errs...)
 }

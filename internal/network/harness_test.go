@@ -384,7 +384,7 @@ func (f *fakeInternet) count(t testing.TB) counts {
 	links, err := h.LinkList()
 	must(t, err)
 	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Name, vethPrefix) {
+		if strings.HasPrefix(l.Attrs().Name, DefaultVethPrefix) {
 			c.veths++
 		}
 	}
@@ -400,11 +400,11 @@ func (f *fakeInternet) count(t testing.TB) counts {
 	c.nsFiles = len(entries)
 	conn, err := nftables.New(nftables.WithNetNSFd(int(f.hostH)))
 	must(t, err)
-	table := &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet}
+	table := &nftables.Table{Name: DefaultTable, Family: nftables.TableFamilyINet}
 	chains, err := conn.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	must(t, err)
 	for _, ch := range chains {
-		if ch.Table.Name == tableName && strings.HasPrefix(ch.Name, sbPrefix) {
+		if ch.Table.Name == DefaultTable && strings.HasPrefix(ch.Name, sbPrefix) {
 			c.chains++
 		}
 	}

@@ -29,16 +29,19 @@ type hostNet struct {
 	nl        *netlink.Handle
 	netnsDir  string // the sandboxes' namespace mounts
 	bridge    string
-	subnet    netip.Prefix
-	gateway   netip.Addr
-	uplink    string
-	log       *slog.Logger
+	// vethPrefix and subnet tell this manager's veths from another
+	// daemon's in the same namespace.
+	vethPrefix string
+	subnet     netip.Prefix
+	gateway    netip.Addr
+	uplink     string
+	log        *slog.Logger
 }
 
 func newHostNet(opts Options, gateway netip.Addr) *hostNet {
 	return &hostNet{
 		netnsPath: opts.NetNS, ns: -1, netnsDir: filepath.Join(opts.RunDir, "netns"),
-		bridge: opts.Bridge, subnet: opts.Subnet, gateway: gateway, log: opts.Log,
+		bridge: opts.Bridge, vethPrefix: opts.VethPrefix, subnet: opts.Subnet, gateway: gateway, log: opts.Log,
 	}
 }
 
@@ -146,7 +149,7 @@ func (h *hostNet) plug(sb *sandbox) (unplug func(), err error) {
 // plugged finds a sandbox an earlier run set up completely: its veth
 // (whose alias gives the address) and its namespace mount.
 func (h *hostNet) plugged(id string) (*sandbox, bool) {
-	name := vethName(id)
+	name := h.vethName(id)
 	l, err := h.nl.LinkByName(name)
 	if err != nil {
 		return nil, false
@@ -168,7 +171,7 @@ func (h *hostNet) plugged(id string) (*sandbox, bool) {
 // hasLeftovers reports whether a veth or a namespace mount point of
 // sandbox id is there.
 func (h *hostNet) hasLeftovers(id string) bool {
-	if _, err := h.nl.LinkByName(vethName(id)); err == nil {
+	if _, err := h.nl.LinkByName(h.vethName(id)); err == nil {
 		return true
 	}
 	_, err := os.Lstat(h.nsPath(id))
@@ -178,7 +181,7 @@ func (h *hostNet) hasLeftovers(id string) bool {
 // unplug removes sandbox id's veth and namespace mount, if there.
 func (h *hostNet) unplug(id string) error {
 	var errs []error
-	if l, err := h.nl.LinkByName(vethName(id)); err == nil {
+	if l, err := h.nl.LinkByName(h.vethName(id)); err == nil {
 		if err := h.nl.LinkDel(l); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete veth %s: %w", l.Attrs().Name, err))
 		}
@@ -190,23 +193,24 @@ func (h *hostNet) unplug(id string) error {
 }
 
 // pluggedIDs adds to found the sandboxes that have a veth or a namespace
-// mount point, and deletes veths that are warren's by name but whose alias
-// does not say whose (nothing can adopt those). It fails (err) only when it
-// cannot list the interfaces; what it could not read or delete otherwise is
-// in partial.
+// mount point, and deletes veths that are this manager's by name but whose
+// alias does not say whose (nothing can adopt those). It fails (err) only
+// when it cannot list the interfaces; what it could not read or delete
+// otherwise is in partial.
 func (h *hostNet) pluggedIDs(found map[string]bool) (partial, err error) {
 	links, err := h.nl.LinkList()
 	if err != nil {
 		return nil, fmt.Errorf("network: list interfaces: %w", err)
 	}
+	others := h.othersPorts()
 	var errs []error
 	for _, l := range links {
 		name := l.Attrs().Name
-		if l.Type() != "veth" || len(name) != len(vethPrefix)+12 || name[:len(vethPrefix)] != vethPrefix {
+		if l.Type() != "veth" || !h.isOurVeth(name) || others(l) {
 			continue
 		}
 		id, _, ok := parseAlias(l.Attrs().Alias)
-		if !ok || vethName(id) != name {
+		if !ok || h.vethName(id) != name {
 			if err := h.nl.LinkDel(l); err != nil && !isNotFound(err) {
 				errs = append(errs, fmt.Errorf("delete stray veth %s: %w", name, err))
 			}
@@ -222,6 +226,22 @@ func (h *hostNet) pluggedIDs(found map[string]bool) (partial, err error) {
 		found[e.Name()] = true
 	}
 	return errors.Join(errs...), nil
+}
+
+// othersPorts returns a test for a veth plugged into another bridge than
+// ours: another daemon's in this namespace, should it share our veth
+// prefix by mistake; its veths are not ours to adopt or delete. (Ours
+// hang on our bridge, or on none while half-made or after the bridge was
+// renamed.)
+func (h *hostNet) othersPorts() func(netlink.Link) bool {
+	ours := 0
+	if br, err := h.nl.LinkByName(h.bridge); err == nil {
+		ours = br.Attrs().Index
+	}
+	return func(l netlink.Link) bool {
+		m := l.Attrs().MasterIndex
+		return m != 0 && m != ours && ours != 0
+	}
 }
 
 // uninstall deletes the bridge (if warren created it) and the namespaces'

@@ -19,11 +19,21 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
-// vethName is the host side of a sandbox's veth: a hash, because ids are
-// longer than an interface name may be.
-func vethName(id string) string {
+// vethName is the host side of a sandbox's veth: the prefix and a hash,
+// because ids are longer than an interface name may be.
+func vethName(prefix, id string) string {
 	sum := sha256.Sum256([]byte(id))
-	return vethPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:12]
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:vethHashLen]
+}
+
+// vethName is the host side of sandbox id's veth.
+func (h *hostNet) vethName(id string) string { return vethName(h.vethPrefix, id) }
+
+// isOurVeth reports whether an interface name is one of this manager's
+// veths: its prefix and a hash of the right length. Another daemon's
+// prefix never matches (see CheckVethPrefix).
+func (h *hostNet) isOurVeth(name string) bool {
+	return len(name) == len(h.vethPrefix)+vethHashLen && strings.HasPrefix(name, h.vethPrefix)
 }
 
 func vethAlias(id string, addr netip.Addr) string {
@@ -122,6 +132,36 @@ func (h *hostNet) ensureBridge() (bool, error) {
 	return created, nil
 }
 
+// checkSubnetFree refuses a subnet that overlaps an address of another
+// bridge in the namespace: another daemon's (two daemons given one subnet)
+// or another container engine's. Routes to the overlap would go to one
+// bridge only, and each daemon's conntrack cleanup, which goes by source
+// address, would cut the other's connections.
+func (h *hostNet) checkSubnetFree() error {
+	links, err := h.nl.LinkList()
+	if err != nil {
+		return fmt.Errorf("network: list interfaces: %w", err)
+	}
+	for _, l := range links {
+		if l.Type() != "bridge" || l.Attrs().Name == h.bridge {
+			continue
+		}
+		addrs, err := h.nl.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			return fmt.Errorf("network: addresses of %s: %w", l.Attrs().Name, err)
+		}
+		for _, a := range addrs {
+			p, ok := netip.AddrFromSlice(a.IP)
+			bits, _ := a.Mask.Size()
+			if ok && netip.PrefixFrom(p.Unmap(), bits).Masked().Overlaps(h.subnet) {
+				return fmt.Errorf("network: subnet %s overlaps %s on bridge %s (another warren daemon's?); give each daemon its own --network-subnet: %w",
+					h.subnet, a.IPNet, l.Attrs().Name, errdefs.ErrConflict)
+			}
+		}
+	}
+	return nil
+}
+
 // heldAddresses returns the addresses (and owners) of the sandboxes an
 // earlier run set up, read from their veths' aliases, so that a new sandbox
 // never takes the address of one waiting to be adopted.
@@ -131,8 +171,9 @@ func (h *hostNet) heldAddresses() (map[netip.Addr]string, error) {
 		return nil, fmt.Errorf("network: list interfaces: %w", err)
 	}
 	held := map[netip.Addr]string{}
+	others := h.othersPorts()
 	for _, l := range links {
-		if id, addr, ok := parseAlias(l.Attrs().Alias); ok && strings.HasPrefix(l.Attrs().Name, vethPrefix) {
+		if id, addr, ok := parseAlias(l.Attrs().Alias); ok && h.isOurVeth(l.Attrs().Name) && !others(l) {
 			held[addr] = id
 		}
 	}

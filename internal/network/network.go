@@ -6,7 +6,11 @@
 //
 // Everything lives in one nftables table (`inet warren`, see nft.go), host
 // veths named wrn<hash> whose alias records the sandbox id and address,
-// namespace mounts under <RunDir>/netns, and one bridge. A Manager keeps no
+// namespace mounts under <RunDir>/netns, and one bridge. The table, the veth
+// prefix, the bridge, the subnet, the run directory and the NFLOG group are
+// Options, so that several daemons can share one namespace: each finds,
+// adopts and removes only what carries its own names (and, for veths, an
+// address in its own subnet). A Manager keeps no
 // state the kernel does not also hold, except what the resolver learned and
 // the audit: after a daemon restart, New finds what a previous run made,
 // Setup adopts a surviving sandbox, and Reconcile removes the rest.
@@ -33,6 +37,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/google/nftables"
@@ -55,6 +60,16 @@ type Options struct {
 	NetNS string
 	// Bridge is the name of warren's bridge, created if missing.
 	Bridge string
+	// Table is the name of warren's nftables table (family inet). Default
+	// "warren". Daemons sharing a namespace need one each: Uninstall
+	// deletes the whole table.
+	Table string
+	// VethPrefix starts the name of every host-side veth (1 to 3
+	// characters: the 12-character hash of the sandbox id follows, and an
+	// interface name has at most 15). Default "wrn". Daemons sharing a
+	// namespace need one each: Reconcile deletes a veth with this prefix
+	// whose alias does not name a sandbox.
+	VethPrefix string
 	// Subnet is where sandbox addresses come from; its first address is
 	// the bridge's (the gateway and nameserver). IPv4, /8 to /29.
 	Subnet netip.Prefix
@@ -86,10 +101,13 @@ type Options struct {
 
 const (
 	DefaultBridge   = "warren0"
+	DefaultTable    = "warren"
 	DefaultLogGroup = 4269
-	// vethPrefix names host-side veths: wrn + 12 characters of a hash of
-	// the sandbox id (interface names are at most 15 characters).
-	vethPrefix = "wrn"
+	// DefaultVethPrefix names host-side veths: wrn + 12 characters of a
+	// hash of the sandbox id (interface names are at most 15 characters).
+	DefaultVethPrefix = "wrn"
+	// vethHashLen is the length of the hash after the prefix.
+	vethHashLen = 12
 	// aliasPrefix starts the alias of every host veth: "warren:<id>:<addr>".
 	aliasPrefix = "warren:"
 	// bridgeAlias marks a bridge warren created (and may delete).
@@ -188,6 +206,9 @@ func New(opts Options) (_ *Manager, err error) {
 		return nil, err
 	}
 	m.fwd = &forwarder{runDir: opts.RunDir, ns: m.host.ns, bridge: opts.Bridge, uplink: m.host.uplink, log: m.log}
+	if err := m.host.checkSubnetFree(); err != nil {
+		return nil, err
+	}
 	createdBridge, err := m.host.ensureBridge()
 	if err != nil {
 		return nil, err
@@ -226,7 +247,7 @@ func (m *Manager) installRules(createdBridge bool, reserved spans) error {
 		return err
 	}
 	nft := &nftRules{
-		conn: conn, table: &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet},
+		conn: conn, table: &nftables.Table{Name: m.opts.Table, Family: nftables.TableFamilyINet},
 		group: m.opts.LogGroup, bridge: m.opts.Bridge, gateway: m.host.gateway, subnet: m.opts.Subnet, reserved: reserved,
 		uplink: m.host.uplink, guardUplink: guard,
 	}
@@ -251,6 +272,9 @@ func (o *Options) withDefaults() error {
 	}
 	if len(o.Bridge) >= unix.IFNAMSIZ {
 		return fmt.Errorf("network: bridge name %q is longer than %d characters: %w", o.Bridge, unix.IFNAMSIZ-1, errdefs.ErrInvalid)
+	}
+	if err := o.namesWithDefaults(); err != nil {
+		return err
 	}
 	if !o.Subnet.IsValid() {
 		o.Subnet = DefaultSubnet
@@ -279,6 +303,43 @@ func (o *Options) withDefaults() error {
 		o.Log = slog.Default()
 	}
 	return nil
+}
+
+// namesWithDefaults fills and checks the table's name and the veth prefix.
+func (o *Options) namesWithDefaults() error {
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if err := CheckTableName(o.Table); err != nil {
+		return err
+	}
+	if o.VethPrefix == "" {
+		o.VethPrefix = DefaultVethPrefix
+	}
+	return CheckVethPrefix(o.VethPrefix)
+}
+
+// CheckTableName checks an nftables table name warren may own: letters,
+// digits, '_' and '-', at most 32 characters.
+func CheckTableName(name string) error {
+	if name == "" || len(name) > 32 || strings.IndexFunc(name, notNameChar) >= 0 {
+		return fmt.Errorf("network: nftables table name %q: want 1 to 32 letters, digits, '_' or '-': %w", name, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// CheckVethPrefix checks a veth prefix: 1 to 3 letters or digits, so that
+// prefix and hash fit an interface name. Two different prefixes never match
+// each other's veths (the length differs or a character does).
+func CheckVethPrefix(p string) error {
+	if p == "" || len(p)+vethHashLen >= unix.IFNAMSIZ || strings.IndexFunc(p, notNameChar) >= 0 || strings.ContainsAny(p, "_-") {
+		return fmt.Errorf("network: veth prefix %q: want 1 to %d letters or digits: %w", p, unix.IFNAMSIZ-1-vethHashLen, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+func notNameChar(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
 }
 
 // Close stops the resolver and the audit and releases the manager's handles.

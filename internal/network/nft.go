@@ -16,12 +16,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The ruleset, all in one table warren owns (`inet warren`):
+// The ruleset, all in one table warren owns (`inet warren`, or
+// Options.Table):
 //
 //	chain forward  (filter, hook forward)   iifname <bridge> jump egress
 //	                                        oifname <bridge> ct state established,related accept
 //	                                        oifname <bridge> drop
-//	                                        iifname <uplink> drop   (only if warren enabled the uplink's forwarding)
+//	                                        iifname <uplink> ct state not established,related drop   (only if warren enabled the uplink's forwarding)
 //	chain input    (filter, hook input)     iifname <bridge> jump to_host
 //	chain postrouting (nat, srcnat)         ip saddr <subnet> oifname != <bridge> masquerade
 //	chain egress   ct state established,related accept; invalid → deny
@@ -42,7 +43,6 @@ import (
 // the sandbox fails at once instead of waiting for a timeout, and so that an
 // established connection cut by an update is reset on its next packet.
 const (
-	tableName    = "warren"
 	chForward    = "forward"
 	chInput      = "input"
 	chPost       = "postrouting"
@@ -119,9 +119,9 @@ func (r *nftRules) dnsSet(id string) *nftables.Set {
 func (r *nftRules) install() error {
 	c := r.conn
 	exists := true
-	if _, err := c.ListTableOfFamily(tableName, nftables.TableFamilyINet); err != nil {
+	if _, err := c.ListTableOfFamily(r.table.Name, nftables.TableFamilyINet); err != nil {
 		if !errors.Is(err, os.ErrNotExist) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("look up table inet %s: %w", tableName, err)
+			return fmt.Errorf("look up table inet %s: %w", r.table.Name, err)
 		}
 		exists = false
 	}
@@ -165,7 +165,7 @@ func (r *nftRules) install() error {
 	add(chForward, cat(ifname(expr.MetaKeyOIFNAME, r.bridge, true), ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept))...)
 	add(chForward, cat(ifname(expr.MetaKeyOIFNAME, r.bridge, true), verdict(expr.VerdictDrop))...)
 	if r.guardUplink {
-		add(chForward, cat(ifname(expr.MetaKeyIIFNAME, r.uplink, true), verdict(expr.VerdictDrop))...)
+		add(chForward, r.uplinkGuard()...)
 	}
 
 	add(chInput, cat(ifname(expr.MetaKeyIIFNAME, r.bridge, true), jump(chToHost))...)
@@ -193,7 +193,7 @@ func (r *nftRules) install() error {
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: mask, Xor: []byte{0, 0, 0, 0}},
 		eq(net4[:]), ifname(expr.MetaKeyOIFNAME, r.bridge, false), &expr.Masq{})...)
 
-	return flush(c, "install table inet "+tableName)
+	return flush(c, "install table inet "+r.table.Name)
 }
 
 // applySandbox writes a sandbox's sets, chain and map entry in one
@@ -313,7 +313,7 @@ func (r *nftRules) listSandboxes() (map[string]*sandboxObjects, error) {
 		return nil, fmt.Errorf("list chains: %w", err)
 	}
 	for _, ch := range chains {
-		if ch.Table.Name == tableName && strings.HasPrefix(ch.Name, sbPrefix) {
+		if ch.Table.Name == r.table.Name && strings.HasPrefix(ch.Name, sbPrefix) {
 			get(strings.TrimPrefix(ch.Name, sbPrefix)).chain = true
 		}
 	}
@@ -374,11 +374,11 @@ func (r *nftRules) removeSandbox(id string, o *sandboxObjects) error {
 
 // remove deletes the whole table.
 func (r *nftRules) remove() error {
-	if _, err := r.conn.ListTableOfFamily(tableName, nftables.TableFamilyINet); err != nil {
+	if _, err := r.conn.ListTableOfFamily(r.table.Name, nftables.TableFamilyINet); err != nil {
 		return nil // already gone
 	}
 	r.conn.DelTable(r.table)
-	return flush(r.conn, "delete table inet "+tableName)
+	return flush(r.conn, "delete table inet "+r.table.Name)
 }
 
 // verdictChain reads the chain name out of a verdict map element's data
@@ -485,6 +485,25 @@ func ctState(bits uint32) []expr.Any {
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
 			Mask: binary.NativeEndian.AppendUint32(nil, bits), Xor: []byte{0, 0, 0, 0}},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+	}
+}
+
+// uplinkGuard drops what the uplink would have the host forward, but only
+// what opens a connection: replies coming in on the uplink toward another
+// daemon's bridge on this host (which this table knows nothing of) must
+// pass; nothing else forwarded from the uplink is established, since
+// nothing from it is let through new.
+func (r *nftRules) uplinkGuard() []expr.Any {
+	return cat(ifname(expr.MetaKeyIIFNAME, r.uplink, true), ctStateNone(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictDrop))
+}
+
+// ctStateNone matches a packet whose conntrack state has none of bits.
+func ctStateNone(bits uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binary.NativeEndian.AppendUint32(nil, bits), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 0, 0, 0}},
 	}
 }
 

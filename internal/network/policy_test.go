@@ -113,9 +113,33 @@ func TestSpans(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	id := strings.Repeat("a1", 31)
-	v := vethName(id)
-	if len(v) > 15 || !strings.HasPrefix(v, vethPrefix) || v == vethName("other") {
+	v := vethName(DefaultVethPrefix, id)
+	if len(v) > 15 || !strings.HasPrefix(v, DefaultVethPrefix) || v == vethName(DefaultVethPrefix, "other") {
 		t.Errorf("veth name %q", v)
+	}
+	for _, p := range []string{"w", "wr", "wrn", "wb1"} {
+		if err := CheckVethPrefix(p); err != nil || len(vethName(p, id)) > 15 {
+			t.Errorf("veth prefix %q: %v, name %q", p, err, vethName(p, id))
+		}
+	}
+	for _, p := range []string{"", "wrnx", "w-1", "w/", "w b"} {
+		if CheckVethPrefix(p) == nil {
+			t.Errorf("veth prefix %q accepted", p)
+		}
+	}
+	h := &hostNet{vethPrefix: "wr"}
+	if h.isOurVeth(vethName("wrn", id)) || !h.isOurVeth(vethName("wr", id)) {
+		t.Errorf("prefix wr claims %q or not %q", vethName("wrn", id), vethName("wr", id))
+	}
+	for _, name := range []string{"warren", "warren-b", "w_2"} {
+		if err := CheckTableName(name); err != nil {
+			t.Errorf("table %q: %v", name, err)
+		}
+	}
+	for _, name := range []string{"", "a b", "x;y", strings.Repeat("t", 33)} {
+		if CheckTableName(name) == nil {
+			t.Errorf("table %q accepted", name)
+		}
 	}
 	gid, addr, ok := parseAlias(vethAlias(id, netip.MustParseAddr("10.87.0.9")))
 	if !ok || gid != id || addr != netip.MustParseAddr("10.87.0.9") {

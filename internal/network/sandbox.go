@@ -52,7 +52,7 @@ func (m *Manager) Setup(ctx context.Context, id string, policy Policy) (*Attachm
 }
 
 func (m *Manager) create(id string, policy Policy, pol *compiled) (_ *Attachment, err error) {
-	sb := &sandbox{id: id, veth: vethName(id), nsPath: m.host.nsPath(id), policy: policy, pol: pol, names: map[netip.Addr]nameEntry{}, mayHaveFlows: pol.opensAnything()}
+	sb := &sandbox{id: id, veth: m.host.vethName(id), nsPath: m.host.nsPath(id), policy: policy, pol: pol, names: map[netip.Addr]nameEntry{}, mayHaveFlows: pol.opensAnything()}
 	if sb.addr, err = m.addrs.allocate(id); err != nil {
 		return nil, err
 	}

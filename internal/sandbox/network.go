@@ -59,6 +59,9 @@ func (n *Networks) Start() (*network.Manager, error) {
 	if err := n.recentErr(); err != nil {
 		return nil, err
 	}
+	if err := checkRunDirOwner(n.Options.RunDir, n.Owner); err != nil {
+		return nil, err
+	}
 	m, err := network.New(n.Options)
 	if err != nil {
 		n.lastErr, n.checkedAt = err, time.Now()
@@ -77,18 +80,24 @@ func (n *Networks) Start() (*network.Manager, error) {
 const networkOptionsFile = "options.json"
 
 type recordedOptions struct {
-	Owner    string   `json:"owner"`
-	NetNS    string   `json:"netns,omitempty"`
-	Bridge   string   `json:"bridge"`
-	Subnet   string   `json:"subnet"`
-	Uplink   string   `json:"uplink,omitempty"`
-	Upstream string   `json:"upstream,omitempty"`
-	Permit   []string `json:"permit,omitempty"`
-	Deny     []string `json:"deny,omitempty"`
+	Owner  string `json:"owner"`
+	NetNS  string `json:"netns,omitempty"`
+	Bridge string `json:"bridge"`
+	// Table, VethPrefix and LogGroup are absent from the records of
+	// daemons older than these options: they used the defaults.
+	Table      string   `json:"table,omitempty"`
+	VethPrefix string   `json:"vethPrefix,omitempty"`
+	LogGroup   uint16   `json:"logGroup,omitempty"`
+	Subnet     string   `json:"subnet"`
+	Uplink     string   `json:"uplink,omitempty"`
+	Upstream   string   `json:"upstream,omitempty"`
+	Permit     []string `json:"permit,omitempty"`
+	Deny       []string `json:"deny,omitempty"`
 }
 
 func writeNetworkOptions(o network.Options, owner string) error {
-	rec := recordedOptions{Owner: owner, NetNS: o.NetNS, Bridge: o.Bridge, Subnet: o.Subnet.String(), Uplink: o.Uplink, Upstream: o.Upstream}
+	rec := recordedOptions{Owner: owner, NetNS: o.NetNS, Bridge: o.Bridge, Table: o.Table, VethPrefix: o.VethPrefix, LogGroup: o.LogGroup,
+		Subnet: o.Subnet.String(), Uplink: o.Uplink, Upstream: o.Upstream}
 	for _, p := range o.Permit {
 		rec.Permit = append(rec.Permit, p.String())
 	}
@@ -103,6 +112,27 @@ func writeNetworkOptions(o network.Options, owner string) error {
 		return fmt.Errorf("record the network's options: %w", err)
 	}
 	return nil
+}
+
+// checkRunDirOwner refuses a run directory another daemon's record names
+// while that daemon's data directory exists: the run directory holds the
+// sandboxes' namespace mounts, and this daemon's reconcile would remove
+// the other's as sandboxes it has no record of. A record whose data
+// directory is gone is left from a daemon that no longer exists.
+func checkRunDirOwner(runDir, owner string) error {
+	b, err := os.ReadFile(filepath.Join(runDir, networkOptionsFile))
+	if err != nil {
+		return nil // none yet (or unreadable: writeNetworkOptions says so)
+	}
+	var rec recordedOptions
+	if json.Unmarshal(b, &rec) != nil || rec.Owner == "" || rec.Owner == owner {
+		return nil
+	}
+	if _, err := os.Stat(rec.Owner); err != nil {
+		return nil
+	}
+	return fmt.Errorf("the network run directory %s is the daemon of %s's; give each daemon on a host its own --network-run-dir (and bridge, subnet, table, veth prefix and log group; see docs/operations.md): %w",
+		runDir, rec.Owner, errdefs.ErrConflict)
 }
 
 // RecordedNetwork returns the options the daemon of owner started the
@@ -122,7 +152,8 @@ func RecordedNetwork(runDir, owner string) (_ network.Options, ok bool, _ error)
 	if rec.Owner != owner {
 		return network.Options{}, false, nil
 	}
-	o := network.Options{RunDir: runDir, NetNS: rec.NetNS, Bridge: rec.Bridge, Uplink: rec.Uplink, Upstream: rec.Upstream}
+	o := network.Options{RunDir: runDir, NetNS: rec.NetNS, Bridge: rec.Bridge, Table: rec.Table, VethPrefix: rec.VethPrefix,
+		LogGroup: rec.LogGroup, Uplink: rec.Uplink, Upstream: rec.Upstream}
 	if o.Subnet, err = netip.ParsePrefix(rec.Subnet); err != nil {
 		return network.Options{}, false, fmt.Errorf("%s: %w", networkOptionsFile, err)
 	}

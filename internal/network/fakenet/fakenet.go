@@ -471,9 +471,15 @@ type Counts struct {
 }
 
 // Count reads what warren's network (run directory runDir) has on the fake
-// host. The names are internal/network's: veths wrn*, table inet warren,
-// chains and sets sb_*, the map "sandboxes".
+// host. The names are internal/network's defaults: veths wrn*, table inet
+// warren, chains and sets sb_*, the map "sandboxes".
 func (in *Internet) Count(runDir string) (Counts, error) {
+	return in.CountNamed(runDir, "warren", "wrn")
+}
+
+// CountNamed is Count for a daemon given its own nftables table and veth
+// prefix (several daemons on one fake host).
+func (in *Internet) CountNamed(runDir, tableName, vethPrefix string) (Counts, error) {
 	var c Counts
 	h, err := netns.GetFromPath(in.HostNS)
 	if err != nil {
@@ -490,7 +496,7 @@ func (in *Internet) Count(runDir string) (Counts, error) {
 		return c, err
 	}
 	for _, l := range links {
-		if strings.HasPrefix(l.Attrs().Name, "wrn") {
+		if name := l.Attrs().Name; strings.HasPrefix(name, vethPrefix) && len(name) == len(vethPrefix)+12 {
 			c.Veths++
 		}
 	}
@@ -512,11 +518,11 @@ func (in *Internet) Count(runDir string) (Counts, error) {
 		return c, err
 	}
 	for _, ch := range chains {
-		if ch.Table.Name == "warren" && strings.HasPrefix(ch.Name, "sb_") {
+		if ch.Table.Name == tableName && strings.HasPrefix(ch.Name, "sb_") {
 			c.Chains++
 		}
 	}
-	table := &nftables.Table{Name: "warren", Family: nftables.TableFamilyINet}
+	table := &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet}
 	sets, err := conn.GetSets(table)
 	if err != nil {
 		// No table: nothing of warren's.
