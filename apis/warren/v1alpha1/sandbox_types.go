@@ -142,17 +142,17 @@ type SandboxSpec struct {
 type SandboxLimits struct {
 	// Memory the sandbox may use (512Mi, 2Gi).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="memory must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="memory must not be negative"
 	Memory *resource.Quantity `json:"memory,omitempty"`
 
 	// CPU the sandbox may use, in CPUs (500m is half of one).
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="cpu must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="cpu must not be negative"
 	CPU *resource.Quantity `json:"cpu,omitempty"`
 
 	// Disk caps the space the sandbox may write, its snapshots included.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).sign() >= 0",message="disk must not be negative"
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="disk must not be negative"
 	Disk *resource.Quantity `json:"disk,omitempty"`
 
 	// Pids caps the processes and threads the sandbox may hold.

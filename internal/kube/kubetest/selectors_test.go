@@ -3,13 +3,11 @@ package kubetest_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
@@ -79,24 +77,18 @@ func TestSandboxPrinterColumns(t *testing.T) {
 	e, ns := env(t)
 	placed(t, e.Client, ns, map[string]string{"a1": "node-a"}, nil)
 
-	hc, err := rest.HTTPClientFor(e.Config)
+	cs, err := kubernetes.NewForConfig(e.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequest(http.MethodGet, e.Config.Host+"/apis/warren.dev/v1alpha1/namespaces/"+ns+"/sandboxes", nil)
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/apis/warren.dev/v1alpha1/namespaces", ns, "sandboxes").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(context.Background())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("table: %v", err)
 	}
-	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	var table metav1.Table
-	if err := json.Unmarshal(body, &table); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("table: %s %v: %s", resp.Status, err, body)
+	if err := json.Unmarshal(body, &table); err != nil {
+		t.Fatalf("table: %v: %s", err, body)
 	}
 	var cols []string
 	for _, c := range table.ColumnDefinitions {
