@@ -23,7 +23,7 @@ AGENT_RACE_PKGS := ./internal/link ./internal/process ./internal/reaper ./intern
 UNIT_PKGS        = $(filter-out $(shell $(GO) list -tags '$(GO_TAGS)' $(RACE_PKGS)) %/test/e2e,$(shell $(GO) list -tags '$(GO_TAGS)' ./...))
 AGENT_UNIT_PKGS  = $(filter-out $(shell cd agent && $(GO) list $(AGENT_RACE_PKGS)),$(shell cd agent && $(GO) list ./...))
 # What the privileged tests are told: where the binaries, the cache and runsc are.
-ROOT_TEST_ENV    = WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC)
+ROOT_TEST_ENV    = WARREN_CACHE_DIR=$(CACHE_DIR) WARREN_BIN=$(CURDIR)/bin WARREN_RUNSC=$(RUNSC) $(KUBE_TEST_ENV)
 # Fuzzing: each target's time in make test, and in make fuzz.
 TEST_FUZZTIME ?= 20s
 FUZZTIME      ?= 5m
@@ -38,6 +38,18 @@ RUNSC         := $(CACHE_DIR)/runsc/$(RUNSC_VERSION)/runsc
 # staticcheck (make vet), built the same way from the Go module proxy into the cache.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK         := $(CACHE_DIR)/staticcheck/$(STATICCHECK_VERSION)/staticcheck
+# The Kubernetes API's deepcopy functions and CRDs (make generate), by controller-gen built the same way.
+CONTROLLER_GEN_VERSION := v0.21.0
+CONTROLLER_GEN         := $(CACHE_DIR)/controller-gen/$(CONTROLLER_GEN_VERSION)/controller-gen
+# envtest's control plane (etcd and kube-apiserver, for the tests of warren's Kubernetes resources on a real
+# API server), built from the Go module proxy through the throwaway modules of scripts/envtest/ (whose go.mod
+# templates pin these versions) into the cache, outside the clone: etcd about 4 minutes, kube-apiserver 15-20.
+ENVTEST_K8S_VERSION  := v1.36.3
+ENVTEST_ETCD_VERSION := v3.6.16
+ENVTEST_DIR          := $(CACHE_DIR)/envtest/k8s-$(ENVTEST_K8S_VERSION:v%=%)
+ENVTEST_BINS         := $(ENVTEST_DIR)/etcd $(ENVTEST_DIR)/kube-apiserver
+# What the tests of the Kubernetes resources are told: where the control plane and controller-gen are.
+KUBE_TEST_ENV    = KUBEBUILDER_ASSETS=$(ENVTEST_DIR) WARREN_CONTROLLER_GEN=$(CONTROLLER_GEN)
 # make install: the three binaries side by side in LIBDIR (the daemon finds
 # warren-agent and warren-gvisor-init beside its own binary), warren linked
 # into BINDIR, the unit in UNITDIR, docs/operations.md in DOCDIR. DESTDIR
@@ -48,7 +60,7 @@ BINDIR      ?= $(PREFIX)/bin
 DOCDIR      ?= $(PREFIX)/share/doc/warren
 UNITDIR     ?= /etc/systemd/system
 
-.PHONY: all build install deps e2b-deps runsc staticcheck run test test-unit test-e2e torture fuzz bench bench-e2b vet generate clean
+.PHONY: all build install deps e2b-deps runsc staticcheck controller-gen envtest run test test-unit test-e2e torture fuzz bench bench-e2b vet generate generate-proto generate-k8s clean
 
 all: build
 
@@ -113,6 +125,19 @@ $(STATICCHECK):
 	CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN=$(@D).tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mkdir -p $(@D) && mv $(@D).tmp/staticcheck $@ && rmdir $(@D).tmp
 
+controller-gen: $(CONTROLLER_GEN)
+$(CONTROLLER_GEN):
+	@echo "building controller-gen $(CONTROLLER_GEN_VERSION) into $(@D) (once)"
+	rm -rf $(@D).tmp && mkdir -p $(@D).tmp
+	CGO_ENABLED=0 GOFLAGS=-mod=mod GOBIN=$(@D).tmp $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mkdir -p $(@D) && mv $(@D).tmp/controller-gen $@ && rmdir $(@D).tmp
+
+envtest: $(ENVTEST_BINS)
+$(ENVTEST_DIR)/etcd:
+	GO=$(GO) ./scripts/envtest/build.sh etcd $@ $(ENVTEST_ETCD_VERSION)
+$(ENVTEST_DIR)/kube-apiserver:
+	GO=$(GO) ./scripts/envtest/build.sh kube-apiserver $@ $(ENVTEST_K8S_VERSION)
+
 run: build runsc
 	mkdir -p $(CACHE_DIR)
 	WARREN_RUNSC=$(RUNSC) ./bin/warren serve --data-dir $(DATA_DIR) --cache-dir $(CACHE_DIR) --listen $(LISTEN)
@@ -139,12 +164,12 @@ test: build vet e2b-deps runsc test-unit
 
 # The tests that need no root (-short skips the privileged ones, testutil.RequireRoot), in api/, agent/ and
 # the main module but test/e2e; the concurrent packages under the race detector. A couple of minutes.
-test-unit:
+test-unit: envtest $(CONTROLLER_GEN)
 	cd api && $(GO) test -short $(TEST_FLAGS) ./...
 	cd agent && CGO_ENABLED=1 $(GO) test -short -race $(TEST_FLAGS) $(AGENT_RACE_PKGS)
 	cd agent && $(GO) test -short $(TEST_FLAGS) $(AGENT_UNIT_PKGS)
 	CGO_ENABLED=1 $(GO) test -tags '$(GO_TAGS)' -short -race $(TEST_FLAGS) $(RACE_PKGS)
-	$(GO) test -tags '$(GO_TAGS)' -short $(TEST_FLAGS) $(UNIT_PKGS)
+	$(KUBE_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' -short $(TEST_FLAGS) $(UNIT_PKGS)
 
 # The end-to-end tests of the real binaries (test/e2e), as root, four at a time (each daemon on its own data
 # directory, port, fake network host and cgroup parent).
@@ -174,8 +199,13 @@ bench: build runsc
 bench-e2b: build e2b-deps
 	CACHE_DIR=$(CACHE_DIR) $(E2B_DIR)/bench.sh
 
-generate:
+# The generated code is committed: the agent protocol's (protoc) and the Kubernetes API's deepcopy functions and
+# CRDs (controller-gen; a test in make test-unit fails when the committed ones differ from a fresh generation).
+generate: generate-proto generate-k8s
+generate-proto:
 	./scripts/gen-proto.sh
+generate-k8s: $(CONTROLLER_GEN)
+	CONTROLLER_GEN=$(CONTROLLER_GEN) ./scripts/gen-k8s.sh
 
 clean:
 	rm -rf bin
