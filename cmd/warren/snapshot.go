@@ -43,11 +43,7 @@ func snapshotCreateCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json {
-				return printJSON(a.out, s)
-			}
-			fmt.Fprintln(a.out, s.SnapshotID)
-			return nil
+			return a.printSnapshot(s)
 		},
 	}
 	f := cmd.Flags()
@@ -387,4 +383,14 @@ func snapshotName(name, kind string, turn int) string {
 		return "(" + kind + ")"
 	}
 	return "(unnamed)"
+}
+
+// printSnapshot prints a snapshot the command made: its id, or the whole
+// record with --json.
+func (a *app) printSnapshot(s client.Snapshot) error {
+	if a.json {
+		return printJSON(a.out, s)
+	}
+	fmt.Fprintln(a.out, s.SnapshotID)
+	return nil
 }

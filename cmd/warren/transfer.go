@@ -43,11 +43,7 @@ func snapshotImportCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.json {
-				return printJSON(a.out, s)
-			}
-			fmt.Fprintln(a.out, s.SnapshotID)
-			return nil
+			return a.printSnapshot(s)
 		},
 	}
 	cmd.Flags().BoolVar(&rename, "rename", false, "give the snapshot a new id if its own is taken here")
