@@ -103,6 +103,8 @@ type request struct {
 	body   io.Reader
 	// contentType of body; "application/json" when body came from jsonBody.
 	contentType string
+	// header holds further request headers (Idempotency-Key).
+	header http.Header
 }
 
 func jsonBody(method, path string, v any) (request, error) {
@@ -127,6 +129,9 @@ func (t *transport) send(ctx context.Context, r request) (*http.Response, error)
 	req, err := http.NewRequestWithContext(ctx, r.method, target, r.body)
 	if err != nil {
 		return nil, fmt.Errorf("build %s %s: %w", r.method, r.path, err)
+	}
+	for k, vs := range r.header {
+		req.Header[k] = vs
 	}
 	if r.contentType != "" {
 		req.Header.Set("Content-Type", r.contentType)

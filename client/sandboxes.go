@@ -12,12 +12,17 @@ import (
 // reads their events, logs and resource samples (the API's sandboxes routes).
 type SandboxesService struct{ t *transport }
 
-// Create starts a sandbox.
+// Create starts a sandbox. With in.IdempotencyKey set, a retry of the same
+// create (after a timeout or a broken connection) gets the sandbox the first
+// attempt made instead of a second one.
 func (s *SandboxesService) Create(ctx context.Context, in NewSandbox) (Sandbox, error) {
 	var sb Sandbox
 	r, err := jsonBody(http.MethodPost, "/sandboxes", in)
 	if err != nil {
 		return sb, err
+	}
+	if in.IdempotencyKey != "" {
+		r.header = http.Header{"Idempotency-Key": {in.IdempotencyKey}}
 	}
 	err = s.t.call(ctx, r, &sb)
 	return sb, err

@@ -61,6 +61,10 @@ type NewSandbox struct {
 	// FilesOnly starts a sandbox made from a snapshot taken with memory
 	// from the snapshot's files alone: fresh processes, on any runtime.
 	FilesOnly bool `json:"filesOnly,omitempty"`
+	// IdempotencyKey is sent as the Idempotency-Key header, not in the
+	// body: creates with the same key (per team, within 24 hours) make one
+	// sandbox, and a retry gets the first one's.
+	IdempotencyKey string `json:"-"`
 }
 
 // Network is E2B's network settings of a sandbox.

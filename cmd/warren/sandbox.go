@@ -38,6 +38,7 @@ type sandboxCreateFlags struct {
 	meta, env []string
 	egress    egressFlags
 	rtName    string
+	idemKey   string
 }
 
 func sandboxCreateCmd(a *app) *cobra.Command {
@@ -81,6 +82,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.StringArrayVar(&o.meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&o.env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
 	f.StringVar(&o.rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
+	f.StringVar(&o.idemKey, "idempotency-key", "", "make at most one sandbox for this key (per team, 24 hours): running the same command again prints the first one's id")
 	f.BoolVar(&o.filesOnly, "files-only", false, "from a snapshot taken with memory (--template SNAP), take only its files: processes start afresh, on any runtime")
 	o.egress.register(cmd, false)
 	return cmd
@@ -89,7 +91,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 // request is the create the flags ask for; withTimeout says --timeout was
 // given (0 is then "never", not "the server's").
 func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error) {
-	in := client.NewSandbox{TemplateID: o.template}
+	in := client.NewSandbox{TemplateID: o.template, IdempotencyKey: o.idemKey}
 	var err error
 	if in.Metadata, err = parseKV("meta", o.meta); err != nil {
 		return in, usageError{err}

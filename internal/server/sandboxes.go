@@ -20,6 +20,14 @@ import (
 // shows (all of them: GET /sandboxes/{id}/events).
 const recentEvents = 10
 
+// A create sent with an Idempotency-Key header makes at most one sandbox
+// per team and key: a retry is answered with the first attempt's sandbox
+// and Idempotent-Replayed: true (session.CreateOnce).
+const (
+	idempotencyKeyHeader     = "Idempotency-Key"
+	idempotentReplayedHeader = "Idempotent-Replayed"
+)
+
 // maxTimeout bounds a sandbox's run timeout (E2B allows up to 24 h on paid
 // plans; a self-hosted server has no reason to be stricter).
 const maxTimeout = 24 * time.Hour
@@ -67,6 +75,8 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		FilesOnly: body.FilesOnly,
 
 		Network: createPolicy(body),
+
+		IdempotencyKey: r.Header.Get(idempotencyKeyHeader),
 	}
 	timeout, err := runTimeout(s.records, body.Timeout)
 	if err != nil {
@@ -86,10 +96,13 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
 		req.DiskBytes = l.DiskMB << 20
 	}
-	rec, err := s.records.Create(r.Context(), req)
+	rec, replayed, err := s.records.CreateOnce(r.Context(), req)
 	if err != nil {
 		writeError(w, r, err)
 		return
+	}
+	if replayed {
+		w.Header().Set(idempotentReplayedHeader, "true")
 	}
 	writeJSON(w, http.StatusCreated, s.sandboxOf(rec))
 }

@@ -20,7 +20,7 @@ import (
 // metricsRoutes and toolRoutes to look a sandbox up): create, look up,
 // list and delete.
 type Records interface {
-	Create(ctx context.Context, req session.CreateRequest) (store.Sandbox, error)
+	CreateOnce(ctx context.Context, req session.CreateRequest) (store.Sandbox, bool, error)
 	CheckTimeout(d time.Duration) error
 	Get(ctx context.Context, team, id string) (store.Sandbox, error)
 	List(ctx context.Context, team string, f store.SandboxFilter) ([]store.Sandbox, error)

@@ -69,6 +69,8 @@ type Host interface {
 // Store is what the manager needs of the metadata store.
 type Store interface {
 	CreateSandbox(ctx context.Context, sb store.Sandbox) error
+	SandboxByIdempotencyKey(ctx context.Context, team, key string) (store.Sandbox, error)
+	ForgetIdempotencyKey(ctx context.Context, team, key string) error
 	CreateSandboxRecorded(ctx context.Context, sb store.Sandbox, edge store.LineageEdge, ev store.Event) error
 	GetTemplate(ctx context.Context, name string) (store.Template, error)
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
@@ -187,6 +189,9 @@ type CreateRequest struct {
 	// FilesOnly starts a sandbox made from a snapshot taken with memory
 	// from the snapshot's files alone, with fresh processes.
 	FilesOnly bool
+	// IdempotencyKey makes CreateOnce answer a retry with the sandbox the
+	// first attempt made ("" = every create makes one).
+	IdempotencyKey string
 }
 
 // Manager is the session service: the composition of its parts, one per

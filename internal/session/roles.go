@@ -49,6 +49,7 @@ type lifecycleHost interface {
 
 // lifecycleStore is what the lifecycle needs of the store.
 type lifecycleStore interface {
+	idempotencyStore
 	CreateSandbox(ctx context.Context, sb store.Sandbox) error
 	DeleteSandbox(ctx context.Context, id string) error
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)

@@ -212,6 +212,11 @@ var migrations = []string{
 	// 43: a sandbox's turns still in the pool, which archiving plans from
 	// (TurnWindow) without reading the archived rest of a long history.
 	`CREATE INDEX snapshots_ready_turns ON snapshots (sandbox_id, turn) WHERE kind = 'turn' AND state = 'ready'`,
+	// 44-45: the Idempotency-Key a create was sent with ('' = none), unique
+	// per team, so that a retried create finds the sandbox the first made.
+	`ALTER TABLE sandboxes ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT ''`,
+	// 45
+	`CREATE UNIQUE INDEX sandboxes_by_idempotency_key ON sandboxes (team, idempotency_key) WHERE idempotency_key != ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

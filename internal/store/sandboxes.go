@@ -73,6 +73,9 @@ type Sandbox struct {
 	// Network is the sandbox's egress policy; nil means no network
 	// (loopback only).
 	Network *NetworkPolicy
+	// IdempotencyKey is the key the create was sent with ("" = none); a
+	// team has at most one sandbox per key (ErrAlreadyExists).
+	IdempotencyKey string
 }
 
 // Cursor returns a paging cursor that points just after sb. Unlike sb's bare
@@ -102,7 +105,7 @@ const maxMapBytes = 64 << 10
 
 const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at,
-	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports, tool_snapshots, network`
+	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports, tool_snapshots, network, idempotency_key`
 
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
@@ -154,11 +157,11 @@ func insertSandbox(ctx context.Context, ex execer, sb Sandbox) error {
 		sb.CreatedAt = now
 	}
 	_, err = ex.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.Template, sb.Runtime, string(sb.State), sb.Reason, md, env,
 		sb.MemoryBytes, sb.CPUMillis, sb.Pids,
 		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt),
-		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts, sb.ToolSnapshots, netPolicy)
+		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts, sb.ToolSnapshots, netPolicy, sb.IdempotencyKey)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
 	}
@@ -184,7 +187,54 @@ func validateSandbox(sb Sandbox) error {
 	if sb.MemoryBytes < 0 || sb.CPUMillis < 0 || sb.Pids < 0 {
 		return fmt.Errorf("sandbox %s: memory, cpu and pids limits must not be negative: %w", sb.ID, errdefs.ErrInvalid)
 	}
+	if err := ValidateIdempotencyKey(sb.IdempotencyKey); err != nil {
+		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
+	}
 	return validateLineage(sb)
+}
+
+// MaxIdempotencyKeyLen bounds an Idempotency-Key (Stripe's bound).
+const MaxIdempotencyKeyLen = 255
+
+// ValidateIdempotencyKey checks a create's Idempotency-Key: at most
+// MaxIdempotencyKeyLen printable ASCII characters ("" = none).
+func ValidateIdempotencyKey(key string) error {
+	if len(key) > MaxIdempotencyKeyLen {
+		return fmt.Errorf("idempotency key is %d characters, more than %d: %w", len(key), MaxIdempotencyKeyLen, errdefs.ErrInvalid)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return fmt.Errorf("idempotency key may hold only printable ASCII characters: %w", errdefs.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// SandboxByIdempotencyKey returns the team's sandbox created with key, or
+// ErrNotFound.
+func (s *sandboxTable) SandboxByIdempotencyKey(ctx context.Context, team, key string) (Sandbox, error) {
+	if key == "" {
+		return Sandbox{}, fmt.Errorf("empty idempotency key: %w", errdefs.ErrNotFound)
+	}
+	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE team = ? AND idempotency_key = ?`, team, key)
+	sb, err := scanSandbox(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Sandbox{}, fmt.Errorf("no sandbox of team %s was created with that idempotency key: %w", team, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("find sandbox by idempotency key: %w", dbErr(err))
+	}
+	return sb, nil
+}
+
+// ForgetIdempotencyKey frees a team's key for another create: the sandbox
+// made with it keeps existing, but a create with the key no longer finds it.
+func (s *sandboxTable) ForgetIdempotencyKey(ctx context.Context, team, key string) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE sandboxes SET idempotency_key = '' WHERE team = ? AND idempotency_key = ?`, team, key)
+	if err != nil {
+		return fmt.Errorf("forget idempotency key: %w", dbErr(err))
+	}
+	return nil
 }
 
 // encodeMap encodes m as a JSON object. Strings must be valid UTF-8: JSON
@@ -358,7 +408,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 	err := sc.Scan(&sb.ID, &sb.Team, &sb.Template, &sb.Runtime, &state, &sb.Reason, &md, &env,
 		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end,
 		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PublicPorts, &sb.ToolSnapshots,
-		&netPolicy)
+		&netPolicy, &sb.IdempotencyKey)
 	if err != nil {
 		return Sandbox{}, err
 	}
