@@ -30,6 +30,21 @@ func TestE2BSDK(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}
+	requireNode(t) // before minutes of building
+	d := newDaemon(t)
+	d.start()
+	start := time.Now()
+	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)
+	t.Logf("base template built in %s", time.Since(start).Round(time.Millisecond))
+	runE2BSuite(t, "http://"+d.addr, d.key)
+}
+
+// runE2BSuite runs the E2B compatibility suite (test/e2e/e2b/*.test.mjs)
+// with node against the warren API at url (a daemon or a fleet's gateway),
+// as a user of E2B would point the SDK at it, and fails the test when any
+// of it fails.
+func runE2BSuite(t *testing.T, url, key string) {
+	t.Helper()
 	node := requireNode(t)
 	dir, err := filepath.Abs("e2b")
 	if err != nil {
@@ -46,21 +61,14 @@ func TestE2BSDK(t *testing.T) {
 		args = append(args, filepath.Base(f))
 	}
 
-	d := newDaemon(t)
-	d.start()
-	start := time.Now()
-	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)
-	t.Logf("base template built in %s", time.Since(start).Round(time.Millisecond))
-
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = dir
-	url := "http://" + d.addr
 	cmd.Env = append(withoutE2BEnv(os.Environ()),
 		"E2B_API_URL="+url,
 		"E2B_SANDBOX_URL="+url,
-		"E2B_API_KEY="+d.key,
+		"E2B_API_KEY="+key,
 		"E2B_DOMAIN="+config.Default().Domain,
 		"NO_COLOR=1",
 	)
@@ -80,7 +88,7 @@ func TestE2BSDK(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, pr)
 	}()
-	start = time.Now()
+	start := time.Now()
 	err = cmd.Run()
 	pw.Close()
 	<-logged
