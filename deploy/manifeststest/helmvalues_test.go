@@ -64,8 +64,8 @@ func TestHelmValuesReachThePods(t *testing.T) {
 			t.Errorf("node env %s=%q, want %q", name, env[name], want)
 		}
 	}
-	if r := gw.Object["spec"].(map[string]any)["replicas"]; r != int64(4) && r != float64(4) {
-		t.Errorf("gateway replicas %v (%T), want 4", r, r)
+	if r := replicas(gw); r != 4 {
+		t.Errorf("gateway replicas %d, want 4", r)
 	}
 	if !slices.Contains(stringsOf(container(t, gw)["args"]), "--domain=sb.example.com") {
 		t.Errorf("gateway args %v lack the domain", container(t, gw)["args"])

@@ -15,29 +15,10 @@ import (
 	"github.com/warrenhq/warren/internal/kube/kubetest"
 )
 
-// The package's tests share one control plane: starting it is most of their
-// time.
-var (
-	shared    *kubetest.Env
-	launchErr error
-)
+// The package's tests share one control plane.
+var plane kubetest.Shared
 
-func TestMain(m *testing.M) {
-	shared, launchErr = kubetest.Launch()
-	code := m.Run()
-	if shared != nil {
-		if err := shared.Stop(); err != nil && code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func controlPlane(t *testing.T) *kubetest.Env {
-	t.Helper()
-	kubetest.Require(t, shared, launchErr)
-	return shared
-}
+func TestMain(m *testing.M) { os.Exit(plane.Main(m)) }
 
 // fieldOwner is the field manager of the tests' applies.
 const fieldOwner = "warren-manifests-test"
@@ -64,11 +45,12 @@ func apply(ctx context.Context, c client.Client, o *unstructured.Unstructured, d
 
 // applyRendered applies what a render made to the API server: namespaces and
 // CRDs for real (the namespaced objects need their namespace, and custom
-// objects their CRD), then every object with server-side dry run.
-func applyRendered(t *testing.T, objs []*unstructured.Unstructured) {
+// objects their CRD), then every object with server-side dry run. It reports
+// whether all applied.
+func applyRendered(t *testing.T, objs []*unstructured.Unstructured) bool {
 	t.Helper()
 	ctx := context.Background()
-	c := controlPlane(t).Client
+	c := plane.Get(t).Client
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" || o.GetKind() == "CustomResourceDefinition" {
 			if err := apply(ctx, c, o, false); err != nil {
@@ -76,9 +58,12 @@ func applyRendered(t *testing.T, objs []*unstructured.Unstructured) {
 			}
 		}
 	}
+	ok := true
 	for _, o := range objs {
 		if err := apply(ctx, c, o, true); err != nil {
 			t.Error(err)
+			ok = false
 		}
 	}
+	return ok
 }

@@ -63,7 +63,7 @@ func podOf(t *testing.T, o *unstructured.Unstructured) *corev1.Pod {
 func createInLevel(t *testing.T, pod *corev1.Pod, level string) error {
 	t.Helper()
 	ctx := context.Background()
-	c := controlPlane(t).Client
+	c := plane.Get(t).Client
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		GenerateName: "warren-psa-",
 		Labels:       map[string]string{"pod-security.kubernetes.io/enforce": level},

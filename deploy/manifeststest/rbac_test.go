@@ -104,7 +104,7 @@ type access struct {
 // service account may do what its component does, in the warren namespace,
 // and not the nearby things it does not need.
 func TestRBACGrantsWhatEachComponentNeeds(t *testing.T) {
-	e := controlPlane(t)
+	e := plane.Get(t)
 	ctx := context.Background()
 	objs, err := renderKustomize(kustomizeBase)
 	if err != nil {

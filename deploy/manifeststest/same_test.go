@@ -78,3 +78,15 @@ func envOf(c map[string]any) map[string]string {
 	}
 	return env
 }
+
+// replicas reads a workload's spec.replicas; decoded YAML holds numbers as
+// float64 (through JSON) or int64.
+func replicas(o *unstructured.Unstructured) int64 {
+	switch n := o.Object["spec"].(map[string]any)["replicas"].(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return -1
+}
