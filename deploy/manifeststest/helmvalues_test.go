@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v4/pkg/action"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -88,5 +89,22 @@ func TestHelmRefusesBadValues(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("values %v: error %v, want one naming %s", c.vals, err, c.want)
 		}
+	}
+}
+
+// `helm lint --strict` finds nothing: no error, no warning (an info, such as
+// the missing icon, is not a defect).
+func TestHelmLint(t *testing.T) {
+	lint := action.NewLint()
+	lint.Strict = true
+	res := lint.Run([]string{helmChart}, nil)
+	for _, e := range res.Errors {
+		t.Errorf("helm lint: %v", e)
+	}
+	for _, m := range res.Messages {
+		t.Logf("helm lint: %v", m)
+	}
+	if action.HasWarningsOrErrors(res) {
+		t.Error("helm lint --strict reports warnings or errors")
 	}
 }
