@@ -15,7 +15,7 @@ type Reason string
 // under the first one it fails.
 const (
 	NotReady           Reason = "not ready"
-	LeaseExpired       Reason = "lease expired"
+	LeaseExpired       Reason = "no live lease"
 	Unschedulable      Reason = "unschedulable"
 	RuntimeUnsupported Reason = "runtime not supported"
 	TemplateMissing    Reason = "template not built"
