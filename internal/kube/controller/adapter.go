@@ -99,12 +99,6 @@ func interned(names []string) []string {
 	return out
 }
 
-// leaseLive says whether lease is live at now.
-func leaseLive(lease *coordinationv1.Lease, now time.Time) bool {
-	expiry, ok := LeaseExpiry(lease)
-	return ok && now.Before(expiry)
-}
-
 // condition is a condition of the given type, status, reason and message,
 // for meta.SetStatusCondition.
 func condition(typ string, status metav1.ConditionStatus, reason, msg string, generation int64) metav1.Condition {

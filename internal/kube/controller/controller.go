@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -99,7 +100,11 @@ func New(opts Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	setLoggerOnce.Do(func() { ctrllog.SetLogger(logr.FromSlogHandler(opts.Log.Handler())) })
+	setLoggerOnce.Do(func() {
+		sink := logr.FromSlogHandler(opts.Log.Handler())
+		ctrllog.SetLogger(sink)
+		klog.SetLogger(sink) // client-go's election logs, else klog's own format on stderr
+	})
 	return &Controller{
 		opts:   opts,
 		log:    opts.Log.With("component", "controller", "identity", opts.Identity),
@@ -108,8 +113,9 @@ func New(opts Options) (*Controller, error) {
 	}, nil
 }
 
-// setLoggerOnce gives controller-runtime's global logger a sink: without
-// one it prints a warning with a stack trace instead of its logs.
+// setLoggerOnce gives controller-runtime's and client-go's global loggers
+// the first controller's: without one controller-runtime prints a warning
+// with a stack trace instead of its logs.
 var setLoggerOnce sync.Once
 
 // Run campaigns for the election's Lease and runs the loops while it holds

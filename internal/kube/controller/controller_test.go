@@ -11,10 +11,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/kube/controller"
 )
 
@@ -235,4 +237,35 @@ func (f *fixture) leader(not string) string {
 		return holder != "" && holder != not
 	})
 	return holder
+}
+
+// TestSnapshotLocality: a Sandbox made from a snapshot goes to the node whose
+// sandboxes name it, though that node is the busier one.
+func TestSnapshotLocality(t *testing.T) {
+	f := setup(t)
+	f.node(nodeSpec{name: "a", ready: true, lease: hour})
+	b := f.node(nodeSpec{name: "b", ready: true, lease: hour})
+	for i := range 3 {
+		f.held(fmt.Sprintf("on-b-%d", i), b, warrenv1.SandboxRunning, fmt.Sprintf("snap%d", i))
+	}
+	f.start("gw-1")
+	f.sandbox("fork", warrenv1.SandboxSpec{FromSnapshot: "snap1"})
+	if node := f.placed("fork")["fork"]; node != b {
+		t.Fatalf("fork of snap1 on %s, want %s which holds it", node, b)
+	}
+	c := meta.FindStatusCondition(f.get("fork").Status.Conditions, warrenv1.SandboxPlaced)
+	if !strings.Contains(c.Message, "locality 1") {
+		t.Fatalf("Placed message %q does not show the locality", c.Message)
+	}
+}
+
+// TestNewRejects: options that cannot work are refused with what to fix.
+func TestNewRejects(t *testing.T) {
+	if _, err := controller.New(controller.Options{Config: &rest.Config{}}); !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "--gateway-id") {
+		t.Fatalf("no identity: %v", err)
+	}
+	_, err := controller.New(controller.Options{Config: &rest.Config{}, Identity: "x", LeaseDuration: time.Second, RenewDeadline: 2 * time.Second})
+	if !errdefs.IsInvalid(err) {
+		t.Fatalf("renew deadline past the lease: %v", err)
+	}
 }
