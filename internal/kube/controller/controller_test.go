@@ -269,3 +269,47 @@ func TestNewRejects(t *testing.T) {
 		t.Fatalf("renew deadline past the lease: %v", err)
 	}
 }
+
+// TestLeadershipLost: a leader whose Lease another holder took stops acting
+// within its renew deadline, and leads again once that holder's term
+// lapses.
+func TestLeadershipLost(t *testing.T) {
+	f := setup(t)
+	f.node(nodeSpec{name: "a", ready: true, lease: hour})
+	f.start("gw-1")
+	f.leader("")
+	f.sandbox("before", warrenv1.SandboxSpec{})
+	f.placed("before")
+
+	// Someone else holds the election for 4 s (as a replica that could
+	// not see gw-1's renewals would after taking over).
+	var l coordinationv1.Lease
+	key := client.ObjectKey{Namespace: f.ns, Name: controller.LeaseName}
+	if err := f.c.Get(context.Background(), key, &l); err != nil {
+		t.Fatal(err)
+	}
+	taken := time.Now()
+	l.Spec.HolderIdentity = ptr.To("intruder")
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(4))
+	l.Spec.AcquireTime = &metav1.MicroTime{Time: taken}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: taken}
+	if err := f.c.Update(context.Background(), &l); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // past gw-1's renew deadline (1.5 s)
+	f.sandbox("during", warrenv1.SandboxSpec{})
+	time.Sleep(time.Second)
+	if n := f.get("during").Spec.NodeName; n != "" && time.Since(taken) < 4*time.Second {
+		t.Fatalf("placed on %s while another held the election", n)
+	}
+	f.placed("during")
+	if since := time.Since(taken); since < 4*time.Second {
+		t.Fatalf("placed %v after the election was taken for 4s", since)
+	}
+	if c := meta.FindStatusCondition(f.get("during").Status.Conditions, warrenv1.SandboxPlaced); !strings.HasSuffix(c.Message, "chosen by gw-1") {
+		t.Fatalf("Placed %+v", c)
+	}
+	if h := f.leader("intruder"); h != "gw-1" {
+		t.Fatalf("leader %s, want gw-1 back", h)
+	}
+}
