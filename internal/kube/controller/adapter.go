@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
+	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/placement"
 )
 
@@ -63,6 +64,61 @@ func RequestFromSandbox(sb *warrenv1.Sandbox) placement.Request {
 		req.DiskBytes = value(l.Disk)
 	}
 	return req
+}
+
+// Fleet is placement's view of the fleet from its objects (as listed, in
+// one namespace): each WarrenNode with its Lease; to each node's reported
+// use are added the sandboxes placed on it that it has not taken yet (its
+// report does not count them), and the snapshots it holds are those its
+// Sandbox objects were made from or last saved to.
+func Fleet(wns []warrenv1.WarrenNode, leases []coordinationv1.Lease, sbs []warrenv1.Sandbox, now time.Time) []placement.Node {
+	byName := make(map[string]*coordinationv1.Lease, len(leases))
+	for i := range leases {
+		byName[leases[i].Name] = &leases[i]
+	}
+	pending := map[string]placement.Resources{}
+	snapshots := map[string]map[string]struct{}{}
+	for i := range sbs {
+		sb := &sbs[i]
+		if sb.Spec.NodeName != "" && sb.Status.SandboxID == "" {
+			r := pending[sb.Spec.NodeName]
+			add(&r, request(RequestFromSandbox(sb)))
+			pending[sb.Spec.NodeName] = r
+		}
+		node := sb.Status.Node
+		for _, id := range []string{sb.Status.LastSnapshot, sb.Spec.FromSnapshot} {
+			if node == "" || id == "" {
+				continue
+			}
+			if snapshots[node] == nil {
+				snapshots[node] = map[string]struct{}{}
+			}
+			snapshots[node][id] = struct{}{}
+		}
+	}
+	nodes := make([]placement.Node, len(wns))
+	for i := range wns {
+		wn := &wns[i]
+		var has func(string) bool
+		if held := snapshots[wn.Name]; held != nil {
+			has = func(id string) bool { _, ok := held[id]; return ok }
+		}
+		nodes[i] = NodeFromKube(wn, byName[fleet.LeaseName(wn.Name)], now, has)
+		add(&nodes[i].Used, pending[wn.Name])
+	}
+	return nodes
+}
+
+// request is what a placed sandbox takes of its node.
+func request(r placement.Request) placement.Resources {
+	return placement.Resources{MemoryBytes: r.MemoryBytes, MilliCPU: r.MilliCPU, DiskBytes: r.DiskBytes, Sandboxes: 1}
+}
+
+func add(to *placement.Resources, r placement.Resources) {
+	to.MemoryBytes += r.MemoryBytes
+	to.MilliCPU += r.MilliCPU
+	to.DiskBytes += r.DiskBytes
+	to.Sandboxes += r.Sandboxes
 }
 
 // resources converts a WarrenNode's quantities.

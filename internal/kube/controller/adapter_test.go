@@ -11,6 +11,7 @@ import (
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/internal/kube/controller"
+	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/placement"
 )
 
@@ -93,5 +94,44 @@ func TestRequestFromSandbox(t *testing.T) {
 	}
 	if got := controller.RequestFromSandbox(&warrenv1.Sandbox{Spec: warrenv1.SandboxSpec{Template: "base"}}); got != (placement.Request{Template: "base"}) {
 		t.Fatalf("request %+v", got)
+	}
+}
+
+// TestFleet: each node gets its own Lease, the sandboxes placed on it that
+// it has not taken yet, and the snapshots its sandboxes name.
+func TestFleet(t *testing.T) {
+	now := time.Now()
+	ready := []metav1.Condition{{Type: warrenv1.NodeReady, Status: metav1.ConditionTrue}}
+	wns := []warrenv1.WarrenNode{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Status: warrenv1.WarrenNodeStatus{Conditions: ready, Used: warrenv1.NodeResources{Sandboxes: 1}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b"}, Status: warrenv1.WarrenNodeStatus{Conditions: ready}},
+	}
+	leases := []coordinationv1.Lease{{
+		ObjectMeta: metav1.ObjectMeta{Name: fleet.LeaseName("a")},
+		Spec:       coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(int32(15)), RenewTime: &metav1.MicroTime{Time: now}},
+	}}
+	mem := &warrenv1.SandboxLimits{Memory: quantity("1Gi")}
+	sbs := []warrenv1.Sandbox{
+		// Placed on a, not taken yet: counted.
+		{Spec: warrenv1.SandboxSpec{NodeName: "a", Limits: mem}},
+		// Held by a: in its report already; names two snapshots.
+		{Spec: warrenv1.SandboxSpec{NodeName: "a", FromSnapshot: "s1", Limits: mem},
+			Status: warrenv1.SandboxStatus{Node: "a", SandboxID: "x", LastSnapshot: "s2"}},
+		// Unplaced: nobody's.
+		{Spec: warrenv1.SandboxSpec{Limits: mem}},
+	}
+	nodes := controller.Fleet(wns, leases, sbs, now)
+	a, b := nodes[0], nodes[1]
+	if !a.LeaseLive || b.LeaseLive {
+		t.Fatalf("lease live: a %v, b %v", a.LeaseLive, b.LeaseLive)
+	}
+	if want := (placement.Resources{MemoryBytes: 1 << 30, Sandboxes: 2}); a.Used != want {
+		t.Fatalf("a used %+v, want %+v", a.Used, want)
+	}
+	if b.Used != (placement.Resources{}) || b.HasSnapshot != nil {
+		t.Fatalf("b %+v", b)
+	}
+	if !a.HasSnapshot("s1") || !a.HasSnapshot("s2") || a.HasSnapshot("s3") {
+		t.Fatal("a's snapshots")
 	}
 }

@@ -23,7 +23,6 @@ import (
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/placement"
 )
 
@@ -188,9 +187,8 @@ func (p *placer) setPlaced(ctx context.Context, sb *warrenv1.Sandbox, status met
 	})
 }
 
-// nodes is the fleet as placement sees it now, from the cache: each
-// WarrenNode with its Lease, plus the sandboxes placed on it that it does
-// not report yet, and the snapshots its Sandbox objects name.
+// nodes is the fleet as placement sees it now, from the cache (Fleet),
+// with the placements this controller made that the cache does not show.
 func (p *placer) nodes(ctx context.Context) ([]placement.Node, error) {
 	var wns warrenv1.WarrenNodeList
 	if err := p.client.List(ctx, &wns, client.UnsafeDisableDeepCopy); err != nil {
@@ -204,77 +202,34 @@ func (p *placer) nodes(ctx context.Context) ([]placement.Node, error) {
 	if err := p.client.List(ctx, &sbs, client.InNamespace(p.ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing Sandboxes: %w", err)
 	}
-	byName := make(map[string]*coordinationv1.Lease, len(leases.Items))
-	for i := range leases.Items {
-		byName[leases.Items[i].Name] = &leases.Items[i]
-	}
-	pending, snapshots := p.fromSandboxes(sbs.Items)
-	now := time.Now()
-	nodes := make([]placement.Node, len(wns.Items))
-	for i := range wns.Items {
-		wn := &wns.Items[i]
-		var has func(string) bool
-		if held := snapshots[wn.Name]; held != nil {
-			has = func(id string) bool { _, ok := held[id]; return ok }
-		}
-		nodes[i] = NodeFromKube(wn, byName[fleet.LeaseName(wn.Name)], now, has)
-		add(&nodes[i].Used, pending[wn.Name])
-	}
+	nodes := Fleet(wns.Items, leases.Items, sbs.Items, time.Now())
+	p.addAssumed(nodes, sbs.Items)
 	return nodes, nil
 }
 
-// fromSandboxes sums, per node, the sandboxes placed on it that it has not
-// taken yet (its reported use does not count them), and gathers the
-// snapshots each node's sandboxes were made from or last saved to.
-func (p *placer) fromSandboxes(items []warrenv1.Sandbox) (map[string]placement.Resources, map[string]map[string]struct{}) {
-	pending := map[string]placement.Resources{}
-	snapshots := map[string]map[string]struct{}{}
-	seen := make(map[types.UID]bool, len(items))
+// addAssumed adds to nodes the placements made whose objects the cache
+// still shows unplaced, and forgets those it shows placed or gone.
+func (p *placer) addAssumed(nodes []placement.Node, items []warrenv1.Sandbox) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.assumed) == 0 {
+		return
+	}
+	unplaced := map[types.UID]bool{}
 	for i := range items {
-		sb := &items[i]
-		seen[sb.UID] = sb.Spec.NodeName != ""
-		if sb.Spec.NodeName != "" && sb.Status.SandboxID == "" {
-			r := pending[sb.Spec.NodeName]
-			add(&r, request(RequestFromSandbox(sb)))
-			pending[sb.Spec.NodeName] = r
+		if items[i].Spec.NodeName == "" {
+			unplaced[items[i].UID] = true
 		}
-		if node := sb.Status.Node; node != "" {
-			for _, id := range []string{sb.Status.LastSnapshot, sb.Spec.FromSnapshot} {
-				if id == "" {
-					continue
-				}
-				if snapshots[node] == nil {
-					snapshots[node] = map[string]struct{}{}
-				}
-				snapshots[node][id] = struct{}{}
+	}
+	for uid, a := range p.assumed {
+		if !unplaced[uid] {
+			delete(p.assumed, uid) // counted by Fleet, or gone
+			continue
+		}
+		for i := range nodes {
+			if nodes[i].Name == a.node {
+				add(&nodes[i].Used, request(a.req))
 			}
 		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for uid, a := range p.assumed {
-		placed, exists := seen[uid]
-		switch {
-		case !exists || placed:
-			// Gone, or the cache shows the placement (counted above).
-			delete(p.assumed, uid)
-		default:
-			r := pending[a.node]
-			add(&r, request(a.req))
-			pending[a.node] = r
-		}
-	}
-	return pending, snapshots
-}
-
-// request is what a placed sandbox takes of its node.
-func request(r placement.Request) placement.Resources {
-	return placement.Resources{MemoryBytes: r.MemoryBytes, MilliCPU: r.MilliCPU, DiskBytes: r.DiskBytes, Sandboxes: 1}
-}
-
-func add(to *placement.Resources, r placement.Resources) {
-	to.MemoryBytes += r.MemoryBytes
-	to.MilliCPU += r.MilliCPU
-	to.DiskBytes += r.DiskBytes
-	to.Sandboxes += r.Sandboxes
 }
