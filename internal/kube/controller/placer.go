@@ -144,7 +144,12 @@ func (p *placer) bind(ctx context.Context, sb *warrenv1.Sandbox, d placement.Dec
 	p.mu.Unlock()
 	p.forget(client.ObjectKeyFromObject(sb))
 	msg := fmt.Sprintf("%s, chosen by %s", d, p.identity)
-	return p.setPlaced(ctx, sb, metav1.ConditionTrue, ReasonNodeChosen, msg)
+	if err := p.setPlaced(ctx, sb, metav1.ConditionTrue, ReasonNodeChosen, msg); err != nil {
+		// The placement stands (the node acts on spec.nodeName); a retry
+		// would find the object placed and not come back here.
+		p.log.Error("sandbox placed, but its Placed condition not written", "sandbox", sb.Namespace+"/"+sb.Name, "node", d.Node, "err", err)
+	}
+	return nil
 }
 
 // unplaceable records why no node can take sb and retries it later,
