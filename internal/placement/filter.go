@@ -36,29 +36,45 @@ func capacityReason(r Reason) bool {
 	return r == NoMemory || r == NoCPU || r == NoDisk || r == SandboxesFull
 }
 
-// check returns why n cannot take req, or "" when it can.
-func check(n *Node, req *Request) Reason {
+// check returns why n cannot take req, as 1 + its index in reasonOrder (a
+// counter array's index: cheaper than a map per filtered node), or 0 when
+// it can.
+func check(n *Node, req *Request) int {
 	switch {
 	case !n.Ready:
-		return NotReady
+		return 1
 	case !n.LeaseLive:
-		return LeaseExpired
+		return 2
 	case n.Unschedulable:
-		return Unschedulable
+		return 3
 	case req.Runtime != "" && !slices.Contains(n.Runtimes, req.Runtime):
-		return RuntimeUnsupported
+		return 4
 	case req.Template != "" && !slices.Contains(n.Templates, req.Template):
-		return TemplateMissing
+		return 5
 	case !fits(n.Capacity.MemoryBytes, n.Used.MemoryBytes, req.MemoryBytes):
-		return NoMemory
+		return 6
 	case !fits(n.Capacity.MilliCPU, n.Used.MilliCPU, req.MilliCPU):
-		return NoCPU
+		return 7
 	case !fits(n.Capacity.DiskBytes, n.Used.DiskBytes, req.DiskBytes):
-		return NoDisk
+		return 8
 	case !fits(n.Capacity.Sandboxes, n.Used.Sandboxes, 1):
-		return SandboxesFull
+		return 9
 	}
-	return ""
+	return 0
+}
+
+// counts are the nodes each reason filtered, indexed as check returns.
+type counts [10]int
+
+// reasons turns counts into the map decisions and errors carry.
+func (c *counts) reasons() map[Reason]int {
+	out := map[Reason]int{}
+	for i, r := range reasonOrder {
+		if c[i+1] > 0 {
+			out[r] = c[i+1]
+		}
+	}
+	return out
 }
 
 // fits says whether asked more fits; an unreported capacity (0) always does.

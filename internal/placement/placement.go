@@ -161,19 +161,22 @@ func (d Decision) String() string {
 }
 
 // Choose places req on one of nodes: the best-scoring of K feasible nodes
-// sampled with rng, together with every feasible node holding the wanted
-// snapshot. Equal scores go to the earlier name, so the decision depends
+// sampled with rng (reservoir sampling, so a decision allocates nothing in
+// proportion to the fleet), together with every feasible node holding the
+// wanted snapshot. Equal scores go to the earlier name, so the decision depends
 // only on the nodes, the request and rng's sequence.
 func (p Policy) Choose(nodes []Node, req Request, rng *rand.Rand) (Decision, error) {
 	// The filter compares the request's names with every node's: when both
 	// are interned (Intern) the comparison stops at the pointer instead of
 	// reading each node's copy from memory — most of a 10,000-node decision.
 	req.Template, req.Runtime = Intern(req.Template), Intern(req.Runtime)
-	filtered := map[Reason]int{}
-	feasible := make([]int, 0, len(nodes))
+	var filtered counts
+	k := p.sample()
+	sampled := make([]int, 0, k) // a reservoir: no list of every feasible node
 	var local []int
+	others := 0
 	for i := range nodes {
-		if r := check(&nodes[i], &req); r != "" {
+		if r := check(&nodes[i], &req); r != 0 {
 			filtered[r]++
 			continue
 		}
@@ -181,14 +184,19 @@ func (p Policy) Choose(nodes []Node, req Request, rng *rand.Rand) (Decision, err
 			local = append(local, i)
 			continue
 		}
-		feasible = append(feasible, i)
+		others++
+		if len(sampled) < k {
+			sampled = append(sampled, i)
+		} else if j := rng.IntN(others); j < k {
+			sampled[j] = i
+		}
 	}
-	total := len(feasible) + len(local)
+	total := others + len(local)
 	if total == 0 {
-		return Decision{}, &NoNodeError{Nodes: len(nodes), Filtered: filtered, Request: req}
+		return Decision{}, &NoNodeError{Nodes: len(nodes), Filtered: filtered.reasons(), Request: req}
 	}
-	candidates := slices.Concat(local, sample(feasible, p.sample(), rng))
-	d := Decision{Feasible: total, Filtered: filtered, Candidates: make([]Candidate, 0, len(candidates))}
+	candidates := slices.Concat(local, sampled)
+	d := Decision{Feasible: total, Filtered: filtered.reasons(), Candidates: make([]Candidate, 0, len(candidates))}
 	best := -1
 	for _, i := range candidates {
 		s := p.score(&nodes[i], &req, slices.Contains(local, i))
@@ -220,19 +228,6 @@ func (p Policy) sample() int {
 		return DefaultSample
 	}
 	return p.Sample
-}
-
-// sample picks k of idx at random (a partial Fisher–Yates shuffle, in
-// place: idx is the caller's scratch slice).
-func sample(idx []int, k int, rng *rand.Rand) []int {
-	if k >= len(idx) {
-		return idx
-	}
-	for i := 0; i < k; i++ {
-		j := i + rng.IntN(len(idx)-i)
-		idx[i], idx[j] = idx[j], idx[i]
-	}
-	return idx[:k]
 }
 
 // score weighs a feasible node for req.
