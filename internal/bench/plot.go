@@ -85,6 +85,9 @@ func elementName(i int, el any) string {
 		if n, ok := m["sandboxes"].(float64); ok {
 			return fmt.Sprintf("[%g at once]", n)
 		}
+		if n, ok := m["nodes"].(float64); ok { // the placement suite's fleets
+			return fmt.Sprintf("[%g nodes]", n)
+		}
 	}
 	return fmt.Sprintf("[%d]", i)
 }
