@@ -27,7 +27,9 @@ const (
 
 // fleetView answers the gateway's questions from watch caches of the
 // WarrenNodes, Leases, Sandbox objects and API key Secrets: no request
-// reads the API server.
+// reads the API server. Its reads share the cache's objects
+// (UnsafeDisableDeepCopy) to keep copies off every request's path: nothing
+// here writes to what it reads.
 type fleetView struct {
 	cache     cache.Cache
 	namespace string
@@ -99,11 +101,11 @@ func (v *fleetView) start(ctx context.Context) error {
 // Nodes lists every WarrenNode with its readiness, in name order.
 func (v *fleetView) Nodes(ctx context.Context) ([]Node, error) {
 	var wns warrenv1.WarrenNodeList
-	if err := v.cache.List(ctx, &wns); err != nil {
+	if err := v.cache.List(ctx, &wns, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list WarrenNodes: %w", err)
 	}
 	var leases coordinationv1.LeaseList
-	if err := v.cache.List(ctx, &leases, client.InNamespace(v.namespace)); err != nil {
+	if err := v.cache.List(ctx, &leases, client.InNamespace(v.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list Leases: %w", err)
 	}
 	byName := make(map[string]*coordinationv1.Lease, len(leases.Items))
@@ -124,7 +126,7 @@ func (v *fleetView) Nodes(ctx context.Context) ([]Node, error) {
 // false when no object names it (yet).
 func (v *fleetView) SandboxNode(ctx context.Context, id string) (string, bool, error) {
 	var sbs warrenv1.SandboxList
-	if err := v.cache.List(ctx, &sbs, client.InNamespace(v.namespace), client.MatchingFields{indexSandboxID: id}); err != nil {
+	if err := v.cache.List(ctx, &sbs, client.InNamespace(v.namespace), client.MatchingFields{indexSandboxID: id}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", false, fmt.Errorf("look up the Sandbox object of %s: %w", id, err)
 	}
 	for _, sb := range sbs.Items {

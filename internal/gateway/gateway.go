@@ -90,7 +90,7 @@ func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route,
 	case routeSandbox:
 		g.serveSandbox(w, r, rt)
 	case routeCreate:
-		g.serveCreate(w, r, rt)
+		g.serveCreate(w, r, rt, k)
 	case routeImport:
 		g.servePlaced(w, r, rt, PlaceRequest{})
 	case routeList:
@@ -147,7 +147,7 @@ const maxCreateBody = 1 << 20
 
 // serveCreate places a create and forwards it, body and all; the answer
 // teaches the memo the new sandbox's node.
-func (g *Gateway) serveCreate(w http.ResponseWriter, r *http.Request, rt route) {
+func (g *Gateway) serveCreate(w http.ResponseWriter, r *http.Request, rt route, k key) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody+1))
 	if err != nil {
 		writeError(w, fmt.Errorf("read the create's body: %v: %w", err, errdefs.ErrInvalid))
@@ -160,7 +160,11 @@ func (g *Gateway) serveCreate(w http.ResponseWriter, r *http.Request, rt route) 
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	g.servePlaced(w, r, rt, placeRequestOf(body))
+	req := placeRequestOf(body)
+	if ik := r.Header.Get("Idempotency-Key"); ik != "" {
+		req.IdempotencyKey = k.team + "/" + ik
+	}
+	g.servePlaced(w, r, rt, req)
 }
 
 // servePlaced forwards a request that makes something to the node

@@ -34,7 +34,7 @@ const testNS = "warren"
 // fleetTest is a control plane, two stub nodes registered in it as Ready
 // WarrenNodes with live Leases, and a gateway in front of them.
 type fleetTest struct {
-	t     *testing.T
+	t     testing.TB
 	env   *kubetest.Env
 	a, b  *stubNode
 	gw    *httptest.Server

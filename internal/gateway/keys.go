@@ -47,7 +47,7 @@ func (s *keyStore) authenticate(ctx context.Context, plaintext string) (key, err
 		return key{}, fmt.Errorf("missing API key: send it in the X-API-Key header: %w", errdefs.ErrUnauthenticated)
 	}
 	var secrets corev1.SecretList
-	err := s.cache.List(ctx, &secrets, client.InNamespace(s.namespace), client.MatchingFields{indexKeyHash: store.HashKey(plaintext)})
+	err := s.cache.List(ctx, &secrets, client.InNamespace(s.namespace), client.MatchingFields{indexKeyHash: store.HashKey(plaintext)}, client.UnsafeDisableDeepCopy)
 	if err != nil {
 		return key{}, fmt.Errorf("look up the API key: %w", err)
 	}
@@ -114,7 +114,7 @@ func keyView(sec *corev1.Secret) wapi.APIKey {
 // creation time, then id.
 func (s *keyStore) list(ctx context.Context, team string) ([]wapi.APIKey, error) {
 	var secrets corev1.SecretList
-	if err := s.cache.List(ctx, &secrets, client.InNamespace(s.namespace)); err != nil {
+	if err := s.cache.List(ctx, &secrets, client.InNamespace(s.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list API key Secrets: %w", err)
 	}
 	out := []wapi.APIKey{}

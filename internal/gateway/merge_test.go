@@ -166,6 +166,22 @@ func TestMostFreeMemory(t *testing.T) {
 			t.Errorf("%+v: %s, %v; want %s", c.req, n.Name, err, c.want)
 		}
 	}
+	// A key picks the same node every time, among the eligible ones only.
+	first, _ := MostFreeMemory{}.Place(t.Context(), PlaceRequest{Template: "base", IdempotencyKey: "t/k1"}, nodes)
+	for range 5 {
+		n, err := MostFreeMemory{}.Place(t.Context(), PlaceRequest{Template: "base", IdempotencyKey: "t/k1"}, nodes)
+		if err != nil || n.Name != first.Name || n.Name == "c" || n.Name == "d" {
+			t.Fatalf("keyed create: %s (first %s), %v", n.Name, first.Name, err)
+		}
+	}
+	spread := map[string]bool{}
+	for i := range 40 {
+		n, _ := MostFreeMemory{}.Place(t.Context(), PlaceRequest{Template: "base", IdempotencyKey: fmt.Sprintf("t/k%d", i)}, nodes)
+		spread[n.Name] = true
+	}
+	if len(spread) < 2 {
+		t.Errorf("40 keys all went to %v", spread)
+	}
 	if _, err := (MostFreeMemory{}).Place(t.Context(), PlaceRequest{Template: "rare", Runtime: "gvisor"}, nodes); statusOf(err) != 429 {
 		t.Errorf("no node fits: %v, want a 429", err)
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"slices"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -16,6 +17,10 @@ type PlaceRequest struct {
 	// placements that prefer the node holding it).
 	FromSnapshot string
 	MemoryBytes  int64
+	// IdempotencyKey is "<team>/<Idempotency-Key>" of a create that has
+	// one: a retry must reach the node of the first attempt, which alone
+	// knows the key, so placement picks by it rather than by load.
+	IdempotencyKey string
 }
 
 // Placer chooses the node of a create among the fleet's nodes (Ready or
@@ -28,7 +33,9 @@ type Placer interface {
 // MostFreeMemory is the simplest Placer: among Ready, schedulable nodes
 // that have the template (when any node has it) and support the runtime,
 // the one with the most free memory; ties go to the fewest sandboxes,
-// then the name.
+// then the name. A create with an idempotency key goes to the eligible
+// node that key hashes highest with (rendezvous hashing): the same node on
+// every retry while the eligible nodes stay the same.
 type MostFreeMemory struct{}
 
 var _ Placer = MostFreeMemory{}
@@ -37,6 +44,9 @@ func (MostFreeMemory) Place(_ context.Context, req PlaceRequest, nodes []Node) (
 	cands := eligible(req, nodes)
 	if len(cands) == 0 {
 		return Node{}, noNodeError(req, nodes)
+	}
+	if req.IdempotencyKey != "" {
+		return byKey(req.IdempotencyKey, cands), nil
 	}
 	best := cands[0]
 	for _, n := range cands[1:] {
@@ -47,6 +57,20 @@ func (MostFreeMemory) Place(_ context.Context, req PlaceRequest, nodes []Node) (
 		}
 	}
 	return best, nil
+}
+
+// byKey is the node key hashes highest with.
+func byKey(key string, nodes []Node) Node {
+	var best Node
+	var top uint64
+	for i, n := range nodes {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(key + "\x00" + n.Name))
+		if v := h.Sum64(); i == 0 || v > top {
+			best, top = n, v
+		}
+	}
+	return best
 }
 
 // eligible keeps the nodes a create may go to. A template no node lists

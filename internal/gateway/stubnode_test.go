@@ -32,7 +32,7 @@ type stubNode struct {
 	release chan struct{}
 }
 
-func newStubNode(t *testing.T, name string) *stubNode {
+func newStubNode(t testing.TB, name string) *stubNode {
 	n := &stubNode{name: name, sandboxes: map[string]time.Time{}, release: make(chan struct{})}
 	n.srv = httptest.NewServer(http.HandlerFunc(n.serve)) // 127.0.0.1
 	t.Cleanup(n.srv.Close)
