@@ -30,6 +30,9 @@ type Config struct {
 	// GatewayID names this replica in logs, /health and leases
 	// (WARREN_GATEWAY_ID; default <hostname>-<pid>).
 	GatewayID string
+
+	// envErr is a malformed environment variable, reported by Validate.
+	envErr error
 }
 
 // DefaultConfig is the configuration before flags: defaults overridden by
@@ -53,10 +56,9 @@ func DefaultConfig() Config {
 		c.Domain = v
 	}
 	if v := os.Getenv("WARREN_GATEWAY_PLACEMENT_SAMPLE"); v != "" {
-		// A malformed value is caught by Validate as -1.
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			n = -1
+			c.envErr = fmt.Errorf("WARREN_GATEWAY_PLACEMENT_SAMPLE=%q is not a number of nodes: %w", v, errdefs.ErrInvalid)
 		}
 		c.PlacementSample = n
 	}
@@ -76,6 +78,9 @@ func defaultGatewayID() string {
 
 // Validate says what is wrong with c, in the flags' words.
 func (c Config) Validate() error {
+	if c.envErr != nil {
+		return c.envErr
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("--listen %q is not host:port: %w", c.Listen, errdefs.ErrInvalid)
 	}

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -58,6 +60,7 @@ func TestGatewayRouting(t *testing.T) {
 	t.Run("unknown sandbox is 404", f.unknown)
 	t.Run("lists merged and paged", f.listPaged)
 	t.Run("streams pass unbuffered", f.streams)
+	t.Run("port forwarding upgrades pass through", f.upgrade)
 	t.Run("api keys are Secrets and authenticate", f.apiKeys)
 	t.Run("no Ready node is 503", f.noReadyNode)
 }
@@ -325,6 +328,30 @@ func (f *fleetTest) streams(t *testing.T) {
 	close(f.a.release)
 	if l := <-lines; l != "second" {
 		t.Fatalf("second chunk %q", l)
+	}
+}
+
+func (f *fleetTest) upgrade(t *testing.T) {
+	conn, err := net.Dial("tcp", strings.TrimPrefix(f.gw.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET /sandboxes/probedsb/ports/8080/connect HTTP/1.1\r\nHost: gw\r\nX-API-Key: %s\r\nConnection: Upgrade\r\nUpgrade: warren-tcp\r\n\r\n", f.admin)
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade through the gateway: %v %v", res, err)
+	}
+	for _, msg := range []string{"ping", "pong"} {
+		if _, err := io.WriteString(conn, msg); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len("b:")+len(msg))
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != "b:"+msg {
+			t.Fatalf("raw bytes through the upgraded connection: %q, %v", got, err)
+		}
 	}
 }
 

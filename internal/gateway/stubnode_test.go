@@ -68,6 +68,8 @@ func (n *stubNode) serve(w http.ResponseWriter, r *http.Request) {
 		n.create(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/sandboxes":
 		n.list(w, r)
+	case r.Header.Get("Upgrade") == "warren-tcp":
+		n.echoTCP(w)
 	case len(segs) == 3 && segs[2] == "stream":
 		n.stream(w)
 	case r.Method == http.MethodGet && len(segs) == 2 && segs[0] == "sandboxes":
@@ -146,4 +148,24 @@ func (n *stubNode) stream(w http.ResponseWriter) {
 	case <-time.After(10 * time.Second):
 	}
 	fmt.Fprint(w, "second\n")
+}
+
+// echoTCP takes over the connection as the node's port forwarding does
+// (101, Upgrade: warren-tcp) and echoes raw bytes, prefixed by its name.
+func (n *stubNode) echoTCP(w http.ResponseWriter) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: warren-tcp\r\n\r\n")
+	_ = brw.Flush()
+	buf := make([]byte, 256)
+	for {
+		k, err := brw.Read(buf)
+		if err != nil {
+			return
+		}
+		_, _ = conn.Write(append([]byte(n.name+":"), buf[:k]...))
+	}
 }
