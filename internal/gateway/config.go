@@ -43,7 +43,6 @@ func DefaultConfig() Config {
 		Kubeconfig:      os.Getenv("KUBECONFIG"),
 		Namespace:       fleet.DefaultNamespace,
 		PlacementSample: 3,
-		GatewayID:       defaultGatewayID(),
 	}
 	if v := os.Getenv("WARREN_GATEWAY_LISTEN"); v != "" {
 		c.Listen = v
@@ -93,8 +92,8 @@ func (c Config) Validate() error {
 	if strings.ContainsAny(c.Domain, "/: ") {
 		return fmt.Errorf("--domain %q must be a bare DNS name (sandbox ports are <port>-<id>.<domain>): %w", c.Domain, errdefs.ErrInvalid)
 	}
-	if c.GatewayID == "" {
-		return fmt.Errorf("--gateway-id is empty: %w", errdefs.ErrInvalid)
+	if strings.ContainsAny(c.GatewayID, " \t\n") {
+		return fmt.Errorf("--gateway-id %q must be one word: %w", c.GatewayID, errdefs.ErrInvalid)
 	}
 	return nil
 }

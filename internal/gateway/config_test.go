@@ -27,7 +27,7 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		{func(c *Config) { c.Namespace = "" }, "--kube-namespace"},
 		{func(c *Config) { c.PlacementSample = 0 }, "--placement-sample"},
 		{func(c *Config) { c.Domain = "http://sb.example" }, "--domain"},
-		{func(c *Config) { c.GatewayID = "" }, "--gateway-id"},
+		{func(c *Config) { c.GatewayID = "gw 1" }, "--gateway-id"},
 	} {
 		bad := DefaultConfig()
 		c.edit(&bad)

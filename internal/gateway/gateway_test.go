@@ -62,6 +62,7 @@ func TestGatewayRouting(t *testing.T) {
 	t.Run("streams pass unbuffered", f.streams)
 	t.Run("port forwarding upgrades pass through", f.upgrade)
 	t.Run("api keys are Secrets and authenticate", f.apiKeys)
+	t.Run("owner that does not answer is 502", f.ownerDown)
 	t.Run("no Ready node is 503", f.noReadyNode)
 }
 
@@ -397,6 +398,25 @@ func (f *fleetTest) apiKeys(t *testing.T) {
 	})
 }
 
+func (f *fleetTest) ownerDown(t *testing.T) {
+	// Node c is Ready and live but its endpoint refuses connections.
+	c := newStubNode(t, "c")
+	c.hold("downsb", time.Now())
+	f.register(c, 1<<30, 1<<30) // least free memory: creates stay off it
+	eventually(t, "node c routed to", func() error {
+		if res, body := f.call(f.gw, "GET", "/sandboxes/downsb", f.admin, nil); res.StatusCode != http.StatusOK {
+			return &routeErr{res.StatusCode, body}
+		}
+		return nil
+	})
+	c.srv.Close()
+	res, body := f.call(f.gw, "GET", "/sandboxes/downsb/logs", f.admin, nil)
+	var e wapi.Error
+	if res.StatusCode != http.StatusBadGateway || json.Unmarshal(body, &e) != nil || e.Code != 502 || !strings.Contains(e.Message, "node c") {
+		t.Fatalf("owner down: %d %s", res.StatusCode, body)
+	}
+}
+
 func (f *fleetTest) noReadyNode(t *testing.T) {
 	// Another namespace holds no Lease: the same nodes are not live there.
 	f.namespace("empty")
@@ -409,7 +429,7 @@ func (f *fleetTest) noReadyNode(t *testing.T) {
 		}
 	}
 	res, body := f.call(gw, "GET", "/health", "", nil)
-	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"nodesTotal":2`) {
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"nodesReady":0,"nodesTotal":3`) {
 		t.Errorf("health: %d %s", res.StatusCode, body)
 	}
 }

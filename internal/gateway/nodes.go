@@ -25,6 +25,13 @@ type Node struct {
 	// Free memory in bytes (capacity - used); -1 when the node did not say.
 	FreeMemory int64
 	Sandboxes  int32
+
+	// The objects it was read from (Lease nil when there is none), for a
+	// Placer that weighs more than the fields above (controller.NodeFromKube
+	// turns them into placement's nodes). They are the watch cache's own:
+	// read them, never write to them.
+	Object *warrenv1.WarrenNode
+	Lease  *coordinationv1.Lease
 }
 
 // HasTemplate reports whether the node holds template t.
@@ -41,6 +48,8 @@ func nodeOf(wn *warrenv1.WarrenNode, lease *coordinationv1.Lease, now time.Time)
 		Runtimes:      st.Runtimes,
 		FreeMemory:    -1,
 		Sandboxes:     st.Used.Sandboxes,
+		Object:        wn,
+		Lease:         lease,
 	}
 	if st.Capacity.Memory != nil {
 		used := int64(0)

@@ -26,6 +26,9 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *slog.Logger, pla
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.GatewayID == "" {
+		cfg.GatewayID = defaultGatewayID()
+	}
 	scheme, err := fleet.NewScheme()
 	if err != nil {
 		return nil, err
