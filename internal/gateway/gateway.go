@@ -110,6 +110,10 @@ func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route,
 func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, rt route) {
 	node, err := g.locateSandbox(r.Context(), r, rt.id)
 	if err != nil {
+		if rt.kind == routePlane {
+			writePlaneError(w, r, rt.id, err)
+			return
+		}
 		writeError(w, err)
 		return
 	}

@@ -251,6 +251,15 @@ func (f *fleetTest) plane(t *testing.T) {
 	if res.StatusCode != http.StatusOK || string(body) != "plane asb1" {
 		t.Fatalf("plane by Host: %d %s", res.StatusCode, body)
 	}
+	// A sandbox no node holds: E2B's proxy's answer, as the node gives it.
+	res, body = f.call(f.gw, "GET", "/files?path=/x", "", nil, "E2b-Sandbox-Id", "gonesb", "X-Access-Token", "tok")
+	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"sandboxId":"gonesb","message":"Sandbox not found"`) {
+		t.Fatalf("plane for a missing sandbox: %d %s", res.StatusCode, body)
+	}
+	res, body = f.call(f.gw, "POST", "/process.Process/List", "", struct{}{}, "E2b-Sandbox-Id", "gonesb", "Content-Type", "application/json")
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"unavailable"`) {
+		t.Fatalf("Connect RPC for a missing sandbox: %d %s", res.StatusCode, body)
+	}
 }
 
 func (f *fleetTest) unknown(t *testing.T) {

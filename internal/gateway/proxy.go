@@ -113,5 +113,10 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	t, _ := r.Context().Value(targetKey{}).(target)
 	g.metrics.proxyErrors.Inc()
 	g.log.Debug("proxy", "node", t.name, "path", r.URL.Path, "err", err)
-	writeError(w, fmt.Errorf("node %s did not answer: %v: %w", t.name, err, errdefs.ErrUnavailable))
+	err = fmt.Errorf("node %s did not answer: %v: %w", t.name, err, errdefs.ErrUnavailable)
+	if t.rt.kind == routePlane {
+		writePlaneError(w, r, t.rt.id, err)
+		return
+	}
+	writeError(w, err)
 }
