@@ -45,7 +45,7 @@ func (g *Gateway) fetch(ctx context.Context, r *http.Request, n Node, method, pa
 		a.err = err
 		return a
 	}
-	req.Header = probeHeaders(r, "")
+	req.Header = probeHeaders(r)
 	res, err := g.http.Do(req)
 	if err != nil {
 		a.err = fmt.Errorf("node %s did not answer: %v: %w", n.Name, err, errdefs.ErrUnavailable)

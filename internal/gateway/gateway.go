@@ -108,7 +108,7 @@ func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route,
 
 // serveSandbox forwards a request about one sandbox to its node.
 func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, rt route) {
-	node, err := g.locateSandbox(r.Context(), r, rt.id)
+	node, err := g.locateSandbox(r.Context(), r, rt.id, rt.kind == routePlane)
 	if err != nil {
 		if rt.kind == routePlane {
 			writePlaneError(w, r, rt.id, err)

@@ -251,6 +251,13 @@ func (f *fleetTest) plane(t *testing.T) {
 	if res.StatusCode != http.StatusOK || string(body) != "plane asb1" {
 		t.Fatalf("plane by Host: %d %s", res.StatusCode, body)
 	}
+	// A sandbox of another team, neither memoised nor in the cache: the
+	// credential-less plane probe finds it.
+	f.b.hold("planesb", time.Now())
+	res, body = f.call(f.gw, "POST", "/process.Process/Start", "", nil, "E2b-Sandbox-Id", "planesb", "X-Access-Token", "tok")
+	if res.StatusCode != http.StatusOK || string(body) != "plane planesb" || res.Header.Get("X-Stub-Node") != "b" {
+		t.Fatalf("plane by probe: %d %s", res.StatusCode, body)
+	}
 	// A sandbox no node holds: E2B's proxy's answer, as the node gives it.
 	res, body = f.call(f.gw, "GET", "/files?path=/x", "", nil, "E2b-Sandbox-Id", "gonesb", "X-Access-Token", "tok")
 	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"sandboxId":"gonesb","message":"Sandbox not found"`) {
@@ -302,7 +309,7 @@ func (f *fleetTest) listPaged(t *testing.T) {
 	if want := []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7"}; len(got) < 7 || !slices.Equal(got[:7], want) {
 		t.Fatalf("paged list %v: want %v first", got, want)
 	}
-	if !slices.Contains(got, "asb1") || !slices.Contains(got, "probedsb") || len(got) != 9 {
+	if !slices.Contains(got, "asb1") || !slices.Contains(got, "probedsb") || len(got) != 10 {
 		t.Fatalf("paged list %v: want every sandbox of both nodes once", got)
 	}
 	res, _ := f.call(f.gw, "GET", "/sandboxes?nextToken=p3", f.admin, nil)

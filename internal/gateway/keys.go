@@ -150,16 +150,6 @@ func (s *keyStore) revoke(ctx context.Context, id string) error {
 	return nil
 }
 
-// fleetKey is the plaintext of the fleet's own admin key, "" until the
-// cache holds it.
-func (s *keyStore) fleetKey(ctx context.Context) string {
-	var sec corev1.Secret
-	if err := s.cache.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: fleet.FleetAdminSecret}, &sec); err != nil {
-		return ""
-	}
-	return string(sec.Data[fleet.KeyDataKey])
-}
-
 // ensureFleetKey creates the fleet's admin key Secret unless it exists;
 // when several replicas start at once, one create wins.
 func ensureFleetKey(ctx context.Context, api client.Client, namespace string) error {

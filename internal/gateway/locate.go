@@ -6,7 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 )
@@ -45,8 +47,10 @@ func sandboxKey(id string) string  { return "sb/" + id }
 func snapshotKey(id string) string { return "snap/" + id }
 
 // locateSandbox finds the node of sandbox id: the memo, else the cache of
-// Sandbox objects, else the Ready node that answers GET /sandboxes/{id}.
-func (g *Gateway) locateSandbox(ctx context.Context, r *http.Request, id string) (Node, error) {
+// Sandbox objects, else the Ready node that says it holds it: GET
+// /sandboxes/{id} with the caller's key, or, for the sandbox plane (tokens,
+// maybe no key), a credential-less plane request.
+func (g *Gateway) locateSandbox(ctx context.Context, r *http.Request, id string, plane bool) (Node, error) {
 	nodes, err := g.fleet.Nodes(ctx)
 	if err != nil {
 		return Node{}, err
@@ -63,7 +67,11 @@ func (g *Gateway) locateSandbox(ctx context.Context, r *http.Request, id string)
 		g.metrics.located.WithLabelValues("cache").Inc()
 		return owner(nodes, name, "sandbox "+id)
 	}
-	n, err := g.probe(ctx, r, nodes, "/sandboxes/"+url.PathEscape(id), "sandbox "+id)
+	q := recordProbe(r, "/sandboxes/"+url.PathEscape(id))
+	if plane {
+		q = planeProbe(id)
+	}
+	n, err := g.probe(ctx, nodes, q, "sandbox "+id)
 	if err == nil {
 		g.memo.put(sandboxKey(id), n.Name)
 	}
@@ -81,7 +89,7 @@ func (g *Gateway) locateSnapshot(ctx context.Context, r *http.Request, id string
 		g.metrics.located.WithLabelValues("memo").Inc()
 		return owner(nodes, name, "snapshot "+id)
 	}
-	n, err := g.probe(ctx, r, nodes, "/snapshots/"+url.PathEscape(id), "snapshot "+id)
+	n, err := g.probe(ctx, nodes, recordProbe(r, "/snapshots/"+url.PathEscape(id)), "snapshot "+id)
 	if err == nil {
 		g.memo.put(snapshotKey(id), n.Name)
 	}
@@ -102,30 +110,25 @@ func owner(nodes []Node, name, what string) (Node, error) {
 	return Node{}, fmt.Errorf("%s is on node %s, which the fleet does not know (no WarrenNode): %w", what, name, errdefs.ErrUnavailable)
 }
 
-// probe asks every Ready node for path at once and takes the one that
-// answers 200. It asks with the caller's API key, or, for the sandbox
-// plane (tokens, no key), with the fleet's own.
-func (g *Gateway) probe(ctx context.Context, r *http.Request, nodes []Node, path, what string) (Node, error) {
+// probe asks every Ready node at once whether it holds a record and takes
+// the one that says so.
+func (g *Gateway) probe(ctx context.Context, nodes []Node, q probeQuery, what string) (Node, error) {
 	ready := readyNodes(nodes)
 	if len(ready) == 0 {
 		return Node{}, fmt.Errorf("%s: no warren node is Ready (%d known): %w", what, len(nodes), errNoNode)
 	}
-	hdr := probeHeaders(r, g.keys.fleetKey(ctx))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	found := make(chan int, len(ready))
+	var unreachable atomic.Int32
 	var wg sync.WaitGroup
-	unreachable := 0
-	var mu sync.Mutex
 	for i, n := range ready {
 		wg.Go(func() {
-			status, err := g.ask(ctx, n, http.MethodGet, path, hdr)
+			status, err := g.ask(ctx, n, http.MethodGet, q.path, q.header)
 			switch {
 			case err != nil:
-				mu.Lock()
-				unreachable++
-				mu.Unlock()
-			case status == http.StatusOK:
+				unreachable.Add(1)
+			case q.held(status):
 				found <- i
 			}
 		})
@@ -136,22 +139,46 @@ func (g *Gateway) probe(ctx context.Context, r *http.Request, nodes []Node, path
 		return ready[i], nil
 	}
 	g.metrics.located.WithLabelValues("miss").Inc()
-	if unreachable == len(ready) {
+	if int(unreachable.Load()) == len(ready) {
 		return Node{}, fmt.Errorf("%s: no Ready node answered: %w", what, errdefs.ErrUnavailable)
 	}
 	return Node{}, fmt.Errorf("%s: %w", what, errdefs.ErrNotFound)
 }
 
-// probeHeaders are the credentials of a probe.
-func probeHeaders(r *http.Request, fleetKey string) http.Header {
+// probeQuery is how a probe asks a node whether it holds a record.
+type probeQuery struct {
+	path   string
+	header http.Header
+	held   func(status int) bool
+}
+
+// recordProbe asks for a record with the caller's API key: the node
+// answers 200 when it holds one of the key's team.
+func recordProbe(r *http.Request, path string) probeQuery {
+	return probeQuery{path: path, header: probeHeaders(r), held: func(s int) bool { return s == http.StatusOK }}
+}
+
+// planeProbe asks about a sandbox the way the sandbox plane does, with no
+// credentials, so it finds a sandbox of any team: the node looks the
+// sandbox up before it checks the caller, and answers E2B's 502 "Sandbox
+// not found" when it has none, else 401 (no token).
+func planeProbe(id string) probeQuery {
+	h := http.Header{}
+	h.Set("E2b-Sandbox-Id", id)
+	h.Set("E2b-Sandbox-Port", strconv.Itoa(envdPort))
+	return probeQuery{path: "/health", header: h, held: func(s int) bool { return s == http.StatusUnauthorized || s/100 == 2 }}
+}
+
+// envdPort is E2B's envd port on the sandbox plane.
+const envdPort = 49983
+
+// probeHeaders are the caller's API key, for a probe.
+func probeHeaders(r *http.Request) http.Header {
 	h := http.Header{}
 	for _, k := range []string{"X-API-Key", "Authorization"} {
 		if v := r.Header.Get(k); v != "" {
 			h.Set(k, v)
 		}
-	}
-	if len(h) == 0 && fleetKey != "" {
-		h.Set("X-API-Key", fleetKey)
 	}
 	return h
 }

@@ -56,14 +56,16 @@ func (n *stubNode) serve(w http.ResponseWriter, r *http.Request) {
 	n.seen = append(n.seen, strings.TrimSpace(r.Method+" "+r.URL.Path+" "+r.Header.Get("E2b-Sandbox-Id")))
 	n.mu.Unlock()
 	w.Header().Set("X-Stub-Node", n.name)
-	if r.Header.Get("X-API-Key") == "" && r.Header.Get("X-Access-Token") == "" {
+	if id := r.Header.Get("E2b-Sandbox-Id"); id != "" {
+		n.plane(w, r, id)
+		return
+	}
+	if r.Header.Get("X-API-Key") == "" {
 		writeJSON(w, http.StatusUnauthorized, wapi.Error{Code: 401, Message: "missing API key"})
 		return
 	}
 	segs := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	switch {
-	case r.Header.Get("E2b-Sandbox-Id") != "":
-		fmt.Fprintf(w, "plane %s", r.Header.Get("E2b-Sandbox-Id"))
 	case r.Method == http.MethodPost && r.URL.Path == "/sandboxes":
 		n.create(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/sandboxes":
@@ -77,6 +79,24 @@ func (n *stubNode) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
 	}
+}
+
+// plane answers the sandbox plane in the node's order: the sandbox is
+// looked up first (E2B's 502 when it is not here), the caller checked
+// after.
+func (n *stubNode) plane(w http.ResponseWriter, r *http.Request, id string) {
+	n.mu.Lock()
+	_, ok := n.sandboxes[id]
+	n.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "Sandbox not found", "code": 0})
+		return
+	}
+	if r.Header.Get("X-Access-Token") == "" {
+		writeJSON(w, http.StatusUnauthorized, wapi.Error{Code: 401, Message: "sandbox " + id + " needs its access token"})
+		return
+	}
+	fmt.Fprintf(w, "plane %s", id)
 }
 
 func (n *stubNode) create(w http.ResponseWriter, r *http.Request) {
