@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -64,6 +68,7 @@ func TestGatewayRouting(t *testing.T) {
 	t.Run("api keys are Secrets and authenticate", f.apiKeys)
 	t.Run("owner that does not answer is 502", f.ownerDown)
 	t.Run("no Ready node is 503", f.noReadyNode)
+	t.Run("Run serves from a kubeconfig and stops on cancel", f.runAndStop)
 }
 
 func (f *fleetTest) namespace(name string) {
@@ -447,5 +452,61 @@ func (f *fleetTest) noReadyNode(t *testing.T) {
 	res, body := f.call(gw, "GET", "/health", "", nil)
 	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"nodesReady":0,"nodesTotal":3`) {
 		t.Errorf("health: %d %s", res.StatusCode, body)
+	}
+}
+
+func (f *fleetTest) runAndStop(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	writeKubeconfig(t, f.env.Config, kubeconfig)
+	f.namespace("run")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	cfg := DefaultConfig()
+	cfg.Listen, cfg.Kubeconfig, cfg.Namespace = addr, kubeconfig, "run"
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	eventually(t, "the gateway serves /health", func() error {
+		res, err := http.Get("http://" + addr + "/health")
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		// This namespace has no Leases: serving, but no node is Ready.
+		if !strings.Contains(string(body), `"nodesReady":0`) {
+			return &routeErr{res.StatusCode, body}
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(shutdownGrace + 5*time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if _, err := http.Get("http://" + addr + "/health"); err == nil {
+		t.Fatal("still serving after Run returned")
+	}
+}
+
+// writeKubeconfig writes a kubeconfig file reaching the control plane as
+// rc does.
+func writeKubeconfig(t *testing.T, rc *rest.Config, path string) {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos["test"] = &clientcmdapi.AuthInfo{ClientCertificateData: rc.CertData, ClientKeyData: rc.KeyData, Token: rc.BearerToken}
+	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "test"}
+	cfg.CurrentContext = "test"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
 	}
 }
