@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -120,6 +121,26 @@ func (v *fleetView) Nodes(ctx context.Context) ([]Node, error) {
 	}
 	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// Node is one node by name; ok is false when there is no such WarrenNode.
+func (v *fleetView) Node(ctx context.Context, name string) (Node, bool, error) {
+	var wn warrenv1.WarrenNode
+	if err := v.cache.Get(ctx, client.ObjectKey{Name: name}, &wn, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Node{}, false, nil
+		}
+		return Node{}, false, fmt.Errorf("read WarrenNode %s: %w", name, err)
+	}
+	var lease coordinationv1.Lease
+	leasep := &lease
+	if err := v.cache.Get(ctx, client.ObjectKey{Namespace: v.namespace, Name: fleet.LeaseName(name)}, &lease, client.UnsafeDisableDeepCopy); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return Node{}, false, fmt.Errorf("read the Lease of node %s: %w", name, err)
+		}
+		leasep = nil
+	}
+	return nodeOf(&wn, leasep, v.now()), true, nil
 }
 
 // SandboxNode is the node a Sandbox object places sandbox id on; ok is

@@ -40,6 +40,7 @@ type Gateway struct {
 // fleetSource is what the gateway reads of the fleet (fleetView).
 type fleetSource interface {
 	Nodes(ctx context.Context) ([]Node, error)
+	Node(ctx context.Context, name string) (n Node, ok bool, err error)
 	SandboxNode(ctx context.Context, id string) (node string, ok bool, err error)
 }
 

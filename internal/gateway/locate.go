@@ -51,13 +51,9 @@ func snapshotKey(id string) string { return "snap/" + id }
 // /sandboxes/{id} with the caller's key, or, for the sandbox plane (tokens,
 // maybe no key), a credential-less plane request.
 func (g *Gateway) locateSandbox(ctx context.Context, r *http.Request, id string, plane bool) (Node, error) {
-	nodes, err := g.fleet.Nodes(ctx)
-	if err != nil {
-		return Node{}, err
-	}
 	if name, ok := g.memo.get(sandboxKey(id)); ok {
 		g.metrics.located.WithLabelValues("memo").Inc()
-		return owner(nodes, name, "sandbox "+id)
+		return g.owner(ctx, name, "sandbox "+id)
 	}
 	name, ok, err := g.fleet.SandboxNode(ctx, id)
 	if err != nil {
@@ -65,7 +61,11 @@ func (g *Gateway) locateSandbox(ctx context.Context, r *http.Request, id string,
 	}
 	if ok {
 		g.metrics.located.WithLabelValues("cache").Inc()
-		return owner(nodes, name, "sandbox "+id)
+		return g.owner(ctx, name, "sandbox "+id)
+	}
+	nodes, err := g.fleet.Nodes(ctx)
+	if err != nil {
+		return Node{}, err
 	}
 	q := recordProbe(r, "/sandboxes/"+url.PathEscape(id))
 	if plane {
@@ -81,13 +81,13 @@ func (g *Gateway) locateSandbox(ctx context.Context, r *http.Request, id string,
 // locateSnapshot finds the node holding snapshot id: the memo, else the
 // Ready node that answers GET /snapshots/{id}.
 func (g *Gateway) locateSnapshot(ctx context.Context, r *http.Request, id string) (Node, error) {
+	if name, ok := g.memo.get(snapshotKey(id)); ok {
+		g.metrics.located.WithLabelValues("memo").Inc()
+		return g.owner(ctx, name, "snapshot "+id)
+	}
 	nodes, err := g.fleet.Nodes(ctx)
 	if err != nil {
 		return Node{}, err
-	}
-	if name, ok := g.memo.get(snapshotKey(id)); ok {
-		g.metrics.located.WithLabelValues("memo").Inc()
-		return owner(nodes, name, "snapshot "+id)
 	}
 	n, err := g.probe(ctx, nodes, recordProbe(r, "/snapshots/"+url.PathEscape(id)), "snapshot "+id)
 	if err == nil {
@@ -96,18 +96,19 @@ func (g *Gateway) locateSnapshot(ctx context.Context, r *http.Request, id string
 	return n, err
 }
 
-// owner is node name among nodes, if it is Ready.
-func owner(nodes []Node, name, what string) (Node, error) {
-	for _, n := range nodes {
-		if n.Name != name {
-			continue
-		}
-		if !n.Ready {
-			return Node{}, fmt.Errorf("%s is on node %s, which is not Ready (its Lease expired or it reports not Ready): %w", what, name, errdefs.ErrUnavailable)
-		}
-		return n, nil
+// owner is node name, if it is Ready. One node is read, not the fleet: it
+// is on the path of every call about a sandbox.
+func (g *Gateway) owner(ctx context.Context, name, what string) (Node, error) {
+	n, ok, err := g.fleet.Node(ctx, name)
+	switch {
+	case err != nil:
+		return Node{}, err
+	case !ok:
+		return Node{}, fmt.Errorf("%s is on node %s, which the fleet does not know (no WarrenNode): %w", what, name, errdefs.ErrUnavailable)
+	case !n.Ready:
+		return Node{}, fmt.Errorf("%s is on node %s, which is not Ready (its Lease expired or it reports not Ready): %w", what, name, errdefs.ErrUnavailable)
 	}
-	return Node{}, fmt.Errorf("%s is on node %s, which the fleet does not know (no WarrenNode): %w", what, name, errdefs.ErrUnavailable)
+	return n, nil
 }
 
 // probe asks every Ready node at once whether it holds a record and takes
