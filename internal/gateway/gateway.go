@@ -217,6 +217,10 @@ func anyHasTemplate(nodes []Node, t string) bool {
 }
 
 // serveHealth answers the gateway's own health: its nodes, Ready of all.
+// It is 200 whenever the gateway serves, as the node's is, even with no
+// node Ready: a readiness probe on it must not take every replica out of
+// the Service while the nodes come up (requests then get 503 from the
+// gateway, which says why, rather than a refused connection).
 func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 	nodes, err := g.fleet.Nodes(r.Context())
 	if err != nil {
@@ -224,11 +228,10 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := Health{Status: "ok", GatewayID: g.cfg.GatewayID, NodesTotal: len(nodes), NodesReady: len(readyNodes(nodes))}
-	status := http.StatusOK
 	if h.NodesReady == 0 {
-		h.Status, status = "unavailable", http.StatusServiceUnavailable
+		h.Status = "unavailable"
 	}
-	writeJSON(w, status, h)
+	writeJSON(w, http.StatusOK, h)
 }
 
 // Health is the answer of the gateway's GET /health.
