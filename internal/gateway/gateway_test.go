@@ -198,6 +198,16 @@ func (f *fleetTest) createThenMemo(t *testing.T) {
 	if got := f.a.requests()[before:]; len(got) != 1 {
 		t.Fatalf("node a saw %v: want the one forwarded call, no probe", got)
 	}
+	// A fork is made on its parent's node, and memoised from the answer.
+	res, body = f.call(f.gw, "POST", "/sandboxes/asb1/fork", f.admin, wapi.NewSandbox{TemplateID: "base"})
+	if res.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.SandboxID != "asb2" {
+		t.Fatalf("fork: %d %s", res.StatusCode, body)
+	}
+	beforeA, beforeB := len(f.a.requests()), len(f.b.requests())
+	res, body = f.call(f.gw, "POST", "/sandboxes/asb2/pause", f.admin, nil)
+	if res.StatusCode != http.StatusOK || string(body) != "POST /sandboxes/asb2/pause" || len(f.a.requests()) != beforeA+1 || len(f.b.requests()) != beforeB {
+		t.Fatalf("the fork's next call: %d %s; a saw %v, b %v", res.StatusCode, body, f.a.requests()[beforeA:], f.b.requests()[beforeB:])
+	}
 }
 
 func (f *fleetTest) routedByCache(t *testing.T) {
@@ -314,7 +324,7 @@ func (f *fleetTest) listPaged(t *testing.T) {
 	if want := []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7"}; len(got) < 7 || !slices.Equal(got[:7], want) {
 		t.Fatalf("paged list %v: want %v first", got, want)
 	}
-	if !slices.Contains(got, "asb1") || !slices.Contains(got, "probedsb") || len(got) != 10 {
+	if !slices.Contains(got, "asb1") || !slices.Contains(got, "probedsb") || len(got) != 11 {
 		t.Fatalf("paged list %v: want every sandbox of both nodes once", got)
 	}
 	res, _ := f.call(f.gw, "GET", "/sandboxes?nextToken=p3", f.admin, nil)

@@ -72,6 +72,8 @@ func (n *stubNode) serve(w http.ResponseWriter, r *http.Request) {
 		n.list(w, r)
 	case r.Header.Get("Upgrade") == "warren-tcp":
 		n.echoTCP(w)
+	case r.Method == http.MethodPost && len(segs) == 3 && segs[2] == "fork":
+		n.create(w, r)
 	case len(segs) == 3 && segs[2] == "stream":
 		n.stream(w)
 	case r.Method == http.MethodGet && len(segs) == 2 && segs[0] == "sandboxes":
