@@ -39,6 +39,7 @@ func gatewayCmd() *cobra.Command {
 	f.StringVar(&cfg.Domain, "domain", cfg.Domain, "sandbox domain: Host <port>-<id>.<domain> reaches that port of that sandbox; the nodes must use the same (env WARREN_GATEWAY_DOMAIN, else WARREN_DOMAIN)")
 	f.IntVar(&cfg.PlacementSample, "placement-sample", cfg.PlacementSample, "nodes placement samples and compares per create, best of K (env WARREN_GATEWAY_PLACEMENT_SAMPLE)")
 	f.StringVar(&cfg.GatewayID, "gateway-id", cfg.GatewayID, "this replica's name in logs and /health (env WARREN_GATEWAY_ID; default <hostname>-<pid>)")
+	f.BoolVar(&cfg.Controllers, "controllers", cfg.Controllers, "run the fleet's controller loops under leader election (one replica acts): place Sandbox objects applied without a node, mark a lost node's sandboxes Lost (env WARREN_GATEWAY_CONTROLLERS)")
 	f.BoolVar(&debug, "debug", false, "log each request a node did not answer")
 	return cmd
 }

@@ -30,6 +30,10 @@ type Config struct {
 	// GatewayID names this replica in logs, /health and leases
 	// (WARREN_GATEWAY_ID; default <hostname>-<pid>).
 	GatewayID string
+	// Controllers runs the fleet's controller loops (placing Sandbox
+	// objects, marking lost nodes' sandboxes Lost) under leader election:
+	// one replica acts at a time (WARREN_GATEWAY_CONTROLLERS; default true).
+	Controllers bool
 
 	// envErr is a malformed environment variable, reported by Validate.
 	envErr error
@@ -43,6 +47,14 @@ func DefaultConfig() Config {
 		Kubeconfig:      os.Getenv("KUBECONFIG"),
 		Namespace:       fleet.DefaultNamespace,
 		PlacementSample: 3,
+		Controllers:     true,
+	}
+	if v := os.Getenv("WARREN_GATEWAY_CONTROLLERS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			c.envErr = fmt.Errorf("WARREN_GATEWAY_CONTROLLERS=%q is not true or false: %w", v, errdefs.ErrInvalid)
+		}
+		c.Controllers = b
 	}
 	if v := os.Getenv("WARREN_GATEWAY_LISTEN"); v != "" {
 		c.Listen = v

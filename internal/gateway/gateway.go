@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strconv"
 	"time"
 
@@ -180,15 +181,29 @@ func (g *Gateway) servePlaced(w http.ResponseWriter, r *http.Request, rt route, 
 		writeError(w, err)
 		return
 	}
+	var holder *Node
 	if req.Template != "" && !anyHasTemplate(nodes, req.Template) {
 		// Not a template any node lists: a create from a snapshot (E2B
-		// names snapshots as templates), which placement may keep near it.
+		// names snapshots as templates), which placement keeps near it.
 		req.FromSnapshot = req.Template
+		if h, err := g.locateSnapshot(r.Context(), r, req.FromSnapshot); err == nil {
+			holder = &h
+			nodes = slices.Clone(nodes)
+			for i := range nodes {
+				nodes[i].HoldsSnapshot = nodes[i].Name == h.Name
+			}
+		}
 	}
 	node, err := g.placer.Place(r.Context(), req, nodes)
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if holder != nil && node.Name != holder.Name {
+		if err := g.copySnapshot(r.Context(), r, req.FromSnapshot, *holder, node); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	g.forward(w, r, node, rt, func(id string) { g.memo.put(sandboxKey(id), node.Name) })
 }

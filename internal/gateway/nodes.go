@@ -25,6 +25,9 @@ type Node struct {
 	// Free memory in bytes (capacity - used); -1 when the node did not say.
 	FreeMemory int64
 	Sandboxes  int32
+	// HoldsSnapshot: the node holds the snapshot a create starts from (set
+	// for that create only, for placement's locality).
+	HoldsSnapshot bool
 
 	// The objects it was read from (Lease nil when there is none), for a
 	// Placer that weighs more than the fields above (controller.NodeFromKube

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/warrenhq/warren/internal/kube/controller"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 )
 
@@ -69,10 +70,35 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	defer ln.Close()
-	g, err := New(ctx, cfg, rc, log, nil)
+	if cfg.GatewayID == "" {
+		cfg.GatewayID = defaultGatewayID()
+	}
+	g, err := New(ctx, cfg, rc, log, NewFleetPlacer(cfg.PlacementSample))
 	if err != nil {
 		return err
 	}
+	var ctrl *controller.Controller
+	if cfg.Controllers {
+		if ctrl, err = controller.New(controller.Options{Config: rc, Namespace: cfg.Namespace, Identity: cfg.GatewayID,
+			Sample: cfg.PlacementSample, Log: log}); err != nil {
+			return err
+		}
+	}
+	ctrlDone := make(chan struct{})
+	ctrlCtx, stopCtrl := context.WithCancel(ctx)
+	// It gives up its election Lease before the gateway exits.
+	defer func() { stopCtrl(); <-ctrlDone }()
+	go func() {
+		defer close(ctrlDone)
+		if ctrl == nil {
+			return
+		}
+		// It campaigns again after a lost term; an error here is one it
+		// cannot recover from, and the gateway keeps routing.
+		if err := ctrl.Run(ctrlCtx); err != nil && ctrlCtx.Err() == nil {
+			log.Error("the fleet's controller stopped; this replica routes but no longer takes part in the election", "err", err)
+		}
+	}()
 	srv := &http.Server{Handler: g, ReadHeaderTimeout: 30 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
