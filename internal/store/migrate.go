@@ -212,6 +212,10 @@ var migrations = []string{
 	// 43: a sandbox's turns still in the pool, which archiving plans from
 	// (TurnWindow) without reading the archived rest of a long history.
 	`CREATE INDEX snapshots_ready_turns ON snapshots (sandbox_id, turn) WHERE kind = 'turn' AND state = 'ready'`,
+	// 44: where a key came from: '' made on this node, 'fleet' synced from
+	// the Kubernetes API server's key Secrets (node mode), which revokes it
+	// when its Secret goes.
+	`ALTER TABLE api_keys ADD COLUMN source TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.
