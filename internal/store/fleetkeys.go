@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -45,19 +44,18 @@ func (k FleetKey) Validate() error {
 // SyncFleetKeys makes the node's keys from the fleet exactly keys: each is
 // added or updated (and un-revoked) by id, and every earlier fleet key not
 // among them is revoked. Keys made on this node are left alone. A key that
-// is malformed or clashes with a local key (same id or hash) is skipped and
-// reported in the error, which the rest of the sync does not wait for.
-func (s *keyTable) SyncFleetKeys(ctx context.Context, keys []FleetKey) error {
-	var problems []error
+// is malformed or clashes with a local key (same id or hash) is skipped,
+// with why in skipped; err is a failure of the whole sync.
+func (s *keyTable) SyncFleetKeys(ctx context.Context, keys []FleetKey) (skipped []error, err error) {
 	now := toNanos(time.Now().UTC())
-	err := s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		had, err := fleetKeyIDs(ctx, tx)
 		if err != nil {
 			return err
 		}
 		for _, k := range keys {
 			if err := upsertFleetKey(ctx, tx, k, now); err != nil {
-				problems = append(problems, err)
+				skipped = append(skipped, err)
 				continue
 			}
 			delete(had, k.ID)
@@ -70,9 +68,9 @@ func (s *keyTable) SyncFleetKeys(ctx context.Context, keys []FleetKey) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return errors.Join(problems...)
+	return skipped, nil
 }
 
 // fleetKeyIDs returns the ids of the fleet keys not revoked.

@@ -28,15 +28,15 @@ func TestSyncFleetKeys(t *testing.T) {
 	}
 	a, aPlain := fleetKey(t, "keya", "t1")
 	b, bPlain := fleetKey(t, "keyb", "t2")
-	if err := s.SyncFleetKeys(ctx, []FleetKey{a, b}); err != nil {
-		t.Fatal(err)
+	if skipped, err := s.SyncFleetKeys(ctx, []FleetKey{a, b}); err != nil || skipped != nil {
+		t.Fatal(skipped, err)
 	}
 	if k, err := s.AuthenticateKey(ctx, aPlain); err != nil || k.Team != "t1" || k.ID != "keya" {
 		t.Fatalf("fleet key a: %+v %v", k, err)
 	}
 	// b leaves; a's team changes.
 	a.Team = "t3"
-	if err := s.SyncFleetKeys(ctx, []FleetKey{a}); err != nil {
+	if _, err := s.SyncFleetKeys(ctx, []FleetKey{a}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.AuthenticateKey(ctx, bPlain); !errors.Is(err, errdefs.ErrUnauthenticated) {
@@ -48,8 +48,8 @@ func TestSyncFleetKeys(t *testing.T) {
 	if _, err := s.AuthenticateKey(ctx, local); err != nil {
 		t.Fatalf("local key after a sync: %v", err)
 	}
-	if err := s.SyncFleetKeys(ctx, []FleetKey{a, b}); err != nil {
-		t.Fatal(err)
+	if skipped, err := s.SyncFleetKeys(ctx, []FleetKey{a, b}); err != nil || skipped != nil {
+		t.Fatal(skipped, err)
 	}
 	if _, err := s.AuthenticateKey(ctx, bPlain); err != nil {
 		t.Fatalf("fleet key b back: %v", err)
@@ -69,9 +69,9 @@ func TestSyncFleetKeysSkipsBadOnes(t *testing.T) {
 	clash, _ := fleetKey(t, local.ID, "t1")
 	bad, _ := fleetKey(t, "bad", "t1")
 	bad.Hash = "nothex"
-	err = s.SyncFleetKeys(ctx, []FleetKey{clash, bad, good})
-	if !errdefs.IsAlreadyExists(err) || !errdefs.IsInvalid(err) {
-		t.Fatalf("sync with a clash and a malformed key: %v", err)
+	skipped, err := s.SyncFleetKeys(ctx, []FleetKey{clash, bad, good})
+	if err != nil || len(skipped) != 2 || !errdefs.IsAlreadyExists(skipped[0]) || !errdefs.IsInvalid(skipped[1]) {
+		t.Fatalf("sync with a clash and a malformed key: %v %v", skipped, err)
 	}
 	if _, err := s.AuthenticateKey(ctx, goodPlain); err != nil {
 		t.Fatalf("the good key: %v", err)
