@@ -6,7 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,6 +153,16 @@ func fleetAppliedSandbox(t *testing.T, ctx context.Context, n *fleetNode) {
 	if err != nil || detail.Metadata["purpose"] != "e2e" {
 		t.Fatalf("the sandbox: %+v %v", detail, err)
 	}
+	// A restarted daemon finds the sandbox it made for the object rather
+	// than making a second one.
+	n.stop(syscall.SIGTERM)
+	n.start()
+	time.Sleep(3 * time.Second)
+	c = n.client()
+	listed, _, err := c.Sandboxes.List(ctx, client.ListOptions{})
+	if err != nil || len(listed) != 1 || listed[0].SandboxID != id {
+		t.Fatalf("sandboxes after a restart: %+v %v", listed, err)
+	}
 	if err := n.env.Client.Delete(ctx, &o); err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +195,35 @@ func fleetKeySecret(t *testing.T, ctx context.Context, n *fleetNode) {
 		_, _, err := c.Sandboxes.List(ctx, client.ListOptions{})
 		return err == nil
 	})
+}
+
+// A wrong --cluster, or an API server that does not answer at start, stops
+// warren serve with an error that says so.
+func TestFleetNodeStartErrors(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	unreachable := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {}}]
+current-context: c
+`
+	if err := os.WriteFile(kubeconfig, []byte(unreachable), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster", "nomad"}, "--cluster \"nomad\": want kubernetes"},
+		{[]string{"--cluster", "kubernetes", "--kubeconfig", kubeconfig, "--node-name", "n1"}, "reach the Kubernetes API server"},
+	} {
+		d := newDaemon(t, c.args...)
+		if err := d.launch(); err == nil {
+			t.Fatalf("%v: the daemon started", c.args)
+		}
+		if !strings.Contains(d.log.String(), c.want) {
+			t.Errorf("%v: the daemon's error does not say %q:\n%s", c.args, c.want, d.log)
+		}
+	}
 }
