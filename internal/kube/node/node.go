@@ -84,6 +84,9 @@ const (
 	// without a renewal; it is renewed every third of that.
 	DefaultLeaseDuration = 15 * time.Second
 	startTimeout         = 15 * time.Second
+	// The least time between two passes a nudge starts.
+	sandboxGap = 100 * time.Millisecond
+	statusGap  = time.Second
 )
 
 // Node runs node mode's loops until Close.
@@ -131,10 +134,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = stop
-	n.run(runCtx, "lease", cfg.LeaseDuration/3, nil, n.renewLease)
-	n.run(runCtx, "node status", cfg.StatusEvery, n.status, n.publishNode)
-	n.run(runCtx, "sandbox objects", cfg.SandboxEvery, n.sandbox, n.syncSandboxes)
-	n.run(runCtx, "api keys", cfg.KeyEvery, nil, n.syncKeys)
+	n.run(runCtx, "lease", cfg.LeaseDuration/3, 0, nil, n.renewLease)
+	n.run(runCtx, "node status", cfg.StatusEvery, statusGap, n.status, n.publishNode)
+	n.run(runCtx, "sandbox objects", cfg.SandboxEvery, sandboxGap, n.sandbox, n.syncSandboxes)
+	n.run(runCtx, "api keys", cfg.KeyEvery, 0, nil, n.syncKeys)
 	n.log.Info("node mode started", "node", cfg.Node, "namespace", cfg.Namespace, "endpoint", cfg.Endpoint)
 	return n, nil
 }
@@ -158,10 +161,11 @@ func (n *Node) Close() {
 	n.creates.wait()
 }
 
-// run calls step now, then every period and on each nudge, until ctx ends.
-// A failure is logged when it starts and when it ends, not on every retry
-// of an outage.
-func (n *Node) run(ctx context.Context, what string, period time.Duration, nudge <-chan struct{}, step func(context.Context) error) {
+// run calls step now, then every period and on each nudge (but not
+// sooner than minGap after the last call, so a burst of sandbox events
+// makes a few writes, not one each), until ctx ends. A failure is logged
+// when it starts and when it ends, not on every retry of an outage.
+func (n *Node) run(ctx context.Context, what string, period, minGap time.Duration, nudge <-chan struct{}, step func(context.Context) error) {
 	n.loops.Add(1)
 	go func() {
 		defer n.loops.Done()
@@ -169,6 +173,7 @@ func (n *Node) run(ctx context.Context, what string, period time.Duration, nudge
 		defer tick.Stop()
 		failing := false
 		for {
+			last := time.Now()
 			err := step(ctx)
 			switch {
 			case ctx.Err() != nil:
@@ -186,9 +191,27 @@ func (n *Node) run(ctx context.Context, what string, period time.Duration, nudge
 				return
 			case <-tick.C:
 			case <-nudge:
+				if !sleep(ctx, minGap-time.Since(last)) {
+					return
+				}
 			}
 		}
 	}()
+}
+
+// sleep waits d (nothing if d ≤ 0); false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // inflight holds the Sandbox objects whose sandbox is being created, so
