@@ -39,6 +39,8 @@ func (d *Daemon) startCluster(ctx context.Context, addr string) error {
 		Keys:          d.Store,
 		Reporter:      d.nodeReport(),
 		Log:           d.log,
+		Pools:         d.Sessions,
+		BasePools:     sessionPools(d.cfg),
 	})
 	if err != nil {
 		return fmt.Errorf("%w (API server %s)", err, restCfg.Host)

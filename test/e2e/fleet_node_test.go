@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"path/filepath"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,6 +86,32 @@ func TestFleetNode(t *testing.T) {
 	t.Run("api sandbox", func(t *testing.T) { fleetAPISandbox(t, ctx, n) })
 	t.Run("applied object", func(t *testing.T) { fleetAppliedSandbox(t, ctx, n) })
 	t.Run("key secret", func(t *testing.T) { fleetKeySecret(t, ctx, n) })
+	t.Run("sandbox pool", func(t *testing.T) { fleetSandboxPool(t, ctx, n) })
+}
+
+// A SandboxPool object gives the node a warm pool: it fills, the node
+// writes its line in the pool's status, and a create is served from it.
+func fleetSandboxPool(t *testing.T, ctx context.Context, n *fleetNode) {
+	sp := warrenv1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "bb", Namespace: fleet.DefaultNamespace},
+		Spec: warrenv1.SandboxPoolSpec{Template: "bb", MinPerNode: 1}}
+	if err := n.env.Client.Create(ctx, &sp); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: fleet.DefaultNamespace, Name: "bb"}
+	waitFor(t, 30*time.Second, "the pool's status line of the node, one ready", func() bool {
+		if err := n.env.Client.Get(ctx, key, &sp); err != nil {
+			t.Fatal(err)
+		}
+		return len(sp.Status.Nodes) == 1 && sp.Status.Nodes[0].Node == n.name && sp.Status.Nodes[0].Ready == 1
+	})
+	c := n.client()
+	if _, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"}); err != nil {
+		t.Fatal(err)
+	}
+	pools, err := c.Pools.List(ctx)
+	if err != nil || len(pools) != 1 || pools[0].TemplateID != "bb" || pools[0].Hits != 1 {
+		t.Fatalf("pools %+v %v", pools, err)
+	}
 }
 
 // A sandbox made through the API gets its object (Running, labelled, with

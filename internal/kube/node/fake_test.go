@@ -93,3 +93,31 @@ func (fakeReporter) Report(context.Context) (node.Report, error) {
 		Runtimes: []string{"native"}, Templates: []string{"bb"},
 	}, nil
 }
+
+// fakePools records the pools set and reports each as ready to its Min.
+type fakePools struct {
+	mu  sync.Mutex
+	set []session.PoolConfig
+}
+
+func (f *fakePools) SetPools(_ context.Context, cfgs []session.PoolConfig) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.set = cfgs
+}
+
+func (f *fakePools) PoolStats() []session.PoolStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []session.PoolStats
+	for _, c := range f.set {
+		out = append(out, session.PoolStats{Template: c.Template, Network: c.Network, Min: c.Min, Ready: c.Min})
+	}
+	return out
+}
+
+func (f *fakePools) current() []session.PoolConfig {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.set
+}

@@ -69,9 +69,13 @@ type Config struct {
 	Keys          Keys
 	Reporter      Reporter
 	Log           *slog.Logger
+	// Pools, if set, follows the fleet's SandboxPool objects with the
+	// node's warm pools, on top of BasePools (its --pool flags).
+	Pools     Pools
+	BasePools []session.PoolConfig
 
 	// The loops' periods; zero: the defaults below (tests shorten them).
-	SandboxEvery, StatusEvery, KeyEvery time.Duration
+	SandboxEvery, StatusEvery, KeyEvery, PoolEvery time.Duration
 }
 
 // Default periods. Sandbox objects follow their sandboxes within about a
@@ -80,6 +84,7 @@ const (
 	DefaultSandboxEvery = time.Second
 	DefaultStatusEvery  = 10 * time.Second
 	DefaultKeyEvery     = 2 * time.Second
+	DefaultPoolEvery    = 5 * time.Second
 	// DefaultLeaseDuration is how long the Lease says the node lives
 	// without a renewal; it is renewed every third of that.
 	DefaultLeaseDuration = 15 * time.Second
@@ -100,6 +105,8 @@ type Node struct {
 	creates *inflight
 	// keysSkipped is why the last key sync skipped Secrets (its loop only).
 	keysSkipped string
+	// pools are the warm pools last set (the pool loop only).
+	pools []session.PoolConfig
 }
 
 // Start checks that the API server answers (renewing the Lease and making
@@ -115,6 +122,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.KeyEvery <= 0 {
 		cfg.KeyEvery = DefaultKeyEvery
+	}
+	if cfg.PoolEvery <= 0 {
+		cfg.PoolEvery = DefaultPoolEvery
 	}
 	if cfg.LeaseDuration <= 0 {
 		cfg.LeaseDuration = DefaultLeaseDuration
@@ -138,6 +148,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.run(runCtx, "node status", cfg.StatusEvery, statusGap, n.status, n.publishNode)
 	n.run(runCtx, "sandbox objects", cfg.SandboxEvery, sandboxGap, n.sandbox, n.syncSandboxes)
 	n.run(runCtx, "api keys", cfg.KeyEvery, 0, nil, n.syncKeys)
+	if cfg.Pools != nil {
+		n.run(runCtx, "sandbox pools", cfg.PoolEvery, 0, nil, n.syncPools)
+	}
 	n.log.Info("node mode started", "node", cfg.Node, "namespace", cfg.Namespace, "endpoint", cfg.Endpoint)
 	return n, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/kube/kubetest"
 	"github.com/warrenhq/warren/internal/kube/node"
+	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -306,4 +307,39 @@ func TestUnreachableAtStart(t *testing.T) {
 		t.Fatal("started without an API server")
 	}
 	t.Log(err)
+}
+
+// A SandboxPool becomes a warm pool of the node, on top of its --pool
+// flags, and the node writes its line in the pool's status; a pool whose
+// selector stops taking the node goes.
+func TestSandboxPools(t *testing.T) {
+	f := newFixture(t, "pools")
+	pools := &fakePools{}
+	f.cfg.Pools, f.cfg.PoolEvery = pools, 100*time.Millisecond
+	f.cfg.BasePools = []session.PoolConfig{{Template: "base", Min: 1}}
+	f.start()
+	ctx := context.Background()
+	sp := warrenv1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "bb", Namespace: f.ns},
+		Spec: warrenv1.SandboxPoolSpec{Template: "bb", MinPerNode: 2}}
+	if err := f.c.Create(ctx, &sp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pool set and its status line written", func() bool {
+		if err := f.c.Get(ctx, f.key("bb"), &sp); err != nil {
+			t.Fatal(err)
+		}
+		set := pools.current()
+		return len(set) == 2 && set[1].Template == "bb" && set[1].Min == 2 &&
+			len(sp.Status.Nodes) == 1 && sp.Status.Nodes[0].Node == f.name && sp.Status.Nodes[0].Ready == 2 && sp.Status.Ready == 2
+	})
+	sp.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "elsewhere"}}
+	if err := f.c.Update(ctx, &sp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pool gone from the node and its line removed", func() bool {
+		if err := f.c.Get(ctx, f.key("bb"), &sp); err != nil {
+			t.Fatal(err)
+		}
+		return len(pools.current()) == 1 && len(sp.Status.Nodes) == 0
+	})
 }

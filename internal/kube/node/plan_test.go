@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/internal/kube/fleet"
+	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -200,5 +202,46 @@ func TestNodeStatus(t *testing.T) {
 		st.Snapshots.Count != 3 || st.Endpoint != "http://n1" || st.LastHeartbeat == nil || len(st.Conditions) != 1 ||
 		st.Conditions[0].Status != metav1.ConditionTrue {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// A node keeps its --pool pools and adds the SandboxPools that select it,
+// the first of each template and network.
+func TestPoolConfigs(t *testing.T) {
+	base := []session.PoolConfig{{Template: "base", Min: 1}}
+	ttl := metav1.Duration{Duration: time.Minute}
+	pools := []warrenv1.SandboxPool{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: warrenv1.SandboxPoolSpec{Template: "bb", MinPerNode: 2, MaxPerNode: 4, TTL: &ttl}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "dup"}, Spec: warrenv1.SandboxPoolSpec{Template: "bb", MinPerNode: 9}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "flag"}, Spec: warrenv1.SandboxPoolSpec{Template: "base", MinPerNode: 9}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "net"}, Spec: warrenv1.SandboxPoolSpec{Template: "bb", MinPerNode: 1, Network: true,
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}, Spec: warrenv1.SandboxPoolSpec{Template: "py", MinPerNode: 1,
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "b"}}}},
+	}
+	got, selected := poolConfigs(base, pools, map[string]string{"zone": "a"})
+	want := []session.PoolConfig{{Template: "base", Min: 1}, {Template: "bb", Min: 2, Max: 4, TTL: time.Minute}, {Template: "bb", Min: 1, Network: true}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("pools %+v", got)
+	}
+	if len(selected) != 2 || !selected["a"] || !selected["net"] {
+		t.Fatalf("selected %v", selected)
+	}
+}
+
+// The node's line in a pool's status is added, updated, removed, and left
+// alone when nothing changed.
+func TestNodeLines(t *testing.T) {
+	other := warrenv1.SandboxPoolNodeStatus{Node: "z", Ready: 1}
+	lines, changed := nodeLines([]warrenv1.SandboxPoolNodeStatus{other}, "n1", &session.PoolStats{Ready: 2, Hits: 3})
+	if !changed || len(lines) != 2 || lines[0].Node != "n1" || lines[0].Ready != 2 || lines[0].Hits != 3 {
+		t.Fatalf("added: %+v", lines)
+	}
+	if _, changed := nodeLines(lines, "n1", &session.PoolStats{Ready: 2, Hits: 3}); changed {
+		t.Fatal("unchanged line reported as changed")
+	}
+	lines, changed = nodeLines(lines, "n1", nil)
+	if !changed || len(lines) != 1 || lines[0].Node != "z" {
+		t.Fatalf("removed: %+v", lines)
 	}
 }
