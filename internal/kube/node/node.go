@@ -89,6 +89,7 @@ const (
 	// without a renewal; it is renewed every third of that.
 	DefaultLeaseDuration = 15 * time.Second
 	startTimeout         = 15 * time.Second
+	stopTimeout          = 2 * time.Second
 	// The least time between two passes a nudge starts.
 	sandboxGap = 100 * time.Millisecond
 	statusGap  = time.Second
@@ -96,13 +97,15 @@ const (
 
 // Node runs node mode's loops until Close.
 type Node struct {
-	cfg     Config
-	log     *slog.Logger
-	cancel  context.CancelFunc
-	loops   sync.WaitGroup
-	sandbox chan struct{} // nudges the sandbox sync
-	status  chan struct{} // nudges the WarrenNode status
-	creates *inflight
+	cfg    Config
+	log    *slog.Logger
+	cancel context.CancelFunc
+	// closeOnce: Close may be called more than once (a test, the daemon).
+	closeOnce sync.Once
+	loops     sync.WaitGroup
+	sandbox   chan struct{} // nudges the sandbox sync
+	status    chan struct{} // nudges the WarrenNode status
+	creates   *inflight
 	// keysSkipped is why the last key sync skipped Secrets (its loop only).
 	keysSkipped string
 	// pools are the warm pools last set (the pool loop only).
@@ -166,12 +169,21 @@ func (n *Node) Nudge() {
 	}
 }
 
-// Close stops the loops and waits for them and for creates in flight.
-// Objects and sandboxes stay as they are.
+// Close stops the loops and waits for them and for creates in flight,
+// then marks the WarrenNode not Ready (its API no longer serves) if the API
+// server answers within a moment. Sandboxes and their objects stay as they
+// are: the next start takes them up again.
 func (n *Node) Close() {
-	n.cancel()
-	n.loops.Wait()
-	n.creates.wait()
+	n.closeOnce.Do(func() {
+		n.cancel()
+		n.loops.Wait()
+		n.creates.wait()
+		ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+		defer cancel()
+		if err := n.markStopped(ctx); err != nil {
+			n.log.Warn("node mode: could not mark the WarrenNode not Ready", "err", err)
+		}
+	})
 }
 
 // run calls step now, then every period and on each nudge (but not

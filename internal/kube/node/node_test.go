@@ -112,7 +112,7 @@ func (f *fixture) sandbox(name string) (warrenv1.Sandbox, bool) {
 // admin key Secret is made and its key authenticates at the node.
 func TestLeaseNodeAndAdminKey(t *testing.T) {
 	f := newFixture(t, "lease-node")
-	f.start()
+	n := f.start()
 	ctx := context.Background()
 	var lease coordinationv1.Lease
 	if err := f.c.Get(ctx, f.key(fleet.LeaseName(f.name)), &lease); err != nil {
@@ -146,6 +146,14 @@ func TestLeaseNodeAndAdminKey(t *testing.T) {
 		k, err := f.keys.AuthenticateKey(ctx, plain)
 		return err == nil && k.Team == fleet.AdminTeam
 	})
+	// A node that stops says so.
+	n.Close()
+	if err := f.c.Get(ctx, types.NamespacedName{Name: f.name}, &wn); err != nil {
+		t.Fatal(err)
+	}
+	if c := wn.Status.Conditions; len(c) != 1 || c[0].Status != metav1.ConditionFalse || c[0].Reason != "Stopped" {
+		t.Fatalf("conditions after Close: %+v", c)
+	}
 }
 
 // A key Secret authenticates at the node while it exists.

@@ -66,3 +66,19 @@ func resources(r Resources) warrenv1.NodeResources {
 		Sandboxes: r.Sandboxes,
 	}
 }
+
+// markStopped says on the WarrenNode that the node no longer serves.
+func (n *Node) markStopped(ctx context.Context) error {
+	var wn warrenv1.WarrenNode
+	if err := n.cfg.Client.Get(ctx, objectKey("", n.cfg.Node), &wn); err != nil {
+		return fmt.Errorf("WarrenNode %s: %w", n.cfg.Node, err)
+	}
+	meta.SetStatusCondition(&wn.Status.Conditions, metav1.Condition{
+		Type: warrenv1.NodeReady, Status: metav1.ConditionFalse, Reason: "Stopped",
+		Message: "warren serve stopped; its sandboxes are left as they were",
+	})
+	if err := n.cfg.Client.Status().Update(ctx, &wn); err != nil {
+		return fmt.Errorf("WarrenNode %s status: %w", n.cfg.Node, err)
+	}
+	return nil
+}
