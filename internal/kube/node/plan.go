@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
@@ -70,15 +71,16 @@ func planSync(node string, objs []warrenv1.Sandbox, recs []store.Sandbox, creati
 	}
 	matched := map[string]bool{}
 	for _, rec := range recs {
-		var obj *warrenv1.Sandbox
-		if uid := rec.Metadata[MetaObjectUID]; uid != "" {
-			if obj = byUID[uid]; obj == nil {
-				p.kill = append(p.kill, killing{Record: rec})
+		obj, claims := claimedObject(rec, byUID)
+		if claims && obj == nil {
+			p.kill = append(p.kill, killing{Record: rec})
+			continue
+		}
+		if obj == nil {
+			if obj = byID[rec.ID]; obj == nil {
+				p.publish = append(p.publish, publication{Record: rec})
 				continue
 			}
-		} else if obj = byID[rec.ID]; obj == nil {
-			p.publish = append(p.publish, publication{Record: rec})
-			continue
 		}
 		matched[string(obj.UID)] = true
 		if obj.DeletionTimestamp != nil {
@@ -104,6 +106,31 @@ func planSync(node string, objs []warrenv1.Sandbox, recs []store.Sandbox, creati
 		}
 	}
 	return p
+}
+
+// claimedObject is the object a sandbox was made for, found by the uid in
+// its metadata (claims: it names one; obj nil: that object is gone). The
+// metadata of an API create is the caller's to write, so a sandbox claims
+// an object only if its team is the object's: a caller cannot pass its
+// sandbox off as another team's object.
+func claimedObject(rec store.Sandbox, byUID map[string]*warrenv1.Sandbox) (obj *warrenv1.Sandbox, claims bool) {
+	uid := rec.Metadata[MetaObjectUID]
+	if uid == "" {
+		return nil, false
+	}
+	obj = byUID[uid]
+	if obj != nil && teamOf(*obj) != rec.Team {
+		return nil, false
+	}
+	return obj, true
+}
+
+// teamOf is the team a Sandbox object's sandbox belongs to.
+func teamOf(o warrenv1.Sandbox) string {
+	if t := o.Labels[fleet.LabelTeam]; t != "" {
+		return t
+	}
+	return fleet.AdminTeam
 }
 
 // sandboxIDOf is the sandbox an object stands for ("" = none made yet).
@@ -141,9 +168,10 @@ func phaseOf(st store.SandboxState) warrenv1.SandboxPhase {
 	return warrenv1.SandboxPending
 }
 
-// originOf says who made the object of a record.
-func originOf(rec store.Sandbox) string {
-	if rec.Metadata[MetaObjectUID] != "" {
+// originOf says who made the object (uid; "" for one the node is about to
+// make) of a record.
+func originOf(rec store.Sandbox, uid types.UID) string {
+	if uid != "" && rec.Metadata[MetaObjectUID] == string(uid) {
 		return fleet.OriginKube
 	}
 	return fleet.OriginAPI
@@ -152,7 +180,7 @@ func originOf(rec store.Sandbox) string {
 // desiredLabels are the labels of a record's object: old's, with warren's
 // set. A value Kubernetes would refuse (a team or template name ending in
 // '-', say) is left out rather than failing the object.
-func desiredLabels(old map[string]string, node string, rec store.Sandbox) map[string]string {
+func desiredLabels(old map[string]string, node string, rec store.Sandbox, uid types.UID) map[string]string {
 	out := maps.Clone(old)
 	if out == nil {
 		out = map[string]string{}
@@ -162,7 +190,7 @@ func desiredLabels(old map[string]string, node string, rec store.Sandbox) map[st
 		fleet.LabelSandboxID: rec.ID,
 		fleet.LabelTeam:      rec.Team,
 		fleet.LabelTemplate:  rec.Template,
-		fleet.LabelOrigin:    originOf(rec),
+		fleet.LabelOrigin:    originOf(rec, uid),
 	} {
 		if len(validation.IsValidLabelValue(v)) == 0 {
 			out[k] = v
@@ -178,7 +206,7 @@ func newObject(namespace, node string, rec store.Sandbox) warrenv1.Sandbox {
 	o := warrenv1.Sandbox{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: rec.ID, Namespace: namespace,
-			Labels:     desiredLabels(nil, node, rec),
+			Labels:     desiredLabels(nil, node, rec, ""),
 			Finalizers: []string{fleet.Finalizer},
 		},
 		Spec: warrenv1.SandboxSpec{

@@ -41,14 +41,14 @@ func TestPlanSync(t *testing.T) {
 	mine := map[string]string{fleet.LabelNode: "n1"}
 	kubeMD := map[string]string{MetaObjectUID: "u-kube"}
 	objs := []warrenv1.Sandbox{
-		obj("a", "u-a", mine, "a"),                   // published, running
-		obj("gone", "u-gone", mine, "gone"),          // its sandbox was destroyed: released
-		obj("other", "u-other", nil, "other"),        // not labelled as ours: left alone
-		obj("new", "u-new", nil, ""),                 // kubectl-made: started
-		obj("kube", "u-kube", nil, ""),               // its sandbox exists (uid): published, not started again
-		deleting(obj("del", "u-del", mine, "del")),   // deleted: its sandbox killed
-		deleting(obj("delnew", "u-delnew", nil, "")), // deleted before a sandbox: released
-		obj("busy", "u-busy", nil, ""),               // a create in flight: left alone
+		obj("a", "u-a", mine, "a"),                                          // published, running
+		obj("gone", "u-gone", mine, "gone"),                                 // its sandbox was destroyed: released
+		obj("other", "u-other", nil, "other"),                               // not labelled as ours: left alone
+		obj("new", "u-new", nil, ""),                                        // kubectl-made: started
+		obj("kube", "u-kube", map[string]string{fleet.LabelTeam: "t1"}, ""), // its sandbox exists (uid): published, not started again
+		deleting(obj("del", "u-del", mine, "del")),                          // deleted: its sandbox killed
+		deleting(obj("delnew", "u-delnew", nil, "")),                        // deleted before a sandbox: released
+		obj("busy", "u-busy", nil, ""),                                      // a create in flight: left alone
 	}
 	failed := obj("failed", "u-failed", nil, "")
 	failed.Status.Phase, failed.Status.ObservedGeneration = warrenv1.SandboxFailed, 1
@@ -62,13 +62,18 @@ func TestPlanSync(t *testing.T) {
 		rec("del", store.StatePaused, nil),                                                // object being deleted
 		rec("orphan", store.StateRunning, map[string]string{MetaObjectUID: "u-vanished"}), // its object is gone: killed
 	}
+	// Another team's sandbox naming the object in its metadata is not the
+	// object's: it gets an object of its own.
+	spoof := rec("spoof", store.StateRunning, kubeMD)
+	spoof.Team = "t2"
+	recs = append(recs, spoof)
 	p := planSync("n1", objs, recs, func(uid string) bool { return uid == "u-busy" })
 
 	pub := map[string]string{}
 	for _, x := range p.publish {
 		pub[x.Record.ID] = x.Object.Name
 	}
-	if len(pub) != 3 || pub["a"] != "a" || pub["fresh"] != "" || pub["k2"] != "kube" {
+	if len(pub) != 4 || pub["a"] != "a" || pub["fresh"] != "" || pub["k2"] != "kube" || pub["spoof"] != "" {
 		t.Errorf("publish: %v", pub)
 	}
 	var started []string

@@ -4,7 +4,6 @@ import (
 	"maps"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
-	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/session"
 )
@@ -16,13 +15,10 @@ import (
 func createRequest(o warrenv1.Sandbox) session.CreateRequest {
 	s := o.Spec
 	req := session.CreateRequest{
-		Team:     o.Labels[fleet.LabelTeam],
+		Team:     teamOf(o),
 		Template: s.Template,
 		Runtime:  s.Runtime,
 		Metadata: maps.Clone(s.Metadata),
-	}
-	if req.Team == "" {
-		req.Team = fleet.AdminTeam
 	}
 	// A create's template may name a snapshot: the sandbox is then made
 	// from it (session.Create).

@@ -57,7 +57,7 @@ func (n *Node) publish(ctx context.Context, pub publication) error {
 		if err := n.cfg.Client.Create(ctx, &o); err != nil {
 			return fmt.Errorf("create Sandbox object %s: %w", o.Name, err)
 		}
-	} else if want := desiredLabels(o.Labels, n.cfg.Node, pub.Record); !maps.Equal(want, o.Labels) || !controllerutil.ContainsFinalizer(&o, fleet.Finalizer) {
+	} else if want := desiredLabels(o.Labels, n.cfg.Node, pub.Record, o.UID); !maps.Equal(want, o.Labels) || !controllerutil.ContainsFinalizer(&o, fleet.Finalizer) {
 		before := o.DeepCopy()
 		o.Labels = want
 		controllerutil.AddFinalizer(&o, fleet.Finalizer)
