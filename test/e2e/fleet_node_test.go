@@ -122,12 +122,14 @@ func fleetAPISandbox(t *testing.T, ctx context.Context, n *fleetNode) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	created := time.Now()
 	var o warrenv1.Sandbox
 	waitFor(t, 20*time.Second, "the sandbox's object, Running", func() bool {
 		var ok bool
 		o, ok = n.sandboxObject(t, sb.SandboxID)
 		return ok && o.Status.Phase == warrenv1.SandboxRunning
 	})
+	t.Logf("the object was Running %s after the create answered", time.Since(created).Round(time.Millisecond))
 	if o.Labels[fleet.LabelNode] != n.name || o.Labels[fleet.LabelSandboxID] != sb.SandboxID || o.Labels[fleet.LabelTeam] != "admin" ||
 		o.Labels[fleet.LabelOrigin] != fleet.OriginAPI || o.Labels[fleet.LabelTemplate] != "bb" ||
 		len(o.Finalizers) != 1 || o.Finalizers[0] != fleet.Finalizer || o.Status.Endpoint != "http://"+n.addr {
@@ -143,10 +145,12 @@ func fleetAPISandbox(t *testing.T, ctx context.Context, n *fleetNode) {
 	if err := c.Sandboxes.Delete(ctx, sb.SandboxID); err != nil {
 		t.Fatal(err)
 	}
+	killed := time.Now()
 	waitFor(t, 20*time.Second, "the object gone", func() bool {
 		_, ok := n.sandboxObject(t, sb.SandboxID)
 		return !ok
 	})
+	t.Logf("the object was gone %s after the kill answered", time.Since(killed).Round(time.Millisecond))
 }
 
 // A Sandbox object applied with spec.nodeName runs a real sandbox that
@@ -159,10 +163,12 @@ func fleetAppliedSandbox(t *testing.T, ctx context.Context, n *fleetNode) {
 	if err := n.env.Client.Create(ctx, &o); err != nil {
 		t.Fatal(err)
 	}
+	applied := time.Now()
 	waitFor(t, 30*time.Second, "the applied object Running", func() bool {
 		o, _ = n.sandboxObject(t, "applied")
 		return o.Status.Phase == warrenv1.SandboxRunning && o.Status.SandboxID != ""
 	})
+	t.Logf("the applied object was Running %s after it was made", time.Since(applied).Round(time.Millisecond))
 	id := o.Status.SandboxID
 	if o.Labels[fleet.LabelOrigin] != fleet.OriginKube || o.Labels[fleet.LabelSandboxID] != id || len(o.Finalizers) != 1 {
 		t.Fatalf("object %+v", o.ObjectMeta)
