@@ -150,6 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.run(runCtx, "lease", cfg.LeaseDuration/3, 0, nil, n.renewLease)
 	n.run(runCtx, "node status", cfg.StatusEvery, statusGap, n.status, n.publishNode)
 	n.run(runCtx, "sandbox objects", cfg.SandboxEvery, sandboxGap, n.sandbox, n.syncSandboxes)
+	n.watchSandboxes(runCtx)
 	n.run(runCtx, "api keys", cfg.KeyEvery, 0, nil, n.syncKeys)
 	if cfg.Pools != nil {
 		n.run(runCtx, "sandbox pools", cfg.PoolEvery, 0, nil, n.syncPools)

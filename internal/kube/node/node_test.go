@@ -351,3 +351,25 @@ func TestSandboxPools(t *testing.T) {
 		return len(pools.current()) == 1 && len(sp.Status.Nodes) == 0
 	})
 }
+
+// With a watching client an applied object is run without waiting for a
+// poll (here the poll is an hour away).
+func TestWatchNudgesTheSync(t *testing.T) {
+	f := newFixture(t, "watch")
+	wc, err := client.NewWithWatch(shared.Config, client.Options{Scheme: shared.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cfg.Client, f.cfg.SandboxEvery = wc, time.Hour
+	f.start()
+	time.Sleep(200 * time.Millisecond) // the first pass, before the object exists
+	o := warrenv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: f.ns},
+		Spec: warrenv1.SandboxSpec{Template: "bb", NodeName: f.name}}
+	if err := f.c.Create(context.Background(), &o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the watched object Running", func() bool {
+		o, _ = f.sandbox("watched")
+		return o.Status.Phase == warrenv1.SandboxRunning
+	})
+}
