@@ -113,15 +113,9 @@ func (r *reporter) Report(ctx context.Context) (node.Report, error) {
 	for _, t := range tmpls {
 		rep.Templates = append(rep.Templates, t.Name)
 	}
-	snaps, err := r.store.ListSnapshots(ctx, store.SnapshotFilter{States: []store.SnapshotState{store.SnapshotReady, store.SnapshotArchived}})
+	rep.SnapshotCount, rep.SnapshotBytes, err = r.store.SnapshotTotals(ctx)
 	if err != nil {
 		return rep, err
-	}
-	rep.SnapshotCount = int64(len(snaps))
-	for _, s := range snaps {
-		if s.ExclusiveBytes > 0 {
-			rep.SnapshotBytes += s.ExclusiveBytes
-		}
 	}
 	return rep, nil
 }
