@@ -120,7 +120,9 @@ func (n *Node) startSandbox(ctx context.Context, o warrenv1.Sandbox) {
 			return
 		}
 	}
-	rec, err := n.cfg.Sandboxes.Create(ctx, createRequest(o))
+	// A create that has begun finishes even if the node is stopping (Close
+	// waits for it): cut short, it would leave a failed sandbox behind.
+	rec, err := n.cfg.Sandboxes.Create(context.WithoutCancel(ctx), createRequest(o))
 	if err != nil {
 		n.log.Warn("node mode: could not create the sandbox of a Sandbox object", "object", o.Name, "err", err)
 		if err := n.writeFailed(ctx, o, err); err != nil {
