@@ -523,3 +523,16 @@ func (s *snapshotTable) TurnWindow(ctx context.Context, sandboxID string, keep i
 		ORDER BY turn`, sandboxID, sandboxID, sandboxID)
 	return w, err
 }
+
+// SnapshotTotals counts the snapshots held (ready or archived, every team)
+// and sums the bytes known to be theirs alone, for a node's summary of
+// what it holds (node mode's WarrenNode status), without reading every
+// row into memory.
+func (s *snapshotTable) SnapshotTotals(ctx context.Context) (count, bytes int64, err error) {
+	err = s.r.QueryRowContext(ctx, `SELECT count(*), COALESCE(SUM(MAX(exclusive_bytes, 0)), 0) FROM snapshots WHERE state IN (?, ?)`,
+		string(SnapshotReady), string(SnapshotArchived)).Scan(&count, &bytes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count snapshots: %w", dbErr(err))
+	}
+	return count, bytes, nil
+}

@@ -354,3 +354,23 @@ func TestSnapshotTaken(t *testing.T) {
 		t.Errorf("%d edges after refused SnapshotTaken calls, want 1", len(edges))
 	}
 }
+
+// SnapshotTotals counts ready and archived snapshots and sums the sizes
+// known; one being taken or deleted does not count.
+func TestSnapshotTotals(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	for i, c := range []struct {
+		state     SnapshotState
+		exclusive int64
+	}{{SnapshotReady, 100}, {SnapshotArchived, 20}, {SnapshotReady, -1}, {SnapshotCreating, 1000}, {SnapshotDeleted, 1000}} {
+		snap := testSnapshot(fmt.Sprintf("snap%d", i), "sb1")
+		snap.State, snap.ExclusiveBytes = c.state, c.exclusive
+		if err := s.CreateSnapshot(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, b, err := s.SnapshotTotals(ctx); err != nil || n != 3 || b != 120 {
+		t.Fatalf("totals %d, %d bytes, %v; want 3, 120", n, b, err)
+	}
+}

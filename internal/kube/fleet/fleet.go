@@ -75,7 +75,8 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // NewClient builds an uncached client from a kubeconfig file, or from the
 // pod's service account when kubeconfig is empty (a DaemonSet or Deployment
-// in the cluster). It does not contact the API server.
+// in the cluster). It does not contact the API server. The client also
+// watches: it is a client.WithWatch underneath, for callers that assert it.
 func NewClient(kubeconfig string) (client.Client, *rest.Config, error) {
 	cfg, err := restConfig(kubeconfig)
 	if err != nil {
@@ -85,7 +86,7 @@ func NewClient(kubeconfig string) (client.Client, *rest.Config, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
