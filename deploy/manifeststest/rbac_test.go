@@ -138,7 +138,9 @@ func TestRBACGrantsWhatEachComponentNeeds(t *testing.T) {
 		{ns, "", "pods", "", "", "create", false},
 		{"", "", "nodes", "", "a", "update", false},
 		{"", "warren.dev", "warrennodes", "", "a", "delete", false},
-		{ns, "warren.dev", "sandboxpools", "", "", "list", false},
+		{ns, "warren.dev", "sandboxpools", "", "", "list", true},
+		{ns, "warren.dev", "sandboxpools", "status", "p", "update", true},
+		{ns, "warren.dev", "sandboxpools", "", "p", "delete", false},
 	}
 	gateway := []access{
 		{ns, "coordination.k8s.io", "leases", "", "", "watch", true},
