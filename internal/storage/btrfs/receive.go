@@ -31,15 +31,55 @@ type applier struct {
 	// of them the kernel emits for one file.
 	openPath string
 	open     *os.File
+	// The range of the open file written since it was last handed to
+	// writeback (see startWriteback).
+	dirtyFrom, dirtyTo int64
 
 	written int64 // bytes of file data written, for the log
 }
 
 func (a *applier) closeOpen() {
 	if a.open != nil {
+		if a.dirtyTo-a.dirtyFrom >= writebackMin {
+			a.startWriteback()
+		}
 		a.open.Close()
 		a.open, a.openPath = nil, ""
+		a.dirtyFrom, a.dirtyTo = 0, 0
 	}
+}
+
+// Writeback of received data is started as it is written, in writebackChunk
+// pieces of each large file, rather than all at once by the syncfs at the
+// end: with the default dirty ratios a whole GiB would wait in memory and
+// then be written while the import waits, where this way the disk writes
+// while the stream is still arriving. Small files are left to the syncfs.
+const (
+	writebackChunk = 8 << 20
+	writebackMin   = 1 << 20
+)
+
+// noteWritten records a write of n bytes at off to the open file and starts
+// writeback of what has gathered once it is a chunk.
+func (a *applier) noteWritten(off, n int64) {
+	if a.dirtyTo == a.dirtyFrom || off < a.dirtyFrom || off > a.dirtyTo {
+		if a.dirtyTo-a.dirtyFrom >= writebackMin {
+			a.startWriteback()
+		}
+		a.dirtyFrom, a.dirtyTo = off, off
+	}
+	a.dirtyTo = max(a.dirtyTo, off+n)
+	if a.dirtyTo-a.dirtyFrom >= writebackChunk {
+		a.startWriteback()
+	}
+}
+
+// startWriteback asks the kernel to start writing the open file's dirty
+// range without waiting for it (best effort: the syncfs at the end writes
+// whatever this did not).
+func (a *applier) startWriteback() {
+	_ = unix.SyncFileRange(int(a.open.Fd()), a.dirtyFrom, a.dirtyTo-a.dirtyFrom, unix.SYNC_FILE_RANGE_WRITE)
+	a.dirtyFrom = a.dirtyTo
 }
 
 // resolveBeneath opens the directory holding p inside root without
@@ -254,6 +294,7 @@ func (a *applier) doData(c *streamCommand, p string) error {
 		}
 		n, err := f.WriteAt(data, int64(off))
 		a.written += int64(n)
+		a.noteWritten(int64(off), int64(n))
 		return err
 	case cmdClone:
 		return a.clone(c, p)

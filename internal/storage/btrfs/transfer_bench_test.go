@@ -110,7 +110,9 @@ func TestExportRate(t *testing.T) {
 		profile(fmt.Sprint("import", round), func() {
 			br, err := snapbundle.NewReader(in)
 			must(t, err)
-			must(t, s.Import(ctx, br, storage.Key{}, key, br.Verify))
+			ahead := br.ReadAhead()
+			defer ahead.Close()
+			must(t, s.Import(ctx, ahead, storage.Key{}, key, ahead.Verify))
 		})
 		t.Logf("  import from the cache  %s", rate(time.Since(start)))
 		in.Close()

@@ -2,6 +2,7 @@ package btrfs
 
 import (
 	"bytes"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -135,4 +136,50 @@ func TestExportUnderSignals(t *testing.T) {
 	if noisy.n != quiet.n {
 		t.Errorf("export under signals wrote %d bytes, undisturbed %d", noisy.n, quiet.n)
 	}
+}
+
+// cachedPages is how many of f's pages are in the page cache.
+func cachedPages(t *testing.T, p string) uint64 {
+	t.Helper()
+	f, err := os.Open(p)
+	must(t, err)
+	defer f.Close()
+	var cs unix.Cachestat_t
+	must(t, unix.Cachestat(uint(f.Fd()), &unix.CachestatRange{}, &cs, 0))
+	return cs.Cache
+}
+
+// TestExportPrefetchLeavesCache exports a volume whose files were not in
+// the page cache, but one: the prefetcher reads them ahead of the send and
+// drops them again, and leaves the one that was cached alone.
+func TestExportPrefetchLeavesCache(t *testing.T) {
+	ctx, s, live := archivePool(t)
+	chunk := make([]byte, 4<<20)
+	for i := range 24 {
+		rand.Read(chunk)
+		must(t, os.WriteFile(filepath.Join(live, fmt.Sprint(i)), chunk, 0o644))
+	}
+	snap := mustSnapshot(t, s, sandboxKey("live"), snapshotKey("t1"), true)
+	unix.Sync()
+	dropPages(t, snap)
+	hot := filepath.Join(snap, "7")
+	_, err := os.ReadFile(hot)
+	must(t, err)
+	var out bytes.Buffer
+	must(t, s.Export(ctx, snapshotKey("t1"), storage.Key{}, &out))
+	if out.Len() < 24*len(chunk) {
+		t.Fatalf("export of %d bytes", out.Len())
+	}
+	for i := range 24 {
+		p := filepath.Join(snap, fmt.Sprint(i))
+		n := cachedPages(t, p)
+		switch {
+		case p == hot && n != uint64(len(chunk)/os.Getpagesize()):
+			t.Errorf("the cached file has %d pages left in the cache", n)
+		case p != hot && n != 0:
+			t.Errorf("file %d keeps %d pages in the cache", i, n)
+		}
+	}
+	must(t, s.Import(ctx, &out, storage.Key{}, snapshotKey("i1"), nil))
+	assertSameTree(t, snap, s.Path(snapshotKey("i1")))
 }
