@@ -74,9 +74,13 @@ type TransferReport struct {
 	Targets      TransferTargets    `json:"targets"`
 }
 
-// Throughput is a timed operation over a known number of bytes.
+// Throughput is a timed operation over a known number of bytes. CPU, when
+// set, is the CPU time it took on this host (the bench's process, with both
+// daemons in it, and its children; not the kernel's own workers): on a
+// busy host the rates follow the load, this much less.
 type Throughput struct {
 	Time    Stats   `json:"time"`
+	CPU     *Stats  `json:"cpu,omitempty"`
 	MBpsP50 float64 `json:"mb_per_s_p50"`
 	MBpsMin float64 `json:"mb_per_s_min"`
 	MBpsMax float64 `json:"mb_per_s_max"`
@@ -234,4 +238,12 @@ func loadAverage() float64 {
 		_, _ = fmt.Sscan(string(b), &one)
 	}
 	return one
+}
+
+func cpuStats(took []time.Duration) *Stats {
+	if len(took) == 0 {
+		return nil
+	}
+	st := Summarise(took)
+	return &st
 }

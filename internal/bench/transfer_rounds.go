@@ -63,9 +63,12 @@ func (s *transferSuite) runWhole(ctx context.Context) error {
 	}
 	s.rep.DiskRead = throughput(s.l.total, rounds.reads)
 	s.rep.Export = throughput(s.l.total, rounds.exports)
+	s.rep.Export.CPU = cpuStats(rounds.exportsCPU)
 	s.rep.Whole = throughput(s.l.total, rounds.wholes)
+	s.rep.Whole.CPU = cpuStats(rounds.wholesCPU)
 	if progs != "" {
 		send := throughput(s.l.total, rounds.sends)
+		send.CPU = cpuStats(rounds.sendsCPU)
 		s.rep.BtrfsSend = &send
 	}
 	return nil
@@ -74,6 +77,8 @@ func (s *transferSuite) runWhole(ctx context.Context) error {
 // wholeRounds gathers the rounds' timings.
 type wholeRounds struct {
 	reads, sends, exports, wholes []time.Duration
+	// The CPU time each took (timeCold).
+	sendsCPU, exportsCPU, wholesCPU []time.Duration
 }
 
 // wholeRound times, for the snapshot s.snap: the O_DIRECT read of big,
@@ -86,18 +91,18 @@ func (s *transferSuite) wholeRound(ctx context.Context, big, progs string, r *wh
 	}
 	r.reads = append(r.reads, time.Since(start))
 	if progs != "" {
-		took, err := timeCold(snapPath, func() error { return btrfsSend(ctx, progs, snapPath) })
+		took, err := timeCold(snapPath, &r.sendsCPU, func() error { return btrfsSend(ctx, progs, snapPath) })
 		if err != nil {
 			return err
 		}
 		r.sends = append(r.sends, took)
 	}
-	took, err := timeCold(snapPath, func() error { return s.exportOnly(ctx) })
+	took, err := timeCold(snapPath, &r.exportsCPU, func() error { return s.exportOnly(ctx) })
 	if err != nil {
 		return err
 	}
 	r.exports = append(r.exports, took)
-	took, err = timeCold(snapPath, func() (err error) {
+	took, err = timeCold(snapPath, &r.wholesCPU, func() (err error) {
 		s.rep.BundleBytes, err = s.transfer(ctx, s.snap, "")
 		return err
 	})
@@ -173,14 +178,32 @@ func (s *transferSuite) ratios() {
 	}
 }
 
-// timeCold drops the page cache of the files under root, then times fn.
-func timeCold(root string, fn func() error) (time.Duration, error) {
+// timeCold drops the page cache of the files under root, then times fn
+// and adds the CPU time it took (this process's, both daemons being in it,
+// and its children's) to *cpu.
+func timeCold(root string, cpu *[]time.Duration, fn func() error) (time.Duration, error) {
 	if err := dropPages(root); err != nil {
 		return 0, err
 	}
+	before := cpuUsed()
 	start := time.Now()
 	err := fn()
-	return time.Since(start), err
+	took := time.Since(start)
+	*cpu = append(*cpu, cpuUsed()-before)
+	return took, err
+}
+
+// cpuUsed is the user and system time of this process and its waited-for
+// children so far.
+func cpuUsed() time.Duration {
+	var total time.Duration
+	for _, who := range []int{unix.RUSAGE_SELF, unix.RUSAGE_CHILDREN} {
+		var ru unix.Rusage
+		if unix.Getrusage(who, &ru) == nil {
+			total += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return total
 }
 
 // dropPages drops the pages of the files under root from the page cache,
