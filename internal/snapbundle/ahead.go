@@ -105,7 +105,10 @@ func (a *Ahead) Verify() error {
 
 // Close stops the goroutine and waits for it: it may be inside a read of
 // the source, which its own end (the peer's next bytes, or the connection
-// closing) finishes.
+// closing) finishes. Cutting that read short with a past read deadline
+// was tried: the server then closes the connection with the peer's bytes
+// unread, the kernel answers with a reset, and the client loses the
+// answer (a 409, say) it was about to read.
 func (a *Ahead) Close() {
 	a.once.Do(func() { close(a.stop) })
 	<-a.done
