@@ -23,7 +23,7 @@ func benchCmd() *cobra.Command {
 	var b benchRun
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native; placement: decision time on simulated fleets, no daemon)",
+		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; transfer: a snapshot moved between two daemons, whole and per turn; gvisor: the gvisor runtime and its memory snapshots beside native; placement: decision time on simulated fleets, no daemon)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return b.run(cmd)
@@ -37,6 +37,7 @@ func benchCmd() *cobra.Command {
 type benchRun struct {
 	opts       bench.Options
 	snap       bench.SnapshotOptions
+	transfer   bench.TransferOptions
 	suite      string
 	densityN   int
 	tools      bench.ToolsOptions
@@ -53,7 +54,7 @@ type benchRun struct {
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon) or all")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
 	f.StringVar(&b.plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
@@ -84,6 +85,10 @@ func (b *benchRun) flags(cmd *cobra.Command) {
 	f.IntVar(&b.snap.ArchiveAfter, "archive-after", 0, "snapshots: turns kept in the pool before archiving (default: the daemon's)")
 	f.IntVar(&b.snap.AnchorEvery, "anchor-every", 0, "snapshots: spacing of the turns kept as archive anchors (default: the daemon's)")
 	f.IntVar(&b.snap.Concurrent, "concurrent", 32, "snapshots: forks taking a turn snapshot at once")
+	f.IntVar(&b.transfer.Files, "transfer-files", 4096, "transfer: files in the sandbox's workspace")
+	f.IntVar(&b.transfer.WorkspaceMB, "transfer-mb", 1024, "transfer: total size of the workspace in MB")
+	f.IntVar(&b.transfer.Rounds, "transfer-rounds", 5, "transfer: whole transfers timed (each beside the disk's read rate, btrfs send and the export alone)")
+	f.IntVar(&b.transfer.Turns, "transfer-turns", 30, "transfer: one-turn deltas timed")
 	f.StringVar(&b.opts.Storage, "storage", "btrfs", "storage backend")
 	f.StringVar(&b.opts.Template, "template", "", "an existing template in --data-dir (default: build a busybox one)")
 	f.StringVar(&b.opts.AgentBinary, "agent", "", "warren-agent binary (default: beside warren)")
@@ -99,12 +104,12 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "density", "tools", "network", "gvisor", "placement", "all":
+	case "core", "snapshots", "transfer", "density", "tools", "network", "gvisor", "placement", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network, gvisor, placement or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, gvisor, placement or all", b.suite)
 	}
 	if b.quick {
-		quickSizes(cmd, &b.opts, &b.snap, &b.tools, &b.network, &b.gvisor, &b.densityN)
+		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN)
 		if !cmd.Flags().Changed("placement-decisions") {
 			b.placement.Decisions = 200
 		}
@@ -202,6 +207,11 @@ func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer
 			o.Options, o.DataDir, o.Progress = opts, dataDir, progress
 			return bench.RunSnapshots(ctx, o)
 		}},
+		{"transfer", func(dataDir string) (any, error) {
+			o := b.transfer
+			o.Options, o.DataDir, o.Progress = opts, dataDir, progress
+			return bench.RunTransfer(ctx, o)
+		}},
 		{"density", func(dataDir string) (any, error) {
 			o := opts
 			o.DataDir = dataDir
@@ -271,7 +281,7 @@ func reportOf(suite string, out map[string]any) any {
 
 // quickSizes shrinks every suite to a smoke run, leaving alone what the
 // command line set explicitly.
-func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOptions, tools *bench.ToolsOptions,
+func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOptions, transfer *bench.TransferOptions, tools *bench.ToolsOptions,
 	network *bench.NetworkOptions, gvisor *bench.GVisorOptions, densityN *int) {
 	set := func(name string, p *int, v int) {
 		if !cmd.Flags().Changed(name) {
@@ -295,6 +305,10 @@ func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOpt
 	// rollback_archived has turns to restore.
 	set("archive-after", &snap.ArchiveAfter, 4)
 	set("concurrent", &snap.Concurrent, 3)
+	set("transfer-files", &transfer.Files, 200)
+	set("transfer-mb", &transfer.WorkspaceMB, 32)
+	set("transfer-rounds", &transfer.Rounds, 2)
+	set("transfer-turns", &transfer.Turns, 3)
 	set("sandboxes", densityN, 5)
 	set("tool-calls", &tools.Calls, 10)
 	set("grep-files", &tools.GrepFiles, 500)

@@ -98,7 +98,11 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 // importSnapshot rebuilds a snapshot from a bundle in the request body.
 func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) {
 	body := &limitedBody{r: r.Body, left: s.maxImport, limit: s.maxImport}
+	var ahead *snapbundle.Ahead
 	fail := func(err error) {
+		if ahead != nil {
+			ahead.Close() // it reads body
+		}
 		if body.over {
 			err = fmt.Errorf("the bundle is over this server's limit of %d bytes (--max-import-mb): %w", s.maxImport, errTooLarge)
 		}
@@ -110,12 +114,17 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	h := br.Header
+	// The body is read and hashed in a goroutine of its own while the
+	// storage writes what came before; it must end before this handler
+	// does (nothing may read a request's body after).
+	ahead = br.ReadAhead()
+	defer ahead.Close()
 	snap, created, err := s.snapshots.ImportSnapshot(r.Context(), teamOf(r), session.ImportRequest{
 		Snapshot: snapshotOfBundle(h.Snapshot),
 		Base:     h.Base,
 		Format:   h.Format,
-		Body:     br,
-		Verify:   br.Verify,
+		Body:     ahead,
+		Verify:   ahead.Verify,
 		Rename:   r.URL.Query().Get("rename") == "true",
 	})
 	if err != nil {

@@ -7,7 +7,8 @@
 //	header   u32 big-endian length, then that much JSON (Header)
 //	body     frames: u32 big-endian length (1..MaxFrame), then the bytes;
 //	         a frame of length 0 ends the body
-//	trailer  the SHA-256 of every byte before it (32 bytes)
+//	trailer  the CRC-32C (Castagnoli) of every byte before it, big-endian
+//	         (4 bytes)
 //
 // The body is the storage's own stream of the snapshot's files: a btrfs
 // send stream (incremental against Header.Base when it names one) or a tar.
@@ -16,16 +17,23 @@
 // refuses a bundle whose trailer is missing (truncated) or wrong (corrupt)
 // only once it has read the body, so an importer keeps what it builds
 // invisible until Verify has passed.
+//
+// The trailer is a CRC-32C, not a cryptographic digest: it guards against
+// damage on the way (as does the send stream's own CRC-32C of each
+// command), not against a party that can alter the bundle and would
+// recompute any unkeyed digest as well. Version 1's SHA-256 ran at ~0.7
+// GB/s on the 2-core machines warren is measured on, a third of a whole
+// transfer's CPU time counting both ends; CRC-32C runs at ~15 GB/s.
 package snapbundle
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"time"
 
@@ -35,8 +43,11 @@ import (
 // Magic opens every bundle.
 const Magic = "warren-snapshot\x00"
 
-// Version is the format this package writes and the newest it reads.
-const Version = 1
+// Version is the format this package writes and the only one it reads
+// (version 1, with a SHA-256 trailer, was never used outside tests).
+const Version = 2
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Body formats.
 const (
@@ -104,7 +115,7 @@ func NewWriter(w io.Writer, hdr Header) (*Writer, error) {
 	if len(js) > MaxHeader {
 		return nil, fmt.Errorf("bundle header is %d bytes, over %d: %w", len(js), MaxHeader, errdefs.ErrInvalid)
 	}
-	bw := &Writer{w: w, sum: sha256.New(), buf: make([]byte, 0, frameSize)}
+	bw := &Writer{w: w, sum: crc32.New(castagnoli), buf: make([]byte, 0, frameSize)}
 	start := make([]byte, 0, len(Magic)+4+len(js))
 	start = append(start, Magic...)
 	start = binary.BigEndian.AppendUint32(start, uint32(len(js)))
@@ -199,7 +210,7 @@ func truncated(what string, err error) error {
 
 // NewReader reads a bundle's magic and header.
 func NewReader(r io.Reader) (*Reader, error) {
-	br := &Reader{r: r, sum: sha256.New()}
+	br := &Reader{r: r, sum: crc32.New(castagnoli)}
 	var start [len(Magic) + 4]byte
 	if err := br.full(start[:]); err != nil {
 		return nil, truncated("header", err)
@@ -222,6 +233,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if v := br.Header.Version; v != Version {
 		if v > Version {
 			return nil, invalid("format version %d is newer than this daemon reads (%d); upgrade warren here", v, Version)
+		}
+		if v == 1 {
+			return nil, invalid("format version 1 (SHA-256 trailer) is no longer read; export the snapshot again from a daemon of this version")
 		}
 		return nil, invalid("format version %d is unknown", v)
 	}
@@ -275,7 +289,7 @@ func (r *Reader) Verify() error {
 		return truncated("trailer", err)
 	}
 	if !bytes.Equal(got, want) {
-		return invalid("SHA-256 %x does not match the content's %x: the bundle was altered or damaged on the way", got, want)
+		return invalid("CRC-32C %x does not match the content's %x: the bundle was altered or damaged on the way", got, want)
 	}
 	var one [1]byte
 	if n, _ := io.ReadFull(r.r, one[:]); n > 0 {

@@ -3,6 +3,7 @@ package snapbundle
 import (
 	"bytes"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -31,7 +32,54 @@ func bundle(t *testing.T, body []byte) []byte {
 	return out.Bytes()
 }
 
+// readAll reads a bundle both straight and through ReadAhead, and fails
+// when the two disagree.
 func readAll(b []byte) (Header, []byte, error) {
+	h, body, err := readDirect(b)
+	_, ahead, aerr := readAhead(b)
+	if (err == nil) != (aerr == nil) || !bytes.Equal(body, ahead) {
+		return h, body, fmt.Errorf("read straight: %d bytes, %v; read ahead: %d bytes, %v", len(body), err, len(ahead), aerr)
+	}
+	return h, body, err
+}
+
+func readAhead(b []byte) (Header, []byte, error) {
+	r, err := NewReader(bytes.NewReader(b))
+	if err != nil {
+		return Header{}, nil, err
+	}
+	a := r.ReadAhead()
+	defer a.Close()
+	body, err := io.ReadAll(a)
+	if err != nil {
+		return r.Header, body, err
+	}
+	return r.Header, body, a.Verify()
+}
+
+// TestReadAheadClosedEarly stops a read ahead in the middle of the body:
+// Close returns, with the goroutine ended.
+func TestReadAheadClosedEarly(t *testing.T) {
+	body := make([]byte, 10*aheadChunk)
+	rand.Read(body)
+	r, err := NewReader(bytes.NewReader(bundle(t, body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := r.ReadAhead()
+	if _, err := io.ReadFull(a, make([]byte, aheadChunk+7)); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	a.Close()
+	select {
+	case <-a.done:
+	default:
+		t.Fatal("the read-ahead goroutine is still running after Close")
+	}
+}
+
+func readDirect(b []byte) (Header, []byte, error) {
 	r, err := NewReader(bytes.NewReader(b))
 	if err != nil {
 		return Header{}, nil, err
@@ -95,9 +143,14 @@ func TestTruncationRefused(t *testing.T) {
 
 func TestNewerVersionRefused(t *testing.T) {
 	good := bundle(t, []byte("x"))
-	bad := bytes.Replace(good, []byte(`"version":1`), []byte(`"version":9`), 1)
+	bad := bytes.Replace(good, []byte(`"version":2`), []byte(`"version":9`), 1)
 	_, err := NewReader(bytes.NewReader(bad))
 	if err == nil || !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("err %v, want a newer-version refusal", err)
+	}
+	old := bytes.Replace(good, []byte(`"version":2`), []byte(`"version":1`), 1)
+	_, err = NewReader(bytes.NewReader(old))
+	if err == nil || !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "export the snapshot again") {
+		t.Fatalf("err %v, want version 1 refused with what to do", err)
 	}
 }

@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,4 +164,33 @@ func (f *fleetT) setUnschedulable(ctx context.Context, node string, on bool) {
 		f.t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the watch's delivery to the gateways' caches
+}
+
+// TestFleetE2BSDK runs the E2B compatibility suite (the unmodified e2b npm
+// package) through a gateway in front of three node daemons, two of which
+// have the base template the suite's sandboxes start from.
+func TestFleetE2BSDK(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
+	}
+	requireNode(t) // before minutes of building
+	f := startFleet(t, 3, 2)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, m := range f.nodes[:2] {
+		wg.Go(func() {
+			m.d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", m.d.dataDir)
+		})
+	}
+	wg.Wait()
+	t.Logf("base template built on two nodes in %s", time.Since(start).Round(time.Millisecond))
+	ctx := ctxT(t, 20*time.Minute)
+	for _, m := range f.nodes[:2] {
+		var wn warrenv1.WarrenNode
+		waitFor(t, time.Minute, "WarrenNode "+m.name+" listing template base", func() bool {
+			return f.env.Client.Get(ctx, types.NamespacedName{Name: m.name}, &wn) == nil && slices.Contains(wn.Status.Templates, "base")
+		})
+	}
+	runE2BSuite(t, "http://"+f.gateways[0].addr, f.adminKey(ctx))
 }

@@ -223,5 +223,29 @@ func sendDelta(fd int, parentID uint64, out *os.File) error {
 		a.CloneSources = uint64(uintptr(unsafe.Pointer(&sources[0])))
 		a.ParentRoot = parentID
 	}
-	return ioctl(fd, iocSend, unsafe.Pointer(&a))
+	return sendUninterrupted(fd, &a)
+}
+
+// sendUninterrupted issues the send ioctl from a thread that blocks every
+// signal. A signal arriving while the send waits on a full pipe aborts it
+// (ERESTARTSYS), and the SA_RESTART of Go's handlers then reruns it from the
+// start: the stream begins again after what was already written, and under
+// a steady signal (the CPU profiler's SIGPROF, the runtime's SIGURG) it never
+// ends — 48 GB from a 1 GiB volume was seen. The thread stays locked, so it
+// exits with its mask when the goroutine ends.
+func sendUninterrupted(fd int, a *sendArgs) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		var all unix.Sigset_t
+		for i := range all.Val {
+			all.Val[i] = ^uint64(0)
+		}
+		if err := unix.PthreadSigmask(unix.SIG_BLOCK, &all, nil); err != nil {
+			done <- fmt.Errorf("block signals for the send: %w", err)
+			return
+		}
+		done <- ioctl(fd, iocSend, unsafe.Pointer(a))
+	}()
+	return <-done
 }

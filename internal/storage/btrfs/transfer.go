@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -40,7 +42,8 @@ func (ar *archives) openReadOnly(k storage.Key) (*os.File, error) {
 }
 
 // Export implements storage.Transferer: the send ioctl writes into a pipe,
-// copied to w as it comes.
+// copied to w as it comes. A whole export reads the volume's files into the
+// page cache ahead of the send (see prefetcher).
 func (ar *archives) Export(ctx context.Context, key, base storage.Key, w io.Writer) error {
 	src, err := ar.openReadOnly(key)
 	if err != nil {
@@ -62,16 +65,23 @@ func (ar *archives) Export(ctx context.Context, key, base storage.Key, w io.Writ
 	if err != nil {
 		return fmt.Errorf("export %s: %w", key, err)
 	}
-	// A larger pipe lets the send run ahead of a slow writer (the
-	// default 64 KiB holds one command's data); best effort.
-	_, _ = unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
+	growPipe(pw)
 	sent := make(chan error, 1)
 	go func() {
 		err := sendDelta(int(src.Fd()), parentID, pw)
 		pw.Close()
 		sent <- err
 	}()
-	_, cerr := io.CopyBuffer(w, struct{ io.Reader }{pr}, make([]byte, 1<<20))
+	relay := &countingReader{r: pr}
+	if base == (storage.Key{}) {
+		pctx, stop := context.WithCancel(ctx)
+		p := &prefetcher{root: ar.vols.Path(key)}
+		relay.to = &p.sent
+		done := make(chan struct{})
+		go func() { p.run(pctx); close(done) }()
+		defer func() { stop(); <-done }()
+	}
+	_, cerr := io.CopyBuffer(w, relay, make([]byte, 1<<20))
 	// Closing the read end stops a send whose reader went away (EPIPE).
 	pr.Close()
 	serr := <-sent
@@ -82,6 +92,32 @@ func (ar *archives) Export(ctx context.Context, key, base storage.Key, w io.Writ
 		return fmt.Errorf("export %s: send: %w", key, errnoKind(serr))
 	}
 	return ctx.Err()
+}
+
+// growPipe lets the send run ahead of a slower writer (hashing, the
+// network) by a few MiB; the default 64 KiB holds one command. The daemon
+// may go past fs.pipe-max-size (1 MiB by default) as root; best effort.
+func growPipe(pw *os.File) {
+	for _, size := range []int{8 << 20, 1 << 20} {
+		if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, size); err == nil {
+			return
+		}
+	}
+}
+
+// countingReader reads from r and adds what it read to *to (when set): how
+// far the send is, for the prefetcher.
+type countingReader struct {
+	r  io.Reader
+	to *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if c.to != nil {
+		c.to.Add(int64(n))
+	}
+	return n, err
 }
 
 // Import implements storage.Transferer with warren's own receive (see
@@ -178,11 +214,17 @@ func (ar *archives) receive(ctx context.Context, s *streamReader, head streamHea
 	}
 	defer root.Close()
 	a := &applier{root: root, self: head.uuid, parent: head.parentUUID, parentView: base}
+	start := time.Now()
 	err = a.apply(s)
 	a.closeOpen()
 	if err != nil {
 		return err
 	}
+	applied := time.Now()
+	defer func() {
+		ar.log.Debug("received volume", "volume", building.String(), "bytes", a.written,
+			"apply", applied.Sub(start), "verify_and_write_back", time.Since(applied))
+	}()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
