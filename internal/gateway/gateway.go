@@ -74,6 +74,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case routeMetrics:
 		g.serveMetrics(sw, r)
 		return
+	case routeSigned:
+		g.serveSigned(sw, r)
+		return
 	case routeUnrouted:
 		writeError(sw, fmt.Errorf("%s %s names no sandbox the gateway can route to: the sandbox plane needs the E2b-Sandbox-Id header or a Host of <port>-<id>.<domain>, and /mcp is served by each node, not the gateway: %w", r.Method, r.URL.Path, errdefs.ErrInvalid))
 		return

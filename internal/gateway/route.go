@@ -23,6 +23,7 @@ const (
 	routeHealth                    // GET /health: the gateway's own
 	routeMetrics                   // GET /metrics: the gateway's own
 	routeUnrouted                  // no node can be named: answered here with an error
+	routeSigned                    // a signed /files URL naming no sandbox: to the node whose sandbox signed it
 )
 
 // listKind is the kind of records a fanned-out list merges.
@@ -53,6 +54,9 @@ func classify(r *http.Request, domain string) route {
 	}
 	if id, port, ok := sandboxOfHost(r.Host, domain); ok {
 		return route{kind: routePlane, id: id, byHost: true, port: port}
+	}
+	if r.URL.Path == "/files" && r.URL.Query().Get("signature") != "" {
+		return route{kind: routeSigned}
 	}
 	return classifyPath(r.Method, r.URL.Path)
 }

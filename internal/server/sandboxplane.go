@@ -196,6 +196,33 @@ func (s *envdRoutes) serveSigned(w http.ResponseWriter, r *http.Request) {
 	planeError(w, r, fmt.Errorf("the URL's signature matches no running sandbox's file, operation and user: %w", errdefs.ErrUnauthenticated))
 }
 
+// signedOwner answers GET /signed-urls/owner: which running sandbox a
+// signed file URL (its query, with operation=read or write) belongs to, so
+// a fleet's gateway can route a URL that names no sandbox to the node
+// holding it. It needs no key, as the URL itself does not: it tells only
+// the holder of a valid signature the id of the sandbox it opens.
+func (s *envdRoutes) signedOwner(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	sig := accesstoken.Signed{Path: q.Get("path"), Operation: q.Get("operation"), User: q.Get("username"),
+		Signature: q.Get("signature"), Expiration: q.Get("signature_expiration")}
+	if sig.Operation != "read" && sig.Operation != "write" {
+		writeError(w, r, fmt.Errorf("operation must be read (a download URL) or write (an upload URL): %w", errdefs.ErrInvalid))
+		return
+	}
+	for _, id := range s.plane.Attached() {
+		err := accesstoken.Verify(sig, s.tokens.EnvdToken(id), time.Now())
+		if errors.Is(err, accesstoken.ErrExpired) {
+			writeError(w, r, fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated))
+			return
+		}
+		if err == nil {
+			writeJSON(w, http.StatusOK, map[string]string{"sandboxID": id})
+			return
+		}
+	}
+	writeError(w, r, fmt.Errorf("the signature matches no running sandbox's file, operation and user here: %w", errdefs.ErrNotFound))
+}
+
 type envdTargetKey struct{}
 
 type envdTarget struct {

@@ -166,6 +166,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m := s.mux
 	m.HandleFunc("GET /health", s.health.health)
 	m.HandleFunc("GET /openapi.json", serveOpenAPI)
+	m.HandleFunc("GET /signed-urls/owner", s.envd.signedOwner)
 	m.Handle("GET /pools", auth(s.health.listPools))
 	m.HandleFunc("GET /metrics", s.stats.prometheus)
 	m.Handle("GET /sandboxes/{id}/metrics", auth(s.stats.sandboxMetrics))
