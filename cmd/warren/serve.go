@@ -135,6 +135,18 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.BoolVar(&o.debug, "debug", false, "log every request")
 	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &o.cfg.Network)
+	clusterFlags(cmd, &o.cfg.Cluster)
+}
+
+// clusterFlags are serve's flags for node mode (docs/kubernetes-node.md).
+func clusterFlags(cmd *cobra.Command, k *config.ClusterConfig) {
+	f := cmd.Flags()
+	f.StringVar(&k.Cluster, "cluster", k.Cluster, "run as a node of a fleet: kubernetes (publish a Lease, a WarrenNode and Sandbox objects, run Sandbox objects assigned to this node, sync API key Secrets); empty: a single host (env WARREN_CLUSTER)")
+	f.StringVar(&k.Kubeconfig, "kubeconfig", k.Kubeconfig, "kubeconfig file for --cluster kubernetes; empty: the pod's service account (env KUBECONFIG)")
+	f.StringVar(&k.NodeName, "node-name", k.NodeName, "this node's name in the fleet: its WarrenNode, Lease warren-node-<name> and warren.dev/node label (env WARREN_NODE_NAME; default the host name)")
+	f.StringVar(&k.AdvertiseURL, "advertise-url", k.AdvertiseURL, "URL the gateway reaches this node's API at (env WARREN_ADVERTISE_URL; default http://<--listen>)")
+	f.StringVar(&k.Namespace, "kube-namespace", k.Namespace, "namespace of the node's Lease, Sandbox objects and the fleet's key Secrets (env WARREN_KUBE_NAMESPACE)")
+	f.DurationVar(&k.LeaseDuration, "lease-duration", k.LeaseDuration, "how long the node's Lease holds without renewal (renewed every third); a node silent that long is taken for lost")
 }
 
 // networkFlags are serve's flags for sandbox networking (see `warren sandbox

@@ -112,6 +112,9 @@ type Config struct {
 	// Network configures the network of sandboxes that ask for one (see
 	// network.go).
 	Network NetworkConfig
+	// Cluster is node mode (see cluster.go); its zero value is a single
+	// host.
+	Cluster ClusterConfig
 }
 
 // Default returns the configuration with every default, overridden by the
@@ -140,6 +143,7 @@ func Default() Config {
 		CgroupFavorDynmods: true,
 		CgroupParent:       "warren",
 		Network:            defaultNetwork(),
+		Cluster:            defaultCluster(),
 	}
 	if v := os.Getenv("WARREN_DATA_DIR"); v != "" {
 		c.DataDir = v
@@ -202,6 +206,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateNetwork(); err != nil {
+		return err
+	}
+	if err := c.validateCluster(); err != nil {
 		return err
 	}
 	return c.validateBinaries()

@@ -16,12 +16,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/kube/node"
 	"github.com/warrenhq/warren/internal/mcpserver"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
@@ -65,6 +67,9 @@ type Daemon struct {
 
 	// stopMetrics stops the sampler Serve started and waits for it.
 	stopMetrics func()
+	// cluster is node mode (--cluster kubernetes) once Serve started it;
+	// the session service's events nudge it from their goroutines.
+	cluster atomic.Pointer[node.Node]
 }
 
 // OpenStorage opens the data directory's pool and database: all that
@@ -256,6 +261,12 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	// kept-alive connection with no request for 2 minutes is closed, so
 	// that idle connections cannot pile up to the file limit.
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// Node mode publishes the address the API listens on, so it starts
+	// once that is known, and before the first request.
+	if err := d.startCluster(ctx, ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	d.Sessions.Start(runCtx)
@@ -282,6 +293,8 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 // Close releases the daemon's resources. Sandboxes and the storage pool's
 // mount stay, for the next daemon to reattach to.
 func (d *Daemon) Close() error {
+	// Node mode reads the sessions and the store closed below.
+	d.stopCluster()
 	if d.stopMetrics != nil {
 		d.stopMetrics() // it reads the runtime and the storage closed below
 	}

@@ -74,6 +74,7 @@ func sandboxesByState(st *store.Store) func(ctx context.Context) (map[string]int
 // sandbox's log, and a sandbox that failed is among the daemon's errors.
 func (d *Daemon) onEvent(e store.Event) {
 	d.Logs.Event(e.SandboxID, eventLevel(e), eventLine(e))
+	d.nudgeCluster()
 	if e.To == session.StateFailed {
 		d.Metrics.Errors().Record("sandbox failed", e.SandboxID, e.Detail)
 	}

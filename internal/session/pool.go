@@ -21,14 +21,17 @@ type warmPools struct {
 	host  poolHost
 	store poolStore
 
-	pools  map[string]*pool
-	refill chan struct{}
+	// pools may be replaced at run time (SetPools, node mode's
+	// SandboxPool objects): read it through pool and allPools.
+	poolsMu sync.Mutex
+	pools   map[string]*pool
+	refill  chan struct{}
 }
 
 // stopPooled stops the pooled sandboxes: they belong to nobody, and are
 // stopped rather than left for the next daemon to find and remove.
 func (w *warmPools) stopPooled() {
-	for _, p := range w.pools {
+	for _, p := range w.allPools() {
 		p.mu.Lock()
 		ready := p.ready
 		p.ready = nil
@@ -102,6 +105,7 @@ type pooled struct {
 	sb      *sandbox.Sandbox
 	started time.Time
 	built   time.Time
+	from    *pool // the pool it was claimed from, to go back to
 }
 
 const (
@@ -127,7 +131,7 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 // an older build of the template are set aside for the pool loop to
 // remove, never handed out.
 func (w *warmPools) claim(ctx context.Context, req CreateRequest, runtimeName string, tmpl store.Template) (pooled, bool) {
-	p := w.pools[poolKey(req.Template, req.Network != nil)]
+	p := w.pool(poolKey(req.Template, req.Network != nil))
 	if p == nil {
 		return pooled{}, false
 	}
@@ -148,6 +152,7 @@ func (w *warmPools) claim(ctx context.Context, req CreateRequest, runtimeName st
 			continue
 		}
 		p.hits++
+		e.from = p
 		return e, true
 	}
 	p.misses++
@@ -177,7 +182,7 @@ func (w *warmPools) claimed(ctx context.Context, e pooled, rec store.Sandbox, st
 	edge := store.LineageEdge{Family: rec.Family, Kind: EdgeCreatedFrom, From: rec.ID, To: rec.Template, At: now}
 	if err := w.reserveWith(ctx, rec, func() error { return w.store.CreateSandboxRecorded(ctx, rec, edge, ev) }); err != nil {
 		// Back to the pool: it is still good (its policy not applied yet).
-		p := w.pools[poolKey(rec.Template, rec.Network != nil)]
+		p := e.from
 		p.mu.Lock()
 		p.ready = append(p.ready, e)
 		p.mu.Unlock()
@@ -197,7 +202,7 @@ func (w *warmPools) claimed(ctx context.Context, e pooled, rec store.Sandbox, st
 	w.mu.Lock()
 	w.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: w.cfg.Now()}
 	w.mu.Unlock()
-	w.pools[poolKey(rec.Template, rec.Network != nil)].recordClaim(time.Since(start))
+	e.from.recordClaim(time.Since(start))
 	w.wakeRefill()
 	return rec, nil
 }
@@ -236,17 +241,27 @@ func (w *warmPools) wakeRefill() {
 	}
 }
 
-// runPools keeps every pool filled until ctx ends.
+// runPools keeps every pool filled until ctx ends. Without pools it only
+// waits for SetPools to wake it.
 func (w *warmPools) runPools(ctx context.Context) {
-	if len(w.pools) == 0 {
-		return
-	}
-	t := time.NewTicker(poolRefillBackoff)
-	defer t.Stop()
+	var t *time.Ticker
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
 	for {
-		for _, p := range w.pools {
+		pools := w.allPools()
+		for _, p := range pools {
 			w.expirePool(ctx, p)
 			w.fillPool(ctx, p)
+		}
+		var tick <-chan time.Time
+		if len(pools) > 0 {
+			if t == nil {
+				t = time.NewTicker(poolRefillBackoff)
+			}
+			tick = t.C
 		}
 		select {
 		case <-ctx.Done():
@@ -259,7 +274,7 @@ func (w *warmPools) runPools(ctx context.Context) {
 				return
 			case <-time.After(poolRefillDelay):
 			}
-		case <-t.C:
+		case <-tick:
 		}
 	}
 }
@@ -355,7 +370,7 @@ func (w *warmPools) poolRuntime(tmpl store.Template) string {
 
 func (w *warmPools) pooled() int {
 	n := 0
-	for _, p := range w.pools {
+	for _, p := range w.allPools() {
 		p.mu.Lock()
 		n += len(p.ready)
 		p.mu.Unlock()
@@ -366,7 +381,7 @@ func (w *warmPools) pooled() int {
 // PoolStats reports every warm pool.
 func (w *warmPools) PoolStats() []PoolStats {
 	var out []PoolStats
-	for _, p := range w.pools {
+	for _, p := range w.allPools() {
 		p.mu.Lock()
 		st := PoolStats{Template: p.cfg.Template, Network: p.cfg.Network, Min: p.cfg.Min, Max: p.cfg.Max, TTL: p.cfg.TTL,
 			Ready: len(p.ready), Hits: p.hits, Misses: p.misses, Expired: p.expired, LastFailure: p.lastErr}

@@ -217,6 +217,10 @@ var migrations = []string{
 	`ALTER TABLE sandboxes ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT ''`,
 	// 45
 	`CREATE UNIQUE INDEX sandboxes_by_idempotency_key ON sandboxes (team, idempotency_key) WHERE idempotency_key != ''`,
+	// 46: where a key came from: '' made on this node, 'fleet' synced from
+	// the Kubernetes API server's key Secrets (node mode), which revokes it
+	// when its Secret goes.
+	`ALTER TABLE api_keys ADD COLUMN source TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -153,3 +153,21 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// WriteKubeconfig writes a kubeconfig file (mode 0600) for an administrator
+// of this control plane (group system:masters), for daemons the test starts
+// as processes.
+func (e *Env) WriteKubeconfig(path string) error {
+	user, err := e.env.AddUser(envtest.User{Name: "warren-test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("adding a test administrator: %w", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig of the test administrator: %w", err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
+}

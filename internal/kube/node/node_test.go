@@ -1,0 +1,309 @@
+package node_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
+	"github.com/warrenhq/warren/internal/kube/fleet"
+	"github.com/warrenhq/warren/internal/kube/kubetest"
+	"github.com/warrenhq/warren/internal/kube/node"
+	"github.com/warrenhq/warren/internal/store"
+)
+
+var (
+	shared    *kubetest.Env
+	launchErr error
+)
+
+// The package's tests share one control plane: starting it is most of
+// their time.
+func TestMain(m *testing.M) {
+	shared, launchErr = kubetest.Launch()
+	code := m.Run()
+	if shared != nil {
+		if err := shared.Stop(); err != nil && code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// fixture is one node against the shared control plane, in a namespace of
+// its own, with fake sessions and a real store for its keys.
+type fixture struct {
+	t        *testing.T
+	c        client.Client
+	ns, name string
+	sessions *fakeSessions
+	keys     *store.Store
+	cfg      node.Config
+}
+
+func newFixture(t *testing.T, name string) *fixture {
+	t.Helper()
+	kubetest.Require(t, shared, launchErr)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "warren-node-test-"}}
+	if err := shared.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "warren.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { keys.Close() })
+	f := &fixture{t: t, c: shared.Client, ns: ns.Name, name: name, sessions: newFakeSessions(), keys: keys}
+	f.cfg = node.Config{
+		Client: shared.Client, Namespace: ns.Name, Node: name, Endpoint: "http://" + name + ":3000",
+		Version: "test", LeaseDuration: 3 * time.Second, Sandboxes: f.sessions, Keys: keys, Reporter: fakeReporter{},
+		SandboxEvery: 100 * time.Millisecond, StatusEvery: 200 * time.Millisecond, KeyEvery: 100 * time.Millisecond,
+	}
+	return f
+}
+
+func (f *fixture) start() *node.Node {
+	f.t.Helper()
+	n, err := node.Start(context.Background(), f.cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(n.Close)
+	return n
+}
+
+func (f *fixture) key(name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: f.ns, Name: name}
+}
+
+// eventually polls ok every 50 ms for up to 20 s.
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 20s for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (f *fixture) sandbox(name string) (warrenv1.Sandbox, bool) {
+	var o warrenv1.Sandbox
+	err := f.c.Get(context.Background(), f.key(name), &o)
+	if err != nil && !apierrors.IsNotFound(err) {
+		f.t.Fatal(err)
+	}
+	return o, err == nil
+}
+
+// The Lease and the WarrenNode appear and are kept fresh; the fleet's
+// admin key Secret is made and its key authenticates at the node.
+func TestLeaseNodeAndAdminKey(t *testing.T) {
+	f := newFixture(t, "lease-node")
+	f.start()
+	ctx := context.Background()
+	var lease coordinationv1.Lease
+	if err := f.c.Get(ctx, f.key(fleet.LeaseName(f.name)), &lease); err != nil {
+		t.Fatal(err)
+	}
+	if *lease.Spec.HolderIdentity != f.name || *lease.Spec.LeaseDurationSeconds != 3 {
+		t.Fatalf("lease %+v", lease.Spec)
+	}
+	first := lease.Spec.RenewTime.Time
+	eventually(t, "a renewal of the Lease", func() bool {
+		_ = f.c.Get(ctx, f.key(fleet.LeaseName(f.name)), &lease)
+		return lease.Spec.RenewTime.After(first)
+	})
+	var wn warrenv1.WarrenNode
+	eventually(t, "the WarrenNode's status", func() bool {
+		return f.c.Get(ctx, types.NamespacedName{Name: f.name}, &wn) == nil && wn.Status.LastHeartbeat != nil
+	})
+	if wn.Status.Endpoint != f.cfg.Endpoint || wn.Status.Capacity.Memory.Value() != 8<<30 || len(wn.Status.Templates) != 1 ||
+		len(wn.Status.Conditions) != 1 || wn.Status.Conditions[0].Status != metav1.ConditionTrue {
+		t.Fatalf("WarrenNode status %+v", wn.Status)
+	}
+	var admin corev1.Secret
+	if err := f.c.Get(ctx, f.key(fleet.FleetAdminSecret), &admin); err != nil {
+		t.Fatal(err)
+	}
+	plain := string(admin.Data[fleet.KeyDataKey])
+	if admin.Labels[fleet.LabelAPIKey] != "true" || string(admin.Data[fleet.KeyDataHash]) != store.HashKey(plain) {
+		t.Fatalf("admin Secret %v %v", admin.Labels, admin.Data)
+	}
+	eventually(t, "the fleet admin key to authenticate", func() bool {
+		k, err := f.keys.AuthenticateKey(ctx, plain)
+		return err == nil && k.Team == fleet.AdminTeam
+	})
+}
+
+// A key Secret authenticates at the node while it exists.
+func TestKeySecrets(t *testing.T) {
+	f := newFixture(t, "keys")
+	f.start()
+	ctx := context.Background()
+	plain, err := store.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "k1", Namespace: f.ns, Labels: map[string]string{fleet.LabelAPIKey: "true"}},
+		Data: map[string][]byte{fleet.KeyDataHash: []byte(store.HashKey(plain)), fleet.KeyDataTeam: []byte("t1"),
+			fleet.KeyDataName: []byte("ci"), fleet.KeyDataPrefix: []byte(plain[:12])},
+	}
+	if err := f.c.Create(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the Secret's key to authenticate", func() bool {
+		k, err := f.keys.AuthenticateKey(ctx, plain)
+		return err == nil && k.Team == "t1" && k.ID == "k1"
+	})
+	if err := f.c.Delete(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the key to be revoked", func() bool {
+		_, err := f.keys.AuthenticateKey(ctx, plain)
+		return err != nil
+	})
+}
+
+// A sandbox made through the node's API gets its object, which follows
+// its state and goes when it goes.
+func TestPublishesSandboxes(t *testing.T) {
+	f := newFixture(t, "publish")
+	n := f.start()
+	f.sessions.put(store.Sandbox{ID: "api1", Team: "t1", Template: "bb", Runtime: "native", State: store.StateRunning, StartedAt: time.Now()})
+	n.Nudge()
+	var o warrenv1.Sandbox
+	eventually(t, "the sandbox's object, Running", func() bool {
+		var ok bool
+		o, ok = f.sandbox("api1")
+		return ok && o.Status.Phase == warrenv1.SandboxRunning
+	})
+	if o.Labels[fleet.LabelNode] != f.name || o.Labels[fleet.LabelSandboxID] != "api1" || o.Labels[fleet.LabelTeam] != "t1" ||
+		o.Labels[fleet.LabelOrigin] != fleet.OriginAPI || o.Labels[fleet.LabelTemplate] != "bb" ||
+		len(o.Finalizers) != 1 || o.Status.Endpoint != f.cfg.Endpoint || o.Status.Node != f.name || o.Status.SandboxID != "api1" {
+		t.Fatalf("object %+v", o)
+	}
+	rv := o.ResourceVersion
+	time.Sleep(500 * time.Millisecond)
+	if again, _ := f.sandbox("api1"); again.ResourceVersion != rv {
+		t.Errorf("a quiet sandbox's object was written again (%s → %s)", rv, again.ResourceVersion)
+	}
+	f.sessions.put(store.Sandbox{ID: "api1", Team: "t1", Template: "bb", Runtime: "native", State: store.StatePaused})
+	eventually(t, "the object Paused", func() bool {
+		o, _ := f.sandbox("api1")
+		return o.Status.Phase == warrenv1.SandboxPaused
+	})
+	f.sessions.remove("api1")
+	eventually(t, "the object gone", func() bool {
+		_, ok := f.sandbox("api1")
+		return !ok
+	})
+}
+
+// A Sandbox object applied with spec.nodeName runs a sandbox, once, even
+// across a restart of the node; deleting it kills the sandbox.
+func TestRunsAssignedObjects(t *testing.T) {
+	f := newFixture(t, "reconcile")
+	first := f.start()
+	ctx := context.Background()
+	o := warrenv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "mine", Namespace: f.ns, Labels: map[string]string{fleet.LabelTeam: "t9"}},
+		Spec: warrenv1.SandboxSpec{Template: "bb", NodeName: f.name, Metadata: map[string]string{"k": "v"}}}
+	if err := f.c.Create(ctx, &o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the object Running with its sandbox", func() bool {
+		o, _ = f.sandbox("mine")
+		return o.Status.Phase == warrenv1.SandboxRunning && o.Status.SandboxID != ""
+	})
+	req := f.sessions.lastCreate()
+	if req.Team != "t9" || req.Metadata["k"] != "v" || req.Metadata[node.MetaObjectUID] != string(o.UID) {
+		t.Fatalf("create %+v", req)
+	}
+	if o.Labels[fleet.LabelOrigin] != fleet.OriginKube || o.Labels[fleet.LabelSandboxID] != o.Status.SandboxID || len(o.Finalizers) != 1 {
+		t.Fatalf("object %+v", o.ObjectMeta)
+	}
+	// The node restarted adopts it.
+	first.Close()
+	f.start()
+	time.Sleep(time.Second)
+	if creates, _ := f.sessions.counts(); creates != 1 {
+		t.Fatalf("%d creates for one object", creates)
+	}
+	if err := f.c.Delete(ctx, &o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the object gone", func() bool {
+		_, ok := f.sandbox("mine")
+		return !ok
+	})
+	if _, deletes := f.sessions.counts(); deletes != 1 {
+		t.Fatalf("%d deletes", deletes)
+	}
+}
+
+// An object whose sandbox cannot be made says so and is not retried until
+// its spec changes.
+func TestFailedCreate(t *testing.T) {
+	f := newFixture(t, "failing")
+	f.start()
+	ctx := context.Background()
+	o := warrenv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: f.ns},
+		Spec: warrenv1.SandboxSpec{Template: "missing", NodeName: f.name}}
+	if err := f.c.Create(ctx, &o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the object Failed", func() bool {
+		o, _ = f.sandbox("bad")
+		return o.Status.Phase == warrenv1.SandboxFailed
+	})
+	time.Sleep(500 * time.Millisecond)
+	if creates, _ := f.sessions.counts(); creates != 1 {
+		t.Fatalf("%d creates of a failing object", creates)
+	}
+	o.Spec.Template = "bb"
+	if err := f.c.Update(ctx, &o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the object Running after its fix", func() bool {
+		o, _ = f.sandbox("bad")
+		return o.Status.Phase == warrenv1.SandboxRunning
+	})
+	// Deleting it kills the sandbox and lets the object go.
+	if err := f.c.Delete(ctx, &o); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the object gone", func() bool {
+		_, ok := f.sandbox("bad")
+		return !ok
+	})
+}
+
+// An API server that does not answer at start is an error, not a node
+// that silently publishes nothing.
+func TestUnreachableAtStart(t *testing.T) {
+	scheme, err := fleet.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(&rest.Config{Host: "http://127.0.0.1:1", Timeout: 2 * time.Second}, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = node.Start(context.Background(), node.Config{Client: c, Namespace: "warren", Node: "x", Sandboxes: newFakeSessions(), Reporter: fakeReporter{}})
+	if err == nil {
+		t.Fatal("started without an API server")
+	}
+	t.Log(err)
+}
