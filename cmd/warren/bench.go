@@ -23,7 +23,7 @@ func benchCmd() *cobra.Command {
 	var b benchRun
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native)",
+		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; gvisor: the gvisor runtime and its memory snapshots beside native; placement: decision time on simulated fleets, no daemon)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return b.run(cmd)
@@ -47,12 +47,13 @@ type benchRun struct {
 	network    bench.NetworkOptions
 	httpClient bool
 	debug      bool
+	placement  bench.PlacementOptions
 }
 
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon) or all")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
 	f.StringVar(&b.plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
@@ -61,6 +62,10 @@ func (b *benchRun) flags(cmd *cobra.Command) {
 	f.IntVar(&b.gvisor.HeldMB, "held-mb", 256, "gvisor: memory the held sandbox's process holds, in MB")
 	f.IntVar(&b.tools.Calls, "tool-calls", 200, "tools: read and edit round trips")
 	f.IntVar(&b.tools.GrepFiles, "grep-files", 100_000, "tools: files in the tree grep searches")
+	f.IntSliceVar(&b.placement.Nodes, "placement-nodes", []int{1000, 10000}, "placement: sizes of the simulated fleets decisions are timed on")
+	f.IntVar(&b.placement.Decisions, "placement-decisions", 10000, "placement: decisions timed on each fleet")
+	f.IntVar(&b.placement.Sample, "placement-sample", 3, "placement: K, the feasible nodes scored per decision")
+	f.Uint64Var(&b.placement.Seed, "placement-seed", 1, "placement: seed of the simulated fleets and requests")
 	f.IntVar(&b.densityN, "sandboxes", 200, "density suite: idle sandboxes to start")
 	f.IntVar(&b.opts.Creates, "creates", 30, "core: sandboxes to create and delete")
 	f.IntVar(&b.opts.Execs, "execs", 300, "core: exec round trips per method")
@@ -94,12 +99,20 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "density", "tools", "network", "gvisor", "all":
+	case "core", "snapshots", "density", "tools", "network", "gvisor", "placement", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network, gvisor or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, density, tools, network, gvisor, placement or all", b.suite)
 	}
 	if b.quick {
 		quickSizes(cmd, &b.opts, &b.snap, &b.tools, &b.network, &b.gvisor, &b.densityN)
+		if !cmd.Flags().Changed("placement-decisions") {
+			b.placement.Decisions = 200
+		}
+	}
+	if b.suite == "placement" {
+		// A pure function timed on simulated nodes: no daemon, no data
+		// directory, no privileges.
+		return b.runPlacement(cmd)
 	}
 	dir, _ := cmd.Flags().GetString("data-dir")
 	tempData := !cmd.Flags().Changed("data-dir") || dir == "" || dir == "/var/lib/warren"
@@ -151,6 +164,26 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 	return printBench(cmd, b.suite, out)
 }
 
+// runPlacement runs the placement suite alone and prints its report.
+func (b *benchRun) runPlacement(cmd *cobra.Command) error {
+	rep, err := bench.RunPlacement(b.placement)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"placement": rep}
+	if b.plot != "" {
+		if err := writePlot(b.plot, b.suite, out); err != nil {
+			return err
+		}
+	}
+	if b.table {
+		if err := bench.WriteTable(cmd.ErrOrStderr(), "warren bench --suite placement", rep); err != nil {
+			return err
+		}
+	}
+	return printBench(cmd, b.suite, out)
+}
+
 // runSuites runs the suite the flags name, or all of them in turn, in data
 // directory dir, and returns each one's report by name.
 func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer) (map[string]any, error) {
@@ -192,6 +225,7 @@ func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer
 			o.Execs = min(opts.Execs, 100)
 			return bench.RunGVisor(ctx, o)
 		}},
+		{"placement", func(string) (any, error) { return bench.RunPlacement(b.placement) }},
 	}
 	out := map[string]any{}
 	for _, s := range suites {

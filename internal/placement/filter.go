@@ -1,0 +1,139 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// Reason is why the filter removed a node.
+type Reason string
+
+// The filter's reasons, in the order it checks them: a node is counted
+// under the first one it fails.
+const (
+	NotReady           Reason = "not ready"
+	LeaseExpired       Reason = "no live lease"
+	Unschedulable      Reason = "unschedulable"
+	RuntimeUnsupported Reason = "runtime not supported"
+	TemplateMissing    Reason = "template not built"
+	NoMemory           Reason = "not enough memory"
+	NoCPU              Reason = "not enough CPU"
+	NoDisk             Reason = "not enough disk"
+	SandboxesFull      Reason = "at its sandbox limit"
+)
+
+// reasonOrder lists the reasons as the filter checks them (how an error
+// lists them too).
+var reasonOrder = []Reason{NotReady, LeaseExpired, Unschedulable, RuntimeUnsupported, TemplateMissing,
+	NoMemory, NoCPU, NoDisk, SandboxesFull}
+
+// capacityReason says whether r only means "full now": such a node may
+// take the sandbox once others end.
+func capacityReason(r Reason) bool {
+	return r == NoMemory || r == NoCPU || r == NoDisk || r == SandboxesFull
+}
+
+// check returns why n cannot take req, or "" when it can.
+func check(n *Node, req *Request) Reason {
+	switch {
+	case !n.Ready:
+		return NotReady
+	case !n.LeaseLive:
+		return LeaseExpired
+	case n.Unschedulable:
+		return Unschedulable
+	case req.Runtime != "" && !slices.Contains(n.Runtimes, req.Runtime):
+		return RuntimeUnsupported
+	case req.Template != "" && !slices.Contains(n.Templates, req.Template):
+		return TemplateMissing
+	case !fits(n.Capacity.MemoryBytes, n.Used.MemoryBytes, req.MemoryBytes):
+		return NoMemory
+	case !fits(n.Capacity.MilliCPU, n.Used.MilliCPU, req.MilliCPU):
+		return NoCPU
+	case !fits(n.Capacity.DiskBytes, n.Used.DiskBytes, req.DiskBytes):
+		return NoDisk
+	case !fits(n.Capacity.Sandboxes, n.Used.Sandboxes, 1):
+		return SandboxesFull
+	}
+	return ""
+}
+
+// fits says whether asked more fits; an unreported capacity (0) always does.
+func fits(capacity, used, asked int64) bool {
+	return capacity <= 0 || used+asked <= capacity
+}
+
+// NoNodeError is a placement that found no node: how many each reason
+// removed. It is errdefs.ErrResourceExhausted when some node failed only
+// for room (waiting may help), else errdefs.ErrUnavailable.
+type NoNodeError struct {
+	Nodes    int
+	Filtered map[Reason]int
+	Request  Request
+}
+
+func (e *NoNodeError) Error() string {
+	if e.Nodes == 0 {
+		return "no node can take the sandbox: the fleet has no nodes"
+	}
+	return fmt.Sprintf("no node can take the sandbox (%s); of its %d nodes: %s", describe(e.Request), e.Nodes, formatFiltered(e.Filtered))
+}
+
+// Unwrap gives the error's kind.
+func (e *NoNodeError) Unwrap() error {
+	for r, n := range e.Filtered {
+		if n > 0 && capacityReason(r) {
+			return errdefs.ErrResourceExhausted
+		}
+	}
+	return errdefs.ErrUnavailable
+}
+
+// describe names what a request asks, for messages.
+func describe(req Request) string {
+	var parts []string
+	add := func(name, v string) {
+		if v != "" {
+			parts = append(parts, name+" "+v)
+		}
+	}
+	add("template", req.Template)
+	add("runtime", req.Runtime)
+	add("snapshot", req.Snapshot)
+	if req.MemoryBytes > 0 {
+		add("memory", fmt.Sprintf("%dMiB", req.MemoryBytes>>20))
+	}
+	if req.MilliCPU > 0 {
+		add("cpu", fmt.Sprintf("%dm", req.MilliCPU))
+	}
+	if req.DiskBytes > 0 {
+		add("disk", fmt.Sprintf("%dMiB", req.DiskBytes>>20))
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// formatFiltered lists the reasons' counts in the filter's order:
+// "2 not ready, 1 runtime not supported".
+func formatFiltered(filtered map[Reason]int) string {
+	var parts []string
+	for _, r := range reasonOrder {
+		if n := filtered[r]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, r))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sumFiltered(filtered map[Reason]int) int {
+	n := 0
+	for _, c := range filtered {
+		n += c
+	}
+	return n
+}
