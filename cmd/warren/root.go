@@ -100,6 +100,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		poolsCmd(a),
 		healthCmd(a),
 		portForwardCmd(a),
+		gatewayCmd(),
 	)
 	root.AddCommand(processCmds(a)...)
 	return root

@@ -1,0 +1,269 @@
+// Package gateway is `warren gateway`: one stateless HTTP entry point to a
+// fleet of warren nodes on Kubernetes. It places creates on a node,
+// forwards every call about a sandbox to the node that holds it, fans lists
+// out and merges them, and serves API keys from Secrets. It learns the
+// fleet from watch caches of WarrenNodes, Leases, Sandbox objects and API
+// key Secrets; the node's API is unchanged behind it.
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	wapi "github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// Gateway routes requests to the fleet's nodes.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	fleet   fleetSource
+	keys    *keyStore
+	placer  Placer
+	memo    memo
+	http    *http.Client // the gateway's own calls: probes, fan-outs
+	proxy   *httputil.ReverseProxy
+	metrics *gatewayMetrics
+}
+
+// fleetSource is what the gateway reads of the fleet (fleetView).
+type fleetSource interface {
+	Nodes(ctx context.Context) ([]Node, error)
+	SandboxNode(ctx context.Context, id string) (node string, ok bool, err error)
+}
+
+// newGateway wires a gateway to its fleet view, keys and placer.
+func newGateway(cfg Config, log *slog.Logger, fleet fleetSource, keys *keyStore, placer Placer) *Gateway {
+	transport := newTransport()
+	g := &Gateway{
+		cfg: cfg, log: log, fleet: fleet, keys: keys, placer: placer,
+		http:    &http.Client{Transport: transport, Timeout: time.Minute},
+		metrics: newGatewayMetrics(),
+	}
+	g.proxy = newProxy(transport, g.proxyError)
+	return g
+}
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := classify(r, g.cfg.Domain)
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		g.metrics.requests.WithLabelValues(routeNames[rt.kind], strconv.Itoa(sw.status)).Inc()
+	}()
+	switch rt.kind {
+	case routePlane:
+		// The node checks the sandbox's tokens (or the key) itself.
+		g.serveSandbox(sw, r, rt)
+		return
+	case routeHealth:
+		g.serveHealth(sw, r)
+		return
+	case routeMetrics:
+		g.serveMetrics(sw, r)
+		return
+	case routeUnrouted:
+		writeError(sw, fmt.Errorf("%s %s names no sandbox the gateway can route to: the sandbox plane needs the E2b-Sandbox-Id header or a Host of <port>-<id>.<domain>, and /mcp is served by each node, not the gateway: %w", r.Method, r.URL.Path, errdefs.ErrInvalid))
+		return
+	}
+	k, err := g.keys.authenticate(r.Context(), apiKeyOf(r))
+	if err != nil {
+		writeError(sw, err)
+		return
+	}
+	g.serveControl(sw, r, rt, k)
+}
+
+// serveControl serves an authenticated control-plane request.
+func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route, k key) {
+	switch rt.kind {
+	case routeSandbox:
+		g.serveSandbox(w, r, rt)
+	case routeCreate:
+		g.serveCreate(w, r, rt, k)
+	case routeImport:
+		g.servePlaced(w, r, rt, PlaceRequest{})
+	case routeList:
+		g.serveList(w, r, rt.list)
+	case routeSnapshot:
+		g.serveSnapshot(w, r, rt)
+	case routeTemplate:
+		g.serveTemplate(w, r)
+	case routeKeys:
+		g.serveKeys(w, r, rt, k)
+	default:
+		g.serveAny(w, r, rt)
+	}
+}
+
+// serveSandbox forwards a request about one sandbox to its node.
+func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, rt route) {
+	node, err := g.locateSandbox(r.Context(), r, rt.id)
+	if err != nil {
+		if rt.kind == routePlane {
+			writePlaneError(w, r, rt.id, err)
+			return
+		}
+		writeError(w, err)
+		return
+	}
+	var created func(string)
+	if rt.kind == routeSandbox && r.Method == http.MethodPost && isForkPath(r.URL.Path) {
+		created = func(id string) { g.memo.put(sandboxKey(id), node.Name) }
+	}
+	g.forward(w, r, node, rt, created)
+}
+
+// serveSnapshot forwards a request about one snapshot to its node.
+func (g *Gateway) serveSnapshot(w http.ResponseWriter, r *http.Request, rt route) {
+	node, err := g.locateSnapshot(r.Context(), r, rt.id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g.forward(w, r, node, rt, nil)
+}
+
+// serveAny forwards a request any node answers alike (the OpenAPI
+// document, tools, unknown paths) to the first Ready node.
+func (g *Gateway) serveAny(w http.ResponseWriter, r *http.Request, rt route) {
+	ready, err := g.readyOrUnavailable(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g.forward(w, r, ready[0], rt, nil)
+}
+
+// maxCreateBody bounds the create body the gateway reads to place it (the
+// node's own bound on JSON bodies).
+const maxCreateBody = 1 << 20
+
+// serveCreate places a create and forwards it, body and all; the answer
+// teaches the memo the new sandbox's node.
+func (g *Gateway) serveCreate(w http.ResponseWriter, r *http.Request, rt route, k key) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody+1))
+	if err != nil {
+		writeError(w, fmt.Errorf("read the create's body: %v: %w", err, errdefs.ErrInvalid))
+		return
+	}
+	if len(body) > maxCreateBody {
+		writeError(w, fmt.Errorf("the create's body is over %d bytes: %w", maxCreateBody, errdefs.ErrInvalid))
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	req := placeRequestOf(body)
+	if ik := r.Header.Get("Idempotency-Key"); ik != "" {
+		req.IdempotencyKey = k.team + "/" + ik
+	}
+	g.servePlaced(w, r, rt, req)
+}
+
+// servePlaced forwards a request that makes something to the node
+// placement chooses.
+func (g *Gateway) servePlaced(w http.ResponseWriter, r *http.Request, rt route, req PlaceRequest) {
+	nodes, err := g.fleet.Nodes(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Template != "" && !anyHasTemplate(nodes, req.Template) {
+		// Not a template any node lists: a create from a snapshot (E2B
+		// names snapshots as templates), which placement may keep near it.
+		req.FromSnapshot = req.Template
+	}
+	node, err := g.placer.Place(r.Context(), req, nodes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	g.forward(w, r, node, rt, func(id string) { g.memo.put(sandboxKey(id), node.Name) })
+}
+
+// placeRequestOf reads what placement weighs from a create's body; a body
+// that does not parse places as a default create (the node refuses it).
+func placeRequestOf(body []byte) PlaceRequest {
+	var in wapi.NewSandbox
+	if len(body) == 0 || json.Unmarshal(body, &in) != nil {
+		return PlaceRequest{}
+	}
+	req := PlaceRequest{Template: in.TemplateID, Runtime: in.Runtime}
+	if in.Limits != nil {
+		req.MemoryBytes = in.Limits.MemoryMB << 20
+	}
+	return req
+}
+
+func anyHasTemplate(nodes []Node, t string) bool {
+	for _, n := range nodes {
+		if n.HasTemplate(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// serveHealth answers the gateway's own health: its nodes, Ready of all.
+func (g *Gateway) serveHealth(w http.ResponseWriter, r *http.Request) {
+	nodes, err := g.fleet.Nodes(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	h := Health{Status: "ok", GatewayID: g.cfg.GatewayID, NodesTotal: len(nodes), NodesReady: len(readyNodes(nodes))}
+	status := http.StatusOK
+	if h.NodesReady == 0 {
+		h.Status, status = "unavailable", http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, h)
+}
+
+// Health is the answer of the gateway's GET /health.
+type Health struct {
+	Status     string `json:"status"` // ok, or unavailable when no node is Ready
+	GatewayID  string `json:"gatewayId"`
+	NodesReady int    `json:"nodesReady"`
+	NodesTotal int    `json:"nodesTotal"`
+}
+
+// serveMetrics serves the gateway's own Prometheus series. They hold no
+// sandbox's data, so no key is needed.
+func (g *Gateway) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	if nodes, err := g.fleet.Nodes(r.Context()); err == nil {
+		g.metrics.nodes.WithLabelValues("total").Set(float64(len(nodes)))
+		g.metrics.nodes.WithLabelValues("ready").Set(float64(len(readyNodes(nodes))))
+	}
+	promhttp.HandlerFor(g.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+// statusWriter records the status a request was answered with. It passes
+// Flush and Unwrap through so streams stay unbuffered and upgrades work.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

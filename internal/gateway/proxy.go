@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+)
+
+// target is where one proxied request goes, carried in its context.
+type target struct {
+	node *url.URL
+	name string
+	rt   route
+	// created, when set, learns the id of a sandbox the answer made
+	// (creates and forks) so later calls find its node at once.
+	created func(id string)
+}
+
+type targetKey struct{}
+
+// newTransport is the gateway's one connection pool to the nodes: many
+// idle connections per node, since every client request reuses one.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil, // nodes are reached directly
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 0, // long polls and streams answer late
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// newProxy is the reverse proxy to the nodes. FlushInterval -1 passes
+// every write at once: Connect server streams, SSE, logs and downloads
+// must not wait in a buffer. Upgrades (port forwarding's warren-tcp) are
+// handled by httputil.
+func newProxy(transport http.RoundTripper, onError func(http.ResponseWriter, *http.Request, error)) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := pr.In.Context().Value(targetKey{}).(target)
+			pr.SetURL(t.node)
+			pr.SetXForwarded()
+			if t.rt.byHost {
+				// The node routes the sandbox plane by Host too; the headers
+				// say the same in the form it reads first.
+				pr.Out.Host = pr.In.Host
+				pr.Out.Header.Set("E2b-Sandbox-Id", t.rt.id)
+				pr.Out.Header.Set("E2b-Sandbox-Port", strconv.Itoa(t.rt.port))
+			}
+		},
+		Transport:      transport,
+		FlushInterval:  -1,
+		ErrorHandler:   onError,
+		ModifyResponse: learnCreated,
+	}
+}
+
+// maxCreateAnswer bounds the answer to a create the gateway reads to learn
+// the new sandbox's id.
+const maxCreateAnswer = 1 << 20
+
+// learnCreated reads a successful create's (or fork's) answer for the new
+// sandbox's id and hands the answer on unchanged.
+func learnCreated(res *http.Response) error {
+	t, _ := res.Request.Context().Value(targetKey{}).(target)
+	if t.created == nil || res.StatusCode/100 != 2 {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxCreateAnswer))
+	_ = res.Body.Close()
+	if err != nil {
+		return fmt.Errorf("read the node's answer: %w", err)
+	}
+	var made struct {
+		SandboxID string `json:"sandboxID"`
+	}
+	if json.Unmarshal(body, &made) == nil && made.SandboxID != "" {
+		t.created(made.SandboxID)
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return nil
+}
+
+// forward proxies r to node.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, node Node, rt route, created func(string)) {
+	u, err := url.Parse(node.Endpoint)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		writeError(w, fmt.Errorf("node %s advertises endpoint %q, which is not a URL: %w", node.Name, node.Endpoint, errdefs.ErrUnavailable))
+		return
+	}
+	ctx := context.WithValue(r.Context(), targetKey{}, target{node: u, name: node.Name, rt: rt, created: created})
+	g.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// proxyError answers a request its node did not take: 502 in the node's
+// error shape.
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client left
+	}
+	t, _ := r.Context().Value(targetKey{}).(target)
+	g.metrics.proxyErrors.Inc()
+	g.log.Debug("proxy", "node", t.name, "path", r.URL.Path, "err", err)
+	err = fmt.Errorf("node %s did not answer: %v: %w", t.name, err, errdefs.ErrUnavailable)
+	if t.rt.kind == routePlane {
+		writePlaneError(w, r, t.rt.id, err)
+		return
+	}
+	writeError(w, err)
+}
