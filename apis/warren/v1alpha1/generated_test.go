@@ -11,9 +11,10 @@ import (
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
-// TestGeneratedIsFresh regenerates the deepcopy functions and the CRDs into
-// a temporary tree and fails when the committed ones differ: a type or a
-// marker was edited without make generate.
+// TestGeneratedIsFresh regenerates the deepcopy functions and the CRDs (with
+// deploy/crds' kustomization and the Helm chart's copy) into a temporary tree
+// and fails when the committed ones differ: a type or a marker was edited
+// without make generate.
 func TestGeneratedIsFresh(t *testing.T) {
 	gen := os.Getenv("WARREN_CONTROLLER_GEN")
 	if gen == "" {
@@ -29,7 +30,7 @@ func TestGeneratedIsFresh(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("gen-k8s.sh: %v\n%s", err, b)
 	}
-	for _, dir := range []string{"apis/warren/v1alpha1", "deploy/crds"} {
+	for _, dir := range []string{"apis/warren/v1alpha1", "deploy/crds", "deploy/helm/warren/crds"} {
 		fresh := generatedIn(t, filepath.Join(out, dir))
 		committed := generatedIn(t, filepath.Join(root, dir))
 		for _, name := range union(fresh, committed) {
@@ -46,8 +47,8 @@ func TestGeneratedIsFresh(t *testing.T) {
 	}
 }
 
-// generatedIn reads what controller-gen writes in dir: the CRD manifests,
-// and zz_generated files.
+// generatedIn reads what gen-k8s.sh writes in dir: the CRD manifests (and
+// deploy/crds' kustomization), and zz_generated files.
 func generatedIn(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
