@@ -274,7 +274,6 @@ func pairOf(viaGW, viaNode []time.Duration) FleetPair {
 	return p
 }
 
-
 // measureNodeLoss starts sandboxes on the last node, kills its daemon with
 // SIGKILL and times each Sandbox object's turn to Lost from the Lease's
 // expiry and from the kill.
