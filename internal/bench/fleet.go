@@ -124,8 +124,6 @@ func RunFleet(ctx context.Context, o FleetOptions) (_ *FleetReport, retErr error
 
 func (o *FleetOptions) check() error {
 	switch {
-	case os.Geteuid() != 0:
-		return errors.New("the fleet suite runs node daemons, which need root")
 	case o.Nodes < 2:
 		return fmt.Errorf("the fleet suite needs at least 2 nodes, got %d", o.Nodes)
 	case o.Creates <= 0 || o.Execs <= 0 || o.LostSandboxes <= 0:
@@ -134,6 +132,8 @@ func (o *FleetOptions) check() error {
 		return fmt.Errorf("fleet lease %s: want at least 1s", o.Lease)
 	case o.Binary == "":
 		return errors.New("the fleet suite needs the path of the warren binary")
+	case os.Geteuid() != 0:
+		return errors.New("the fleet suite runs node daemons, which need root")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
