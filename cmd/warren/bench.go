@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +24,7 @@ func benchCmd() *cobra.Command {
 	var b benchRun
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; transfer: a snapshot moved between two daemons, whole and per turn; gvisor: the gvisor runtime and its memory snapshots beside native; placement: decision time on simulated fleets, no daemon)",
+		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; transfer: a snapshot moved between two daemons, whole and per turn; gvisor: the gvisor runtime and its memory snapshots beside native; placement: decision time on simulated fleets, no daemon; fleet: a throwaway fleet of two node daemons, a gateway and a control plane — what the gateway adds, and node-loss detection)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return b.run(cmd)
@@ -49,12 +50,13 @@ type benchRun struct {
 	httpClient bool
 	debug      bool
 	placement  bench.PlacementOptions
+	fleet      bench.FleetOptions
 }
 
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all) or all")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
 	f.StringVar(&b.plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
@@ -67,6 +69,11 @@ func (b *benchRun) flags(cmd *cobra.Command) {
 	f.IntVar(&b.placement.Decisions, "placement-decisions", 10000, "placement: decisions timed on each fleet")
 	f.IntVar(&b.placement.Sample, "placement-sample", 3, "placement: K, the feasible nodes scored per decision")
 	f.Uint64Var(&b.placement.Seed, "placement-seed", 1, "placement: seed of the simulated fleets and requests")
+	f.IntVar(&b.fleet.Creates, "fleet-creates", 30, "fleet: creates timed through the gateway, and as many directly on a node")
+	f.IntVar(&b.fleet.Execs, "fleet-execs", 300, "fleet: execs of true, and GETs of a sandbox, timed through the gateway and as many directly")
+	f.DurationVar(&b.fleet.Lease, "fleet-lease", 3*time.Second, "fleet: the nodes' --lease-duration (node loss is detected after it)")
+	f.IntVar(&b.fleet.LostSandboxes, "fleet-lost-sandboxes", 3, "fleet: sandboxes on the node killed for the node-loss item")
+	f.StringVar(&b.fleet.CacheDir, "cache-dir", config.Default().CacheDir, "fleet: where envtest's control plane is (<cache-dir>/envtest/k8s-"+bench.EnvtestVersion+", unless KUBEBUILDER_ASSETS says; `make envtest` builds it); the nodes' --cache-dir (env WARREN_CACHE_DIR)")
 	f.IntVar(&b.densityN, "sandboxes", 200, "density suite: idle sandboxes to start")
 	f.IntVar(&b.opts.Creates, "creates", 30, "core: sandboxes to create and delete")
 	f.IntVar(&b.opts.Execs, "execs", 300, "core: exec round trips per method")
@@ -104,15 +111,16 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "transfer", "density", "tools", "network", "gvisor", "placement", "all":
+	case "core", "snapshots", "transfer", "density", "tools", "network", "gvisor", "placement", "fleet", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, gvisor, placement or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, gvisor, placement, fleet or all", b.suite)
 	}
 	if b.quick {
 		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN)
 		if !cmd.Flags().Changed("placement-decisions") {
 			b.placement.Decisions = 200
 		}
+		quickFleet(cmd, &b.fleet)
 	}
 	if b.suite == "placement" {
 		// A pure function timed on simulated nodes: no daemon, no data
@@ -130,6 +138,11 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 	}
 	if err := selfexe.SealIfCopied(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)), stateDir); err != nil {
 		return err
+	}
+	if b.suite == "fleet" {
+		// Its nodes run on data directories of their own, under a
+		// temporary directory of its own.
+		return b.runFleet(cmd)
 	}
 	if tempData {
 		tmp, err := os.MkdirTemp("", "warren-bench-")
@@ -187,6 +200,50 @@ func (b *benchRun) runPlacement(cmd *cobra.Command) error {
 		}
 	}
 	return printBench(cmd, b.suite, out)
+}
+
+// runFleet runs the fleet suite alone and prints its report.
+func (b *benchRun) runFleet(cmd *cobra.Command) error {
+	o := b.fleet
+	exe, err := selfexe.Path()
+	if err != nil {
+		return fmt.Errorf("the fleet suite runs this binary as its nodes and gateway: %w", err)
+	}
+	o.Binary = exe
+	o.Nodes = 2
+	level := slog.LevelWarn
+	if b.debug {
+		level = slog.LevelDebug
+	}
+	o.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	rep, err := bench.RunFleet(cmd.Context(), o)
+	if err != nil {
+		return err
+	}
+	out := map[string]any{"fleet": rep}
+	if b.plot != "" {
+		if err := writePlot(b.plot, b.suite, out); err != nil {
+			return err
+		}
+	}
+	if b.table {
+		if err := bench.WriteTable(cmd.ErrOrStderr(), "warren bench --suite fleet", rep); err != nil {
+			return err
+		}
+	}
+	return printBench(cmd, b.suite, out)
+}
+
+// quickFleet shrinks the fleet suite to a smoke run.
+func quickFleet(cmd *cobra.Command, o *bench.FleetOptions) {
+	set := func(name string, p *int, v int) {
+		if !cmd.Flags().Changed(name) {
+			*p = v
+		}
+	}
+	set("fleet-creates", &o.Creates, 3)
+	set("fleet-execs", &o.Execs, 20)
+	set("fleet-lost-sandboxes", &o.LostSandboxes, 1)
 }
 
 // runSuites runs the suite the flags name, or all of them in turn, in data
