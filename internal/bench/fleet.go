@@ -100,7 +100,7 @@ func RunFleet(ctx context.Context, o FleetOptions) (_ *FleetReport, retErr error
 	}
 	defer func() { retErr = errors.Join(retErr, f.close()) }()
 	rep := &FleetReport{Machine: machine(), Nodes: len(f.nodes),
-		Controller: "in-process in the bench (the gateway of this build does not run internal/kube/controller)",
+		Controller: "the gateway's (warren gateway --controllers, leader-elected)",
 		Targets:    FleetTargets{CreateAddedP50Ms: 3, ExecAddedP50Ms: 0.5, LostAfterKillMs: float64((o.Lease + 2*time.Second).Milliseconds())}}
 	gw := f.clientOf(f.gateway.addr)
 	direct := []*warren.Client{}

@@ -22,7 +22,6 @@ import (
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/internal/ids"
-	"github.com/warrenhq/warren/internal/kube/controller"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/kube/kubetest"
 	"github.com/warrenhq/warren/internal/testutil"
@@ -36,8 +35,8 @@ const EnvtestVersion = "1.36.3"
 
 // benchFleet is the fleet suite's throwaway fleet on this machine: a control
 // plane (envtest's etcd and kube-apiserver), node daemons in node mode and a
-// gateway, each a child process of this binary listening on loopback, and
-// the node-loss controller run in-process.
+// gateway (which runs the node-loss controller), each a child process of
+// this binary listening on loopback.
 type benchFleet struct {
 	o          FleetOptions
 	dir        string // every data directory and the kubeconfig are under it
@@ -46,8 +45,6 @@ type benchFleet struct {
 	nodes      []*fleetProc
 	gateway    *fleetProc
 	key        string // the fleet's admin key
-	stopCtl    func()
-	ctlDone    chan struct{}
 }
 
 // fleetProc is one node daemon or the gateway.
@@ -100,9 +97,6 @@ func startFleet(ctx context.Context, o FleetOptions) (_ *benchFleet, retErr erro
 		return f, err
 	}
 	if f.key, err = f.adminKey(ctx); err != nil {
-		return f, err
-	}
-	if err := f.startController(); err != nil {
 		return f, err
 	}
 	if f.gateway, err = f.startGateway(ctx); err != nil {
@@ -178,23 +172,6 @@ func (f *benchFleet) startGateway(ctx context.Context) (*fleetProc, error) {
 	return g, nil
 }
 
-// startController runs the gateways' controller in this process: the
-// gateway of this build does not run it yet, and node-loss detection is
-// its work.
-func (f *benchFleet) startController() error {
-	c, err := controller.New(controller.Options{Config: f.env.Config, Namespace: f.o.Namespace, Identity: "warren-bench", Log: f.o.Log})
-	if err != nil {
-		return err
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	f.stopCtl, f.ctlDone = stop, make(chan struct{})
-	go func() {
-		defer close(f.ctlDone)
-		_ = c.Run(ctx)
-	}()
-	return nil
-}
-
 // waitNodesReady waits until every node's WarrenNode is Ready with bb.
 func (f *benchFleet) waitNodesReady(ctx context.Context) error {
 	for _, n := range f.nodes {
@@ -222,17 +199,13 @@ func (f *benchFleet) adminKey(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(s.Data["key"])), nil
 }
 
-// close stops the gateway, the controller and the nodes, tears down each
+// close stops the gateway and the nodes, tears down each
 // node's data directory (its sandboxes, cgroups and pool), stops the
 // control plane and removes the temporary directory.
 func (f *benchFleet) close() error {
 	var errs []error
 	if f.gateway != nil {
 		errs = append(errs, f.gateway.close(f.o.Binary, f.o.Log))
-	}
-	if f.stopCtl != nil {
-		f.stopCtl()
-		<-f.ctlDone
 	}
 	for _, n := range f.nodes {
 		errs = append(errs, n.close(f.o.Binary, f.o.Log))

@@ -100,6 +100,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, node Node, rt 
 		writeError(w, fmt.Errorf("node %s advertises endpoint %q, which is not a URL: %w", node.Name, node.Endpoint, errdefs.ErrUnavailable))
 		return
 	}
+	// A streaming call's answer may start before its request body has
+	// been passed on (a Connect stream's first message, an upload the node
+	// answers early); an HTTP/1 server then stops reading that body, the
+	// copy to the node fails and the transport cuts the answer short.
+	// Full duplex keeps both directions open. HTTP/2 always is.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	ctx := context.WithValue(r.Context(), targetKey{}, target{node: u, name: node.Name, rt: rt, created: created})
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
