@@ -138,7 +138,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	clusterFlags(cmd, &o.cfg.Cluster)
 }
 
-// clusterFlags are serve's flags for node mode (docs/kubernetes-node.md).
+// clusterFlags are serve's flags for node mode (docs/kubernetes.md, "Node mode").
 func clusterFlags(cmd *cobra.Command, k *config.ClusterConfig) {
 	f := cmd.Flags()
 	f.StringVar(&k.Cluster, "cluster", k.Cluster, "run as a node of a fleet: kubernetes (publish a Lease, a WarrenNode and Sandbox objects, run Sandbox objects assigned to this node, sync API key Secrets); empty: a single host (env WARREN_CLUSTER)")
@@ -146,7 +146,7 @@ func clusterFlags(cmd *cobra.Command, k *config.ClusterConfig) {
 	f.StringVar(&k.NodeName, "node-name", k.NodeName, "this node's name in the fleet: its WarrenNode, Lease warren-node-<name> and warren.dev/node label (env WARREN_NODE_NAME; default the host name)")
 	f.StringVar(&k.AdvertiseURL, "advertise-url", k.AdvertiseURL, "URL the gateway reaches this node's API at (env WARREN_ADVERTISE_URL; default http://<--listen>)")
 	f.StringVar(&k.Namespace, "kube-namespace", k.Namespace, "namespace of the node's Lease, Sandbox objects and the fleet's key Secrets (env WARREN_KUBE_NAMESPACE)")
-	f.DurationVar(&k.LeaseDuration, "lease-duration", k.LeaseDuration, "how long the node's Lease holds without renewal (renewed every third); a node silent that long is taken for lost")
+	f.DurationVar(&k.LeaseDuration, "lease-duration", k.LeaseDuration, "how long the node's Lease holds without renewal (renewed every third); a node silent that long is taken for lost (env WARREN_LEASE_DURATION)")
 }
 
 // networkFlags are serve's flags for sandbox networking (see `warren sandbox

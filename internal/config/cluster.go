@@ -32,10 +32,14 @@ type ClusterConfig struct {
 	// Secrets.
 	Namespace     string
 	LeaseDuration time.Duration
+
+	// envErr is a malformed WARREN_LEASE_DURATION, reported when node mode
+	// is validated.
+	envErr error
 }
 
 func defaultCluster() ClusterConfig {
-	return ClusterConfig{
+	c := ClusterConfig{
 		Cluster:       os.Getenv("WARREN_CLUSTER"),
 		Kubeconfig:    os.Getenv("KUBECONFIG"),
 		NodeName:      os.Getenv("WARREN_NODE_NAME"),
@@ -43,6 +47,14 @@ func defaultCluster() ClusterConfig {
 		Namespace:     envOr("WARREN_KUBE_NAMESPACE", "warren"),
 		LeaseDuration: 15 * time.Second,
 	}
+	if v := os.Getenv("WARREN_LEASE_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			c.envErr = fmt.Errorf("WARREN_LEASE_DURATION=%q is not a duration such as 15s: %w", v, errdefs.ErrInvalid)
+		}
+		c.LeaseDuration = d
+	}
+	return c
 }
 
 func envOr(name, def string) string {
@@ -63,6 +75,9 @@ func (c *Config) validateCluster() error {
 	case "":
 		return nil
 	case ClusterKubernetes:
+		if k.envErr != nil {
+			return k.envErr
+		}
 	default:
 		return fmt.Errorf("--cluster %q: want kubernetes, or nothing for a single host: %w", k.Cluster, errdefs.ErrInvalid)
 	}

@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/kube/controller"
 	"github.com/warrenhq/warren/internal/placement"
 )
@@ -54,6 +56,8 @@ func (p *FleetPlacer) Place(_ context.Context, req PlaceRequest, nodes []Node) (
 		Template:    placement.Intern(req.Template),
 		Runtime:     placement.Intern(req.Runtime),
 		MemoryBytes: req.MemoryBytes,
+		MilliCPU:    req.MilliCPU,
+		DiskBytes:   req.DiskBytes,
 		Snapshot:    req.FromSnapshot,
 	}
 	if req.FromSnapshot != "" {
@@ -71,6 +75,12 @@ func (p *FleetPlacer) Place(_ context.Context, req PlaceRequest, nodes []Node) (
 	d, err := policy.Choose(pnodes, preq, p.rng)
 	p.mu.Unlock()
 	if err != nil {
+		if !errdefs.IsResourceExhausted(err) {
+			// No node is in a state to take it (none Ready, drained, the
+			// template or runtime nowhere): the fleet is unavailable for
+			// this create (503), which no node's failure caused (502).
+			err = fmt.Errorf("%w: %w", errNoNode, err)
+		}
 		return Node{}, err
 	}
 	if req.IdempotencyKey != "" {

@@ -219,8 +219,10 @@ func placeRequestOf(body []byte) PlaceRequest {
 		return PlaceRequest{}
 	}
 	req := PlaceRequest{Template: in.TemplateID, Runtime: in.Runtime}
-	if in.Limits != nil {
-		req.MemoryBytes = in.Limits.MemoryMB << 20
+	if l := in.Limits; l != nil {
+		req.MemoryBytes = l.MemoryMB << 20
+		req.MilliCPU = int64(l.CPUCount * 1000)
+		req.DiskBytes = l.DiskMB << 20
 	}
 	return req
 }

@@ -17,6 +17,8 @@ type PlaceRequest struct {
 	// placements that prefer the node holding it).
 	FromSnapshot string
 	MemoryBytes  int64
+	MilliCPU     int64
+	DiskBytes    int64
 	// IdempotencyKey is "<team>/<Idempotency-Key>" of a create that has
 	// one: a retry must reach the node of the first attempt, which alone
 	// knows the key, so placement picks by it rather than by load.
