@@ -20,7 +20,7 @@ const (
 	RuntimeUnsupported Reason = "runtime not supported"
 	TemplateMissing    Reason = "template not built"
 	NoMemory           Reason = "not enough memory"
-	NoCPU              Reason = "not enough CPU"
+	NoCPU              Reason = "fewer CPUs than asked"
 	NoDisk             Reason = "not enough disk"
 	SandboxesFull      Reason = "at its sandbox limit"
 )
@@ -33,7 +33,7 @@ var reasonOrder = []Reason{NotReady, LeaseExpired, Unschedulable, RuntimeUnsuppo
 // capacityReason says whether r only means "full now": such a node may
 // take the sandbox once others end.
 func capacityReason(r Reason) bool {
-	return r == NoMemory || r == NoCPU || r == NoDisk || r == SandboxesFull
+	return r == NoMemory || r == NoDisk || r == SandboxesFull
 }
 
 // check returns why n cannot take req, as 1 + its index in reasonOrder (a
@@ -53,7 +53,10 @@ func check(n *Node, req *Request) int {
 		return 5
 	case !fits(n.Capacity.MemoryBytes, n.Used.MemoryBytes, req.MemoryBytes):
 		return 6
-	case !fits(n.Capacity.MilliCPU, n.Used.MilliCPU, req.MilliCPU):
+	case n.Capacity.MilliCPU > 0 && req.MilliCPU > n.Capacity.MilliCPU:
+		// CPU is compressible: limits are overcommitted (an idle sandbox
+		// uses next to none), so what the node's sandboxes reserve only
+		// scores; a sandbox asking more than the whole node cannot go.
 		return 7
 	case !fits(n.Capacity.DiskBytes, n.Used.DiskBytes, req.DiskBytes):
 		return 8

@@ -256,7 +256,9 @@ func freeAfter(n *Node, req *Request) float64 {
 		if capacity <= 0 {
 			return
 		}
-		sum += float64(capacity-used-asked) / float64(capacity)
+		// At least 0: CPU is overcommitted, and a node reserving three
+		// times its CPUs is no worse placed than one reserving twice.
+		sum += max(float64(capacity-used-asked)/float64(capacity), 0)
 		count++
 	}
 	add(n.Capacity.MemoryBytes, n.Used.MemoryBytes, req.MemoryBytes)

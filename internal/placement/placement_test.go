@@ -40,7 +40,7 @@ func TestFilterRules(t *testing.T) {
 		{placement.RuntimeUnsupported, func(n *placement.Node) { n.Runtimes = []string{"native"} }},
 		{placement.TemplateMissing, func(n *placement.Node) { n.Templates = []string{"base"} }},
 		{placement.NoMemory, func(n *placement.Node) { n.Used.MemoryBytes = 15 * gib }},
-		{placement.NoCPU, func(n *placement.Node) { n.Used.MilliCPU = 7500 }},
+		{placement.NoCPU, func(n *placement.Node) { n.Capacity.MilliCPU = 500 }},
 		{placement.NoDisk, func(n *placement.Node) { n.Used.DiskBytes = 95 * gib }},
 		{placement.SandboxesFull, func(n *placement.Node) { n.Used.Sandboxes = 100 }},
 	}
