@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -64,6 +65,27 @@ func newProxy(transport http.RoundTripper, onError func(http.ResponseWriter, *ht
 		FlushInterval:  -1,
 		ErrorHandler:   onError,
 		ModifyResponse: learnCreated,
+		BufferPool:     &copyBuffers{},
+	}
+}
+
+// copyBuffers lends the proxy its copy buffers: without a pool it makes a
+// 32 KiB one per request, most of the garbage a small call leaves.
+type copyBuffers struct{ pool sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (b *copyBuffers) Get() []byte {
+	if p, ok := b.pool.Get().(*[]byte); ok {
+		return *p
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (b *copyBuffers) Put(buf []byte) {
+	if cap(buf) == copyBufferSize {
+		buf = buf[:copyBufferSize]
+		b.pool.Put(&buf)
 	}
 }
 
