@@ -18,7 +18,9 @@ func TestInlineBody(t *testing.T) {
 		req    func() *http.Request
 		inline bool
 	}{
-		{"small", func() *http.Request { return httptest.NewRequest("POST", "/sandboxes/a/exec", strings.NewReader(small)) }, true},
+		{"small", func() *http.Request {
+			return httptest.NewRequest("POST", "/sandboxes/a/exec", strings.NewReader(small))
+		}, true},
 		{"stream", func() *http.Request {
 			r := httptest.NewRequest("POST", "/process.Process/Start", io.NopCloser(strings.NewReader(small)))
 			r.ContentLength = -1
