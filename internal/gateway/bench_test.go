@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
+	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/kube/kubetest"
 )
 
@@ -70,14 +75,65 @@ func BenchmarkGatewayOverhead(b *testing.B) {
 
 // benchTargets are a gateway and, behind it, the one node stub it routes
 // to, both on loopback.
-type benchTargets struct{ gw, node, admin string }
+type benchTargets struct {
+	gw, node, admin string
+	g               *Gateway
+	f               *fleetTest
+}
 
 func benchFleet(b *testing.B) benchTargets {
 	f := &fleetTest{t: b, env: kubetest.Start(b), a: newStubNode(b, "a")}
 	f.namespace(testNS)
 	f.register(f.a, 32<<30, 0)
 	gw, admin := f.gateway(b.Context(), testNS)
-	return benchTargets{gw: gw.URL, node: f.a.srv.URL, admin: admin}
+	return benchTargets{gw: gw.URL, node: f.a.srv.URL, admin: admin, g: gw.Config.Handler.(*Gateway), f: f}
+}
+
+// BenchmarkGatewayPhases times the steps of a routed request before the
+// proxy, one sub-benchmark each: the key's check, finding a sandbox's node
+// from its Sandbox object, and reading the fleet's nodes (placement's
+// input).
+//
+//	KUBEBUILDER_ASSETS=... go test -run '^$' -bench GatewayPhases ./internal/gateway/
+func BenchmarkGatewayPhases(b *testing.B) {
+	fb := benchFleet(b)
+	ctx := b.Context()
+	sb := &warrenv1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "phasesb", Namespace: testNS,
+		Labels: map[string]string{fleet.LabelSandboxID: "phasesb", fleet.LabelNode: "a"}}}
+	if err := fb.f.env.Client.Create(ctx, sb); err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/sandboxes/phasesb", nil)
+	req.Header.Set("X-API-Key", fb.admin)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok, _ := fb.g.fleet.SandboxNode(ctx, "phasesb"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the Sandbox object did not reach the gateway's view")
+		}
+	}
+	b.Run("authenticate", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fb.g.keys.authenticate(apiKeyOf(req)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("locate-by-object", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fb.g.locateSandbox(ctx, req, "phasesb", false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("nodes", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := fb.g.fleet.Nodes(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 // latency compares direct and proxied samples, in microseconds.

@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,24 +18,19 @@ import (
 	"github.com/warrenhq/warren/internal/kube/fleet"
 )
 
-// Field indexes of the watch cache.
-const (
-	indexSandboxID = "warren.sandboxID" // Sandbox objects by sandbox id
-	indexKeyHash   = "warren.keyHash"   // API key Secrets by the key's hash
-)
-
 // fleetView answers the gateway's questions from watch caches of the
 // WarrenNodes, Leases, Sandbox objects and API key Secrets: no request
-// reads the API server. Its reads share the cache's objects
-// (UnsafeDisableDeepCopy) to keep copies off every request's path: nothing
-// here writes to what it reads.
+// reads the API server. Requests read the fleetState the caches' event
+// handlers keep (see there why not the caches themselves).
 type fleetView struct {
 	cache     cache.Cache
+	state     *fleetState
+	synced    []toolscache.InformerSynced // the handlers' first pass over each cache
 	namespace string
 	now       func() time.Time
 }
 
-// newFleetView builds the caches and their indexes; start runs them.
+// newFleetView builds the caches and their event handlers; start runs them.
 func newFleetView(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, namespace string) (*fleetView, error) {
 	c, err := cache.New(cfg, cache.Options{
 		Scheme:            scheme,
@@ -50,24 +43,20 @@ func newFleetView(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	if err != nil {
 		return nil, fmt.Errorf("watch cache: %w", err)
 	}
-	if err := c.IndexField(ctx, &warrenv1.Sandbox{}, indexSandboxID, sandboxIDsOf); err != nil {
-		return nil, fmt.Errorf("index Sandbox objects: %w", err)
-	}
-	if err := c.IndexField(ctx, &corev1.Secret{}, indexKeyHash, func(o client.Object) []string {
-		if h := o.(*corev1.Secret).Data[fleet.KeyDataHash]; len(h) > 0 {
-			return []string{string(h)}
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("index API key Secrets: %w", err)
-	}
+	v := &fleetView{cache: c, state: newFleetState(), namespace: namespace, now: time.Now}
 	// Informers start with the cache rather than at the first request.
-	for _, o := range []client.Object{&warrenv1.WarrenNode{}, &coordinationv1.Lease{}, &warrenv1.Sandbox{}, &corev1.Secret{}} {
-		if _, err := c.GetInformer(ctx, o); err != nil {
+	for o, h := range v.state.handlers() {
+		inf, err := c.GetInformer(ctx, o)
+		if err != nil {
 			return nil, fmt.Errorf("watch %T: %w", o, err)
 		}
+		reg, err := inf.AddEventHandler(h)
+		if err != nil {
+			return nil, fmt.Errorf("follow %T: %w", o, err)
+		}
+		v.synced = append(v.synced, reg.HasSynced)
 	}
-	return &fleetView{cache: c, namespace: namespace, now: time.Now}, nil
+	return v, nil
 }
 
 // sandboxIDsOf is the sandbox id a Sandbox object stands for: its status
@@ -96,68 +85,33 @@ func (v *fleetView) start(ctx context.Context) error {
 			return fmt.Errorf("watch cache did not sync: %w", ctx.Err())
 		}
 	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), v.synced...) {
+		return fmt.Errorf("the gateway's view of the fleet did not sync: %w", ctx.Err())
+	}
 	return nil
 }
 
 // Nodes lists every WarrenNode with its readiness, in name order.
-func (v *fleetView) Nodes(ctx context.Context) ([]Node, error) {
-	var wns warrenv1.WarrenNodeList
-	if err := v.cache.List(ctx, &wns, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list WarrenNodes: %w", err)
-	}
-	var leases coordinationv1.LeaseList
-	if err := v.cache.List(ctx, &leases, client.InNamespace(v.namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list Leases: %w", err)
-	}
-	byName := make(map[string]*coordinationv1.Lease, len(leases.Items))
-	for i := range leases.Items {
-		byName[leases.Items[i].Name] = &leases.Items[i]
-	}
-	now := v.now()
-	out := make([]Node, 0, len(wns.Items))
-	for i := range wns.Items {
-		wn := &wns.Items[i]
-		out = append(out, nodeOf(wn, byName[fleet.LeaseName(wn.Name)], now))
-	}
-	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
+func (v *fleetView) Nodes(context.Context) ([]Node, error) {
+	return v.state.allNodes(v.now()), nil
 }
 
 // Node is one node by name; ok is false when there is no such WarrenNode.
-func (v *fleetView) Node(ctx context.Context, name string) (Node, bool, error) {
-	var wn warrenv1.WarrenNode
-	if err := v.cache.Get(ctx, client.ObjectKey{Name: name}, &wn, client.UnsafeDisableDeepCopy); err != nil {
-		if apierrors.IsNotFound(err) {
-			return Node{}, false, nil
-		}
-		return Node{}, false, fmt.Errorf("read WarrenNode %s: %w", name, err)
+func (v *fleetView) Node(_ context.Context, name string) (Node, bool, error) {
+	wn, l, ok := v.state.node(name)
+	if !ok {
+		return Node{}, false, nil
 	}
-	var lease coordinationv1.Lease
-	leasep := &lease
-	if err := v.cache.Get(ctx, client.ObjectKey{Namespace: v.namespace, Name: fleet.LeaseName(name)}, &lease, client.UnsafeDisableDeepCopy); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return Node{}, false, fmt.Errorf("read the Lease of node %s: %w", name, err)
-		}
-		leasep = nil
-	}
-	return nodeOf(&wn, leasep, v.now()), true, nil
+	return nodeOf(wn, l, v.now()), true, nil
 }
 
 // SandboxNode is the node a Sandbox object places sandbox id on; ok is
 // false when no object names it (yet).
-func (v *fleetView) SandboxNode(ctx context.Context, id string) (string, bool, error) {
-	var sbs warrenv1.SandboxList
-	if err := v.cache.List(ctx, &sbs, client.InNamespace(v.namespace), client.MatchingFields{indexSandboxID: id}, client.UnsafeDisableDeepCopy); err != nil {
-		return "", false, fmt.Errorf("look up the Sandbox object of %s: %w", id, err)
-	}
-	for _, sb := range sbs.Items {
-		node := sb.Status.Node
-		if node == "" {
-			node = sb.Labels[fleet.LabelNode]
-		}
-		if node != "" {
-			return node, true, nil
-		}
-	}
-	return "", false, nil
+func (v *fleetView) SandboxNode(_ context.Context, id string) (string, bool, error) {
+	node, ok := v.state.sandboxNode(id)
+	return node, ok, nil
 }
+
+// KeyTeam is the team of the API key whose hash is hash; ok is false when
+// no key Secret has that hash (and a team).
+func (v *fleetView) KeyTeam(hash string) (string, bool) { return v.state.keyTeam(hash) }

@@ -81,7 +81,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(sw, fmt.Errorf("%s %s names no sandbox the gateway can route to: the sandbox plane needs the E2b-Sandbox-Id header or a Host of <port>-<id>.<domain>, and /mcp is served by each node, not the gateway: %w", r.Method, r.URL.Path, errdefs.ErrInvalid))
 		return
 	}
-	k, err := g.keys.authenticate(r.Context(), apiKeyOf(r))
+	k, err := g.keys.authenticate(apiKeyOf(r))
 	if err != nil {
 		writeError(sw, err)
 		return

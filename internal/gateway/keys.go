@@ -34,27 +34,26 @@ const (
 // the API server.
 type keyStore struct {
 	cache     client.Reader
+	teams     keyTeams // authenticate's lookups (the fleet view's)
 	api       client.Client
 	namespace string
+}
+
+// keyTeams finds the team of a key by its hash.
+type keyTeams interface {
+	KeyTeam(hash string) (team string, ok bool)
 }
 
 // key is an authenticated caller.
 type key struct{ team string }
 
 // authenticate finds the Secret of a plaintext key by its hash.
-func (s *keyStore) authenticate(ctx context.Context, plaintext string) (key, error) {
+func (s *keyStore) authenticate(plaintext string) (key, error) {
 	if plaintext == "" {
 		return key{}, fmt.Errorf("missing API key: send it in the X-API-Key header: %w", errdefs.ErrUnauthenticated)
 	}
-	var secrets corev1.SecretList
-	err := s.cache.List(ctx, &secrets, client.InNamespace(s.namespace), client.MatchingFields{indexKeyHash: store.HashKey(plaintext)}, client.UnsafeDisableDeepCopy)
-	if err != nil {
-		return key{}, fmt.Errorf("look up the API key: %w", err)
-	}
-	for _, sec := range secrets.Items {
-		if team := string(sec.Data[fleet.KeyDataTeam]); team != "" {
-			return key{team: team}, nil
-		}
+	if team, ok := s.teams.KeyTeam(store.HashKey(plaintext)); ok {
+		return key{team: team}, nil
 	}
 	return key{}, fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
 }

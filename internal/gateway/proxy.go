@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -64,6 +65,27 @@ func newProxy(transport http.RoundTripper, onError func(http.ResponseWriter, *ht
 		FlushInterval:  -1,
 		ErrorHandler:   onError,
 		ModifyResponse: learnCreated,
+		BufferPool:     &copyBuffers{},
+	}
+}
+
+// copyBuffers lends the proxy its copy buffers: without a pool it makes a
+// 32 KiB one per request, most of the garbage a small call leaves.
+type copyBuffers struct{ pool sync.Pool }
+
+const copyBufferSize = 32 << 10
+
+func (b *copyBuffers) Get() []byte {
+	if p, ok := b.pool.Get().(*[]byte); ok {
+		return *p
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (b *copyBuffers) Put(buf []byte) {
+	if cap(buf) == copyBufferSize {
+		buf = buf[:copyBufferSize]
+		b.pool.Put(&buf)
 	}
 }
 
@@ -106,6 +128,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, node Node, rt 
 	// copy to the node fails and the transport cuts the answer short.
 	// Full duplex keeps both directions open. HTTP/2 always is.
 	_ = http.NewResponseController(w).EnableFullDuplex()
+	if err := inlineBody(r); err != nil {
+		if r.Context().Err() == nil {
+			writeError(w, err)
+		}
+		return
+	}
 	ctx := context.WithValue(r.Context(), targetKey{}, target{node: u, name: node.Name, rt: rt, created: created})
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -125,4 +153,29 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	writeError(w, err)
+}
+
+// maxInlineBody is the largest request body inlineBody reads.
+const maxInlineBody = 64 << 10
+
+// inlineBody reads a small request body of known length (an exec, a
+// Connect unary call, a small upload) into memory before it is forwarded.
+// The transport sends a body it holds in memory in one write with the
+// headers; a body still to be read from the client goes in a write of its
+// own after them, and the node, woken by the headers, would wait for it
+// again. It also lets the transport resend the request when a kept-alive
+// connection to the node turns out closed. Streams have no length, and a
+// client that sent Expect: 100-continue waits for the node's word before
+// it sends the body: both pass through as they come.
+func inlineBody(r *http.Request) error {
+	if r.ContentLength <= 0 || r.ContentLength > maxInlineBody || r.GetBody != nil || r.Header.Get("Expect") != "" {
+		return nil
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return fmt.Errorf("read the request's body: %v: %w", err, errdefs.ErrInvalid)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return nil
 }

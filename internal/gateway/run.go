@@ -51,7 +51,7 @@ func New(ctx context.Context, cfg Config, rc *rest.Config, log *slog.Logger, pla
 	if placer == nil {
 		placer = MostFreeMemory{}
 	}
-	keys := &keyStore{cache: view.cache, api: api, namespace: cfg.Namespace}
+	keys := &keyStore{cache: view.cache, teams: view, api: api, namespace: cfg.Namespace}
 	return newGateway(cfg, log, view, keys, placer), nil
 }
 
