@@ -134,7 +134,15 @@ func usableHere(s store.Snapshot) bool {
 // export asks the peer for the bundle of req's snapshot (a delta against
 // base when set) from offset on.
 func (p *puller) export(ctx context.Context, req pullRequest, key, base string, offset int64, identity string) (*http.Response, error) {
+	return p.exportQuery(ctx, req, key, base, offset, identity, false)
+}
+
+// exportQuery is export, of the header alone when head is set.
+func (p *puller) exportQuery(ctx context.Context, req pullRequest, key, base string, offset int64, identity string, head bool) (*http.Response, error) {
 	q := url.Values{"team": {req.Team}}
+	if head {
+		q.Set("head", "true")
+	}
 	if base != "" {
 		q.Set("base", base)
 	}

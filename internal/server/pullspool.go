@@ -105,27 +105,29 @@ func spooledBundle(f *os.File) (base string, at int64, err error) {
 }
 
 // start begins a pull afresh: the peer's whole bundle, or, when this node
-// holds one of the snapshot's ancestors (its header lists them), a delta
-// against the nearest.
+// holds one of the snapshot's ancestors (the bundle's header, asked for
+// first, lists them), a delta against the nearest.
 func (p *puller) start(ctx context.Context, req pullRequest, key string) (*spool, *http.Response, error) {
+	head, err := p.exportQuery(ctx, req, key, "", 0, "", true)
+	if err != nil {
+		return nil, nil, err
+	}
+	br, err := snapbundle.NewReader(head.Body)
+	head.Body.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the bundle header from peer %s: %w", req.From, err)
+	}
+	if base := p.nearestHeld(ctx, req.Team, br.Header.Snapshot.Lineage); base != "" {
+		if res, err := p.export(ctx, req, key, base, 0, ""); err == nil {
+			return p.newSpool(req, res)
+		}
+		// The peer cannot send the delta: take the whole bundle.
+	}
 	res, err := p.export(ctx, req, key, "", 0, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	var head strings.Builder
-	br, err := snapbundle.NewReader(io.TeeReader(res.Body, &head))
-	if err != nil {
-		res.Body.Close()
-		return nil, nil, fmt.Errorf("the bundle from peer %s: %w", req.From, err)
-	}
-	if base := p.nearestHeld(ctx, req.Team, br.Header.Snapshot.Lineage); base != "" {
-		if dres, err := p.export(ctx, req, key, base, 0, ""); err == nil {
-			res.Body.Close()
-			return p.newSpool(req, dres, nil)
-		}
-		// The peer cannot send the delta: take the whole bundle.
-	}
-	return p.newSpool(req, res, []byte(head.String()))
+	return p.newSpool(req, res)
 }
 
 // nearestHeld is the first of lineage (nearest first) this node holds for
@@ -139,9 +141,8 @@ func (p *puller) nearestHeld(ctx context.Context, team string, lineage []string)
 	return ""
 }
 
-// newSpool makes the spool of an answer whose first bytes (read already)
-// are read.
-func (p *puller) newSpool(req pullRequest, res *http.Response, read []byte) (*spool, *http.Response, error) {
+// newSpool makes the spool of an export's answer.
+func (p *puller) newSpool(req pullRequest, res *http.Response) (*spool, *http.Response, error) {
 	identity := res.Header.Get(headerBundleIdentity)
 	if identity == "" || strings.ContainsAny(identity, "./") {
 		identity = "unnamed" // an older peer: the pull cannot resume
@@ -156,13 +157,7 @@ func (p *puller) newSpool(req pullRequest, res *http.Response, read []byte) (*sp
 		res.Body.Close()
 		return nil, nil, fmt.Errorf("make the pull spool: %w", err)
 	}
-	if _, err := f.Write(read); err != nil {
-		f.Close()
-		os.Remove(path)
-		res.Body.Close()
-		return nil, nil, fmt.Errorf("write the pull spool: %w", err)
-	}
-	return &spool{path: path, f: f, identity: identity, size: int64(len(read))}, res, nil
+	return &spool{path: path, f: f, identity: identity}, res, nil
 }
 
 // cutReader notes a read error of the peer's stream: the pull then keeps

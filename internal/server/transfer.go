@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,6 +62,10 @@ func exportTeam(r *http.Request) (string, error) {
 	return want, nil
 }
 
+// errHeadOnly ends an export asked for its header only (?head=true): what
+// a puller reads to choose the base of the bundle it then asks for.
+var errHeadOnly = errors.New("header only")
+
 // exportSnapshot streams a snapshot bundle. Once the answer has started a
 // failure can only cut the connection: the bundle then has no trailer, and
 // an importer refuses it as truncated.
@@ -100,8 +105,14 @@ func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) 
 			w.WriteHeader(http.StatusOK)
 			var err error
 			bw, err = snapbundle.NewWriterAt(w, hdr, offset)
+			if err == nil && q.Get("head") == "true" {
+				return nil, errHeadOnly
+			}
 			return bw, err
 		})
+	if errors.Is(err, errHeadOnly) {
+		return
+	}
 	if err == nil {
 		err = bw.Close()
 	}
