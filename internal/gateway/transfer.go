@@ -90,7 +90,7 @@ func (s *keyStore) fleetKey(ctx context.Context) (string, error) {
 	}
 	key := string(sec.Data[fleet.KeyDataKey])
 	if key == "" {
-		return "", fmt.Errorf("Secret %s/%s holds no %q: %w", s.namespace, fleet.FleetAdminSecret, fleet.KeyDataKey, errdefs.ErrUnavailable)
+		return "", fmt.Errorf("the Secret %s/%s holds no %q: %w", s.namespace, fleet.FleetAdminSecret, fleet.KeyDataKey, errdefs.ErrUnavailable)
 	}
 	return key, nil
 }

@@ -87,7 +87,7 @@ func (n *Node) FleetAdminKey(ctx context.Context) (string, error) {
 	}
 	key := string(s.Data[fleet.KeyDataKey])
 	if key == "" {
-		return "", fmt.Errorf("Secret %s holds no %q: %w", fleet.FleetAdminSecret, fleet.KeyDataKey, errdefs.ErrUnavailable)
+		return "", fmt.Errorf("the Secret %s holds no %q: %w", fleet.FleetAdminSecret, fleet.KeyDataKey, errdefs.ErrUnavailable)
 	}
 	return key, nil
 }
