@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/warrenhq/warren/client"
@@ -56,6 +57,38 @@ type puller struct {
 	maxImport int64
 	http      *http.Client
 	log       *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]chan struct{} // team/snapshot → closed when its pull ends
+}
+
+// one waits until no other pull of key runs here (two would write one
+// spool) and marks this one running; done ends it.
+func (p *puller) one(ctx context.Context, key string) (done func(), err error) {
+	for {
+		p.mu.Lock()
+		ch, busy := p.running[key]
+		if !busy {
+			if p.running == nil {
+				p.running = map[string]chan struct{}{}
+			}
+			mine := make(chan struct{})
+			p.running[key] = mine
+			p.mu.Unlock()
+			return func() {
+				p.mu.Lock()
+				delete(p.running, key)
+				p.mu.Unlock()
+				close(mine)
+			}, nil
+		}
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for another pull of the snapshot: %w", ctx.Err())
+		}
+	}
 }
 
 type pullRequest struct {
@@ -104,6 +137,11 @@ func (s *snapshotRoutes) pullSnapshot(w http.ResponseWriter, r *http.Request) {
 
 // pull brings req's snapshot here, resuming a broken earlier pull of it.
 func (p *puller) pull(ctx context.Context, req pullRequest) (store.Snapshot, bool, error) {
+	done, err := p.one(ctx, req.Team+"/"+req.Snapshot)
+	if err != nil {
+		return store.Snapshot{}, false, err
+	}
+	defer done()
 	if held, err := p.snapshots.GetSnapshot(ctx, req.Team, req.Snapshot); err == nil && usableHere(held) {
 		return held, false, nil
 	}

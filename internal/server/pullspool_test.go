@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/snapbundle"
@@ -93,5 +95,36 @@ func TestPullOutsideNodeMode(t *testing.T) {
 	s.pullSnapshot(rec, req)
 	if rec.Code != http.StatusNotImplemented || !strings.Contains(rec.Body.String(), "--cluster kubernetes") {
 		t.Errorf("pull outside node mode: %d %s", rec.Code, rec.Body)
+	}
+}
+
+// Two pulls of one snapshot would write one spool: the second waits.
+func TestPullsOfOneSnapshotTakeTurns(t *testing.T) {
+	p := &puller{}
+	done, err := p.one(context.Background(), "t/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := p.one(context.Background(), "t/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.one(ctx, "t/s"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second pull of a running one: %v, want it to wait", err)
+	}
+	got := make(chan error)
+	go func() {
+		d, err := p.one(context.Background(), "t/s")
+		if err == nil {
+			d()
+		}
+		got <- err
+	}()
+	done()
+	if err := <-got; err != nil {
+		t.Fatal(err)
 	}
 }
