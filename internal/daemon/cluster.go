@@ -9,9 +9,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/kube/node"
 	"github.com/warrenhq/warren/internal/metrics"
+	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/store"
@@ -47,6 +49,31 @@ func (d *Daemon) startCluster(ctx context.Context, addr string) error {
 	}
 	d.cluster.Store(n)
 	return nil
+}
+
+// pullConfig lets POST /snapshots/pull fetch from peers in node mode,
+// with the fleet's admin key node mode reads from its Secret; outside it
+// the route answers 501.
+func (d *Daemon) pullConfig() server.PullConfig {
+	pc := server.PullConfig{SpoolDir: filepath.Join(d.cfg.DataDir, "pulls")}
+	if d.cfg.Cluster.Cluster != config.ClusterKubernetes {
+		return pc
+	}
+	pc.FleetKey = func(ctx context.Context) (string, error) {
+		n := d.cluster.Load()
+		if n == nil {
+			return "", fmt.Errorf("node mode has not started yet: %w", errdefs.ErrUnavailable)
+		}
+		return n.FleetAdminKey(ctx)
+	}
+	pc.CheckPeer = func(ctx context.Context, endpoint string) error {
+		n := d.cluster.Load()
+		if n == nil {
+			return fmt.Errorf("node mode has not started yet: %w", errdefs.ErrUnavailable)
+		}
+		return n.CheckPeer(ctx, endpoint)
+	}
+	return pc
 }
 
 // stopCluster stops node mode's loops, if they run.

@@ -232,6 +232,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Domain:         d.cfg.Domain,
 		MaxUploadBytes: d.cfg.MaxUploadBytes,
 		MaxImportBytes: d.cfg.MaxImportBytes,
+		Pull:           d.pullConfig(),
 		Sessions:       d.Sessions,
 		Commands:       cmds,
 		Files:          cmds,

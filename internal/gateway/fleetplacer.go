@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/kube/controller"
@@ -21,16 +24,60 @@ import (
 type FleetPlacer struct {
 	Policy placement.Policy
 
-	mu  sync.Mutex // rng is not safe for concurrent use
+	mu  sync.Mutex // guards rng (not safe for concurrent use) and recent
 	rng *rand.Rand
+	// recent are this gateway's placements per node: a node's report
+	// counts a sandbox only at its next status write (about a second
+	// later), and a burst of creates placed on stale reports would all go
+	// to the same node.
+	recent map[string][]placed
 }
+
+// placed is one placement a node's report may not count yet.
+type placed struct {
+	at  time.Time
+	req placement.Request
+	key string // the create's idempotency key: its retries count once
+}
+
+// recentWindow bounds how long a placement is remembered: well past a
+// node's status writes (every 10 s, and within a second of a change).
+const recentWindow = 15 * time.Second
 
 // NewFleetPlacer is a FleetPlacer scoring the best of sample nodes.
 func NewFleetPlacer(sample int) *FleetPlacer {
 	return &FleetPlacer{
 		Policy: placement.Policy{Sample: sample, Weights: placement.DefaultWeights},
 		rng:    rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+		recent: map[string][]placed{},
 	}
+}
+
+// addRecent adds to n's reported use the placements made on it since its
+// report (heartbeat; its second precision is why one second before it
+// counts too: counting a sandbox twice for a moment only lowers a score)
+// and forgets the ones too old to matter.
+func (p *FleetPlacer) addRecent(n *placement.Node, heartbeat *metav1.Time, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.recent[n.Name][:0]
+	for _, pl := range p.recent[n.Name] {
+		if now.Sub(pl.at) > recentWindow {
+			continue
+		}
+		kept = append(kept, pl)
+		if heartbeat == nil || pl.at.After(heartbeat.Add(-time.Second)) {
+			n.Used.MemoryBytes += pl.req.MemoryBytes
+			n.Used.MilliCPU += pl.req.MilliCPU
+			n.Used.DiskBytes += pl.req.DiskBytes
+			n.Used.Sandboxes++
+		}
+	}
+	if len(kept) == 0 {
+		delete(p.recent, n.Name)
+		return
+	}
+	p.recent[n.Name] = kept
 }
 
 var _ Placer = (*FleetPlacer)(nil)
@@ -49,7 +96,9 @@ func (p *FleetPlacer) Place(_ context.Context, req PlaceRequest, nodes []Node) (
 		if req.FromSnapshot != "" && n.HoldsSnapshot {
 			has = placement.SnapshotSet(req.FromSnapshot)
 		}
-		pnodes = append(pnodes, controller.NodeFromKube(n.Object, n.Lease, now, has))
+		pn := controller.NodeFromKube(n.Object, n.Lease, now, has)
+		p.addRecent(&pn, n.Object.Status.LastHeartbeat, now)
+		pnodes = append(pnodes, pn)
 		from = append(from, n)
 	}
 	preq := placement.Request{
@@ -92,7 +141,18 @@ func (p *FleetPlacer) Place(_ context.Context, req PlaceRequest, nodes []Node) (
 				}
 			}
 		}
-		return byKey(req.IdempotencyKey, feasible), nil
+		return p.remember(byKey(req.IdempotencyKey, feasible), preq, req.IdempotencyKey, now), nil
 	}
-	return from[d.Index], nil
+	return p.remember(from[d.Index], preq, "", now), nil
+}
+
+// remember records a placement on n until n's report counts it.
+func (p *FleetPlacer) remember(n Node, req placement.Request, key string, now time.Time) Node {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if key != "" && slices.ContainsFunc(p.recent[n.Name], func(pl placed) bool { return pl.key == key }) {
+		return n
+	}
+	p.recent[n.Name] = append(p.recent[n.Name], placed{at: now, req: req, key: key})
+	return n
 }

@@ -44,12 +44,25 @@ func TestFleetPlacer(t *testing.T) {
 
 	// The emptier node wins among equals in everything else.
 	nodes := []Node{placerNode("busy", 6), placerNode("idle", 1)}
-	for range 20 {
-		n, err := p.Place(ctx, PlaceRequest{Template: "bb"}, nodes)
-		if err != nil || n.Name != "idle" {
-			t.Fatalf("Place = %s, %v; want idle", n.Name, err)
-		}
+	if n, err := p.Place(ctx, PlaceRequest{Template: "bb"}, nodes); err != nil || n.Name != "idle" {
+		t.Fatalf("Place = %s, %v; want idle", n.Name, err)
 	}
+	// A burst placed before the nodes report again does not pile onto
+	// one: the placer counts its own placements until their reports do.
+	burst := NewFleetPlacer(3)
+	equal := []Node{placerNode("a", 2), placerNode("b", 2)}
+	got := map[string]int{}
+	for range 10 {
+		n, err := burst.Place(ctx, PlaceRequest{Template: "bb", MemoryBytes: 512 << 20}, equal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[n.Name]++
+	}
+	if got["a"] < 4 || got["b"] < 4 {
+		t.Errorf("a burst of 10 creates on two equal nodes went %v, want them spread", got)
+	}
+	p = NewFleetPlacer(3)
 
 	// The node holding the snapshot wins over free room; drained, it is
 	// passed over.

@@ -170,6 +170,7 @@ func (g *Gateway) serveCreate(w http.ResponseWriter, r *http.Request, rt route, 
 	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	req := placeRequestOf(body)
+	req.Team = k.team
 	if ik := r.Header.Get("Idempotency-Key"); ik != "" {
 		req.IdempotencyKey = k.team + "/" + ik
 	}
@@ -203,7 +204,7 @@ func (g *Gateway) servePlaced(w http.ResponseWriter, r *http.Request, rt route, 
 		return
 	}
 	if holder != nil && node.Name != holder.Name {
-		if err := g.copySnapshot(r.Context(), r, req.FromSnapshot, *holder, node); err != nil {
+		if err := g.copySnapshot(r.Context(), req.Team, req.FromSnapshot, *holder, node); err != nil {
 			writeError(w, err)
 			return
 		}

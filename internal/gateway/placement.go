@@ -23,6 +23,9 @@ type PlaceRequest struct {
 	// one: a retry must reach the node of the first attempt, which alone
 	// knows the key, so placement picks by it rather than by load.
 	IdempotencyKey string
+	// Team is the caller's: a snapshot copied for the create is recorded
+	// under it on the chosen node.
+	Team string
 }
 
 // Placer chooses the node of a create among the fleet's nodes (Ready or

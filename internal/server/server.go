@@ -86,6 +86,9 @@ type Deps struct {
 	// MaxImportBytes bounds one snapshot bundle an import reads (0:
 	// defaultMaxImport).
 	MaxImportBytes int64
+	// Pull lets POST /snapshots/pull fetch snapshots from peers (node
+	// mode; a nil FleetKey answers 501).
+	Pull PullConfig
 }
 
 // Server routes requests to handlers. Each route group is a type of its
@@ -141,6 +144,7 @@ func New(deps Deps) *Server {
 		maxImport = defaultMaxImport
 	}
 	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate), maxImport: maxImport, log: deps.Log}
+	s.snapshots.pull = &puller{PullConfig: deps.Pull, snapshots: snapshots, maxImport: maxImport, http: &http.Client{}, log: deps.Log}
 	s.networks = &networkRoutes{networks: networks}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
@@ -225,6 +229,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("GET /snapshots/{id}/diff", auth(s.snapshots.diff))
 	m.Handle("GET /snapshots/{id}/export", auth(s.snapshots.exportSnapshot))
 	m.Handle("POST /snapshots/import", auth(s.snapshots.importSnapshot))
+	m.Handle("POST /snapshots/pull", auth(adminOnly(s.snapshots.pullSnapshot)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))

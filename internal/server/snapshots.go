@@ -24,6 +24,7 @@ type snapshotRoutes struct {
 	deleteTemplate http.HandlerFunc
 	maxImport      int64 // bytes of one imported bundle (--max-import-mb)
 	log            *slog.Logger
+	pull           *puller
 }
 
 func snapshotOf(s store.Snapshot) client.Snapshot {

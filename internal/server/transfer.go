@@ -1,10 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/snapbundle"
 	"github.com/warrenhq/warren/internal/store"
@@ -35,14 +38,64 @@ func snapshotOfBundle(r snapbundle.Record) store.Snapshot {
 	}
 }
 
+// importRequestOf is the import of a bundle whose body ahead reads.
+func importRequestOf(h snapbundle.Header, ahead *snapbundle.Ahead) session.ImportRequest {
+	return session.ImportRequest{
+		Snapshot: snapshotOfBundle(h.Snapshot),
+		Base:     h.Base,
+		Format:   h.Format,
+		Body:     ahead,
+		Verify:   ahead.Verify,
+	}
+}
+
+// exportTeam is the team an export reads the snapshot of: the caller's,
+// or, for an admin key (a node pulling for a team), the one ?team= names.
+func exportTeam(r *http.Request) (string, error) {
+	team, want := teamOf(r), r.URL.Query().Get("team")
+	if want == "" || want == team {
+		return team, nil
+	}
+	if team != AdminTeam {
+		return "", fmt.Errorf("only an admin key exports for another team (?team=%s): %w", want, errdefs.ErrPermissionDenied)
+	}
+	return want, nil
+}
+
+// errHeadOnly ends an export asked for its header only (?head=true): what
+// a puller reads to choose the base of the bundle it then asks for.
+var errHeadOnly = errors.New("header only")
+
 // exportSnapshot streams a snapshot bundle. Once the answer has started a
 // failure can only cut the connection: the bundle then has no trailer, and
 // an importer refuses it as truncated.
 func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	id, q := r.PathValue("id"), r.URL.Query()
+	team, err := exportTeam(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	offset, err := snapbundle.ParseOffset(q.Get("offset"))
+	if err == nil && offset > 0 && q.Get("identity") == "" {
+		err = fmt.Errorf("an offset needs the identity of the bundle it is into (?identity=, from the %s header): %w", headerBundleIdentity, errdefs.ErrInvalid)
+	}
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	var bw *snapbundle.Writer
-	err := s.snapshots.ExportSnapshot(r.Context(), teamOf(r), id, r.URL.Query().Get("base"),
+	err = s.snapshots.ExportSnapshot(r.Context(), team, id, q.Get("base"),
 		func(info session.ExportInfo) (io.Writer, error) {
+			hdr := bundleHeaderOf(info)
+			identity := snapbundle.Identity(hdr)
+			if want := q.Get("identity"); want != "" && want != identity {
+				return nil, fmt.Errorf("the bundle of snapshot %s is no longer the one of identity %s (now %s); pull it again from the start: %w", id, want, identity, errdefs.ErrConflict)
+			}
+			w.Header().Set(headerBundleIdentity, identity)
+			if offset > 0 {
+				w.Header().Set(headerBundleOffset, strconv.FormatInt(offset, 10))
+			}
 			w.Header().Set("Content-Type", bundleType)
 			w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", id+".wsnap"))
 			if info.MemoryLeftOut {
@@ -51,9 +104,15 @@ func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) 
 			}
 			w.WriteHeader(http.StatusOK)
 			var err error
-			bw, err = snapbundle.NewWriter(w, bundleHeaderOf(info))
+			bw, err = snapbundle.NewWriterAt(w, hdr, offset)
+			if err == nil && q.Get("head") == "true" {
+				return nil, errHeadOnly
+			}
 			return bw, err
 		})
+	if errors.Is(err, errHeadOnly) {
+		return
+	}
 	if err == nil {
 		err = bw.Close()
 	}
@@ -119,14 +178,9 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 	// does (nothing may read a request's body after).
 	ahead = br.ReadAhead()
 	defer ahead.Close()
-	snap, created, err := s.snapshots.ImportSnapshot(r.Context(), teamOf(r), session.ImportRequest{
-		Snapshot: snapshotOfBundle(h.Snapshot),
-		Base:     h.Base,
-		Format:   h.Format,
-		Body:     ahead,
-		Verify:   ahead.Verify,
-		Rename:   r.URL.Query().Get("rename") == "true",
-	})
+	req := importRequestOf(h, ahead)
+	req.Rename = r.URL.Query().Get("rename") == "true"
+	snap, created, err := s.snapshots.ImportSnapshot(r.Context(), teamOf(r), req)
 	if err != nil {
 		fail(err)
 		return

@@ -103,10 +103,17 @@ type Writer struct {
 	sum hash.Hash
 	buf []byte
 	err error
+	// skip: the bundle's first skip bytes are digested but not written
+	// (NewWriterAt); pos counts what has been made.
+	skip, pos int64
 }
 
 // NewWriter writes the start of a bundle with hdr (its Version is set).
 func NewWriter(w io.Writer, hdr Header) (*Writer, error) {
+	return newWriter(w, hdr, 0)
+}
+
+func newWriter(w io.Writer, hdr Header, skip int64) (*Writer, error) {
 	hdr.Version = Version
 	js, err := json.Marshal(hdr)
 	if err != nil {
@@ -115,7 +122,7 @@ func NewWriter(w io.Writer, hdr Header) (*Writer, error) {
 	if len(js) > MaxHeader {
 		return nil, fmt.Errorf("bundle header is %d bytes, over %d: %w", len(js), MaxHeader, errdefs.ErrInvalid)
 	}
-	bw := &Writer{w: w, sum: crc32.New(castagnoli), buf: make([]byte, 0, frameSize)}
+	bw := &Writer{w: w, sum: crc32.New(castagnoli), buf: make([]byte, 0, frameSize), skip: skip}
 	start := make([]byte, 0, len(Magic)+4+len(js))
 	start = append(start, Magic...)
 	start = binary.BigEndian.AppendUint32(start, uint32(len(js)))
@@ -126,14 +133,31 @@ func NewWriter(w io.Writer, hdr Header) (*Writer, error) {
 	return bw, nil
 }
 
-// out writes b to the destination and the digest.
-func (w *Writer) out(b []byte) error {
+// out writes pieces, which end on a frame boundary, to the digest and to
+// the destination (unless they lie before the offset being resumed from).
+func (w *Writer) out(pieces ...[]byte) error {
 	if w.err != nil {
 		return w.err
 	}
-	w.sum.Write(b)
-	if _, err := w.w.Write(b); err != nil {
-		w.err = err
+	var n int64
+	for _, b := range pieces {
+		w.sum.Write(b)
+		n += int64(len(b))
+	}
+	at := w.pos
+	w.pos += n
+	switch {
+	case w.pos <= w.skip:
+		return nil
+	case at < w.skip:
+		w.err = errOffset(w.skip, at, w.pos)
+		return w.err
+	}
+	for _, b := range pieces {
+		if _, err := w.w.Write(b); err != nil {
+			w.err = err
+			break
+		}
 	}
 	return w.err
 }
@@ -160,10 +184,7 @@ func (w *Writer) flush() error {
 	}
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(w.buf)))
-	if err := w.out(hdr[:]); err != nil {
-		return err
-	}
-	err := w.out(w.buf)
+	err := w.out(hdr[:], w.buf)
 	w.buf = w.buf[:0]
 	return err
 }
@@ -176,6 +197,10 @@ func (w *Writer) Close() error {
 	}
 	if err := w.out([]byte{0, 0, 0, 0}); err != nil {
 		return err
+	}
+	if w.pos < w.skip {
+		w.err = fmt.Errorf("offset %d is past the bundle's body (%d bytes): %w", w.skip, w.pos, errdefs.ErrInvalid)
+		return w.err
 	}
 	sum := w.sum.Sum(nil)
 	if _, err := w.w.Write(sum); err != nil {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -75,6 +76,20 @@ func (n *Node) ensureFleetAdmin(ctx context.Context) error {
 		return fmt.Errorf("create Secret %s: %w", fleet.FleetAdminSecret, err)
 	}
 	return nil
+}
+
+// FleetAdminKey reads the fleet's admin key (the plaintext its Secret
+// holds), which this node sends to its peers when it pulls a snapshot.
+func (n *Node) FleetAdminKey(ctx context.Context) (string, error) {
+	var s corev1.Secret
+	if err := n.cfg.Client.Get(ctx, objectKey(n.cfg.Namespace, fleet.FleetAdminSecret), &s); err != nil {
+		return "", fmt.Errorf("read Secret %s: %v: %w", fleet.FleetAdminSecret, err, errdefs.ErrUnavailable)
+	}
+	key := string(s.Data[fleet.KeyDataKey])
+	if key == "" {
+		return "", fmt.Errorf("the Secret %s holds no %q: %w", fleet.FleetAdminSecret, fleet.KeyDataKey, errdefs.ErrUnavailable)
+	}
+	return key, nil
 }
 
 // FleetAdminSecret is the Secret of the fleet's admin key plain.
