@@ -110,6 +110,7 @@ type Server struct {
 	health    *healthRoutes
 	stats     *metricsRoutes
 	admin     *adminRoutes
+	moves     *moveRoutes
 }
 
 // New builds the API's handler.
@@ -142,6 +143,8 @@ func New(deps Deps) *Server {
 	}
 	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate), maxImport: maxImport, log: deps.Log}
 	s.networks = &networkRoutes{networks: networks}
+	mover, _ := deps.Sessions.(Mover)
+	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
 	s.files = &fileRoutes{files: deps.Files, log: deps.Log, maxUpload: maxUpload}
@@ -225,6 +228,9 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("GET /snapshots/{id}/diff", auth(s.snapshots.diff))
 	m.Handle("GET /snapshots/{id}/export", auth(s.snapshots.exportSnapshot))
 	m.Handle("POST /snapshots/import", auth(s.snapshots.importSnapshot))
+	m.Handle("POST /sandboxes/{id}/export", auth(adminOnly(s.moves.exportSandbox)))
+	m.Handle("POST /sandboxes/adopt", auth(adminOnly(s.moves.adoptSandbox)))
+	m.Handle("POST /sandboxes/{id}/forget", auth(adminOnly(s.moves.forgetSandbox)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))

@@ -39,9 +39,13 @@ func snapshotOfBundle(r snapbundle.Record) store.Snapshot {
 // failure can only cut the connection: the bundle then has no trailer, and
 // an importer refuses it as truncated.
 func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	s.streamExport(w, r, teamOf(r), r.PathValue("id"), r.URL.Query().Get("base"))
+}
+
+// streamExport streams team's snapshot id as a bundle (against base).
+func (s *snapshotRoutes) streamExport(w http.ResponseWriter, r *http.Request, team, id, base string) {
 	var bw *snapbundle.Writer
-	err := s.snapshots.ExportSnapshot(r.Context(), teamOf(r), id, r.URL.Query().Get("base"),
+	err := s.snapshots.ExportSnapshot(r.Context(), team, id, base,
 		func(info session.ExportInfo) (io.Writer, error) {
 			w.Header().Set("Content-Type", bundleType)
 			w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", id+".wsnap"))
@@ -97,6 +101,20 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 
 // importSnapshot rebuilds a snapshot from a bundle in the request body.
 func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) {
+	snap, created, ok := s.importBundle(w, r, teamOf(r))
+	if !ok {
+		return
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, snapshotOf(snap))
+}
+
+// importBundle imports the bundle in the request body as team's; on an
+// error it has answered (ok false).
+func (s *snapshotRoutes) importBundle(w http.ResponseWriter, r *http.Request, team string) (snap store.Snapshot, created, ok bool) {
 	body := &limitedBody{r: r.Body, left: s.maxImport, limit: s.maxImport}
 	var ahead *snapbundle.Ahead
 	fail := func(err error) {
@@ -111,7 +129,7 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 	br, err := snapbundle.NewReader(body)
 	if err != nil {
 		fail(err)
-		return
+		return store.Snapshot{}, false, false
 	}
 	h := br.Header
 	// The body is read and hashed in a goroutine of its own while the
@@ -119,7 +137,7 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 	// does (nothing may read a request's body after).
 	ahead = br.ReadAhead()
 	defer ahead.Close()
-	snap, created, err := s.snapshots.ImportSnapshot(r.Context(), teamOf(r), session.ImportRequest{
+	snap, created, err = s.snapshots.ImportSnapshot(r.Context(), team, session.ImportRequest{
 		Snapshot: snapshotOfBundle(h.Snapshot),
 		Base:     h.Base,
 		Format:   h.Format,
@@ -129,11 +147,7 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 	})
 	if err != nil {
 		fail(err)
-		return
+		return store.Snapshot{}, false, false
 	}
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, snapshotOf(snap))
+	return snap, created, true
 }
