@@ -9,7 +9,11 @@ import (
 	"net/url"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/kube/fleet"
 )
 
 // POST /sandboxes/{id}/move {"node": "<name>"} (admin keys only) moves a
@@ -87,6 +91,7 @@ func (g *Gateway) move(ctx context.Context, r *http.Request, id, target string, 
 	}
 	_ = adopt.Body.Close()
 	g.memo.put(sandboxKey(id), dst.Name)
+	g.repoint(ctx, id, dst.Name)
 	forget, err := g.nodeCall(ctx, r, hc, src, "/sandboxes/"+url.PathEscape(id)+"/forget", nil, nil)
 	if err != nil {
 		return "", "", fmt.Errorf("sandbox %s is on node %s now, but node %s did not forget its copy (move it again to retry): %w", id, dst.Name, src.Name, err)
@@ -149,4 +154,29 @@ func (g *Gateway) nodeCall(ctx context.Context, r *http.Request, hc *http.Client
 		return nil, fmt.Errorf("node %s: %s: %w", n.Name, answerText(res), kindOfStatus(res.StatusCode))
 	}
 	return res, nil
+}
+
+// repoint gives the Sandbox objects of a moved sandbox the target as their
+// node before the source forgets it: the source then no longer counts them
+// as its own (it would delete them, a kubectl-made one included, whose
+// sandbox the target would then kill as orphaned), and the target finds
+// them and publishes its status into them. A failure is logged: an
+// object the API made is made again by the target once the source let go.
+func (g *Gateway) repoint(ctx context.Context, id, node string) {
+	if g.keys == nil || g.keys.api == nil {
+		return
+	}
+	var objs warrenv1.SandboxList
+	if err := g.keys.api.List(ctx, &objs, client.InNamespace(g.keys.namespace), client.MatchingLabels{fleet.LabelSandboxID: id}); err != nil {
+		g.log.Warn("list the Sandbox objects of a moved sandbox", "sandbox", id, "err", err)
+		return
+	}
+	for i := range objs.Items {
+		o := &objs.Items[i]
+		before := o.DeepCopy()
+		o.Spec.NodeName = node
+		if err := g.keys.api.Patch(ctx, o, client.MergeFrom(before)); err != nil {
+			g.log.Warn("point a moved sandbox's object at its new node", "sandbox", id, "object", o.Name, "err", err)
+		}
+	}
 }

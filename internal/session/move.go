@@ -11,12 +11,18 @@ package session
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/store"
 )
+
+// MetaMovedFrom, in a moved sandbox's metadata, names the node it last
+// moved from: its processes did not move with it (bundles carry files
+// only), which the record's reason says too until it is resumed.
+const MetaMovedFrom = "warren.dev/moved-from"
 
 // LabelMove marks the snapshots a move takes, so that Forget finds them.
 const LabelMove = "warren.dev/move"
@@ -82,8 +88,13 @@ func (m *Manager) Adopt(ctx context.Context, req AdoptRequest) (rec store.Sandbo
 	if !src.EndAt.IsZero() {
 		timeout = max(time.Until(src.EndAt), time.Minute)
 	}
+	meta := maps.Clone(src.Metadata)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[MetaMovedFrom] = req.From
 	creq := CreateRequest{
-		Team: src.Team, Template: req.Snapshot, Timeout: &timeout, Metadata: src.Metadata, Env: src.Env,
+		Team: src.Team, Template: req.Snapshot, Timeout: &timeout, Metadata: meta, Env: src.Env,
 		Limits: limitsOf(src), DiskBytes: src.QuotaBytes, AutoPause: src.AutoPause, AutoResume: src.AutoResume,
 		PublicPorts: src.PublicPorts, ToolSnapshots: src.ToolSnapshots, Network: policyOf(src),
 		Runtime: src.Runtime, FilesOnly: true, adopted: &src,
