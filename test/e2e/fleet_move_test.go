@@ -108,4 +108,50 @@ func TestFleetMove(t *testing.T) {
 	if err != nil || res.Stdout != "running\n" {
 		t.Errorf("the moved running sandbox's file: %+v %v", res, err)
 	}
+
+	f.drainOneRunningOnePaused(ctx, g, paused, running, other)
+}
+
+// drainOneRunningOnePaused gathers a paused and a running sandbox on node
+// x, drains x with warren node drain and checks that both are on the
+// other node with their files and x holds none.
+func (f *fleetT) drainOneRunningOnePaused(ctx context.Context, g *client.Client, paused, running, x string) {
+	t := f.t
+	if f.sandboxNode(ctx, running) != x {
+		if st, body := f.move(ctx, running, "?stop=true", `{"node":"`+x+`"}`); st != http.StatusOK {
+			t.Fatalf("move the running sandbox to %s: %d %s", x, st, body)
+		}
+		if _, err := g.Lifecycle.Resume(ctx, running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.Lifecycle.Pause(ctx, paused); err != nil {
+		t.Fatal(err)
+	}
+	d, rest := f.nodes[0], f.nodes[1]
+	if d.name != x {
+		d, rest = rest, d
+	}
+	began := time.Now()
+	out, errOut, code := d.d.cli("", "node", "drain", x, "--kubeconfig", f.kubeconfig, "--kube-namespace", f.ns,
+		"--url", "http://"+f.gateways[0].addr, "--api-key", f.adminKey(ctx))
+	if code != 0 {
+		t.Fatalf("warren node drain %s: exit %d\n%s%s", x, code, out, errOut)
+	}
+	t.Logf("drained %s (one running, one paused) in %s:\n%s", x, time.Since(began).Round(time.Millisecond), out)
+	if list, _, err := client.New("http://"+d.d.addr, f.adminKey(ctx)).Sandboxes.List(ctx, client.ListOptions{}); err != nil || len(list) != 0 {
+		t.Errorf("the drained node still lists %d sandboxes (%v)", len(list), err)
+	}
+	for id, mark := range map[string]string{paused: "paused\n", running: "running\n"} {
+		waitFor(t, 30*time.Second, "the Sandbox object of "+id+" on "+rest.name, func() bool { return f.sandboxNode(ctx, id) == rest.name })
+		if _, err := g.Lifecycle.Resume(ctx, id); err != nil {
+			t.Fatalf("resume %s after the drain: %v", id, err)
+		}
+		if res, err := g.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "cat /tmp/mark"}); err != nil || res.Stdout != mark {
+			t.Errorf("%s's file after the drain: %+v %v", id, res, err)
+		}
+	}
+	if _, errOut, code := d.d.cli("", "node", "uncordon", x, "--kubeconfig", f.kubeconfig); code != 0 {
+		t.Errorf("warren node uncordon %s: exit %d %s", x, code, errOut)
+	}
 }
