@@ -137,4 +137,3 @@ func (a *app) drainNode(ctx context.Context, nf *nodeFlags, node string) error {
 	}
 	return nil
 }
-

@@ -107,3 +107,10 @@ func (s *moveRoutes) forgetSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// moveHere (POST /sandboxes/{id}/move) is the gateway's route: a node
+// alone cannot move its sandboxes, it needs the gateway to pick and reach
+// the target.
+func (s *moveRoutes) moveHere(w http.ResponseWriter, r *http.Request) {
+	writeError(w, r, fmt.Errorf("moving a sandbox is done by a fleet's gateway (warren gateway), not by a node: send this request to the gateway: %w", errdefs.ErrUnsupported))
+}

@@ -231,6 +231,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("POST /sandboxes/{id}/export", auth(adminOnly(s.moves.exportSandbox)))
 	m.Handle("POST /sandboxes/adopt", auth(adminOnly(s.moves.adoptSandbox)))
 	m.Handle("POST /sandboxes/{id}/forget", auth(adminOnly(s.moves.forgetSandbox)))
+	m.Handle("POST /sandboxes/{id}/move", auth(adminOnly(s.moves.moveHere)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
