@@ -76,13 +76,8 @@ func (m *Manager) Adopt(ctx context.Context, req AdoptRequest) (rec store.Sandbo
 	if err := ids.Validate("sandbox id", src.ID); err != nil {
 		return store.Sandbox{}, false, err
 	}
-	if have, err := m.lifecycle.store.GetSandbox(ctx, src.ID); err == nil && have.State != StateDestroyed {
-		if have.Team != src.Team {
-			return store.Sandbox{}, false, fmt.Errorf("sandbox %s exists on this node for another team: %w", src.ID, errdefs.ErrAlreadyExists)
-		}
-		return have, false, nil
-	} else if err != nil && !errdefs.IsNotFound(err) {
-		return store.Sandbox{}, false, err
+	if have, done, err := m.adoptedBefore(ctx, src); done || err != nil {
+		return have, false, err
 	}
 	var timeout time.Duration // 0: never, as a record with no end
 	if !src.EndAt.IsZero() {
@@ -112,6 +107,32 @@ func (m *Manager) Adopt(ctx context.Context, req AdoptRequest) (rec store.Sandbo
 	}
 	rec, err = m.lifecycle.store.GetSandbox(bg, src.ID)
 	return rec, true, err
+}
+
+// adoptedBefore finds what an earlier adopt of src left: a sandbox of
+// its team (done: answer it), or a failed one, removed so that this adopt
+// makes it again rather than answer a sandbox without files and let the
+// source forget the only good copy.
+func (m *Manager) adoptedBefore(ctx context.Context, src store.Sandbox) (store.Sandbox, bool, error) {
+	have, err := m.lifecycle.store.GetSandbox(ctx, src.ID)
+	switch {
+	case errdefs.IsNotFound(err):
+		return store.Sandbox{}, false, nil
+	case err != nil:
+		return store.Sandbox{}, false, err
+	case have.State == StateDestroyed:
+		return store.Sandbox{}, false, nil
+	case have.Team != src.Team:
+		return store.Sandbox{}, false, fmt.Errorf("sandbox %s exists on this node for another team: %w", src.ID, errdefs.ErrAlreadyExists)
+	case have.State == StateFailed:
+		if err := m.Delete(ctx, have.Team, have.ID); err != nil {
+			return store.Sandbox{}, false, fmt.Errorf("remove the failed adopt of sandbox %s: %w", src.ID, err)
+		}
+		return store.Sandbox{}, false, nil
+	case have.State == StateCreating:
+		return store.Sandbox{}, false, fmt.Errorf("sandbox %s is being adopted already; retry when that has ended: %w", src.ID, errdefs.ErrConflict)
+	}
+	return have, true, nil
 }
 
 // keepLineage gives the record of an adopted sandbox the lineage it had on
