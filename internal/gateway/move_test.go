@@ -19,7 +19,9 @@ func (f staticFleet) Node(_ context.Context, name string) (Node, bool, error) {
 	}
 	return Node{}, false, nil
 }
-func (f staticFleet) SandboxNode(context.Context, string) (string, bool, error) { return "", false, nil }
+func (f staticFleet) SandboxNode(context.Context, string) (string, bool, error) {
+	return "", false, nil
+}
 
 func TestMoveTarget(t *testing.T) {
 	ctx := context.Background()
