@@ -109,12 +109,17 @@ func (a *app) drainNode(ctx context.Context, nf *nodeFlags, node string) error {
 	}
 	fmt.Fprintf(a.out, "node %s cordoned\n", node)
 	var objs warrenv1.SandboxList
-	if err := kc.List(ctx, &objs, client.InNamespace(nf.namespace), client.MatchingLabels{fleet.LabelNode: node}); err != nil {
+	if err := kc.List(ctx, &objs, client.InNamespace(nf.namespace)); err != nil {
 		return fmt.Errorf("list the Sandbox objects of node %s: %w", node, err)
 	}
 	gw := a.client()
 	var errs []error
 	for _, o := range objs.Items {
+		// spec.nodeName, which a move repoints before it ends, not the
+		// label or status, which the target's sync rewrites a moment later.
+		if o.Spec.NodeName != node {
+			continue
+		}
 		id := o.Status.SandboxID
 		if id == "" {
 			id = o.Labels[fleet.LabelSandboxID]
@@ -125,7 +130,9 @@ func (a *app) drainNode(ctx context.Context, nf *nodeFlags, node string) error {
 			fmt.Fprintf(a.out, "%s\t%s\tleft (only paused, hibernated, stopped and running sandboxes move)\n", id, o.Status.Phase)
 			continue
 		}
-		res, err := gw.Lifecycle.Move(ctx, id, "", o.Status.Phase == warrenv1.SandboxRunning)
+		// stop always: a drain stops a running sandbox anyway, and the
+		// phase read may lag a resume that came since.
+		res, err := gw.Lifecycle.Move(ctx, id, "", true)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sandbox %s (%s): %w", id, o.Status.Phase, err))
 			continue

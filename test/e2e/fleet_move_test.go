@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -98,7 +99,9 @@ func TestFleetMove(t *testing.T) {
 	if st, body := f.move(ctx, running, "", `{}`); st != http.StatusConflict {
 		t.Errorf("move a running sandbox without ?stop: %d %s, want 409", st, body)
 	}
-	if st, body := f.move(ctx, running, "?stop=true", `{}`); st != http.StatusOK || strings.Contains(body, `"to":"`+rfrom+`"`) {
+	st, body := f.move(ctx, running, "?stop=true", `{}`)
+	var moved client.MoveResult
+	if err := json.Unmarshal([]byte(body), &moved); st != http.StatusOK || err != nil || moved.To == rfrom || moved.From != rfrom {
 		t.Fatalf("move a running sandbox with ?stop=true: %d %s", st, body)
 	}
 	if _, err := g.Lifecycle.Resume(ctx, running); err != nil {
@@ -109,15 +112,15 @@ func TestFleetMove(t *testing.T) {
 		t.Errorf("the moved running sandbox's file: %+v %v", res, err)
 	}
 
-	f.drainOneRunningOnePaused(ctx, g, paused, running, other)
+	f.drainOneRunningOnePaused(ctx, g, paused, running, moved.To, other)
 }
 
 // drainOneRunningOnePaused gathers a paused and a running sandbox on node
 // x, drains x with warren node drain and checks that both are on the
 // other node with their files and x holds none.
-func (f *fleetT) drainOneRunningOnePaused(ctx context.Context, g *client.Client, paused, running, x string) {
+func (f *fleetT) drainOneRunningOnePaused(ctx context.Context, g *client.Client, paused, running, runningAt, x string) {
 	t := f.t
-	if f.sandboxNode(ctx, running) != x {
+	if runningAt != x {
 		if st, body := f.move(ctx, running, "?stop=true", `{"node":"`+x+`"}`); st != http.StatusOK {
 			t.Fatalf("move the running sandbox to %s: %d %s", x, st, body)
 		}
