@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -87,4 +88,29 @@ func (s *LifecycleService) UpdateLimits(ctx context.Context, id string, l Limits
 	}
 	err = s.t.call(ctx, r, &out)
 	return out, err
+}
+
+// MoveResult is where a moved sandbox went and how long the move took.
+type MoveResult struct {
+	SandboxID string  `json:"sandboxID"`
+	From      string  `json:"from"`
+	To        string  `json:"to"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// Move moves a sandbox to another node of a fleet, through the fleet's
+// gateway (admin keys only): node "" lets the gateway pick. A running
+// sandbox moves only with stop, which stops it first: its files move, its
+// processes do not.
+func (s *LifecycleService) Move(ctx context.Context, id, node string, stop bool) (MoveResult, error) {
+	var res MoveResult
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/move"), map[string]string{"node": node})
+	if err != nil {
+		return res, err
+	}
+	if stop {
+		r.query = url.Values{"stop": {"true"}}
+	}
+	err = s.t.call(ctx, r, &res)
+	return res, err
 }

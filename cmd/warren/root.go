@@ -101,6 +101,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		healthCmd(a),
 		portForwardCmd(a),
 		gatewayCmd(),
+		nodeCmd(a),
 	)
 	root.AddCommand(processCmds(a)...)
 	return root

@@ -93,6 +93,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route, k key) {
 	switch rt.kind {
 	case routeSandbox:
+		if isMovePath(r, rt.id) {
+			g.serveMove(w, r, rt.id, k)
+			return
+		}
 		g.serveSandbox(w, r, rt)
 	case routeCreate:
 		g.serveCreate(w, r, rt, k)

@@ -50,6 +50,7 @@ var openAPIGoTypes = map[string]reflect.Type{
 	"client.LogEntry":            reflect.TypeFor[client.LogEntry](),
 	"client.LogLine":             reflect.TypeFor[client.LogLine](),
 	"client.MoveRequest":         reflect.TypeFor[client.MoveRequest](),
+	"client.MoveResult":          reflect.TypeFor[client.MoveResult](),
 	"client.Network":             reflect.TypeFor[client.Network](),
 	"client.NetworkEvent":        reflect.TypeFor[client.NetworkEvent](),
 	"client.NetworkPolicy":       reflect.TypeFor[client.NetworkPolicy](),

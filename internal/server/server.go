@@ -113,6 +113,7 @@ type Server struct {
 	health    *healthRoutes
 	stats     *metricsRoutes
 	admin     *adminRoutes
+	moves     *moveRoutes
 }
 
 // New builds the API's handler.
@@ -146,6 +147,8 @@ func New(deps Deps) *Server {
 	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate), maxImport: maxImport, log: deps.Log}
 	s.snapshots.pull = &puller{PullConfig: deps.Pull, snapshots: snapshots, maxImport: maxImport, http: &http.Client{}, log: deps.Log}
 	s.networks = &networkRoutes{networks: networks}
+	mover, _ := deps.Sessions.(Mover)
+	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
 	s.files = &fileRoutes{files: deps.Files, log: deps.Log, maxUpload: maxUpload}
@@ -230,6 +233,10 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("GET /snapshots/{id}/export", auth(s.snapshots.exportSnapshot))
 	m.Handle("POST /snapshots/import", auth(s.snapshots.importSnapshot))
 	m.Handle("POST /snapshots/pull", auth(adminOnly(s.snapshots.pullSnapshot)))
+	m.Handle("POST /sandboxes/{id}/export", auth(adminOnly(s.moves.exportSandbox)))
+	m.Handle("POST /sandboxes/adopt", auth(adminOnly(s.moves.adoptSandbox)))
+	m.Handle("POST /sandboxes/{id}/forget", auth(adminOnly(s.moves.forgetSandbox)))
+	m.Handle("POST /sandboxes/{id}/move", auth(adminOnly(s.moves.moveHere)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))

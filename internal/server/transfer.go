@@ -84,12 +84,29 @@ func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) 
 		writeError(w, r, err)
 		return
 	}
+	s.streamExport(w, r, exportRange{team: team, id: id, base: q.Get("base"), offset: offset,
+		identity: q.Get("identity"), headOnly: q.Get("head") == "true"})
+}
+
+// exportRange is what an export streams: team's snapshot id as a bundle
+// against base, from offset on (a resumed pull, into the bundle of that
+// identity), or its header alone.
+type exportRange struct {
+	team, id, base string
+	offset         int64
+	identity       string
+	headOnly       bool
+}
+
+// streamExport streams the bundle x names.
+func (s *snapshotRoutes) streamExport(w http.ResponseWriter, r *http.Request, x exportRange) {
+	id, offset := x.id, x.offset
 	var bw *snapbundle.Writer
-	err = s.snapshots.ExportSnapshot(r.Context(), team, id, q.Get("base"),
+	err := s.snapshots.ExportSnapshot(r.Context(), x.team, id, x.base,
 		func(info session.ExportInfo) (io.Writer, error) {
 			hdr := bundleHeaderOf(info)
 			identity := snapbundle.Identity(hdr)
-			if want := q.Get("identity"); want != "" && want != identity {
+			if want := x.identity; want != "" && want != identity {
 				return nil, fmt.Errorf("the bundle of snapshot %s is no longer the one of identity %s (now %s); pull it again from the start: %w", id, want, identity, errdefs.ErrConflict)
 			}
 			w.Header().Set(headerBundleIdentity, identity)
@@ -105,7 +122,7 @@ func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) 
 			w.WriteHeader(http.StatusOK)
 			var err error
 			bw, err = snapbundle.NewWriterAt(w, hdr, offset)
-			if err == nil && q.Get("head") == "true" {
+			if err == nil && x.headOnly {
 				return nil, errHeadOnly
 			}
 			return bw, err
@@ -156,6 +173,20 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 
 // importSnapshot rebuilds a snapshot from a bundle in the request body.
 func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) {
+	snap, created, ok := s.importBundle(w, r, teamOf(r))
+	if !ok {
+		return
+	}
+	status := http.StatusCreated
+	if !created {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, snapshotOf(snap))
+}
+
+// importBundle imports the bundle in the request body as team's; on an
+// error it has answered (ok false).
+func (s *snapshotRoutes) importBundle(w http.ResponseWriter, r *http.Request, team string) (snap store.Snapshot, created, ok bool) {
 	body := &limitedBody{r: r.Body, left: s.maxImport, limit: s.maxImport}
 	var ahead *snapbundle.Ahead
 	fail := func(err error) {
@@ -170,7 +201,7 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 	br, err := snapbundle.NewReader(body)
 	if err != nil {
 		fail(err)
-		return
+		return store.Snapshot{}, false, false
 	}
 	h := br.Header
 	// The body is read and hashed in a goroutine of its own while the
@@ -180,14 +211,10 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 	defer ahead.Close()
 	req := importRequestOf(h, ahead)
 	req.Rename = r.URL.Query().Get("rename") == "true"
-	snap, created, err := s.snapshots.ImportSnapshot(r.Context(), teamOf(r), req)
+	snap, created, err = s.snapshots.ImportSnapshot(r.Context(), team, req)
 	if err != nil {
 		fail(err)
-		return
+		return store.Snapshot{}, false, false
 	}
-	status := http.StatusCreated
-	if !created {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, snapshotOf(snap))
+	return snap, created, true
 }

@@ -49,6 +49,7 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		if err := l.forkFrom(ctx, req, *snap, &rec, &spec); err != nil {
 			return store.Sandbox{}, err
 		}
+		keepLineage(&rec, req.adopted)
 	}
 	tmpl, err := l.templateOf(ctx, rec.Template)
 	if err != nil {
@@ -137,6 +138,9 @@ func (l *lifecycle) newRecord(req CreateRequest, limits runtime.Limits, now time
 		StartedAt:      now,
 	}
 	rec.Family = rec.ID
+	if req.adopted != nil {
+		rec.ID, rec.Family = req.adopted.ID, req.adopted.ID
+	}
 	if req.Runtime != "" {
 		rec.Runtime = req.Runtime
 	}

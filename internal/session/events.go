@@ -23,6 +23,8 @@ const (
 	CauseError   = "error"
 	CauseRestart = "restart"
 	CausePool    = "pool"
+	// CauseMove: the sandbox moved between nodes of a fleet.
+	CauseMove = "move"
 	// CauseAutoResume: a call needed a paused sandbox created with
 	// autoResume.
 	CauseAutoResume = "auto-resume"

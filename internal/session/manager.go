@@ -192,6 +192,9 @@ type CreateRequest struct {
 	// IdempotencyKey makes CreateOnce answer a retry with the sandbox the
 	// first attempt made ("" = every create makes one).
 	IdempotencyKey string
+	// adopted, for a sandbox moved here from another node (Adopt), is its
+	// record there: the new sandbox keeps its id, lineage and start time.
+	adopted *store.Sandbox
 }
 
 // Manager is the session service: the composition of its parts, one per

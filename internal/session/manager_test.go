@@ -165,7 +165,7 @@ func (h *fakeHost) Snapshot(ctx context.Context, id, snapID, group string, settl
 func (h *fakeHost) SnapshotStopped(ctx context.Context, id, snapID, group string) (sandbox.SnapshotResult, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.alive[id] {
+	if h.alive[id] && !h.frozen[id] { // a frozen (paused) tree is at rest too: a move snapshots it so
 		return sandbox.SnapshotResult{}, fmt.Errorf("sandbox %s is running; SnapshotStopped would not freeze it", id)
 	}
 	if h.snaps == nil {

@@ -70,6 +70,9 @@ type SnapshotRequest struct {
 	// then carry on with the processes as they were.
 	Memory bool
 	turn   int
+	// atRest lets a paused or hibernated sandbox be snapshotted as a
+	// stopped one (its tree alone): a move takes its files so.
+	atRest bool
 }
 
 // Snapshot takes a snapshot of a team's running sandbox.
@@ -133,7 +136,7 @@ func (s *snapshots) turnLocked(ctx context.Context, rec store.Sandbox) (Snapshot
 func (s *snapshots) snapshotLocked(ctx context.Context, rec store.Sandbox, req SnapshotRequest) (SnapshotResult, error) {
 	// A stopped sandbox keeps its tree, which can be snapshotted (to fork
 	// it, or start a sandbox from it); it has no processes to save.
-	stopped := rec.State == StateStopped
+	stopped := rec.State == StateStopped || (req.atRest && (rec.State == StatePaused || rec.State == StateHibernated))
 	if stopped && req.Memory {
 		return SnapshotResult{}, fmt.Errorf("sandbox %s is stopped: it has no processes whose memory could be saved (a snapshot of its files works): %w", rec.ID, errdefs.ErrConflict)
 	}

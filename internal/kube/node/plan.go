@@ -255,8 +255,12 @@ func desiredStatus(old warrenv1.SandboxStatus, generation int64, node, endpoint 
 	if phase == warrenv1.SandboxRunning {
 		ready.Status = metav1.ConditionTrue
 	}
-	if rec.State == store.StateFailed && rec.Reason != "" {
+	switch {
+	case rec.State == store.StateFailed && rec.Reason != "":
 		ready.Message = "the sandbox failed: " + rec.Reason
+	case rec.Reason != "":
+		// A paused sandbox moved from another node says what did not move.
+		ready.Message += ": " + rec.Reason
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	return st
