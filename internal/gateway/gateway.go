@@ -33,6 +33,7 @@ type Gateway struct {
 	keys    *keyStore
 	placer  Placer
 	memo    memo
+	moves   *mover
 	http    *http.Client // the gateway's own calls: probes, fan-outs
 	proxy   *httputil.ReverseProxy
 	metrics *gatewayMetrics
@@ -54,6 +55,7 @@ func newGateway(cfg Config, log *slog.Logger, fleet fleetSource, keys *keyStore,
 		metrics: newGatewayMetrics(),
 	}
 	g.proxy = newProxy(transport, g.proxyError)
+	g.moves = &mover{fleet: fleet, keys: keys, http: g.http, memo: &g.memo, log: log, locate: g.locateSandbox}
 	return g
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"time"
@@ -56,7 +57,7 @@ func (g *Gateway) serveMove(w http.ResponseWriter, r *http.Request, id string, k
 		return
 	}
 	began := time.Now()
-	from, to, err := g.move(r.Context(), r, id, in.Node, r.URL.Query().Get("stop") == "true")
+	from, to, err := g.moves.move(r.Context(), r, id, in.Node, r.URL.Query().Get("stop") == "true")
 	if err != nil {
 		writeError(w, err)
 		return
@@ -64,13 +65,25 @@ func (g *Gateway) serveMove(w http.ResponseWriter, r *http.Request, id string, k
 	writeJSON(w, http.StatusOK, moveAnswer{SandboxID: id, From: from, To: to, Seconds: time.Since(began).Seconds()})
 }
 
+// mover moves sandboxes between nodes: the source's export streamed into
+// the target's adopt, the Sandbox objects pointed at the target, then the
+// source told to forget its copy.
+type mover struct {
+	fleet  fleetSource
+	keys   *keyStore
+	http   *http.Client
+	memo   *memo
+	log    *slog.Logger
+	locate func(ctx context.Context, r *http.Request, id string, plane bool) (Node, error)
+}
+
 // move moves sandbox id to node target ("" = the gateway's choice).
-func (g *Gateway) move(ctx context.Context, r *http.Request, id, target string, stop bool) (from, to string, err error) {
-	src, err := g.locateSandbox(ctx, r, id, true)
+func (m *mover) move(ctx context.Context, r *http.Request, id, target string, stop bool) (from, to string, err error) {
+	src, err := m.locate(ctx, r, id, true)
 	if err != nil {
 		return "", "", err
 	}
-	dst, err := g.moveTarget(ctx, src, target)
+	dst, err := m.moveTarget(ctx, src, target)
 	if err != nil {
 		return "", "", err
 	}
@@ -78,36 +91,36 @@ func (g *Gateway) move(ctx context.Context, r *http.Request, id, target string, 
 	if stop {
 		q.Set("stop", "true")
 	}
-	hc := &http.Client{Transport: g.http.Transport} // a move takes as long as the files are big
-	exp, err := g.nodeCall(ctx, r, hc, src, "/sandboxes/"+url.PathEscape(id)+"/export?"+q.Encode(), nil, nil)
+	hc := &http.Client{Transport: m.http.Transport} // a move takes as long as the files are big
+	exp, err := m.nodeCall(ctx, r, hc, src, "/sandboxes/"+url.PathEscape(id)+"/export?"+q.Encode(), nil, nil)
 	if err != nil {
 		return "", "", fmt.Errorf("export sandbox %s from node %s: %w", id, src.Name, err)
 	}
 	defer exp.Body.Close()
 	hdr := http.Header{headerMovedRecord: {exp.Header.Get(headerMovedRecord)}, "Content-Type": {"application/octet-stream"}}
-	adopt, err := g.nodeCall(ctx, r, hc, dst, "/sandboxes/adopt?from="+url.QueryEscape(src.Name), exp.Body, hdr)
+	adopt, err := m.nodeCall(ctx, r, hc, dst, "/sandboxes/adopt?from="+url.QueryEscape(src.Name), exp.Body, hdr)
 	if err != nil {
 		return "", "", fmt.Errorf("adopt sandbox %s on node %s (it stays on node %s): %w", id, dst.Name, src.Name, err)
 	}
 	_ = adopt.Body.Close()
-	g.memo.put(sandboxKey(id), dst.Name)
-	g.repoint(ctx, id, dst.Name)
-	forget, err := g.nodeCall(ctx, r, hc, src, "/sandboxes/"+url.PathEscape(id)+"/forget", nil, nil)
+	m.memo.put(sandboxKey(id), dst.Name)
+	m.repoint(ctx, id, dst.Name)
+	forget, err := m.nodeCall(ctx, r, hc, src, "/sandboxes/"+url.PathEscape(id)+"/forget", nil, nil)
 	if err != nil {
 		return "", "", fmt.Errorf("sandbox %s is on node %s now, but node %s did not forget its copy (move it again to retry): %w", id, dst.Name, src.Name, err)
 	}
 	_ = forget.Body.Close()
-	g.log.Info("moved a sandbox", "sandbox", id, "from", src.Name, "to", dst.Name)
+	m.log.Info("moved a sandbox", "sandbox", id, "from", src.Name, "to", dst.Name)
 	return src.Name, dst.Name, nil
 }
 
 // moveTarget is the node a move goes to: the one named, else the Ready,
 // schedulable node other than the source with the most free memory.
-func (g *Gateway) moveTarget(ctx context.Context, src Node, name string) (Node, error) {
+func (m *mover) moveTarget(ctx context.Context, src Node, name string) (Node, error) {
 	if name == src.Name {
 		return Node{}, fmt.Errorf("the sandbox is on node %s already; name another node: %w", name, errdefs.ErrInvalid)
 	}
-	nodes, err := g.fleet.Nodes(ctx)
+	nodes, err := m.fleet.Nodes(ctx)
 	if err != nil {
 		return Node{}, err
 	}
@@ -136,7 +149,7 @@ func (g *Gateway) moveTarget(ctx context.Context, src Node, name string) (Node, 
 
 // nodeCall POSTs to a node with the caller's key and returns a 2xx answer
 // (the caller closes its body); any other answer is an error of its kind.
-func (g *Gateway) nodeCall(ctx context.Context, r *http.Request, hc *http.Client, n Node, path string, body io.Reader, hdr http.Header) (*http.Response, error) {
+func (m *mover) nodeCall(ctx context.Context, r *http.Request, hc *http.Client, n Node, path string, body io.Reader, hdr http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.Endpoint+path, body)
 	if err != nil {
 		return nil, err
@@ -162,21 +175,21 @@ func (g *Gateway) nodeCall(ctx context.Context, r *http.Request, hc *http.Client
 // sandbox the target would then kill as orphaned), and the target finds
 // them and publishes its status into them. A failure is logged: an
 // object the API made is made again by the target once the source let go.
-func (g *Gateway) repoint(ctx context.Context, id, node string) {
-	if g.keys == nil || g.keys.api == nil {
+func (m *mover) repoint(ctx context.Context, id, node string) {
+	if m.keys == nil || m.keys.api == nil {
 		return
 	}
 	var objs warrenv1.SandboxList
-	if err := g.keys.api.List(ctx, &objs, client.InNamespace(g.keys.namespace), client.MatchingLabels{fleet.LabelSandboxID: id}); err != nil {
-		g.log.Warn("list the Sandbox objects of a moved sandbox", "sandbox", id, "err", err)
+	if err := m.keys.api.List(ctx, &objs, client.InNamespace(m.keys.namespace), client.MatchingLabels{fleet.LabelSandboxID: id}); err != nil {
+		m.log.Warn("list the Sandbox objects of a moved sandbox", "sandbox", id, "err", err)
 		return
 	}
 	for i := range objs.Items {
 		o := &objs.Items[i]
 		before := o.DeepCopy()
 		o.Spec.NodeName = node
-		if err := g.keys.api.Patch(ctx, o, client.MergeFrom(before)); err != nil {
-			g.log.Warn("point a moved sandbox's object at its new node", "sandbox", id, "object", o.Name, "err", err)
+		if err := m.keys.api.Patch(ctx, o, client.MergeFrom(before)); err != nil {
+			m.log.Warn("point a moved sandbox's object at its new node", "sandbox", id, "object", o.Name, "err", err)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (f staticFleet) SandboxNode(context.Context, string) (string, bool, error) 
 func TestMoveTarget(t *testing.T) {
 	ctx := context.Background()
 	src := Node{Name: "a", Ready: true, FreeMemory: 100 << 30}
-	g := &Gateway{fleet: staticFleet{
+	g := &mover{fleet: staticFleet{
 		src,
 		{Name: "b", Ready: true, FreeMemory: 1 << 30},
 		{Name: "c", Ready: true, FreeMemory: 4 << 30},
@@ -52,7 +52,7 @@ func TestMoveTarget(t *testing.T) {
 			t.Errorf("target %q: %s %v, want an error of its kind", c.name, n.Name, err)
 		}
 	}
-	lone := &Gateway{fleet: staticFleet{src}}
+	lone := &mover{fleet: staticFleet{src}}
 	if _, err := lone.moveTarget(ctx, src, ""); !errdefs.IsResourceExhausted(err) {
 		t.Errorf("no other node: %v, want ErrResourceExhausted", err)
 	}
