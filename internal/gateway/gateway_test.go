@@ -60,6 +60,7 @@ func TestGatewayRouting(t *testing.T) {
 	t.Run("create placed and forwarded, then routed by memo", f.createThenMemo)
 	t.Run("routed by the Sandbox object cache", f.routedByCache)
 	t.Run("routed by probe", f.routedByProbe)
+	t.Run("a memo a node denies is dropped", f.memoDenied)
 	t.Run("sandbox plane by header and by Host", f.plane)
 	t.Run("unknown sandbox is 404", f.unknown)
 	t.Run("lists merged and paged", f.listPaged)
@@ -256,6 +257,24 @@ func (f *fleetTest) routedByProbe(t *testing.T) {
 	}
 }
 
+// memoDenied: a sandbox that moved from a to b through another gateway:
+// this gateway's memo still says a, whose 404 drops the entry, and the
+// next call finds b.
+func (f *fleetTest) memoDenied(t *testing.T) {
+	f.a.hold("movedsb", time.Now())
+	if res, body := f.call(f.gw, "GET", "/sandboxes/movedsb", f.admin, nil); res.Header.Get("X-Stub-Node") != "a" {
+		t.Fatalf("before the move: %d from %q: %s", res.StatusCode, res.Header.Get("X-Stub-Node"), body)
+	}
+	f.a.drop("movedsb")
+	f.b.hold("movedsb", time.Now())
+	if res, _ := f.call(f.gw, "GET", "/sandboxes/movedsb", f.admin, nil); res.StatusCode != http.StatusNotFound || res.Header.Get("X-Stub-Node") != "a" {
+		t.Fatalf("the memo's node right after the move: %d from %q, want a's 404", res.StatusCode, res.Header.Get("X-Stub-Node"))
+	}
+	if res, body := f.call(f.gw, "GET", "/sandboxes/movedsb", f.admin, nil); res.StatusCode != http.StatusOK || res.Header.Get("X-Stub-Node") != "b" {
+		t.Fatalf("after a's 404: %d from %q: %s, want b", res.StatusCode, res.Header.Get("X-Stub-Node"), body)
+	}
+}
+
 func (f *fleetTest) plane(t *testing.T) {
 	// No API key: the sandbox's access token is the node's to check.
 	res, body := f.call(f.gw, "POST", "/process.Process/Start", "", nil, "E2b-Sandbox-Id", "asb1", "X-Access-Token", "tok")
@@ -324,7 +343,7 @@ func (f *fleetTest) listPaged(t *testing.T) {
 	if want := []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7"}; len(got) < 7 || !slices.Equal(got[:7], want) {
 		t.Fatalf("paged list %v: want %v first", got, want)
 	}
-	if !slices.Contains(got, "asb1") || !slices.Contains(got, "probedsb") || len(got) != 11 {
+	if !slices.Contains(got, "asb1") || !slices.Contains(got, "probedsb") || len(got) != 12 {
 		t.Fatalf("paged list %v: want every sandbox of both nodes once", got)
 	}
 	res, _ := f.call(f.gw, "GET", "/sandboxes?nextToken=p3", f.admin, nil)

@@ -14,9 +14,11 @@ import (
 )
 
 // memo remembers which node holds a sandbox or snapshot the gateway has
-// learnt of (creates it proxied, probes). Ids are never reused, so an entry
-// goes stale only when its record is deleted, and then its node answers
-// 404 as any would.
+// learnt of (creates it proxied, probes). An entry goes stale when its
+// record is deleted (its node then answers 404 as any would) or when the
+// sandbox moves to another node through another gateway: a node's "not
+// here" answer drops the entry (forget), so the next call locates it
+// afresh.
 type memo struct {
 	mu sync.Mutex
 	m  map[string]string
@@ -40,6 +42,15 @@ func (m *memo) put(key, node string) {
 		m.m = make(map[string]string)
 	}
 	m.m[key] = node
+}
+
+// forget drops key's entry if it still names node.
+func (m *memo) forget(key, node string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m[key] == node {
+		delete(m.m, key)
+	}
 }
 
 // Memo keys: sandboxes and snapshots have separate id spaces.

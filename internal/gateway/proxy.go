@@ -25,6 +25,9 @@ type target struct {
 	// created, when set, learns the id of a sandbox the answer made
 	// (creates and forks) so later calls find its node at once.
 	created func(id string)
+	// notHere, when set, hears that the node answered it does not hold
+	// the sandbox (moved or deleted), so the memo forgets it there.
+	notHere func()
 }
 
 type targetKey struct{}
@@ -97,6 +100,9 @@ const maxCreateAnswer = 1 << 20
 // sandbox's id and hands the answer on unchanged.
 func learnCreated(res *http.Response) error {
 	t, _ := res.Request.Context().Value(targetKey{}).(target)
+	if t.notHere != nil && (res.StatusCode == http.StatusNotFound || (t.rt.kind == routePlane && res.StatusCode == http.StatusBadGateway)) {
+		t.notHere()
+	}
 	if t.created == nil || res.StatusCode/100 != 2 {
 		return nil
 	}
@@ -134,7 +140,11 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, node Node, rt 
 		}
 		return
 	}
-	ctx := context.WithValue(r.Context(), targetKey{}, target{node: u, name: node.Name, rt: rt, created: created})
+	t := target{node: u, name: node.Name, rt: rt, created: created}
+	if (rt.kind == routeSandbox || rt.kind == routePlane) && rt.id != "" {
+		t.notHere = func() { g.memo.forget(sandboxKey(rt.id), node.Name) }
+	}
+	ctx := context.WithValue(r.Context(), targetKey{}, t)
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 

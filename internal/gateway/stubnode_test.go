@@ -45,6 +45,13 @@ func (n *stubNode) hold(id string, at time.Time) {
 	n.sandboxes[id] = at
 }
 
+// drop forgets a sandbox, as a node does once it moved away.
+func (n *stubNode) drop(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.sandboxes, id)
+}
+
 func (n *stubNode) requests() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
