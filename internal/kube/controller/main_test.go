@@ -26,21 +26,9 @@ import (
 // The package's tests share one control plane: starting it is most of their
 // time. There are no node daemons: the tests write the WarrenNodes, Leases
 // and Sandbox statuses the nodes would.
-var (
-	shared    *kubetest.Env
-	launchErr error
-)
+var plane kubetest.Shared
 
-func TestMain(m *testing.M) {
-	shared, launchErr = kubetest.Launch()
-	code := m.Run()
-	if shared != nil {
-		if err := shared.Stop(); err != nil && code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(plane.Main(m)) }
 
 // fixture is one test's namespace on the shared control plane.
 type fixture struct {
@@ -51,7 +39,7 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	kubetest.Require(t, shared, launchErr)
+	shared := plane.Get(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "warren-ctl-"}}
 	if err := shared.Client.Create(context.Background(), ns); err != nil {
 		t.Fatalf("namespace: %v", err)
@@ -180,7 +168,7 @@ func (r *running) stop(t *testing.T) {
 func (f *fixture) start(identity string) *running {
 	f.t.Helper()
 	c, err := controller.New(controller.Options{
-		Config: shared.Config, Namespace: f.ns, Identity: identity,
+		Config: plane.Get(f.t).Config, Namespace: f.ns, Identity: identity,
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
 		RetryMin: 200 * time.Millisecond, RetryMax: 2 * time.Second,
 		// Not the test's log: controller-runtime keeps the first

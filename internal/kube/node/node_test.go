@@ -23,23 +23,11 @@ import (
 	"github.com/warrenhq/warren/internal/store"
 )
 
-var (
-	shared    *kubetest.Env
-	launchErr error
-)
-
 // The package's tests share one control plane: starting it is most of
 // their time.
-func TestMain(m *testing.M) {
-	shared, launchErr = kubetest.Launch()
-	code := m.Run()
-	if shared != nil {
-		if err := shared.Stop(); err != nil && code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+var plane kubetest.Shared
+
+func TestMain(m *testing.M) { os.Exit(plane.Main(m)) }
 
 // fixture is one node against the shared control plane, in a namespace of
 // its own, with fake sessions and a real store for its keys.
@@ -54,7 +42,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, name string) *fixture {
 	t.Helper()
-	kubetest.Require(t, shared, launchErr)
+	shared := plane.Get(t)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "warren-node-test-"}}
 	if err := shared.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
@@ -356,6 +344,7 @@ func TestSandboxPools(t *testing.T) {
 // poll (here the poll is an hour away).
 func TestWatchNudgesTheSync(t *testing.T) {
 	f := newFixture(t, "watch")
+	shared := plane.Get(t)
 	wc, err := client.NewWithWatch(shared.Config, client.Options{Scheme: shared.Scheme})
 	if err != nil {
 		t.Fatal(err)
