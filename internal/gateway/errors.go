@@ -15,27 +15,13 @@ import (
 var errNoNode = errors.New("no node available")
 
 // statusOf maps an error kind to the status the gateway answers, as the
-// node's API does (internal/server); only this edge does it.
+// node's API does (errdefs.HTTPStatus); only this edge does it.
 func statusOf(err error) int {
-	switch {
-	case errors.Is(err, errNoNode):
+	if errors.Is(err, errNoNode) {
 		return http.StatusServiceUnavailable
-	case errdefs.IsNotFound(err):
-		return http.StatusNotFound
-	case errdefs.IsAlreadyExists(err), errdefs.IsConflict(err):
-		return http.StatusConflict
-	case errdefs.IsInvalid(err):
-		return http.StatusBadRequest
-	case errors.Is(err, errdefs.ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, errdefs.ErrPermissionDenied):
-		return http.StatusForbidden
-	case errdefs.IsResourceExhausted(err):
-		return http.StatusTooManyRequests
-	case errdefs.IsUnsupported(err):
-		return http.StatusNotImplemented
-	case errdefs.IsUnavailable(err):
-		return http.StatusBadGateway
+	}
+	if status := errdefs.HTTPStatus(err); status != 0 {
+		return status
 	}
 	return http.StatusInternalServerError
 }

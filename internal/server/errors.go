@@ -15,28 +15,16 @@ import (
 var errTooLarge = errors.New("too large")
 
 // statusOf maps an error kind (or an agent's Connect code) to an HTTP
-// status. This is the only place in warren where that happens.
+// status: the kinds as errdefs.HTTPStatus does (the fleet's gateway
+// answers alike), and the server's own cases.
 func statusOf(err error) int {
-	switch {
-	case errors.Is(err, errTooLarge):
+	if errors.Is(err, errTooLarge) {
 		return http.StatusRequestEntityTooLarge
-	case errdefs.IsNotFound(err):
-		return http.StatusNotFound
-	case errdefs.IsAlreadyExists(err), errdefs.IsConflict(err):
-		return http.StatusConflict
-	case errdefs.IsInvalid(err):
-		return http.StatusBadRequest
-	case errors.Is(err, errdefs.ErrUnauthenticated):
-		return http.StatusUnauthorized
-	case errors.Is(err, errdefs.ErrPermissionDenied):
-		return http.StatusForbidden
-	case errdefs.IsResourceExhausted(err):
-		return http.StatusTooManyRequests
-	case errdefs.IsUnsupported(err):
-		return http.StatusNotImplemented
-	case errdefs.IsUnavailable(err):
-		return http.StatusBadGateway
-	case errors.Is(err, context.DeadlineExceeded):
+	}
+	if status := errdefs.HTTPStatus(err); status != 0 {
+		return status
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return http.StatusGatewayTimeout
 	}
 	var ce *connect.Error
