@@ -205,7 +205,16 @@ func (f *fleetTest) createThenMemo(t *testing.T) {
 	if res.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.SandboxID != "asb2" {
 		t.Fatalf("fork: %d %s", res.StatusCode, body)
 	}
+	// A fork of no sandbox at all is a 400 for its count, before any node
+	// is asked where the sandbox is.
 	beforeA, beforeB := len(f.a.requests()), len(f.b.requests())
+	for _, path := range []string{"/sandboxes/nosuchsb/fork", "/sandboxes/asb1/fork"} {
+		res, body = f.call(f.gw, "POST", path, f.admin, map[string]int{"count": 0})
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "count 0") ||
+			len(f.a.requests()) != beforeA || len(f.b.requests()) != beforeB {
+			t.Fatalf("fork %s with count 0: %d %s", path, res.StatusCode, body)
+		}
+	}
 	res, body = f.call(f.gw, "POST", "/sandboxes/asb2/pause", f.admin, nil)
 	if res.StatusCode != http.StatusOK || string(body) != "POST /sandboxes/asb2/pause" || len(f.a.requests()) != beforeA+1 || len(f.b.requests()) != beforeB {
 		t.Fatalf("the fork's next call: %d %s; a saw %v, b %v", res.StatusCode, body, f.a.requests()[beforeA:], f.b.requests()[beforeB:])
@@ -295,7 +304,7 @@ func (f *fleetTest) plane(t *testing.T) {
 	}
 	// A sandbox no node holds: E2B's proxy's answer, as the node gives it.
 	res, body = f.call(f.gw, "GET", "/files?path=/x", "", nil, "E2b-Sandbox-Id", "gonesb", "X-Access-Token", "tok")
-	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"sandboxId":"gonesb","message":"Sandbox not found"`) {
+	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `{"code":502,"message":"The sandbox was not found","sandboxId":"gonesb"}`) {
 		t.Fatalf("plane for a missing sandbox: %d %s", res.StatusCode, body)
 	}
 	res, body = f.call(f.gw, "POST", "/process.Process/List", "", struct{}{}, "E2b-Sandbox-Id", "gonesb", "Content-Type", "application/json")

@@ -98,7 +98,7 @@ func (n *stubNode) plane(w http.ResponseWriter, r *http.Request, id string) {
 	_, ok := n.sandboxes[id]
 	n.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "Sandbox not found", "code": 0})
+		writeJSON(w, http.StatusBadGateway, wapi.SandboxGone(id))
 		return
 	}
 	if r.Header.Get("X-Access-Token") == "" {
