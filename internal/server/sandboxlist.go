@@ -59,21 +59,17 @@ func newestFirst(order string) (bool, error) {
 	return false, fmt.Errorf("order %q: want asc (oldest start first) or desc (newest first, the default): %w", order, errdefs.ErrInvalid)
 }
 
-// pageToken checks a nextToken: the X-Next-Token of an earlier page (the
-// start time and id of the last sandbox it listed), or a sandbox's id.
+// pageToken checks a nextToken: the X-Next-Token of an earlier page, the
+// start time and id of the last sandbox it listed ("<unix nanos>.<id>").
+// A bare id (which the store takes too) is refused here: it would look up
+// a sandbox of any team, and tell whether it exists.
 func pageToken(tok string) (string, error) {
 	if tok == "" {
 		return "", nil
 	}
-	bad := fmt.Errorf("nextToken %q is not a paging token: pass the X-Next-Token header of the previous page as it came: %w", tok, errdefs.ErrInvalid)
-	ns, id, dotted := strings.Cut(tok, ".")
-	if !dotted {
-		id = tok
-	} else if n, err := strconv.ParseInt(ns, 10, 64); err != nil || n < 0 {
-		return "", bad
-	}
-	if ids.Validate("nextToken", id) != nil {
-		return "", bad
+	ns, id, _ := strings.Cut(tok, ".")
+	if n, err := strconv.ParseInt(ns, 10, 64); err != nil || n < 0 || ids.Validate("nextToken", id) != nil {
+		return "", fmt.Errorf("nextToken %q is not a paging token: pass the X-Next-Token header of the previous page as it came: %w", tok, errdefs.ErrInvalid)
 	}
 	return tok, nil
 }
