@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"time"
 )
 
 // SandboxesService creates, lists, describes and deletes sandboxes, and
@@ -46,6 +47,13 @@ type ListOptions struct {
 	Metadata map[string]string
 	// States keeps the sandboxes in one of these states ("running", "paused").
 	States []string
+	// Template keeps the sandboxes made from this template ("" = any).
+	Template string
+	// StartedAfter keeps the sandboxes started after it (zero = any).
+	StartedAfter time.Time
+	// Order is "desc" (the latest started first, the server's default) or
+	// "asc"; "" = the server's default.
+	Order string
 	// Limit is the page size (0 = the server's default).
 	Limit int
 	// NextToken continues a listing from the cursor a previous page returned.
@@ -72,6 +80,15 @@ func (s *SandboxesService) List(ctx context.Context, opts ListOptions) ([]Listed
 	}
 	for _, st := range opts.States {
 		q.Add("state", st)
+	}
+	if opts.Template != "" {
+		q.Set("template", opts.Template)
+	}
+	if !opts.StartedAfter.IsZero() {
+		q.Set("startedAfter", opts.StartedAfter.UTC().Format(time.RFC3339Nano))
+	}
+	if opts.Order != "" {
+		q.Set("order", opts.Order)
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))

@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // The JSON shapes of warren's REST API. Sandbox, SandboxDetail, ListedSandbox,
 // NewSandbox and Error follow E2B's control-plane API (field names and
@@ -14,6 +17,20 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// PlaneError is the sandbox plane's answer (a 502) for a sandbox that is
+// not there (killed, timed out, never made): E2B's proxy's shape and
+// words, which its SDKs show.
+type PlaneError struct {
+	Code      int    `json:"code"`
+	Message   string `json:"message"`
+	SandboxID string `json:"sandboxId"`
+}
+
+// SandboxGone is the PlaneError for sandbox id.
+func SandboxGone(id string) PlaneError {
+	return PlaneError{Code: http.StatusBadGateway, Message: "The sandbox was not found", SandboxID: id}
+}
 
 // Limits are a sandbox's resource limits. Zero fields take the server's
 // defaults (512 MiB, 1 CPU, 1024 pids).

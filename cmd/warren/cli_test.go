@@ -253,6 +253,18 @@ func TestCLISandboxes(t *testing.T) {
 	if !strings.Contains(d.lastQuery, "state=running") || !strings.Contains(d.lastQuery, "metadata=owner%3Dalice") {
 		t.Fatalf("ls query %q", d.lastQuery)
 	}
+	if !strings.Contains(d.lastQuery, "order=desc") || strings.Contains(d.lastQuery, "startedAfter") {
+		t.Fatalf("ls query %q: want the latest first and no time bound", d.lastQuery)
+	}
+	cli(t, env, "", "sandbox", "ls", "--order", "asc", "--since", "2025-06-01T12:00:00Z", "--template", "py").must(t, 0)
+	if q := d.lastQuery; !strings.Contains(q, "order=asc") || !strings.Contains(q, "startedAfter=2025-06-01T12%3A00%3A00Z") || !strings.Contains(q, "template=py") {
+		t.Fatalf("ls query %q", q)
+	}
+	for flag, msg := range map[string]string{"--order=newest": `--order "newest"`, "--since=yesterday": `--since "yesterday"`, "--since=-1h": `--since "-1h"`} {
+		if r := cli(t, env, "", "sandbox", "ls", flag).must(t, 1); !strings.Contains(r.stderr, msg) {
+			t.Fatalf("ls %s: stderr %q", flag, r.stderr)
+		}
+	}
 	r = cli(t, env, "", "--json", "sandbox", "ls").must(t, 0)
 	var listed []client.ListedSandbox
 	if err := json.Unmarshal([]byte(r.stdout), &listed); err != nil || len(listed) != 3 {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"reflect"
 	"testing"
+	"time"
 )
 
 func TestParseKV(t *testing.T) {
@@ -20,6 +21,25 @@ func TestParseKV(t *testing.T) {
 	for _, bad := range []string{"novalue", "=v", ""} {
 		if _, err := parseKV("env", []string{bad}); err == nil {
 			t.Errorf("parseKV(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"":                          {},
+		"90m":                       now.Add(-90 * time.Minute),
+		"2025-05-31T10:00:00+02:00": time.Date(2025, 5, 31, 8, 0, 0, 0, time.UTC),
+	} {
+		got, err := parseSince(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"0s", "-5m", "2025-06-01", "soon"} {
+		if _, err := parseSince(bad, now); err == nil {
+			t.Errorf("parseSince(%q) succeeded", bad)
 		}
 	}
 }

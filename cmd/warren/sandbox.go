@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -127,22 +128,30 @@ func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error
 
 func sandboxListCmd(a *app) *cobra.Command {
 	var (
-		states []string
-		meta   []string
-		limit  int
+		states         []string
+		meta           []string
+		limit          int
+		order, since   string
+		templateFilter string
 	)
 	cmd := &cobra.Command{
 		Use:     "ls",
 		Aliases: []string{"list"},
-		Short:   "List sandboxes",
+		Short:   "List sandboxes, the latest started first",
 		Args:    args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			md, err := parseKV("meta", meta)
 			if err != nil {
 				return usageError{err}
 			}
+			opts := client.ListOptions{Metadata: md, States: states, Limit: limit, Template: templateFilter}
+			if opts.Order, err = listOrder(order); err != nil {
+				return usageError{err}
+			}
+			if opts.StartedAfter, err = parseSince(since, time.Now()); err != nil {
+				return usageError{err}
+			}
 			c := a.client()
-			opts := client.ListOptions{Metadata: md, States: states, Limit: limit}
 			all, err := allPages("sandboxes", func(token string) ([]client.ListedSandbox, string, error) {
 				opts.NextToken = token
 				return c.Sandboxes.List(cmd.Context(), opts)
@@ -164,8 +173,34 @@ func sandboxListCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringSliceVar(&states, "state", nil, "only sandboxes in this state: running, paused (repeatable)")
 	f.StringArrayVar(&meta, "meta", nil, "only sandboxes with this metadata KEY=VALUE (repeatable)")
+	f.StringVar(&templateFilter, "template", "", "only sandboxes made from this template")
+	f.StringVar(&since, "since", "", "only sandboxes started after this time: RFC 3339 (2025-06-01T12:00:00Z) or a duration ago (90m, 2h)")
+	f.StringVar(&order, "order", "desc", "desc (the latest started first) or asc (the earliest first)")
 	f.IntVar(&limit, "page-size", 0, "sandboxes fetched per request (default: the server's)")
 	return cmd
+}
+
+// listOrder checks ls's --order.
+func listOrder(order string) (string, error) {
+	if order != "asc" && order != "desc" {
+		return "", fmt.Errorf("--order %q: want asc (the earliest started first) or desc (the latest first)", order)
+	}
+	return order, nil
+}
+
+// parseSince reads ls's --since: an RFC 3339 time, or a duration before
+// now ("" = no bound).
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want an RFC 3339 time (2025-06-01T12:00:00Z) or a positive duration ago (90m, 2h)", v)
 }
 
 func sandboxGetCmd(a *app) *cobra.Command {

@@ -22,16 +22,22 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // keyBytes is the size of the signing key.
 const keyBytes = 32
 
-// ErrBadSignature is returned for a signed URL that does not verify.
-var ErrBadSignature = errors.New("invalid signature")
-
-// ErrExpired is returned for a signed URL past its expiration.
-var ErrExpired = errors.New("signature expired")
+// The errors of a signed URL say what E2B's envd says (a 401 whose message
+// its SDK's users see and test for): the signature is checked first, so a
+// forger never learns whether the expiration was the problem.
+var (
+	// ErrBadSignature is returned for a signed URL that does not verify.
+	ErrBadSignature = errdefs.Verbatim(errdefs.ErrUnauthenticated, "invalid signature")
+	// ErrExpired is returned for a signed URL past its expiration.
+	ErrExpired = errdefs.Verbatim(errdefs.ErrUnauthenticated, "signature is already expired")
+)
 
 // Issuer derives and checks tokens under one key.
 type Issuer struct {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 func TestLoadMakesAndKeepsKey(t *testing.T) {
@@ -84,5 +86,26 @@ func TestSignVerify(t *testing.T) {
 	e.Expiration = strconv.FormatInt(now.Unix()+3600, 10) // extended without re-signing
 	if err := Verify(e, "tok", now); !errors.Is(err, ErrBadSignature) {
 		t.Errorf("tampered expiration: %v", err)
+	}
+}
+
+// A signed URL's errors are E2B's envd's, word for word (its SDK's users
+// and tests compare them), and 401s.
+func TestSignedErrorsAreE2Bs(t *testing.T) {
+	for err, want := range map[error]string{ErrExpired: "signature is already expired", ErrBadSignature: "invalid signature"} {
+		if err.Error() != want || !errors.Is(err, errdefs.ErrUnauthenticated) {
+			t.Errorf("%q: want %q, unauthenticated", err, want)
+		}
+	}
+	// The signature is checked first: a forged one with a past expiration
+	// is invalid, not expired.
+	past := strconv.FormatInt(time.Now().Unix()-10, 10)
+	s := Signed{Path: "a", Operation: "read", Expiration: past, Signature: "v1_forged"}
+	if err := Verify(s, "tok", time.Now()); !errors.Is(err, ErrBadSignature) {
+		t.Errorf("forged and past: %v", err)
+	}
+	s.Signature = Sign(s, "tok")
+	if err := Verify(s, "tok", time.Now()); !errors.Is(err, ErrExpired) {
+		t.Errorf("signed and past: %v", err)
 	}
 }

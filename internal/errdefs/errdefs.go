@@ -25,3 +25,16 @@ func IsInvalid(err error) bool           { return errors.Is(err, ErrInvalid) }
 func IsUnavailable(err error) bool       { return errors.Is(err, ErrUnavailable) }
 func IsUnsupported(err error) bool       { return errors.Is(err, ErrUnsupported) }
 func IsResourceExhausted(err error) bool { return errors.Is(err, ErrResourceExhausted) }
+
+// Verbatim returns an error of kind whose text is exactly msg: for messages
+// a wire protocol fixes (E2B's SDK shows some to users as they come), which
+// wrapping with %w would change.
+func Verbatim(kind error, msg string) error { return &verbatim{kind: kind, msg: msg} }
+
+type verbatim struct {
+	kind error
+	msg  string
+}
+
+func (v *verbatim) Error() string { return v.msg }
+func (v *verbatim) Unwrap() error { return v.kind }

@@ -84,6 +84,13 @@ func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request, kind listKin
 		writeError(w, err)
 		return
 	}
+	// Sandboxes come newest first unless order=asc, as from a node; the
+	// merge must know which.
+	order := q.Get("order")
+	if kind == listSandboxes && order != "" && order != "asc" && order != "desc" {
+		writeError(w, fmt.Errorf("order %q: want asc (oldest start first) or desc (newest first, the default): %w", order, errdefs.ErrInvalid))
+		return
+	}
 	ready, err := g.readyOrUnavailable(r.Context())
 	if err != nil {
 		writeError(w, err)
@@ -117,7 +124,7 @@ func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request, kind listKin
 		pages = append(pages, page)
 		more = more || a.header.Get("X-Next-Token") != ""
 	}
-	page, next := mergePage(kind, pages, limit, more)
+	page, next := mergePage(kind, pages, limit, more, kind == listSandboxes && order != "asc")
 	if next != "" {
 		w.Header().Set("X-Next-Token", next)
 	}

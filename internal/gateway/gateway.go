@@ -119,6 +119,15 @@ func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route,
 
 // serveSandbox forwards a request about one sandbox to its node.
 func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, rt route) {
+	fork := rt.kind == routeSandbox && r.Method == http.MethodPost && isForkPath(r.URL.Path)
+	if fork {
+		// As a node: a bad count is the caller's mistake whether or not
+		// the sandbox exists (E2B's SDK maps the 400 to its argument error).
+		if err := checkForkCount(r); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
 	node, err := g.locateSandbox(r.Context(), r, rt.id, rt.kind == routePlane)
 	if err != nil {
 		if rt.kind == routePlane {
@@ -129,10 +138,42 @@ func (g *Gateway) serveSandbox(w http.ResponseWriter, r *http.Request, rt route)
 		return
 	}
 	var created func(string)
-	if rt.kind == routeSandbox && r.Method == http.MethodPost && isForkPath(r.URL.Path) {
+	if fork {
 		created = func(id string) { g.memo.put(sandboxKey(id), node.Name) }
 	}
 	g.forward(w, r, node, rt, created)
+}
+
+// checkForkCount refuses a fork whose count is below 1, as the node does;
+// the body is put back for the node.
+func checkForkCount(r *http.Request) error {
+	body, err := bufferBody(r, "fork")
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Count *int `json:"count"`
+	}
+	if json.Unmarshal(body, &in) == nil && in.Count != nil && *in.Count < 1 {
+		return fmt.Errorf("count %d: want at least 1 fork (omit count for one): %w", *in.Count, errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// bufferBody reads r's body (at most maxCreateBody) and puts it back, so
+// that the gateway can read what it routes by and still forward it whole.
+func bufferBody(r *http.Request, what string) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("read the %s's body: %v: %w", what, err, errdefs.ErrInvalid)
+	}
+	if len(body) > maxCreateBody {
+		return nil, fmt.Errorf("the %s's body is over %d bytes: %w", what, maxCreateBody, errdefs.ErrInvalid)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return body, nil
 }
 
 // serveSnapshot forwards a request about one snapshot to its node.
@@ -163,18 +204,11 @@ const maxCreateBody = 1 << 20
 // serveCreate places a create and forwards it, body and all; the answer
 // teaches the memo the new sandbox's node.
 func (g *Gateway) serveCreate(w http.ResponseWriter, r *http.Request, rt route, k key) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxCreateBody+1))
+	body, err := bufferBody(r, "create")
 	if err != nil {
-		writeError(w, fmt.Errorf("read the create's body: %v: %w", err, errdefs.ErrInvalid))
+		writeError(w, err)
 		return
 	}
-	if len(body) > maxCreateBody {
-		writeError(w, fmt.Errorf("the create's body is over %d bytes: %w", maxCreateBody, errdefs.ErrInvalid))
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	req := placeRequestOf(body)
 	req.Team = k.team
 	if ik := r.Header.Get("Idempotency-Key"); ik != "" {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -204,7 +205,16 @@ func (f *fleetTest) createThenMemo(t *testing.T) {
 	if res.StatusCode != http.StatusCreated || json.Unmarshal(body, &sb) != nil || sb.SandboxID != "asb2" {
 		t.Fatalf("fork: %d %s", res.StatusCode, body)
 	}
+	// A fork of no sandbox at all is a 400 for its count, before any node
+	// is asked where the sandbox is.
 	beforeA, beforeB := len(f.a.requests()), len(f.b.requests())
+	for _, path := range []string{"/sandboxes/nosuchsb/fork", "/sandboxes/asb1/fork"} {
+		res, body = f.call(f.gw, "POST", path, f.admin, map[string]int{"count": 0})
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "count 0") ||
+			len(f.a.requests()) != beforeA || len(f.b.requests()) != beforeB {
+			t.Fatalf("fork %s with count 0: %d %s", path, res.StatusCode, body)
+		}
+	}
 	res, body = f.call(f.gw, "POST", "/sandboxes/asb2/pause", f.admin, nil)
 	if res.StatusCode != http.StatusOK || string(body) != "POST /sandboxes/asb2/pause" || len(f.a.requests()) != beforeA+1 || len(f.b.requests()) != beforeB {
 		t.Fatalf("the fork's next call: %d %s; a saw %v, b %v", res.StatusCode, body, f.a.requests()[beforeA:], f.b.requests()[beforeB:])
@@ -294,7 +304,7 @@ func (f *fleetTest) plane(t *testing.T) {
 	}
 	// A sandbox no node holds: E2B's proxy's answer, as the node gives it.
 	res, body = f.call(f.gw, "GET", "/files?path=/x", "", nil, "E2b-Sandbox-Id", "gonesb", "X-Access-Token", "tok")
-	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"sandboxId":"gonesb","message":"Sandbox not found"`) {
+	if res.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `{"code":502,"message":"The sandbox was not found","sandboxId":"gonesb"}`) {
 		t.Fatalf("plane for a missing sandbox: %d %s", res.StatusCode, body)
 	}
 	res, body = f.call(f.gw, "POST", "/process.Process/List", "", struct{}{}, "E2b-Sandbox-Id", "gonesb", "Content-Type", "application/json")
@@ -320,25 +330,7 @@ func (f *fleetTest) listPaged(t *testing.T) {
 		}
 		n.hold(id, base.Add(time.Duration(i)*time.Millisecond))
 	}
-	var got []string
-	tok := ""
-	for pages := 0; pages < 20; pages++ {
-		path := "/sandboxes?limit=3"
-		if tok != "" {
-			path += "&nextToken=" + tok
-		}
-		res, body := f.call(f.gw, "GET", path, f.admin, nil)
-		var page []wapi.SandboxDetail
-		if res.StatusCode != http.StatusOK || json.Unmarshal(body, &page) != nil || len(page) > 3 {
-			t.Fatalf("list: %d %s", res.StatusCode, body)
-		}
-		for _, sb := range page {
-			got = append(got, sb.SandboxID)
-		}
-		if tok = res.Header.Get("X-Next-Token"); tok == "" {
-			break
-		}
-	}
+	got := f.pageAll(t, "/sandboxes?limit=3&order=asc", nil)
 	// p1..p7 first (oldest), then the sandboxes the earlier steps made.
 	if want := []string{"p1", "p2", "p3", "p4", "p5", "p6", "p7"}; len(got) < 7 || !slices.Equal(got[:7], want) {
 		t.Fatalf("paged list %v: want %v first", got, want)
@@ -346,10 +338,59 @@ func (f *fleetTest) listPaged(t *testing.T) {
 	if !slices.Contains(got, "asb1") || !slices.Contains(got, "probedsb") || len(got) != 12 {
 		t.Fatalf("paged list %v: want every sandbox of both nodes once", got)
 	}
-	res, _ := f.call(f.gw, "GET", "/sandboxes?nextToken=p3", f.admin, nil)
-	if res.StatusCode != http.StatusBadRequest {
-		t.Fatalf("a token the gateway did not give: %d", res.StatusCode)
+	// Newest first, E2B's default: the same twelve the other way round,
+	// while between pages a sandbox starts (after the walk's position: not
+	// listed) and one not yet listed goes.
+	between := func(page int) {
+		if page == 0 {
+			f.b.hold("latest", time.Now().Add(time.Hour))
+			f.a.mu.Lock()
+			delete(f.a.sandboxes, "p1")
+			f.a.mu.Unlock()
+		}
 	}
+	desc := f.pageAll(t, "/v2/sandboxes?limit=3", between)
+	want := slices.Clone(got)
+	slices.Reverse(want)
+	want = slices.DeleteFunc(want, func(id string) bool { return id == "p1" })
+	if !slices.Equal(desc, want) {
+		t.Fatalf("newest first %v: want %v", desc, want)
+	}
+	for _, bad := range []string{"nextToken=p3", "order=newest"} {
+		if res, _ := f.call(f.gw, "GET", "/sandboxes?"+bad, f.admin, nil); res.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s: %d, want 400", bad, res.StatusCode)
+		}
+	}
+}
+
+// pageAll follows a list's X-Next-Token to its end and returns the ids it
+// listed; between, if set, runs after each page.
+func (f *fleetTest) pageAll(t *testing.T, path string, between func(page int)) []string {
+	t.Helper()
+	var got []string
+	tok := ""
+	for pages := 0; pages < 20; pages++ {
+		p := path
+		if tok != "" {
+			p += "&nextToken=" + url.QueryEscape(tok)
+		}
+		res, body := f.call(f.gw, "GET", p, f.admin, nil)
+		var page []wapi.SandboxDetail
+		if res.StatusCode != http.StatusOK || json.Unmarshal(body, &page) != nil || len(page) > 3 {
+			t.Fatalf("list %s: %d %s", p, res.StatusCode, body)
+		}
+		for _, sb := range page {
+			got = append(got, sb.SandboxID)
+		}
+		if tok = res.Header.Get("X-Next-Token"); tok == "" {
+			return got
+		}
+		if between != nil {
+			between(pages)
+		}
+	}
+	t.Fatalf("list %s: paging does not end: %v", path, got)
+	return nil
 }
 
 func (f *fleetTest) streams(t *testing.T) {

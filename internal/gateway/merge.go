@@ -12,11 +12,12 @@ import (
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
-// Paging of fanned-out lists. Every node orders sandboxes and snapshots by
-// creation time, then id, and pages with a cursor "<unix nanos>.<id>" that
-// it accepts whether or not it holds that record. The merged list keeps
-// that order, so one cursor — the last record the client saw — says where
-// the next page starts on every node; the gateway's token wraps it.
+// Paging of fanned-out lists. Every node orders sandboxes by start time
+// (newest first unless order=asc) and snapshots by creation time, then id,
+// and pages with a cursor "<unix nanos>.<id>" that it accepts whether or
+// not it holds that record. The merged list keeps that order, so one
+// cursor — the last record the client saw — says where the next page
+// starts on every node; the gateway's token wraps it.
 
 const (
 	defaultPageSize = 100  // as the node's
@@ -73,9 +74,9 @@ type listed struct {
 // cursor is the node's paging cursor just after l.
 func (l listed) cursor() string { return strconv.FormatInt(l.at.UnixNano(), 10) + "." + l.id }
 
-// recordKey reads the fields a kind of list is ordered by. A sandbox's
-// startedAt is its creation time on the node (the record's created_at;
-// session.Create sets both).
+// recordKey reads the fields a kind of list is ordered by: a sandbox's
+// startedAt (the node's started_at, to the nanosecond), a snapshot's
+// createdAt.
 type recordKey struct {
 	SandboxID  string    `json:"sandboxID"`
 	StartedAt  time.Time `json:"startedAt"`
@@ -111,10 +112,10 @@ func parseListed(kind listKind, body []byte) ([]listed, error) {
 }
 
 // mergePage merges the nodes' pages (in node order) into one page of at
-// most limit records in the node's order; more says a record follows it
-// on some node (a node that said so, or records left over). Templates are
-// the fleet's, listed once each by name, unpaged.
-func mergePage(kind listKind, pages [][]listed, limit int, more bool) (page []listed, next string) {
+// most limit records in the node's order (newest: the latest first); more
+// says a record follows it on some node (a node that said so, or records
+// left over). Templates are the fleet's, listed once each by name, unpaged.
+func mergePage(kind listKind, pages [][]listed, limit int, more, newest bool) (page []listed, next string) {
 	var all []listed
 	seen := map[string]bool{}
 	for _, p := range pages {
@@ -129,10 +130,14 @@ func mergePage(kind listKind, pages [][]listed, limit int, more bool) (page []li
 		}
 	}
 	slices.SortStableFunc(all, func(a, b listed) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
+		c := a.at.Compare(b.at)
+		if c == 0 {
+			c = strings.Compare(a.id, b.id)
 		}
-		return strings.Compare(a.id, b.id)
+		if newest {
+			return -c
+		}
+		return c
 	})
 	if kind == listTemplates {
 		return all, ""

@@ -41,13 +41,22 @@ func cmpStr(a, b string) int {
 }
 
 // after keeps a node's records past a cursor, at most limit, as the node's
-// paging does; more says it held another.
+// paging does (oldest first); more says it held another.
 func after(page []listed, cursor string, limit int) ([]listed, bool) {
+	return afterIn(page, cursor, limit, false)
+}
+
+// afterIn is after in either order: newest, the latest first (page is
+// oldest first, as nodeList makes it).
+func afterIn(page []listed, cursor string, limit int, newest bool) ([]listed, bool) {
 	var out []listed
 	for _, l := range page {
-		if cursor == "" || pastCursor(l, cursor) {
+		if cursor == "" || pastCursor(l, cursor) != newest && !atCursor(l, cursor) {
 			out = append(out, l)
 		}
+	}
+	if newest {
+		slices.Reverse(out)
 	}
 	if len(out) > limit {
 		return out[:limit], true
@@ -61,6 +70,11 @@ func pastCursor(l listed, cursor string) bool {
 	n, _ := strconv.ParseInt(ns, 10, 64)
 	at := l.at.UnixNano()
 	return at > n || (at == n && l.id > id)
+}
+
+// atCursor says whether l is the record the cursor names.
+func atCursor(l listed, cursor string) bool {
+	return strconv.FormatInt(l.at.UnixNano(), 10)+"."+l.id == cursor
 }
 
 func idsOf(page []listed) []string {
@@ -85,7 +99,7 @@ func TestMergePagesAcrossNodes(t *testing.T) {
 			}
 			pa, moreA := after(a, cursor, limit)
 			pb, moreB := after(b, cursor, limit)
-			page, next := mergePage(listSandboxes, [][]listed{pa, pb}, limit, moreA || moreB)
+			page, next := mergePage(listSandboxes, [][]listed{pa, pb}, limit, moreA || moreB, false)
 			if len(page) > limit {
 				t.Fatalf("limit %d: page of %d", limit, len(page))
 			}
@@ -97,6 +111,47 @@ func TestMergePagesAcrossNodes(t *testing.T) {
 			if cursor, err = decodeToken(next); err != nil {
 				t.Fatalf("limit %d: our own token %q: %v", limit, next, err)
 			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("limit %d: pages gave %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// Newest first (E2B's default): the merged pages keep the nodes' order and
+// the token carries on through it, while a node gains a sandbox (started
+// now: before the walk's position, so not listed) and loses one between
+// pages.
+func TestMergePagesNewestFirst(t *testing.T) {
+	base := time.Date(2026, 11, 27, 21, 0, 0, 123456789, time.UTC)
+	for _, limit := range []int{1, 2, 3, 100} {
+		a := nodeList(t, base, map[string]int{"a1": 1, "a2": 4, "a3": 5, "a4": 9})
+		b := nodeList(t, base, map[string]int{"b1": 2, "b2": 3, "b3": 5, "b4": 7})
+		var got []string
+		cursor := ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatalf("limit %d: paging does not end", limit)
+			}
+			pa, moreA := afterIn(a, cursor, limit, true)
+			pb, moreB := afterIn(b, cursor, limit, true)
+			page, next := mergePage(listSandboxes, [][]listed{pa, pb}, limit, moreA || moreB, true)
+			got = append(got, idsOf(page)...)
+			if next == "" {
+				break
+			}
+			var err error
+			if cursor, err = decodeToken(next); err != nil {
+				t.Fatalf("limit %d: our own token %q: %v", limit, next, err)
+			}
+			if pages == 0 {
+				a = append(a, nodeList(t, base, map[string]int{"a9": 60_000})...)
+				b = slices.DeleteFunc(b, func(l listed) bool { return l.id == "b2" })
+			}
+		}
+		want := []string{"a4", "b4", "b3", "a3", "a2", "b2", "b1", "a1"}
+		if limit <= 5 {
+			want = slices.DeleteFunc(want, func(id string) bool { return id == "b2" })
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("limit %d: pages gave %v, want %v", limit, got, want)
@@ -117,7 +172,7 @@ func TestMergeTemplatesOncePerName(t *testing.T) {
 		}
 		return out
 	}
-	page, next := mergePage(listTemplates, [][]listed{parse("base", "py"), parse("base", "go", "node")}, 1, false)
+	page, next := mergePage(listTemplates, [][]listed{parse("base", "py"), parse("base", "go", "node")}, 1, false, false)
 	if got := idsOf(page); !slices.Equal(got, []string{"base", "go", "node", "py"}) || next != "" {
 		t.Fatalf("templates %v, token %q", got, next)
 	}

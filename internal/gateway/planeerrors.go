@@ -8,13 +8,14 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
 // The sandbox plane's refusals take the shapes the node gives them
 // (internal/server's sandboxGone and planeError), since E2B's SDKs read
-// them: a sandbox that is not there is E2B's proxy's 502 "Sandbox not
-// found" (or a Connect unavailable for RPCs), which the SDKs turn into
+// them: a sandbox that is not there is E2B's proxy's 502 "The sandbox was
+// not found" (or a Connect unavailable for RPCs), which the SDKs turn into
 // "the sandbox was killed or timed out".
 
 var connectErrors = connect.NewErrorWriter()
@@ -27,11 +28,7 @@ func writePlaneError(w http.ResponseWriter, r *http.Request, id string, err erro
 			_ = connectErrors.Write(w, r, connect.NewError(connect.CodeUnavailable, fmt.Errorf("sandbox %s not found: it was killed or timed out", id)))
 			return
 		}
-		writeJSON(w, http.StatusBadGateway, struct {
-			SandboxID string `json:"sandboxId"`
-			Message   string `json:"message"`
-			Code      int    `json:"code"`
-		}{id, "Sandbox not found", 0})
+		writeJSON(w, http.StatusBadGateway, client.SandboxGone(id))
 		return
 	}
 	if isConnectRequest(r) && connectErrors.IsSupported(r) {

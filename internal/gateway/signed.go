@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
@@ -47,7 +48,8 @@ func (g *Gateway) serveSigned(w http.ResponseWriter, r *http.Request) {
 		g.forward(w, r, n, route{kind: routePlane, id: id}, nil)
 		return
 	}
-	writePlaneError(w, r, "", fmt.Errorf("the URL's signature matches no running sandbox's file, operation and user on any node: %w", errdefs.ErrUnauthenticated))
+	// It matches no running sandbox's file, operation and user on any node.
+	writePlaneError(w, r, "", accesstoken.ErrBadSignature)
 }
 
 // signedOwner asks node n which of its sandboxes signed a URL with query q.
@@ -64,7 +66,8 @@ func (g *Gateway) signedOwner(ctx context.Context, n Node, q url.Values) (string
 	switch res.StatusCode {
 	case http.StatusOK:
 	case http.StatusUnauthorized:
-		return "", fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated)
+		// The node's one 401: the signature verified, but has expired.
+		return "", accesstoken.ErrExpired
 	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<16))
 		return "", fmt.Errorf("node %s: %s: %w", n.Name, res.Status, errdefs.ErrNotFound)

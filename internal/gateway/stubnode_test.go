@@ -75,7 +75,7 @@ func (n *stubNode) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/sandboxes":
 		n.create(w, r)
-	case r.Method == http.MethodGet && r.URL.Path == "/sandboxes":
+	case r.Method == http.MethodGet && (r.URL.Path == "/sandboxes" || r.URL.Path == "/v2/sandboxes"):
 		n.list(w, r)
 	case r.Header.Get("Upgrade") == "warren-tcp":
 		n.echoTCP(w)
@@ -98,7 +98,7 @@ func (n *stubNode) plane(w http.ResponseWriter, r *http.Request, id string) {
 	_, ok := n.sandboxes[id]
 	n.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusBadGateway, map[string]any{"sandboxId": id, "message": "Sandbox not found", "code": 0})
+		writeJSON(w, http.StatusBadGateway, wapi.SandboxGone(id))
 		return
 	}
 	if r.Header.Get("X-Access-Token") == "" {
@@ -133,10 +133,21 @@ func (n *stubNode) get(w http.ResponseWriter, id string) {
 	writeJSON(w, http.StatusOK, wapi.SandboxDetail{Sandbox: wapi.Sandbox{SandboxID: id}, StartedAt: at})
 }
 
-// list pages as the node: by (created, id), after nextToken "<nanos>.<id>",
-// limit records and X-Next-Token when more follow.
+// list pages as the node: by (started, id), newest first unless order=asc,
+// after nextToken "<nanos>.<id>", limit records and X-Next-Token when more
+// follow.
 func (n *stubNode) list(w http.ResponseWriter, r *http.Request) {
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	dir := -1
+	if r.URL.Query().Get("order") == "asc" {
+		dir = 1
+	}
+	order := func(at time.Time, id string, b listed) int {
+		if c := at.Compare(b.at); c != 0 {
+			return c * dir
+		}
+		return strings.Compare(id, b.id) * dir
+	}
 	var after listed
 	if tok := r.URL.Query().Get("nextToken"); tok != "" {
 		ns, id, _ := strings.Cut(tok, ".")
@@ -146,16 +157,13 @@ func (n *stubNode) list(w http.ResponseWriter, r *http.Request) {
 	n.mu.Lock()
 	var all []wapi.SandboxDetail
 	for id, at := range n.sandboxes {
-		if after.id == "" || at.After(after.at) || (at.Equal(after.at) && id > after.id) {
+		if after.id == "" || order(at, id, after) > 0 {
 			all = append(all, wapi.SandboxDetail{Sandbox: wapi.Sandbox{SandboxID: id}, StartedAt: at})
 		}
 	}
 	n.mu.Unlock()
 	slices.SortFunc(all, func(a, b wapi.SandboxDetail) int {
-		if c := a.StartedAt.Compare(b.StartedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.SandboxID, b.SandboxID)
+		return order(a.StartedAt, a.SandboxID, listed{at: b.StartedAt, id: b.SandboxID})
 	})
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]

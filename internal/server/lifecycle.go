@@ -119,7 +119,13 @@ func (s *lifecycleRoutes) resumeSandbox(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	if d != nil {
-		if err := s.lifecycle.SetTimeout(r.Context(), teamOf(r), id, *d); err != nil {
+		// A resumed sandbox runs for the timeout asked; a running one
+		// keeps a later end it has (E2B's connect never shortens it).
+		set := s.lifecycle.ExtendTimeout
+		if resumed {
+			set = s.lifecycle.SetTimeout
+		}
+		if err := set(r.Context(), teamOf(r), id, *d); err != nil {
 			writeError(w, r, err)
 			return
 		}

@@ -34,8 +34,19 @@ func (f *fakeLifecycle) CheckTimeout(d time.Duration) error {
 }
 
 func (f *fakeLifecycle) SetTimeout(_ context.Context, team, id string, d time.Duration) error {
-	f.asked = fmt.Sprintf("timeout %s/%s %s", team, id, d)
+	f.asked += fmt.Sprintf("timeout %s/%s %s", team, id, d)
 	return f.err
+}
+
+func (f *fakeLifecycle) ExtendTimeout(_ context.Context, team, id string, d time.Duration) error {
+	f.asked += fmt.Sprintf("extend %s/%s %s", team, id, d)
+	return f.err
+}
+
+// Resume reports the sandbox resumed when its id says it was paused.
+func (f *fakeLifecycle) Resume(_ context.Context, team, id string) (bool, error) {
+	f.asked = "resume " + team + "/" + id + "; "
+	return strings.HasPrefix(id, "paused"), f.err
 }
 
 func (f *fakeLifecycle) Get(_ context.Context, team, id string) (store.Sandbox, error) {
@@ -57,6 +68,11 @@ func TestLifecycleRoutes(t *testing.T) {
 		{"timeout", "/sandboxes/sb/timeout", `{"timeout":60}`, nil, 204, "timeout t/sb 1m0s"},
 		{"timeout missing", "/sandboxes/sb/timeout", `{}`, nil, 400, ""},
 		{"timeout of a stopped one", "/sandboxes/sb/timeout", `{"timeout":60}`, fmt.Errorf("stopped: %w", errdefs.ErrConflict), 409, "timeout t/sb 1m0s"},
+		// connect: a running sandbox's end only ever moves later; a
+		// resumed one runs for the timeout asked.
+		{"connect to a running one", "/v2/sandboxes/sb/connect", `{"timeout":60}`, nil, 200, "resume t/sb; extend t/sb 1m0s"},
+		{"connect resuming", "/v2/sandboxes/pausedsb/connect", `{"timeout":60}`, nil, 201, "resume t/pausedsb; timeout t/pausedsb 1m0s"},
+		{"connect without a timeout", "/v2/sandboxes/sb/connect", `{}`, nil, 200, "resume t/sb; "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(Deps{Keys: fakeKeys{}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})

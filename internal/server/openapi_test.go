@@ -36,6 +36,7 @@ var openAPIGoTypes = map[string]reflect.Type{
 	"client.DiffEntry":           reflect.TypeFor[client.DiffEntry](),
 	"client.EntryInfo":           reflect.TypeFor[client.EntryInfo](),
 	"client.Error":               reflect.TypeFor[client.Error](),
+	"client.PlaneError":          reflect.TypeFor[client.PlaneError](),
 	"client.ExecEvent":           reflect.TypeFor[client.ExecEvent](),
 	"client.ExecRequest":         reflect.TypeFor[client.ExecRequest](),
 	"client.ExecResult":          reflect.TypeFor[client.ExecResult](),

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/client"
@@ -199,39 +197,15 @@ func (s *sandboxRoutes) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *sandboxRoutes) listSandboxes(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
 	limit, err := pageLimit(r)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	var f store.SandboxFilter
-	f.After = q.Get("nextToken")
-	for _, st := range q["state"] {
-		for _, one := range strings.Split(st, ",") {
-			switch store.SandboxState(one) {
-			case session.StatePaused:
-				// E2B's paused is ours or hibernated: both wait for a resume.
-				f.States = append(f.States, session.StatePaused, session.StateHibernated)
-			case session.StateRunning, session.StateHibernated, session.StateCreating, session.StateStopped, session.StateFailed:
-				f.States = append(f.States, store.SandboxState(one))
-			default:
-				writeError(w, r, fmt.Errorf("state %q: want running, paused, hibernated, creating, stopped or failed: %w", one, errdefs.ErrInvalid))
-				return
-			}
-		}
-	}
-	if md := q.Get("metadata"); md != "" {
-		// E2B sends metadata as one url-encoded query string: k1=v1&k2=v2.
-		vals, err := url.ParseQuery(md)
-		if err != nil {
-			writeError(w, r, fmt.Errorf("metadata %q is not k=v pairs: %w", md, errdefs.ErrInvalid))
-			return
-		}
-		f.Metadata = map[string]string{}
-		for k, v := range vals {
-			f.Metadata[k] = v[0]
-		}
+	f, err := sandboxFilterOf(r.URL.Query())
+	if err != nil {
+		writeError(w, r, err)
+		return
 	}
 	writePage(w, r, limit, func(n int) ([]store.Sandbox, error) {
 		f.Limit = n

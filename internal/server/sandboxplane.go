@@ -157,14 +157,19 @@ func (s *envdRoutes) verifySigned(r *http.Request, token string) error {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		return fmt.Errorf("signed URLs are for GET and POST /files: %w", errdefs.ErrInvalid)
 	}
-	err := accesstoken.Verify(signedOf(r), token, time.Now())
+	return signedErr(accesstoken.Verify(signedOf(r), token, time.Now()))
+}
+
+// signedErr is what a signed URL that failed to verify answers: E2B's
+// envd's words, 401 (accesstoken's errors), whatever the detail.
+func signedErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, accesstoken.ErrExpired):
-		return fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated)
+		return accesstoken.ErrExpired
 	default:
-		return fmt.Errorf("the URL's signature is not valid for this file, operation and user: %w", errdefs.ErrUnauthenticated)
+		return accesstoken.ErrBadSignature
 	}
 }
 
@@ -180,7 +185,7 @@ func (s *envdRoutes) serveSigned(w http.ResponseWriter, r *http.Request) {
 	for _, id := range s.plane.Attached() {
 		if err := accesstoken.Verify(sig, s.tokens.EnvdToken(id), time.Now()); err != nil {
 			if errors.Is(err, accesstoken.ErrExpired) {
-				planeError(w, r, fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated))
+				planeError(w, r, accesstoken.ErrExpired)
 				return
 			}
 			continue
@@ -193,7 +198,8 @@ func (s *envdRoutes) serveSigned(w http.ResponseWriter, r *http.Request) {
 		s.proxyEnvd(w, r, rec)
 		return
 	}
-	planeError(w, r, fmt.Errorf("the URL's signature matches no running sandbox's file, operation and user: %w", errdefs.ErrUnauthenticated))
+	// It matches no running sandbox's file, operation and user.
+	planeError(w, r, accesstoken.ErrBadSignature)
 }
 
 // signedOwner answers GET /signed-urls/owner: which running sandbox a
@@ -212,7 +218,7 @@ func (s *envdRoutes) signedOwner(w http.ResponseWriter, r *http.Request) {
 	for _, id := range s.plane.Attached() {
 		err := accesstoken.Verify(sig, s.tokens.EnvdToken(id), time.Now())
 		if errors.Is(err, accesstoken.ErrExpired) {
-			writeError(w, r, fmt.Errorf("the signed URL has expired: %w", errdefs.ErrUnauthenticated))
+			writeError(w, r, accesstoken.ErrExpired)
 			return
 		}
 		if err == nil {
@@ -337,7 +343,7 @@ func (s *envdRoutes) envdProxyError(w http.ResponseWriter, r *http.Request, err 
 }
 
 // sandboxGone answers for a sandbox that does not exist (any more): E2B's
-// proxy says 502 "Sandbox not found", which the SDKs turn into their
+// proxy says 502 "The sandbox was not found", which the SDKs turn into their
 // "sandbox was killed or timed out" error.
 func sandboxGone(w http.ResponseWriter, r *http.Request, id string, err error) {
 	if !errdefs.IsNotFound(err) {
@@ -348,12 +354,8 @@ func sandboxGone(w http.ResponseWriter, r *http.Request, id string, err error) {
 		writeConnectError(w, r, connect.NewError(connect.CodeUnavailable, fmt.Errorf("sandbox %s not found: it was killed or timed out", id)))
 		return
 	}
-	// code 0 and sandboxId as E2B's proxy answers, for clients that parse it.
-	writeJSON(w, http.StatusBadGateway, struct {
-		SandboxID string `json:"sandboxId"`
-		Message   string `json:"message"`
-		Code      int    `json:"code"`
-	}{id, "Sandbox not found", 0})
+	// As E2B's proxy answers, word for word: its SDK shows the message.
+	writeJSON(w, http.StatusBadGateway, client.SandboxGone(id))
 }
 
 // planeError answers a sandbox-plane request: as a Connect error for RPCs,

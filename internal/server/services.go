@@ -40,6 +40,7 @@ type Lifecycle interface {
 	Drain(ctx context.Context, team, id string, wait, grace time.Duration) (store.Sandbox, bool, error)
 	CheckTimeout(d time.Duration) error
 	SetTimeout(ctx context.Context, team, id string, d time.Duration) error
+	ExtendTimeout(ctx context.Context, team, id string, d time.Duration) error
 	UpdateLimits(ctx context.Context, team, id string, l runtime.Limits, diskBytes int64) (store.Sandbox, error)
 	DiskUsage(ctx context.Context, id string) (used, limit int64, err error)
 }

@@ -124,6 +124,46 @@ func (l *lifecycle) resume(ctx context.Context, team, id, cause string) (bool, e
 	return true, nil
 }
 
+// ExtendTimeout makes a team's sandbox run for at least d more (0 = never
+// time out), as E2B's connect does: its end becomes the later of the one it
+// has and now + d, so a connect that asks for less than the sandbox has
+// left never cuts it short.
+func (l *lifecycle) ExtendTimeout(ctx context.Context, team, id string, d time.Duration) error {
+	if err := l.CheckTimeout(d); err != nil {
+		return err
+	}
+	// Under the sandbox's lock: a resume moves the end too.
+	unlock := l.lockSandbox(id)
+	defer unlock()
+	rec, err := l.Get(ctx, team, id)
+	if err != nil {
+		return err
+	}
+	if rec.State != StateRunning && rec.State != StatePaused {
+		return fmt.Errorf("sandbox %s is %s: %w", id, rec.State, errdefs.ErrConflict)
+	}
+	end, keep := laterEnd(rec.EndAt, l.cfg.Now().UTC(), d)
+	if keep {
+		return nil
+	}
+	return l.store.SetSandboxEndAt(ctx, id, end)
+}
+
+// laterEnd is the later of a run timeout's end (zero: never) and now + d
+// (d 0: never), and whether that is the current end.
+func laterEnd(cur, now time.Time, d time.Duration) (time.Time, bool) {
+	if cur.IsZero() {
+		return cur, true
+	}
+	if d == 0 {
+		return time.Time{}, false
+	}
+	if want := now.Add(d); want.After(cur) {
+		return want, false
+	}
+	return cur, true
+}
+
 // SetTimeout makes a team's sandbox time out d from now (0 = never), as
 // E2B's POST /sandboxes/{id}/timeout does.
 func (l *lifecycle) SetTimeout(ctx context.Context, team, id string, d time.Duration) error {

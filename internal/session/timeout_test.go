@@ -189,3 +189,48 @@ func TestCloseJoinsBackground(t *testing.T) {
 		t.Fatalf("goroutines left after Close:\n%v", err)
 	}
 }
+
+// A connect's timeout never cuts a running sandbox short: the end becomes
+// the later of the one it has and now + the timeout; never (0) stays never.
+func TestExtendTimeoutNeverShortens(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newManager(t, 10)
+	now := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	m.cfg.Now = func() time.Time { return now }
+	hour := time.Hour
+	sb, err := m.Create(ctx, CreateRequest{Team: "a", Timeout: &hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func() time.Time {
+		t.Helper()
+		rec, err := m.Get(ctx, "a", sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.EndAt
+	}
+	for _, step := range []struct {
+		d    time.Duration
+		want time.Time
+	}{
+		{time.Minute, now.Add(time.Hour)},          // shorter: kept
+		{2 * time.Hour, now.Add(2 * time.Hour)},    // longer: moved
+		{90 * time.Minute, now.Add(2 * time.Hour)}, // shorter again: kept
+		{0, time.Time{}},                           // never: the latest end
+		{time.Minute, time.Time{}},                 // and it stays never
+	} {
+		if err := m.ExtendTimeout(ctx, "a", sb.ID, step.d); err != nil {
+			t.Fatalf("extend by %s: %v", step.d, err)
+		}
+		if got := end(); !got.Equal(step.want) {
+			t.Fatalf("after extending by %s: end %v, want %v", step.d, got, step.want)
+		}
+	}
+	if err := m.ExtendTimeout(ctx, "b", sb.ID, time.Hour); !errdefs.IsNotFound(err) {
+		t.Fatalf("another team's sandbox: %v", err)
+	}
+	if err := m.ExtendTimeout(ctx, "a", sb.ID, -time.Second); !errdefs.IsInvalid(err) {
+		t.Fatalf("negative timeout: %v", err)
+	}
+}

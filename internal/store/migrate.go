@@ -221,6 +221,12 @@ var migrations = []string{
 	// the Kubernetes API server's key Secrets (node mode), which revokes it
 	// when its Secret goes.
 	`ALTER TABLE api_keys ADD COLUMN source TEXT NOT NULL DEFAULT ''`,
+	// 47: listing a team's sandboxes by start time (E2B's order, either
+	// way) and paging by (started_at, id).
+	`CREATE INDEX sandboxes_by_team_started ON sandboxes (team, started_at, id)`,
+	// 48: records made before every record had a start time (one that
+	// never ran) take their creation time, so that no start time moves.
+	`UPDATE sandboxes SET started_at = created_at WHERE started_at = 0`,
 }
 
 // SchemaVersion is the schema version this build writes.

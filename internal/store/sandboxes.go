@@ -49,7 +49,7 @@ type Sandbox struct {
 	Env                          map[string]string // envVars given at create
 	MemoryBytes, CPUMillis, Pids int64
 	CreatedAt, UpdatedAt         time.Time
-	StartedAt                    time.Time // set on the first transition to running unless given
+	StartedAt                    time.Time // when it started: CreatedAt unless given; never changes (listings are ordered by it)
 	EndAt                        time.Time // when the run timeout fires (zero = never)
 
 	// Lineage. A fresh sandbox starts a family of its own; a fork joins the
@@ -78,24 +78,32 @@ type Sandbox struct {
 	IdempotencyKey string
 }
 
-// Cursor returns a paging cursor that points just after sb. Unlike sb's bare
-// id (also accepted as SandboxFilter.After), it keeps working if sb is
-// deleted before the next page is read.
+// Cursor returns a paging cursor that points just after sb in either
+// order: its start time and id. Unlike sb's bare id (also accepted as
+// SandboxFilter.After), it keeps working if sb is deleted before the next
+// page is read.
 func (sb Sandbox) Cursor() string {
-	return strconv.FormatInt(toNanos(sb.CreatedAt), 10) + "." + sb.ID
+	return strconv.FormatInt(toNanos(sb.StartedAt), 10) + "." + sb.ID
 }
 
 // SandboxFilter selects sandboxes for ListSandboxes. The zero value selects
-// all of them.
+// all of them, oldest first.
 type SandboxFilter struct {
 	Team     string            // "" = every team
 	Family   string            // "" = every family
+	Template string            // "" = any template
 	States   []SandboxState    // any of these; empty = any state
 	Metadata map[string]string // every pair must match
-	Limit    int               // 0 = no limit
+	// StartedAfter keeps the sandboxes started after it (zero = all).
+	StartedAfter time.Time
+	// Newest lists the latest started first (E2B's default order);
+	// otherwise the earliest first.
+	Newest bool
+	Limit  int // 0 = no limit
 	// After is where the page starts: the id or the Cursor() of the last
-	// sandbox of the previous page. Sandboxes are ordered by creation time,
-	// then id.
+	// sandbox of the previous page. Sandboxes are ordered by start time
+	// (session.Create sets it with the record, and it never changes), then
+	// id, in the direction Newest says.
 	After string
 }
 
@@ -155,6 +163,11 @@ func insertSandbox(ctx context.Context, ex execer, sb Sandbox) error {
 	now := time.Now()
 	if sb.CreatedAt.IsZero() {
 		sb.CreatedAt = now
+	}
+	if sb.StartedAt.IsZero() {
+		// Listings page by (started_at, id): a key that moved later would
+		// skip or repeat the sandbox between pages.
+		sb.StartedAt = sb.CreatedAt
 	}
 	_, err = ex.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -271,8 +284,8 @@ func (s *sandboxTable) GetSandbox(ctx context.Context, id string) (Sandbox, erro
 	return sb, nil
 }
 
-// ListSandboxes returns the sandboxes f selects, ordered by creation time
-// then id.
+// ListSandboxes returns the sandboxes f selects, ordered by start time then
+// id (newest first if f.Newest).
 func (s *sandboxTable) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sandbox, error) {
 	var where []string
 	var args []any
@@ -289,6 +302,14 @@ func (s *sandboxTable) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sa
 		}
 		where = append(where, `family = ?`)
 		args = append(args, f.Family)
+	}
+	if f.Template != "" {
+		where = append(where, `template = ?`)
+		args = append(args, f.Template)
+	}
+	if !f.StartedAfter.IsZero() {
+		where = append(where, `started_at > ?`)
+		args = append(args, toNanos(f.StartedAfter))
 	}
 	if len(f.States) > 0 {
 		where = append(where, `state IN (`+placeholders(len(f.States))+`)`)
@@ -308,7 +329,7 @@ func (s *sandboxTable) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sa
 		args = append(args, k, f.Metadata[k])
 	}
 	return runList(ctx, s.conns, listQuery{table: "sandboxes", kind: "sandbox", cols: sandboxCols,
-		where: where, args: args, after: f.After, limit: f.Limit}, scanSandbox)
+		key: "started_at", desc: f.Newest, where: where, args: args, after: f.After, limit: f.Limit}, scanSandbox)
 }
 
 // CountSandboxes counts the sandboxes in any of states (all sandboxes when
@@ -333,7 +354,8 @@ func (s *sandboxTable) CountSandboxes(ctx context.Context, states ...SandboxStat
 // state is one of from (nil or empty from: any state): a compare-and-set, so
 // two racing callers cannot both win. A sandbox in another state is
 // ErrConflict; a missing one ErrNotFound. reason replaces the stored reason
-// ("" clears it). The first move to running sets StartedAt if it is unset.
+// ("" clears it). The first move to running sets StartedAt if it is unset
+// (only in records from before every record had one).
 func (s *sandboxTable) UpdateSandboxState(ctx context.Context, id string, from []SandboxState, to SandboxState, reason string) error {
 	if !to.Valid() {
 		return fmt.Errorf("sandbox %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)

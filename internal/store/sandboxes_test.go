@@ -84,7 +84,9 @@ func TestSandboxDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.CreatedAt.Before(before) || !got.StartedAt.IsZero() || !got.EndAt.IsZero() {
+	// A start time defaults to the creation time: it orders listings and
+	// must never change once set.
+	if got.CreatedAt.Before(before) || !got.StartedAt.Equal(got.CreatedAt) || !got.EndAt.IsZero() {
 		t.Errorf("times = created %v started %v end %v", got.CreatedAt, got.StartedAt, got.EndAt)
 	}
 	if got.Metadata == nil || len(got.Metadata) != 0 || got.Env == nil {
@@ -216,6 +218,7 @@ func TestListSandboxesFilters(t *testing.T) {
 		{ID: "e", Team: "t1", State: StateRunning, Metadata: map[string]string{"owner": "prod"}},
 	} {
 		sb.Template, sb.Runtime, sb.CreatedAt = "base", "native", t0.Add(time.Duration(i)*time.Second)
+		sb.StartedAt = sb.CreatedAt
 		if err := s.CreateSandbox(ctx, sb); err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +276,7 @@ func TestListSandboxesFilters(t *testing.T) {
 	}
 }
 
-// Paging walks every sandbox exactly once in order, with ties on created_at
+// Paging walks every sandbox exactly once in order, with ties on started_at
 // broken by id, and a Cursor() survives deletion of the sandbox it names.
 func TestListSandboxesPaging(t *testing.T) {
 	ctx := context.Background()
@@ -283,6 +286,7 @@ func TestListSandboxesPaging(t *testing.T) {
 	for i := range 47 {
 		sb := testSandbox(fmt.Sprintf("s%02d", i))
 		sb.CreatedAt = t0.Add(time.Duration(i/3) * time.Second) // three share each timestamp
+		sb.StartedAt = sb.CreatedAt
 		if err := s.CreateSandbox(ctx, sb); err != nil {
 			t.Fatal(err)
 		}

@@ -100,8 +100,8 @@ func TestPorts(t *testing.T) {
 	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": id, "E2b-Sandbox-Port": "8001"}, ""); code != 502 || !strings.Contains(got, "8001") {
 		t.Fatalf("nothing on 8001: want 502 naming the port, got %d %s", code, got)
 	}
-	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "8000"}, ""); code != 502 || !strings.Contains(got, "Sandbox not found") {
-		t.Fatalf("unknown sandbox: want E2B's 502 Sandbox not found, got %d %s", code, got)
+	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "8000"}, ""); code != 502 || !strings.Contains(got, `{"code":502,"message":"The sandbox was not found","sandboxId":"nosuchsandbox"}`) {
+		t.Fatalf("unknown sandbox: want E2B's 502 The sandbox was not found, got %d %s", code, got)
 	}
 	if code, got := get("", byHeader, ""); code != 401 {
 		t.Fatalf("private port without a credential: want 401, got %d %s", code, got)
