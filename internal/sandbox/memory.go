@@ -319,6 +319,8 @@ func (d memoryDir) reconcile(log *slog.Logger, keepSnaps, keepSandboxes map[stri
 		name := e.Name()
 		var orphan bool
 		switch {
+		case strings.HasPrefix(name, incomingPrefix):
+			orphan = true // an import that did not finish
 		case strings.HasPrefix(name, snapshotImagePrefix) && keepSnaps != nil:
 			_, named := keepSnaps[strings.TrimPrefix(name, snapshotImagePrefix)]
 			orphan = !named

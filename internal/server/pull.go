@@ -98,6 +98,9 @@ type pullRequest struct {
 	From     string `json:"from"`
 	Snapshot string `json:"snapshot"`
 	Team     string `json:"team"`
+	// Memory "require" refuses a snapshot whose memory image this node
+	// cannot restore (else its files are pulled alone).
+	Memory string `json:"memory,omitempty"`
 }
 
 func (p pullRequest) validate() error {
@@ -107,6 +110,9 @@ func (p pullRequest) validate() error {
 	}
 	if err := ids.Validate("snapshot id", p.Snapshot); err != nil {
 		return err
+	}
+	if p.Memory != "" && p.Memory != memoryRequire {
+		return fmt.Errorf("memory %q: a pull takes %q or nothing: %w", p.Memory, memoryRequire, errdefs.ErrInvalid)
 	}
 	return ids.ValidateName("team", p.Team)
 }

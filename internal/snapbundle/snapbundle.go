@@ -338,7 +338,6 @@ func checkVersion(h Header) error {
 	return invalid("format version %d is unknown", h.Version)
 }
 
-
 // full reads exactly len(b) bytes into b and the digest.
 func (r *Reader) full(b []byte) error {
 	_, err := io.ReadFull(r.r, b)
