@@ -159,6 +159,9 @@ func untarImage(r io.Reader, dir string) (int64, error) {
 			return total, nil
 		}
 		if err != nil {
+			if errdefs.IsInvalid(err) { // the bundle's own words for a damaged section
+				return 0, err
+			}
 			return 0, fmt.Errorf("memory image: %v: %w", err, errdefs.ErrInvalid)
 		}
 		name := filepath.Clean(filepath.FromSlash(hdr.Name))

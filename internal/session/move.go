@@ -37,6 +37,10 @@ const (
 	MovedFilesOnly  = "files"
 )
 
+// metaStateBeforeMove, in the record a move sends (not kept), is the state
+// the sandbox was in before the move hibernated or stopped it.
+const metaStateBeforeMove = "warren.dev/state-before-move"
+
 // LabelMove marks the snapshots a move takes, so that Forget finds them.
 const LabelMove = "warren.dev/move"
 
@@ -52,10 +56,19 @@ func (m *Manager) MoveOut(ctx context.Context, id string, stop bool) (store.Sand
 	if err := m.settleForMove(ctx, rec, stop); err != nil {
 		return store.Sandbox{}, store.Snapshot{}, err
 	}
+	was := rec.State
 	unlock := m.lockSandbox(id)
 	defer unlock()
 	if rec, err = m.Get(ctx, rec.Team, id); err != nil {
 		return store.Sandbox{}, store.Snapshot{}, err
+	}
+	if rec.State != was {
+		// The record sent says what it was, for the target's reason.
+		rec.Metadata = maps.Clone(rec.Metadata)
+		if rec.Metadata == nil {
+			rec.Metadata = map[string]string{}
+		}
+		rec.Metadata[metaStateBeforeMove] = string(was)
 	}
 	res, err := m.snapshotLocked(ctx, rec, SnapshotRequest{Kind: KindNamed, Labels: map[string]string{LabelMove: "true"}, atRest: true})
 	if err != nil {
@@ -152,14 +165,18 @@ func (m *Manager) Adopt(ctx context.Context, req AdoptRequest) (rec store.Sandbo
 	if _, err := m.Create(ctx, creq); err != nil {
 		return store.Sandbox{}, false, fmt.Errorf("adopt sandbox %s: %w", src.ID, err)
 	}
+	as := string(src.State)
+	if before := src.Metadata[metaStateBeforeMove]; before != "" {
+		as = fmt.Sprintf("%s (it was %s)", src.State, before)
+	}
 	state := StateHibernated
-	reason := fmt.Sprintf("moved from node %s as %s with its memory: its processes are held on disk and a resume restores them where they were", req.From, src.State)
+	reason := fmt.Sprintf("moved from node %s as %s with its memory: its processes are held on disk and a resume restores them where they were", req.From, as)
 	if !withMemory {
 		if err := m.pause(ctx, src.Team, src.ID, CauseMove); err != nil {
 			return store.Sandbox{}, false, fmt.Errorf("pause adopted sandbox %s: %w", src.ID, err)
 		}
 		state = StatePaused
-		reason = fmt.Sprintf("moved from node %s as %s: its files moved, its processes did not (a resume starts them afresh)", req.From, src.State)
+		reason = fmt.Sprintf("moved from node %s as %s: its files moved, its processes did not (a resume starts them afresh)", req.From, as)
 	}
 	bg := context.WithoutCancel(ctx)
 	if err := m.lifecycle.store.UpdateSandboxState(bg, src.ID, []store.SandboxState{state}, state, reason); err != nil {
@@ -195,6 +212,7 @@ func adoptCreateRequest(req AdoptRequest, withMemory bool) CreateRequest {
 	if meta == nil {
 		meta = map[string]string{}
 	}
+	delete(meta, metaStateBeforeMove)
 	meta[MetaMovedFrom], meta[MetaMovedWith] = req.From, MovedFilesOnly
 	if withMemory {
 		meta[MetaMovedWith] = MovedWithMemory

@@ -91,6 +91,9 @@ func (f *fleetT) moveAndCheck(ctx context.Context, g *client.Client, id, was str
 	if err != nil || det.State != "hibernated" || det.Metadata["warren.dev/moved-with"] != "memory" {
 		t.Fatalf("the %s sandbox after its move: %v %+v; want hibernated, moved with memory", was, err, det)
 	}
+	if !strings.Contains(det.Reason, "with its memory") || (was != "hibernated" && !strings.Contains(det.Reason, "it was "+was)) {
+		t.Errorf("the %s sandbox's reason after its move: %q", was, det.Reason)
+	}
 	if left := gvisorProcesses(t, id); len(left) > 0 {
 		t.Errorf("a moved sandbox has processes before it is resumed:\n%s", strings.Join(left, "\n"))
 	}
