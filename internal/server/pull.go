@@ -101,6 +101,10 @@ type pullRequest struct {
 	// Memory "require" refuses a snapshot whose memory image this node
 	// cannot restore (else its files are pulled alone).
 	Memory string `json:"memory,omitempty"`
+
+	// dropped, if set, is told why the snapshot's memory image was not
+	// kept (for the answer).
+	dropped *string
 }
 
 func (p pullRequest) validate() error {
@@ -138,6 +142,8 @@ func (s *snapshotRoutes) pullSnapshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var dropped string
+	req.dropped = &dropped
 	snap, created, err := s.pull.pull(r.Context(), req)
 	if err != nil {
 		writeError(w, r, err)
@@ -147,7 +153,9 @@ func (s *snapshotRoutes) pullSnapshot(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, snapshotOf(snap))
+	out := snapshotOf(snap)
+	out.MemoryDropped = dropped
+	writeJSON(w, status, out)
 }
 
 // pull brings req's snapshot here, resuming a broken earlier pull of it.

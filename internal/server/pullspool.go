@@ -223,6 +223,9 @@ func (p *puller) importBundle(ctx context.Context, req pullRequest, r io.Reader)
 	defer ahead.Close()
 	ireq := importRequestOf(br, ahead)
 	ireq.RequireMemory = req.Memory == memoryRequire
+	if req.dropped != nil {
+		ireq.MemoryDropped = func(why string) { *req.dropped = why }
+	}
 	return p.snapshots.ImportSnapshot(ctx, req.Team, ireq)
 }
 
