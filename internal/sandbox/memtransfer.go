@@ -246,6 +246,15 @@ func (m *memoryImages) KeepHibernationAsSnapshot(id, snapID, runtimeName string)
 	return dirSize(dst)
 }
 
+// DropMemoryImage removes a snapshot's memory image, keeping its files (a
+// missing one is not an error).
+func (m *memoryImages) DropMemoryImage(snapID string) error {
+	if m.dir == "" {
+		return nil
+	}
+	return removeMemoryImage(m.dir.snapshotImage(snapID))
+}
+
 // putHibernationImage makes snapshot snapID's memory image also sandbox
 // id's hibernation image (linked, as KeepHibernationAsSnapshot): the
 // sandbox then holds its processes on disk, and Wake restores them.

@@ -165,6 +165,9 @@ func (m *Manager) Adopt(ctx context.Context, req AdoptRequest) (rec store.Sandbo
 	if _, err := m.Create(ctx, creq); err != nil {
 		return store.Sandbox{}, false, fmt.Errorf("adopt sandbox %s: %w", src.ID, err)
 	}
+	if withMemory {
+		m.dropMovedMemory(ctx, req.Snapshot)
+	}
 	as := string(src.State)
 	if before := src.Metadata[metaStateBeforeMove]; before != "" {
 		as = fmt.Sprintf("%s (it was %s)", src.State, before)
@@ -199,6 +202,22 @@ func (m *Manager) adoptsMemory(ctx context.Context, src store.Sandbox, snapID st
 	}
 	_, ok := m.transfers.host.MemoryImage(snapID)
 	return ok
+}
+
+// dropMovedMemory leaves the move's snapshot here with its files only once
+// the sandbox holds the memory image as its hibernation image: kept, the
+// snapshot would hold as much disk as the sandbox's memory after the
+// resume has consumed the hibernation image, for a fork back to the
+// instant of the move that nobody asked for.
+func (m *Manager) dropMovedMemory(ctx context.Context, snapID string) {
+	bg := context.WithoutCancel(ctx)
+	err := m.snapshots.store.SetSnapshotMemory(bg, snapID, 0)
+	if err == nil {
+		err = m.transfers.host.DropMemoryImage(snapID)
+	}
+	if err != nil {
+		m.log.Warn("drop the memory image of a move's snapshot", "snapshot", snapID, "err", err)
+	}
 }
 
 // adoptCreateRequest is the create that makes a moved sandbox here.

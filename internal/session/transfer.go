@@ -48,6 +48,7 @@ type TransferHost interface {
 	ReceiveMemoryImage(r io.Reader) (*sandbox.StagedMemory, error)
 	CanSaveMemory(runtimeName string) error
 	KeepHibernationAsSnapshot(id, snapID, runtimeName string) (int64, error)
+	DropMemoryImage(snapID string) error
 }
 
 // transferStore is what transfers need of the store.

@@ -110,6 +110,13 @@ func (f *fleetT) moveAndCheck(ctx context.Context, g *client.Client, id, was str
 	if res, err := g.Commands.ExecWait(ctx, id, sh("cat /workspace/mark")); err != nil || res.Stdout != "kept\n" {
 		t.Errorf("moved %s: the file: %+v %v", was, res, err)
 	}
+	// Once resumed, no memory image is left on the target (the move's
+	// snapshot keeps its files only), nor on the source.
+	for _, m := range f.nodes {
+		if left, _ := filepath.Glob(filepath.Join(m.d.dataDir, "memory", "*")); len(left) > 0 {
+			t.Errorf("moved %s and resumed: %s holds memory images %v", was, m.name, left)
+		}
+	}
 	return counterPast(t, ctx, g, id, now)
 }
 
