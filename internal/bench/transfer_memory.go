@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/snapbundle"
 )
 
 // MemoryMoveReport is the transfer suite's move of a gvisor sandbox with
@@ -61,19 +63,20 @@ func (s *transferSuite) runMemoryMove(ctx context.Context) error {
 	from, to := s.a, s.b
 	for range max(s.opts.Rounds, 1) {
 		start := time.Now()
-		det, err := from.c.Lifecycle.Hibernate(ctx, sb.SandboxID)
-		if err != nil {
+		if _, err := from.c.Lifecycle.Hibernate(ctx, sb.SandboxID); err != nil {
 			return fmt.Errorf("hibernate: %w", err)
 		}
 		hibernates = append(hibernates, time.Since(start))
-		_ = det
 		start = time.Now()
-		n, err := moveSandbox(ctx, from, to, sb.SandboxID)
+		n, image, err := moveSandbox(ctx, from, to, sb.SandboxID)
 		if err != nil {
 			return err
 		}
 		moves = append(moves, time.Since(start))
-		rep.BundleBytes = n
+		rep.BundleBytes, rep.ImageBytes = n, image
+		if image == 0 {
+			return fmt.Errorf("the move's bundle carried no memory image")
+		}
 		start = time.Now()
 		if _, err := to.c.Lifecycle.Resume(ctx, sb.SandboxID); err != nil {
 			return fmt.Errorf("resume the moved sandbox: %w", err)
@@ -84,24 +87,9 @@ func (s *transferSuite) runMemoryMove(ctx context.Context) error {
 		}
 		from, to = to, from
 	}
-	rep.ImageBytes = s.memoryImageBytes(ctx, from, sb.SandboxID)
 	rep.Move = throughput(rep.BundleBytes, moves)
 	rep.Resume, rep.Hibernate = Summarise(resumes), Summarise(hibernates)
 	return from.c.Sandboxes.Delete(ctx, sb.SandboxID)
-}
-
-// memoryImageBytes is the size of the memory image of the last move's
-// snapshot (on the daemon now holding the sandbox).
-func (s *transferSuite) memoryImageBytes(ctx context.Context, h *harness, id string) int64 {
-	snaps, _, err := h.c.Snapshots.List(ctx, client.SnapshotListOptions{SandboxID: id})
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for _, sn := range snaps {
-		n = max(n, sn.MemoryBytes)
-	}
-	return n
 }
 
 // stillHolding checks that the process holding memory came back running.
@@ -119,27 +107,45 @@ func stillHolding(ctx context.Context, c *client.Client, id string) error {
 }
 
 // moveSandbox moves sandbox id from one daemon to the other as a fleet's
-// gateway does, and returns the bundle's size.
-func moveSandbox(ctx context.Context, from, to *harness, id string) (int64, error) {
+// gateway does, and returns the bundle's size and that of the memory image
+// it carried (its header says).
+func moveSandbox(ctx context.Context, from, to *harness, id string) (n, image int64, err error) {
 	res, err := post(ctx, from, "/sandboxes/"+url.PathEscape(id)+"/export", nil, nil)
 	if err != nil {
-		return 0, fmt.Errorf("export sandbox %s: %w", id, err)
+		return 0, 0, fmt.Errorf("export sandbox %s: %w", id, err)
 	}
 	defer res.Body.Close()
-	body := &countReader{r: res.Body}
+	var head bytes.Buffer
+	body := &countReader{r: io.TeeReader(res.Body, &prefixWriter{&head, 1 << 20})}
 	hdr := http.Header{"X-Warren-Sandbox-Record": {res.Header.Get("X-Warren-Sandbox-Record")},
 		"Content-Type": {"application/vnd.warren.snapshot-bundle"}}
 	adopted, err := post(ctx, to, "/sandboxes/adopt?from=bench", body, hdr)
 	if err != nil {
-		return 0, fmt.Errorf("adopt sandbox %s: %w", id, err)
+		return 0, 0, fmt.Errorf("adopt sandbox %s: %w", id, err)
 	}
 	adopted.Body.Close()
 	forgot, err := post(ctx, from, "/sandboxes/"+url.PathEscape(id)+"/forget", nil, nil)
 	if err != nil {
-		return 0, fmt.Errorf("forget sandbox %s: %w", id, err)
+		return 0, 0, fmt.Errorf("forget sandbox %s: %w", id, err)
 	}
 	forgot.Body.Close()
-	return body.n, nil
+	if br, err := snapbundle.NewReader(&head); err == nil && br.Header.Memory != nil {
+		image = br.Header.Memory.Bytes
+	}
+	return body.n, image, nil
+}
+
+// prefixWriter keeps the first max bytes written to it.
+type prefixWriter struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	if room := p.max - p.b.Len(); room > 0 {
+		p.b.Write(b[:min(room, len(b))])
+	}
+	return len(b), nil
 }
 
 // post sends a POST to h's API with its admin key; an answer that is not
