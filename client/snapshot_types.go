@@ -40,6 +40,10 @@ type Snapshot struct {
 	// MemoryBytes is the size of the memory image saved with the files
 	// (snapshots taken with memory); 0 = files only.
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// MemoryDropped, on an import's answer, says why the memory image the
+	// bundle carried was not kept (this node cannot restore it): the
+	// snapshot has its files only.
+	MemoryDropped string `json:"memoryDropped,omitempty"`
 }
 
 // RollbackRequest is the body of POST /sandboxes/{id}/rollback.

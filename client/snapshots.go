@@ -156,13 +156,28 @@ func snapshotPath(id, suffix string) string {
 
 // Export streams a snapshot as a portable bundle, for Import on another
 // daemon: whole, or as a delta against base (a snapshot that daemon
-// imported before) when base is set. Memory images are not carried. The
-// caller reads the bundle to its end and closes it; a bundle cut short is
-// refused by Import, so a failed transfer is retried from the start.
+// imported before) when base is set, with its memory image if it has one.
+// The caller reads the bundle to its end and closes it; a bundle cut short
+// is refused by Import, so a failed transfer is retried from the start.
 func (s *SnapshotsService) Export(ctx context.Context, id, base string) (io.ReadCloser, error) {
+	return s.ExportWith(ctx, id, ExportOptions{Base: base})
+}
+
+// ExportOptions shape an export.
+type ExportOptions struct {
+	Base string // send a delta against this snapshot
+	// FilesOnly leaves a snapshot's memory image out of the bundle.
+	FilesOnly bool
+}
+
+// ExportWith is Export with options.
+func (s *SnapshotsService) ExportWith(ctx context.Context, id string, o ExportOptions) (io.ReadCloser, error) {
 	q := url.Values{}
-	if base != "" {
-		q.Set("base", base)
+	if o.Base != "" {
+		q.Set("base", o.Base)
+	}
+	if o.FilesOnly {
+		q.Set("memory", "omit")
 	}
 	resp, err := s.t.send(ctx, request{method: http.MethodGet, path: snapshotPath(id, "/export"), query: q})
 	if err != nil {
@@ -173,11 +188,29 @@ func (s *SnapshotsService) Export(ctx context.Context, id, base string) (io.Read
 
 // Import rebuilds a snapshot from a bundle Export wrote, as a snapshot of
 // the caller's team under its own id (a new one when rename is set and
-// the id is taken). Importing a snapshot held already answers it.
+// the id is taken). Importing a snapshot held already answers it. A memory
+// image the daemon cannot restore (no gvisor there) is dropped: the answer's
+// MemoryDropped says so.
 func (s *SnapshotsService) Import(ctx context.Context, bundle io.Reader, rename bool) (Snapshot, error) {
+	return s.ImportWith(ctx, bundle, ImportOptions{Rename: rename})
+}
+
+// ImportOptions shape an import.
+type ImportOptions struct {
+	Rename bool // take a new id when the bundle's is taken
+	// RequireMemory refuses (501) a bundle whose memory image the daemon
+	// cannot restore, instead of importing its files alone.
+	RequireMemory bool
+}
+
+// ImportWith is Import with options.
+func (s *SnapshotsService) ImportWith(ctx context.Context, bundle io.Reader, o ImportOptions) (Snapshot, error) {
 	q := url.Values{}
-	if rename {
+	if o.Rename {
 		q.Set("rename", "true")
+	}
+	if o.RequireMemory {
+		q.Set("memory", "require")
 	}
 	var snap Snapshot
 	err := s.t.call(ctx, request{method: http.MethodPost, path: "/snapshots/import", query: q, body: largeWrites{bundle},

@@ -44,10 +44,12 @@ func nodeCmd(a *app) *cobra.Command {
 		Use:   "drain NODE",
 		Short: "Cordon a node and move every sandbox off it through the gateway (--url)",
 		Long: `Sets the WarrenNode's spec.unschedulable, then moves each of the node's sandboxes to another
-node through the gateway at --url (an admin key): paused, hibernated and stopped ones as they are,
-running ones stopped first. Only files move (bundles carry no memory image yet): every moved
-sandbox arrives paused, and a resume starts its processes afresh; its metadata says
-warren.dev/moved-from.`,
+node through the gateway at --url (an admin key). On gvisor the processes move: paused and
+running sandboxes are hibernated on the node first, and every gvisor sandbox arrives hibernated, its
+processes restored where they were by the next resume. Native sandboxes move their files: running
+ones are stopped first, and they arrive paused, a resume starting their processes afresh. Stopped
+ones move as they are. The metadata says warren.dev/moved-from and warren.dev/moved-with (memory or
+files).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fill(cmd)
@@ -130,8 +132,9 @@ func (a *app) drainNode(ctx context.Context, nf *nodeFlags, node string) error {
 			fmt.Fprintf(a.out, "%s\t%s\tleft (only paused, hibernated, stopped and running sandboxes move)\n", id, o.Status.Phase)
 			continue
 		}
-		// stop always: a drain stops a running sandbox anyway, and the
-		// phase read may lag a resume that came since.
+		// stop always: a drain moves a running sandbox anyway (its node
+		// hibernates it on gvisor, else stops it), and the phase read may
+		// lag a resume that came since.
 		res, err := gw.Lifecycle.Move(ctx, id, "", true)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sandbox %s (%s): %w", id, o.Status.Phase, err))

@@ -27,6 +27,7 @@ type harness struct {
 	d    *daemon.Daemon
 	c    *client.Client
 	addr string // the API's host:port
+	key  string // its admin key
 	tmpl string
 	log  *slog.Logger
 
@@ -109,7 +110,8 @@ func startHarness(ctx context.Context, opts Options, tune func(*config.Config)) 
 	// new connection per call.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
-	h.c = client.New("http://"+addr, string(trimNL(key)), client.WithHTTPClient(&http.Client{Transport: tr}))
+	h.key = string(trimNL(key))
+	h.c = client.New("http://"+addr, h.key, client.WithHTTPClient(&http.Client{Transport: tr}))
 	return h, nil
 }
 

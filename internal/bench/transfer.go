@@ -29,7 +29,10 @@ type TransferOptions struct {
 	// btrfs send and the export alone are measured); Turns how many
 	// one-turn deltas follow.
 	Rounds, Turns int
-	Progress      io.Writer
+	// MemoryMB is what the gvisor sandbox of the memory move holds (0:
+	// the item is skipped, as it is without gvisor).
+	MemoryMB int
+	Progress io.Writer
 }
 
 // TransferReport is what the transfer suite prints. Rates are MB/s (10^6
@@ -72,6 +75,8 @@ type TransferReport struct {
 	Load         map[string]float64 `json:"load_1m"`
 	PhaseSeconds map[string]float64 `json:"phase_seconds"`
 	Targets      TransferTargets    `json:"targets"`
+	// MemoryMove is a gvisor sandbox moved with its memory.
+	MemoryMove *MemoryMoveReport `json:"memory_move,omitempty"`
 }
 
 // Throughput is a timed operation over a known number of bytes. CPU, when
@@ -141,6 +146,7 @@ func RunTransfer(ctx context.Context, opts TransferOptions) (_ TransferReport, r
 		{"workspace", s.workspace},
 		{"whole", s.runWhole},
 		{"turns", s.runTurns},
+		{"memory_move", s.runMemoryMove},
 	} {
 		fmt.Fprintf(opts.Progress, "transfer bench: %s (%.0fs in, load %.1f)\n", p.name, time.Since(began).Seconds(), loadAverage())
 		s.rep.Load[p.name] = loadAverage()

@@ -128,6 +128,11 @@ type Spec struct {
 	// processes are restored from its image instead of started afresh
 	// (the runtime must be able to, see runtime.Checkpointer).
 	MemoryFrom string
+	// Hibernate, with MemoryFrom, creates the sandbox hibernated: its
+	// processes are not restored now but held on disk (MemoryFrom's image
+	// becomes its hibernation image), and Wake restores them. A moved
+	// sandbox is adopted so.
+	Hibernate bool
 }
 
 func (s Spec) source() (storage.Key, string) {

@@ -107,6 +107,9 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 		}
 		undo.add("tear down network", func(ctx context.Context) error { return l.net.teardownNetwork(ctx, spec.ID) })
 	}
+	if spec.Hibernate {
+		return l.createHibernated(spec, conn, &undo)
+	}
 	st, err := l.launch.start(ctx, spec, root)
 	if err != nil {
 		return nil, err
@@ -122,6 +125,23 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
 	l.logs.Prepare(spec.ID)
 	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
+}
+
+// createHibernated ends a create of a sandbox made hibernated (see
+// Spec.Hibernate): its memory image in place, its agent listened for.
+func (l *lifecycle) createHibernated(spec Spec, conn *agentconn.Conn, undo *cleanups) (*Sandbox, error) {
+	if spec.MemoryFrom == "" {
+		return nil, fmt.Errorf("a sandbox created hibernated needs a snapshot with memory: %w", errdefs.ErrInvalid)
+	}
+	if err := l.images.putHibernationImage(spec.MemoryFrom, spec.ID); err != nil {
+		return nil, err
+	}
+	undo.add("remove hibernation image", func(context.Context) error {
+		return removeMemoryImage(l.images.hibernationImage(spec.ID))
+	})
+	l.procs.Attach(spec.ID, conn)
+	l.logs.Prepare(spec.ID)
+	return &Sandbox{ID: spec.ID, Agent: conn, Status: runtime.Status{ID: spec.ID, State: runtime.StateStopped}}, nil
 }
 
 // Recover reattaches to a sandbox started by an earlier daemon: its

@@ -103,6 +103,11 @@ func (m *memoryImages) CanSaveMemory(name string) error {
 	if !ok {
 		return fmt.Errorf("no runtime named %q here: %w", name, errdefs.ErrUnsupported)
 	}
+	if av, isSet := m.runtime.(interface{ Available(string) error }); isSet {
+		if err := av.Available(name); err != nil {
+			return fmt.Errorf("the %s runtime cannot run here (%v): %w", name, err, errdefs.ErrUnsupported)
+		}
+	}
 	if !caps.MemorySnapshot {
 		return fmt.Errorf("the %s runtime cannot save memory; memory snapshots need the gvisor runtime (filesystem snapshots work on every runtime): %w", name, errdefs.ErrUnsupported)
 	}
@@ -319,6 +324,8 @@ func (d memoryDir) reconcile(log *slog.Logger, keepSnaps, keepSandboxes map[stri
 		name := e.Name()
 		var orphan bool
 		switch {
+		case strings.HasPrefix(name, incomingPrefix):
+			orphan = true // an import that did not finish
 		case strings.HasPrefix(name, snapshotImagePrefix) && keepSnaps != nil:
 			_, named := keepSnaps[strings.TrimPrefix(name, snapshotImagePrefix)]
 			orphan = !named

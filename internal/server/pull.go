@@ -98,6 +98,13 @@ type pullRequest struct {
 	From     string `json:"from"`
 	Snapshot string `json:"snapshot"`
 	Team     string `json:"team"`
+	// Memory "require" refuses a snapshot whose memory image this node
+	// cannot restore (else its files are pulled alone).
+	Memory string `json:"memory,omitempty"`
+
+	// dropped, if set, is told why the snapshot's memory image was not
+	// kept (for the answer).
+	dropped *string
 }
 
 func (p pullRequest) validate() error {
@@ -107,6 +114,9 @@ func (p pullRequest) validate() error {
 	}
 	if err := ids.Validate("snapshot id", p.Snapshot); err != nil {
 		return err
+	}
+	if p.Memory != "" && p.Memory != memoryRequire {
+		return fmt.Errorf("memory %q: a pull takes %q or nothing: %w", p.Memory, memoryRequire, errdefs.ErrInvalid)
 	}
 	return ids.ValidateName("team", p.Team)
 }
@@ -132,6 +142,8 @@ func (s *snapshotRoutes) pullSnapshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var dropped string
+	req.dropped = &dropped
 	snap, created, err := s.pull.pull(r.Context(), req)
 	if err != nil {
 		writeError(w, r, err)
@@ -141,7 +153,9 @@ func (s *snapshotRoutes) pullSnapshot(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, snapshotOf(snap))
+	out := snapshotOf(snap)
+	out.MemoryDropped = dropped
+	writeJSON(w, status, out)
 }
 
 // pull brings req's snapshot here, resuming a broken earlier pull of it.

@@ -221,7 +221,12 @@ func (p *puller) importBundle(ctx context.Context, req pullRequest, r io.Reader)
 	}
 	ahead := br.ReadAhead()
 	defer ahead.Close()
-	return p.snapshots.ImportSnapshot(ctx, req.Team, importRequestOf(h, ahead))
+	ireq := importRequestOf(br, ahead)
+	ireq.RequireMemory = req.Memory == memoryRequire
+	if req.dropped != nil {
+		ireq.MemoryDropped = func(why string) { *req.dropped = why }
+	}
+	return p.snapshots.ImportSnapshot(ctx, req.Team, ireq)
 }
 
 // dropStaleSpools removes the bytes of pulls nobody retried.

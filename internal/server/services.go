@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"io"
 	"time"
 
 	"github.com/warrenhq/warren/internal/agentconn"
@@ -59,7 +58,7 @@ type Snapshots interface {
 	Diff(ctx context.Context, team, from, to string) (session.DiffResult, error)
 	ReadForDiff(side string, path string, limit int64) ([]byte, bool, error)
 	Lineage(ctx context.Context, team, id string) (session.Lineage, error)
-	ExportSnapshot(ctx context.Context, team, id, base string, start func(session.ExportInfo) (io.Writer, error)) error
+	ExportSnapshot(ctx context.Context, team, id, base string, withMemory bool, start func(session.ExportInfo) (session.ExportSink, error)) error
 	ImportSnapshot(ctx context.Context, team string, req session.ImportRequest) (store.Snapshot, bool, error)
 }
 

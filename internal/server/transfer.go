@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
@@ -16,12 +17,22 @@ import (
 // bundleType is the media type of a snapshot bundle.
 const bundleType = "application/vnd.warren.snapshot-bundle"
 
+// headerMemoryImage says what became of a snapshot's memory image: on an
+// export, "included" or "omitted"; on an import, "imported" or "dropped"
+// (this node cannot restore it; the files alone were imported), with the
+// reason in headerMemoryDropped.
+const (
+	headerMemoryImage   = "X-Warren-Memory-Image"
+	headerMemoryDropped = "X-Warren-Memory-Dropped"
+)
+
 func bundleHeaderOf(info session.ExportInfo) snapbundle.Header {
 	s := info.Snapshot
 	return snapbundle.Header{
 		Format:        info.Format,
 		Base:          info.Base,
 		MemoryLeftOut: info.MemoryLeftOut,
+		Memory:        bundleMemoryOf(info.Memory),
 		Snapshot: snapbundle.Record{
 			ID: s.ID, SandboxID: s.SandboxID, Family: s.Family, Name: s.Name, Kind: string(s.Kind),
 			Turn: s.Turn, ParentID: s.ParentID, Lineage: info.Lineage, Template: s.Template,
@@ -31,6 +42,13 @@ func bundleHeaderOf(info session.ExportInfo) snapbundle.Header {
 	}
 }
 
+func bundleMemoryOf(m *session.MemoryImage) *snapbundle.Memory {
+	if m == nil {
+		return nil
+	}
+	return &snapbundle.Memory{Format: snapbundle.FormatTar, Bytes: m.Bytes, Runtime: m.Runtime}
+}
+
 func snapshotOfBundle(r snapbundle.Record) store.Snapshot {
 	return store.Snapshot{
 		ID: r.ID, SandboxID: r.SandboxID, Family: r.Family, Name: r.Name, Kind: store.SnapshotKind(r.Kind),
@@ -38,15 +56,43 @@ func snapshotOfBundle(r snapbundle.Record) store.Snapshot {
 	}
 }
 
-// importRequestOf is the import of a bundle whose body ahead reads.
-func importRequestOf(h snapbundle.Header, ahead *snapbundle.Ahead) session.ImportRequest {
-	return session.ImportRequest{
+// importRequestOf is the import of the bundle br whose body ahead reads.
+func importRequestOf(br *snapbundle.Reader, ahead *snapbundle.Ahead) session.ImportRequest {
+	h := br.Header
+	req := session.ImportRequest{
 		Snapshot: snapshotOfBundle(h.Snapshot),
 		Base:     h.Base,
 		Format:   h.Format,
 		Body:     ahead,
-		Verify:   ahead.Verify,
+		Verify: func(memory func(io.Reader) error) error {
+			br.MemoryTo(memory)
+			return ahead.Verify()
+		},
 	}
+	if m := h.Memory; m != nil {
+		req.Memory = &session.MemoryImage{Bytes: m.Bytes, Runtime: m.Runtime}
+	}
+	return req
+}
+
+// Values of the memory query parameter of exports and imports.
+const (
+	memoryRequire = "require" // import: refuse a memory image this node cannot restore
+	memoryOmit    = "omit"    // export: send the files only
+)
+
+// memoryParam reads ?memory= (allowed: the values this route takes).
+func memoryParam(r *http.Request, allowed ...string) (string, error) {
+	v := r.URL.Query().Get("memory")
+	if v == "" {
+		return "", nil
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("memory=%q: this route takes %q or nothing: %w", v, strings.Join(allowed, `", "`), errdefs.ErrInvalid)
 }
 
 // exportTeam is the team an export reads the snapshot of: the caller's,
@@ -76,6 +122,11 @@ func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) 
 		writeError(w, r, err)
 		return
 	}
+	memory, err := memoryParam(r, memoryOmit)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	offset, err := snapbundle.ParseOffset(q.Get("offset"))
 	if err == nil && offset > 0 && q.Get("identity") == "" {
 		err = fmt.Errorf("an offset needs the identity of the bundle it is into (?identity=, from the %s header): %w", headerBundleIdentity, errdefs.ErrInvalid)
@@ -85,7 +136,7 @@ func (s *snapshotRoutes) exportSnapshot(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	s.streamExport(w, r, exportRange{team: team, id: id, base: q.Get("base"), offset: offset,
-		identity: q.Get("identity"), headOnly: q.Get("head") == "true"})
+		identity: q.Get("identity"), headOnly: q.Get("head") == "true", noMemory: memory == memoryOmit})
 }
 
 // exportRange is what an export streams: team's snapshot id as a bundle
@@ -96,14 +147,15 @@ type exportRange struct {
 	offset         int64
 	identity       string
 	headOnly       bool
+	noMemory       bool // leave the memory image out
 }
 
 // streamExport streams the bundle x names.
 func (s *snapshotRoutes) streamExport(w http.ResponseWriter, r *http.Request, x exportRange) {
 	id, offset := x.id, x.offset
 	var bw *snapbundle.Writer
-	err := s.snapshots.ExportSnapshot(r.Context(), x.team, id, x.base,
-		func(info session.ExportInfo) (io.Writer, error) {
+	err := s.snapshots.ExportSnapshot(r.Context(), x.team, id, x.base, !x.noMemory,
+		func(info session.ExportInfo) (session.ExportSink, error) {
 			hdr := bundleHeaderOf(info)
 			identity := snapbundle.Identity(hdr)
 			if want := x.identity; want != "" && want != identity {
@@ -115,9 +167,11 @@ func (s *snapshotRoutes) streamExport(w http.ResponseWriter, r *http.Request, x 
 			}
 			w.Header().Set("Content-Type", bundleType)
 			w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", id+".wsnap"))
-			if info.MemoryLeftOut {
-				// Bundles carry files only.
-				w.Header().Set("X-Warren-Memory-Image", "omitted")
+			switch {
+			case info.Memory != nil:
+				w.Header().Set(headerMemoryImage, "included")
+			case info.MemoryLeftOut:
+				w.Header().Set(headerMemoryImage, "omitted")
 			}
 			w.WriteHeader(http.StatusOK)
 			var err error
@@ -181,7 +235,9 @@ func (s *snapshotRoutes) importSnapshot(w http.ResponseWriter, r *http.Request) 
 	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, snapshotOf(snap))
+	out := snapshotOf(snap)
+	out.MemoryDropped = w.Header().Get(headerMemoryDropped)
+	writeJSON(w, status, out)
 }
 
 // importBundle imports the bundle in the request body as team's; on an
@@ -198,23 +254,37 @@ func (s *snapshotRoutes) importBundle(w http.ResponseWriter, r *http.Request, te
 		}
 		writeError(w, r, err)
 	}
+	memory, err := memoryParam(r, memoryRequire)
+	if err != nil {
+		fail(err)
+		return store.Snapshot{}, false, false
+	}
 	br, err := snapbundle.NewReader(body)
 	if err != nil {
 		fail(err)
 		return store.Snapshot{}, false, false
 	}
-	h := br.Header
 	// The body is read and hashed in a goroutine of its own while the
 	// storage writes what came before; it must end before this handler
 	// does (nothing may read a request's body after).
 	ahead = br.ReadAhead()
 	defer ahead.Close()
-	req := importRequestOf(h, ahead)
+	req := importRequestOf(br, ahead)
 	req.Rename = r.URL.Query().Get("rename") == "true"
+	req.RequireMemory = memory == memoryRequire
+	dropped := ""
+	req.MemoryDropped = func(why string) { dropped = why }
 	snap, created, err = s.snapshots.ImportSnapshot(r.Context(), team, req)
 	if err != nil {
 		fail(err)
 		return store.Snapshot{}, false, false
+	}
+	switch {
+	case dropped != "":
+		w.Header().Set(headerMemoryImage, "dropped")
+		w.Header().Set(headerMemoryDropped, dropped)
+	case snap.MemoryBytes > 0 && created:
+		w.Header().Set(headerMemoryImage, "imported")
 	}
 	return snap, created, true
 }

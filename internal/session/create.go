@@ -105,11 +105,7 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		l.fail(bg, rec.ID, err.Error())
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
-	if err := l.started(ctx, rec, spec, sb); err != nil {
-		return store.Sandbox{}, err
-	}
-	rec.State = StateRunning
-	return rec, nil
+	return l.started(ctx, rec, spec, sb)
 }
 
 // newRecord is the record of a sandbox a create asks for, before its
@@ -174,35 +170,50 @@ func (l *lifecycle) forkFrom(ctx context.Context, req CreateRequest, snap store.
 			rec.Runtime = rt
 		}
 		spec.MemoryFrom = snap.ID
+		spec.Hibernate = req.hibernated
 	}
 	return nil
 }
 
-// started records a created sandbox as running and live, with its event
-// and lineage edge; if the record cannot be updated the sandbox goes.
-func (l *lifecycle) started(ctx context.Context, rec store.Sandbox, spec sandbox.Spec, sb *sandbox.Sandbox) error {
-	if err := l.store.UpdateSandboxState(ctx, rec.ID, []store.SandboxState{StateCreating}, StateRunning, ""); err != nil {
+// started records a created sandbox as running (hibernated, if made so)
+// and live, with its event and lineage edge; if the record cannot be
+// updated the sandbox goes.
+func (l *lifecycle) started(ctx context.Context, rec store.Sandbox, spec sandbox.Spec, sb *sandbox.Sandbox) (store.Sandbox, error) {
+	state := StateRunning
+	if spec.Hibernate {
+		state = StateHibernated
+	}
+	if err := l.store.UpdateSandboxState(ctx, rec.ID, []store.SandboxState{StateCreating}, state, ""); err != nil {
 		_ = l.host.Destroy(context.WithoutCancel(ctx), rec.ID, sb.Agent)
 		l.fail(context.WithoutCancel(ctx), rec.ID, "record update failed: "+err.Error())
-		return err
+		return store.Sandbox{}, err
+	}
+	now := l.cfg.Now()
+	ls := &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: now}
+	if spec.Hibernate {
+		ls.paused, ls.hibernated, ls.pausedAt = true, true, now
 	}
 	l.mu.Lock()
-	l.live[rec.ID] = &liveSandbox{Sandbox: sb, team: rec.Team, lastActive: l.cfg.Now()}
+	l.live[rec.ID] = ls
 	l.mu.Unlock()
 	created := "from template " + rec.Template
-	if rec.ForkedFrom != "" {
+	switch {
+	case spec.Hibernate:
+		created = "from snapshot " + rec.Head + " with its memory: processes held on disk until resumed"
+	case rec.ForkedFrom != "":
 		created = "forked from snapshot " + rec.ForkedFrom
 		if spec.MemoryFrom != "" {
 			created += " with its memory: processes restored"
 		}
 	}
-	l.event(ctx, rec, "created", "", StateRunning, CauseAPI, created)
+	l.event(ctx, rec, "created", "", state, CauseAPI, created)
+	rec.State = state
 	if rec.ForkedFrom != "" {
 		l.edge(context.WithoutCancel(ctx), rec.Family, EdgeForkedFrom, rec.ID, rec.ForkedFrom)
 	} else {
 		l.edge(context.WithoutCancel(ctx), rec.Family, EdgeCreatedFrom, rec.ID, rec.Template)
 	}
-	return nil
+	return rec, nil
 }
 
 // templateOf returns the record of the template a sandbox is made from; a

@@ -195,6 +195,10 @@ type CreateRequest struct {
 	// adopted, for a sandbox moved here from another node (Adopt), is its
 	// record there: the new sandbox keeps its id, lineage and start time.
 	adopted *store.Sandbox
+	// hibernated, with a snapshot taken with memory, creates the sandbox
+	// hibernated: its processes held on disk until a resume restores them
+	// (sandbox.Spec.Hibernate). Adopt asks for it.
+	hibernated bool
 }
 
 // Manager is the session service: the composition of its parts, one per

@@ -7,6 +7,7 @@ import (
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -14,8 +15,10 @@ import (
 // files as the storage's stream (whole, or as a delta against a snapshot the
 // receiver already holds), an import rebuilds one from such a stream as a
 // ready snapshot of the caller's team. The wire format around the stream
-// (header, checksum) is the server's (internal/snapbundle); memory images
-// stay behind.
+// (header, checksum) is the server's (internal/snapbundle). A snapshot's
+// memory image travels after its files when it has one (unless the export
+// leaves it out); an importer whose runtimes cannot restore it keeps the
+// files and drops it, or refuses when asked to keep it (RequireMemory).
 //
 // An import is atomic: the volume is built under a name no record has and
 // placed, then recorded, only once the stream has been read whole and its
@@ -38,11 +41,20 @@ type TransferHost interface {
 	ExportSnapshot(ctx context.Context, snapID, baseID string, w io.Writer) error
 	ImportSnapshot(ctx context.Context, r io.Reader, baseID, snapID string, verify func() error) error
 	DeleteSnapshot(ctx context.Context, snapID string) error
+
+	MemoryImage(snapID string) (runtimeName string, ok bool)
+	MemoryImageSize(snapID string) (int64, bool)
+	WriteMemoryImage(ctx context.Context, snapID string, w io.Writer) error
+	ReceiveMemoryImage(r io.Reader) (*sandbox.StagedMemory, error)
+	CanSaveMemory(runtimeName string) error
+	KeepHibernationAsSnapshot(id, snapID, runtimeName string) (int64, error)
+	DropMemoryImage(snapID string) error
 }
 
 // transferStore is what transfers need of the store.
 type transferStore interface {
 	CreateSnapshot(ctx context.Context, snap store.Snapshot) error
+	SetSnapshotMemory(ctx context.Context, id string, bytes int64) error
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
 	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
 }
@@ -59,6 +71,22 @@ type ExportInfo struct {
 	Format  string // the storage's stream format
 	// MemoryLeftOut: the snapshot has a memory image, which is not sent.
 	MemoryLeftOut bool
+	// Memory describes the memory image sent after the files (nil: none).
+	Memory *MemoryImage
+}
+
+// MemoryImage describes a snapshot's memory image in transit.
+type MemoryImage struct {
+	Bytes int64
+	// Runtime saved it and alone can restore it.
+	Runtime string
+}
+
+// ExportSink is where an export writes: the files, then, after
+// BeginMemory, the memory image (snapbundle.Writer).
+type ExportSink interface {
+	io.Writer
+	BeginMemory() error
 }
 
 // maxExportLineage bounds the parent chain an export describes.
@@ -74,8 +102,9 @@ func (t *transfers) usableHost() (TransferHost, error) {
 // ExportSnapshot streams a team's snapshot: start is given its description
 // and returns where the stream goes; the files follow, as a delta against
 // base when base is set (a snapshot of the team the receiver imported
-// before). The volumes stay in the pool (restored if archived) meanwhile.
-func (t *transfers) ExportSnapshot(ctx context.Context, team, id, base string, start func(ExportInfo) (io.Writer, error)) error {
+// before), then its memory image if it has one and withMemory is set. The
+// volumes stay in the pool (restored if archived) meanwhile.
+func (t *transfers) ExportSnapshot(ctx context.Context, team, id, base string, withMemory bool, start func(ExportInfo) (ExportSink, error)) error {
 	host, err := t.usableHost()
 	if err != nil {
 		return err
@@ -100,16 +129,46 @@ func (t *transfers) ExportSnapshot(ctx context.Context, team, id, base string, s
 		return err
 	}
 	defer release()
-	info := ExportInfo{Snapshot: snap, Base: base, Format: host.TransferFormat(), MemoryLeftOut: snap.MemoryBytes > 0}
+	info := ExportInfo{Snapshot: snap, Base: base, Format: host.TransferFormat()}
 	info.Lineage = t.lineage(ctx, snap)
 	if sb, err := t.store.GetSandbox(ctx, snap.SandboxID); err == nil {
 		info.Runtime = sb.Runtime
 	}
+	info.Memory, info.MemoryLeftOut = t.memoryToSend(snap, info.Runtime, withMemory)
 	w, err := start(info)
 	if err != nil {
 		return err
 	}
-	return host.ExportSnapshot(ctx, id, base, w)
+	if err := host.ExportSnapshot(ctx, id, base, w); err != nil {
+		return err
+	}
+	if info.Memory == nil {
+		return nil
+	}
+	if err := w.BeginMemory(); err != nil {
+		return err
+	}
+	return host.WriteMemoryImage(ctx, id, w)
+}
+
+// memoryToSend describes the memory image an export of snap sends, or says
+// it leaves one out (not asked for, or its image is not on disk).
+func (t *transfers) memoryToSend(snap store.Snapshot, sandboxRuntime string, withMemory bool) (*MemoryImage, bool) {
+	if snap.MemoryBytes <= 0 {
+		return nil, false
+	}
+	rt, ok := t.host.MemoryImage(snap.ID)
+	size, sized := t.host.MemoryImageSize(snap.ID)
+	if !withMemory || !ok || !sized {
+		if withMemory {
+			t.log.Warn("a snapshot's memory image is missing; exporting its files only", "snapshot", snap.ID)
+		}
+		return nil, true
+	}
+	if rt == "" {
+		rt = sandboxRuntime
+	}
+	return &MemoryImage{Bytes: size, Runtime: rt}, false
 }
 
 // lineage walks snap's parents as far as their records go.
@@ -134,12 +193,21 @@ type ImportRequest struct {
 	Base     string // the snapshot the stream is a delta against; "" = whole
 	Format   string
 	Body     io.Reader
-	// Verify checks what was read of Body against its checksum; it runs
-	// before anything is visible.
-	Verify func() error
+	// Verify reads what follows Body — the memory image, given to memory
+	// (nil: read and dropped) — and checks all of it against its checksum;
+	// it runs before anything is visible.
+	Verify func(memory func(io.Reader) error) error
 	// Rename gives the snapshot a new id when its own is taken here
 	// (instead of ErrAlreadyExists).
 	Rename bool
+	// Memory describes the memory image the bundle carries (nil: none).
+	Memory *MemoryImage
+	// RequireMemory refuses a bundle whose memory image this daemon
+	// cannot restore, instead of importing its files alone.
+	RequireMemory bool
+	// MemoryDropped, if set, is told why a memory image the bundle carried
+	// was not kept.
+	MemoryDropped func(why string)
 }
 
 // ImportSnapshot rebuilds a snapshot from another daemon's export as a
@@ -158,6 +226,10 @@ func (t *transfers) ImportSnapshot(ctx context.Context, team string, req ImportR
 	snap.ExclusiveBytes, snap.ReferencedBytes = -1, -1
 	snap.MemoryBytes, snap.ArchiveParent, snap.ArchivePath = 0, "", ""
 	if err := ids.Validate("snapshot id", snap.ID); err != nil {
+		return store.Snapshot{}, false, err
+	}
+	keepMemory, err := t.keepMemory(req)
+	if err != nil {
 		return store.Snapshot{}, false, err
 	}
 	unlock := t.volumes.lockSnapshot(snap.ID, true)
@@ -186,17 +258,86 @@ func (t *transfers) ImportSnapshot(ctx context.Context, team string, req ImportR
 		}
 		defer release()
 	}
-	if err := host.ImportSnapshot(ctx, req.Body, req.Base, snap.ID, req.Verify); err != nil {
+	staged, err := t.importVolume(ctx, req, snap.ID, keepMemory)
+	defer staged.Drop() // nothing once placed
+	if err != nil {
 		return store.Snapshot{}, false, err
+	}
+	if staged != nil {
+		if err := staged.Place(snap.ID); err != nil {
+			t.dropImported(ctx, snap.ID)
+			return store.Snapshot{}, false, err
+		}
+		snap.MemoryBytes = max(staged.Bytes, 1)
 	}
 	if err := t.store.CreateSnapshot(context.WithoutCancel(ctx), snap); err != nil {
-		if derr := host.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID); derr != nil {
-			t.log.Warn("remove the volume of an import whose record failed", "snapshot", snap.ID, "err", derr)
-		}
+		t.dropImported(ctx, snap.ID)
 		return store.Snapshot{}, false, err
 	}
-	t.log.Info("imported snapshot", "snapshot", snap.ID, "team", team, "base", req.Base)
+	t.log.Info("imported snapshot", "snapshot", snap.ID, "team", team, "base", req.Base, "memoryBytes", snap.MemoryBytes)
 	return snap, true, nil
+}
+
+// keepMemory decides whether an import keeps the memory image its bundle
+// carries: only where a runtime here can restore it. Otherwise the files
+// are imported alone and the caller told, or, if it asked for the memory,
+// the import is refused before anything is read.
+func (t *transfers) keepMemory(req ImportRequest) (bool, error) {
+	if req.Memory == nil {
+		return false, nil
+	}
+	err := t.host.CanSaveMemory(req.Memory.Runtime)
+	if err == nil {
+		return true, nil
+	}
+	why := fmt.Sprintf("its memory image (saved by the %s runtime) was dropped: %v", req.Memory.Runtime, err)
+	if req.RequireMemory {
+		return false, fmt.Errorf("snapshot %s carries memory this daemon cannot restore (%v); import it without requiring memory to keep its files only: %w", req.Snapshot.ID, err, errdefs.ErrUnsupported)
+	}
+	t.log.Warn("importing a snapshot's files only: this daemon cannot restore its memory", "snapshot", req.Snapshot.ID, "runtime", req.Memory.Runtime, "err", err)
+	if req.MemoryDropped != nil {
+		req.MemoryDropped(why)
+	}
+	return false, nil
+}
+
+// importVolume builds snapID's volume from the bundle's body and, when
+// keepMemory, receives its memory image aside (the caller places or
+// drops it); the bundle's checksum has been verified when it returns.
+func (t *transfers) importVolume(ctx context.Context, req ImportRequest, snapID string, keepMemory bool) (*sandbox.StagedMemory, error) {
+	var staged *sandbox.StagedMemory
+	var save func(io.Reader) error
+	if keepMemory {
+		save = func(r io.Reader) error {
+			var err error
+			staged, err = t.host.ReceiveMemoryImage(r)
+			return err
+		}
+	}
+	verify := func() error {
+		err := req.Verify(save)
+		if err != nil {
+			staged.Drop()
+			staged = nil
+		}
+		return err
+	}
+	if err := t.host.ImportSnapshot(ctx, req.Body, req.Base, snapID, verify); err != nil {
+		staged.Drop()
+		return nil, err
+	}
+	if keepMemory && staged == nil {
+		return nil, fmt.Errorf("the bundle of snapshot %s promised a memory image it did not carry: %w", snapID, errdefs.ErrInvalid)
+	}
+	return staged, nil
+}
+
+// dropImported removes what an import that failed after its volume was
+// built made (the volume, a memory image placed).
+func (t *transfers) dropImported(ctx context.Context, snapID string) {
+	if err := t.host.DeleteSnapshot(context.WithoutCancel(ctx), snapID); err != nil {
+		t.log.Warn("remove the volume of an import that failed", "snapshot", snapID, "err", err)
+	}
 }
 
 // sameImport reports whether held is the snapshot an import brings again.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -20,13 +21,18 @@ import (
 // when the snapshot and the base are the same: Identity names them, and an
 // exporter refuses an offset into a bundle of another identity.
 
-// Identity names a bundle's content for a resume: the format, the base and
-// the snapshot (id, sandbox, turn, time). Sizes and labels, which change
-// while a snapshot is held, are left out.
+// Identity names a bundle's content for a resume: the format, the base,
+// the snapshot (id, sandbox, turn, time) and its memory image (size,
+// runtime). Sizes and labels of the files, which change while a snapshot
+// is held, are left out.
 func Identity(h Header) string {
 	s := h.Snapshot
-	sum := sha256.Sum256([]byte(fmt.Sprintf("v%d\x00%s\x00%s\x00%s\x00%s\x00%d\x00%s",
-		Version, h.Format, h.Base, s.ID, s.SandboxID, s.Turn, s.CreatedAt.UTC().Format(time.RFC3339Nano))))
+	id := fmt.Sprintf("v%d\x00%s\x00%s\x00%s\x00%s\x00%d\x00%s",
+		versionOf(h), h.Format, h.Base, s.ID, s.SandboxID, s.Turn, s.CreatedAt.UTC().Format(time.RFC3339Nano))
+	if m := h.Memory; m != nil {
+		id += fmt.Sprintf("\x00%s\x00%d\x00%s", m.Format, m.Bytes, m.Runtime)
+	}
+	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:8])
 }
 
@@ -58,9 +64,26 @@ func Boundary(r io.ReaderAt, size int64) (int64, error) {
 	if _, err := r.ReadAt(lenBuf[:], int64(len(Magic))); err != nil {
 		return 0, fmt.Errorf("read the bundle's header length: %w", err)
 	}
-	at := int64(len(Magic)) + 4 + int64(binary.BigEndian.Uint32(lenBuf[:]))
+	hdrLen := int64(binary.BigEndian.Uint32(lenBuf[:]))
+	at := int64(len(Magic)) + 4 + hdrLen
 	if at > size {
 		return 0, nil
+	}
+	if hdrLen == 0 || hdrLen > MaxHeader {
+		return 0, invalid("header of %d bytes (want 1..%d)", hdrLen, MaxHeader)
+	}
+	js := make([]byte, hdrLen)
+	if _, err := r.ReadAt(js, int64(len(Magic))+4); err != nil {
+		return 0, fmt.Errorf("read the bundle's header: %w", err)
+	}
+	var h Header
+	if err := json.Unmarshal(js, &h); err != nil {
+		return 0, invalid("header is not JSON: %v", err)
+	}
+	// The end frames still to come: the body's, and the memory section's.
+	ends := 1
+	if h.Memory != nil {
+		ends = 2
 	}
 	for at+4 <= size {
 		if _, err := r.ReadAt(lenBuf[:], at); err != nil {
@@ -75,7 +98,9 @@ func Boundary(r io.ReaderAt, size int64) (int64, error) {
 		}
 		at += 4 + n
 		if n == 0 {
-			break // the end frame: only the trailer follows
+			if ends--; ends == 0 {
+				break // the last end frame: only the trailer follows
+			}
 		}
 	}
 	return at, nil

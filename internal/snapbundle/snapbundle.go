@@ -7,6 +7,9 @@
 //	header   u32 big-endian length, then that much JSON (Header)
 //	body     frames: u32 big-endian length (1..MaxFrame), then the bytes;
 //	         a frame of length 0 ends the body
+//	memory   only when the header has Memory (format version 3): the
+//	         snapshot's memory image, a tar of its directory, framed as
+//	         the body is and ended the same way
 //	trailer  the CRC-32C (Castagnoli) of every byte before it, big-endian
 //	         (4 bytes)
 //
@@ -43,9 +46,15 @@ import (
 // Magic opens every bundle.
 const Magic = "warren-snapshot\x00"
 
-// Version is the format this package writes and the only one it reads
-// (version 1, with a SHA-256 trailer, was never used outside tests).
-const Version = 2
+// Version is the format of a bundle of files only; VersionMemory that of
+// one with a memory section. A writer puts the lower one that holds what it
+// carries, so a bundle without memory reads on daemons that know only
+// version 2, and one with memory is refused there as newer instead of
+// misread. Version 1, with a SHA-256 trailer, was never used outside tests.
+const (
+	Version       = 2
+	VersionMemory = 3
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -70,9 +79,30 @@ type Header struct {
 	// bundle. The importer must hold it under the same id.
 	Base     string `json:"base,omitempty"`
 	Snapshot Record `json:"snapshot"`
-	// MemoryLeftOut says the snapshot had an image of its memory, which
-	// bundles do not carry: the import has its files only.
+	// MemoryLeftOut says the snapshot had an image of its memory which
+	// this bundle does not carry: the import has its files only.
 	MemoryLeftOut bool `json:"memoryLeftOut,omitempty"`
+	// Memory describes the memory image the bundle carries after its
+	// files (nil: none).
+	Memory *Memory `json:"memory,omitempty"`
+}
+
+// Memory describes a bundle's memory section.
+type Memory struct {
+	Format string `json:"format"` // FormatTar
+	// Bytes is the image's size on disk (the section is a little more).
+	Bytes int64 `json:"bytes"`
+	// Runtime is the runtime that saved it, the only one that can
+	// restore it ("gvisor").
+	Runtime string `json:"runtime"`
+}
+
+// versionOf is the format version a bundle of hdr is written in.
+func versionOf(hdr Header) int {
+	if hdr.Memory != nil {
+		return VersionMemory
+	}
+	return Version
 }
 
 // Record is the snapshot's record as the exporting daemon holds it.
@@ -103,6 +133,9 @@ type Writer struct {
 	sum hash.Hash
 	buf []byte
 	err error
+	// memory: the header promises a memory section; inMemory: the body
+	// has ended and the memory section is being written.
+	memory, inMemory bool
 	// skip: the bundle's first skip bytes are digested but not written
 	// (NewWriterAt); pos counts what has been made.
 	skip, pos int64
@@ -114,7 +147,7 @@ func NewWriter(w io.Writer, hdr Header) (*Writer, error) {
 }
 
 func newWriter(w io.Writer, hdr Header, skip int64) (*Writer, error) {
-	hdr.Version = Version
+	hdr.Version = versionOf(hdr)
 	js, err := json.Marshal(hdr)
 	if err != nil {
 		return nil, fmt.Errorf("encode bundle header: %w", err)
@@ -122,7 +155,7 @@ func newWriter(w io.Writer, hdr Header, skip int64) (*Writer, error) {
 	if len(js) > MaxHeader {
 		return nil, fmt.Errorf("bundle header is %d bytes, over %d: %w", len(js), MaxHeader, errdefs.ErrInvalid)
 	}
-	bw := &Writer{w: w, sum: crc32.New(castagnoli), buf: make([]byte, 0, frameSize), skip: skip}
+	bw := &Writer{w: w, sum: crc32.New(castagnoli), buf: make([]byte, 0, frameSize), skip: skip, memory: hdr.Memory != nil}
 	start := make([]byte, 0, len(Magic)+4+len(js))
 	start = append(start, Magic...)
 	start = binary.BigEndian.AppendUint32(start, uint32(len(js)))
@@ -189,13 +222,34 @@ func (w *Writer) flush() error {
 	return err
 }
 
-// Close ends the body and writes the trailer. It does not close the
-// destination.
-func (w *Writer) Close() error {
+// BeginMemory ends the body: what is written next is the memory section
+// the header promised.
+func (w *Writer) BeginMemory() error {
+	if !w.memory || w.inMemory {
+		return fmt.Errorf("snapshot bundle: a memory section the header does not promise, or a second one: %w", errdefs.ErrInvalid)
+	}
+	if err := w.endSection(); err != nil {
+		return err
+	}
+	w.inMemory = true
+	return nil
+}
+
+func (w *Writer) endSection() error {
 	if err := w.flush(); err != nil {
 		return err
 	}
-	if err := w.out([]byte{0, 0, 0, 0}); err != nil {
+	return w.out([]byte{0, 0, 0, 0})
+}
+
+// Close ends the body (or the memory section) and writes the trailer. It
+// does not close the destination.
+func (w *Writer) Close() error {
+	if w.memory && !w.inMemory {
+		w.err = fmt.Errorf("snapshot bundle: the header promises a memory section that was not written: %w", errdefs.ErrInvalid)
+		return w.err
+	}
+	if err := w.endSection(); err != nil {
 		return err
 	}
 	if w.pos < w.skip {
@@ -218,7 +272,11 @@ type Reader struct {
 	r    io.Reader
 	sum  hash.Hash
 	left int  // bytes left in the current frame
-	end  bool // the body's end frame has been read
+	end  bool // the current section's end frame has been read
+	// inMemory: the body has ended and the memory section is being read.
+	inMemory bool
+	// memoryTo, if set, is given the memory section by Verify.
+	memoryTo func(io.Reader) error
 }
 
 func invalid(format string, args ...any) error {
@@ -255,16 +313,29 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err := dec.Decode(&br.Header); err != nil {
 		return nil, invalid("header is not JSON: %v", err)
 	}
-	if v := br.Header.Version; v != Version {
-		if v > Version {
-			return nil, invalid("format version %d is newer than this daemon reads (%d); upgrade warren here", v, Version)
-		}
-		if v == 1 {
-			return nil, invalid("format version 1 (SHA-256 trailer) is no longer read; export the snapshot again from a daemon of this version")
-		}
-		return nil, invalid("format version %d is unknown", v)
+	if err := checkVersion(br.Header); err != nil {
+		return nil, err
 	}
 	return br, nil
+}
+
+// checkVersion accepts the versions this package reads, with the sections
+// their headers promise.
+func checkVersion(h Header) error {
+	switch v := h.Version; {
+	case v == Version && h.Memory == nil, v == VersionMemory && h.Memory != nil:
+		if h.Memory != nil && h.Memory.Format != FormatTar {
+			return invalid("memory section in format %q (this daemon reads %q)", h.Memory.Format, FormatTar)
+		}
+		return nil
+	case v == Version || v == VersionMemory:
+		return invalid("format version %d with a memory section that does not match it", v)
+	case v > VersionMemory:
+		return invalid("format version %d is newer than this daemon reads (%d); upgrade warren here", v, VersionMemory)
+	case v == 1:
+		return invalid("format version 1 (SHA-256 trailer) is no longer read; export the snapshot again from a daemon of this version")
+	}
+	return invalid("format version %d is unknown", h.Version)
 }
 
 // full reads exactly len(b) bytes into b and the digest.
@@ -276,13 +347,21 @@ func (r *Reader) full(b []byte) error {
 
 // Read reads the body.
 func (r *Reader) Read(p []byte) (int, error) {
+	if r.inMemory {
+		return 0, io.EOF
+	}
+	return r.readSection(p, "body")
+}
+
+// readSection reads the frames of the current section, named what.
+func (r *Reader) readSection(p []byte, what string) (int, error) {
 	for r.left == 0 {
 		if r.end {
 			return 0, io.EOF
 		}
 		var hdr [4]byte
 		if err := r.full(hdr[:]); err != nil {
-			return 0, truncated("body", err)
+			return 0, truncated(what, err)
 		}
 		n := binary.BigEndian.Uint32(hdr[:])
 		if n > MaxFrame {
@@ -297,15 +376,46 @@ func (r *Reader) Read(p []byte) (int, error) {
 	r.sum.Write(p[:n])
 	r.left -= n
 	if err != nil && (r.left > 0 || !errors.Is(err, io.EOF)) {
-		return n, truncated("body", err)
+		return n, truncated(what, err)
 	}
 	return n, nil
 }
 
-// Verify reads what is left of the body, then checks the trailer against
-// everything before it and that nothing follows it.
+// MemoryTo has Verify give the memory section, once the body has been
+// read, to save (which reads it through or returns an error); without it
+// Verify reads the section to check it and drops it. A bundle without
+// memory never calls save.
+func (r *Reader) MemoryTo(save func(io.Reader) error) { r.memoryTo = save }
+
+// memorySection reads the memory section: the body must have been read.
+type memorySection struct{ r *Reader }
+
+func (m memorySection) Read(p []byte) (int, error) { return m.r.readSection(p, "memory section") }
+
+// readMemory reads the memory section into save (or drops it).
+func (r *Reader) readMemory() error {
+	if r.Header.Memory == nil || r.inMemory {
+		return nil
+	}
+	r.inMemory, r.end, r.left = true, false, 0
+	sec := memorySection{r}
+	if r.memoryTo != nil {
+		if err := r.memoryTo(sec); err != nil {
+			return err
+		}
+	}
+	_, err := io.Copy(io.Discard, sec)
+	return err
+}
+
+// Verify reads what is left of the body and the memory section (see
+// MemoryTo), then checks the trailer against everything before it and
+// that nothing follows it.
 func (r *Reader) Verify() error {
 	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	if err := r.readMemory(); err != nil {
 		return err
 	}
 	want := r.sum.Sum(nil)
