@@ -221,6 +221,8 @@ var migrations = []string{
 	// the Kubernetes API server's key Secrets (node mode), which revokes it
 	// when its Secret goes.
 	`ALTER TABLE api_keys ADD COLUMN source TEXT NOT NULL DEFAULT ''`,
+	// 47: a template may start its sandboxes with no_new_privs.
+	`ALTER TABLE templates ADD COLUMN no_new_privileges INTEGER NOT NULL DEFAULT 0`,
 }
 
 // SchemaVersion is the schema version this build writes.
