@@ -13,13 +13,9 @@ import (
 // Init must be the first thing the host binary's main (and every test
 // binary's TestMain that uses this package) calls. libcontainer starts a
 // sandbox by re-executing /proc/self/exe with the argument "init"; in that
-// child Init never returns (it becomes the sandbox's PID 1 via execve). The
-// init runs this binary again as its boot-id hook (see bootid.go): then
-// Init exits. In every other case it returns at once.
+// child Init never returns (it becomes the sandbox's PID 1 via execve). In
+// every other case it returns at once.
 func Init() {
-	if len(os.Args) > 1 && os.Args[1] == bootIDHookArg {
-		os.Exit(runBootIDHook(os.Args[2:]))
-	}
 	if len(os.Args) <= 1 || os.Args[1] != "init" {
 		return
 	}
