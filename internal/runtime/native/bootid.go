@@ -37,7 +37,8 @@ const (
 	bootIDHookEnv = "WARREN_BOOTID_HOOK"
 )
 
-func (r *Runtime) bootIDPath(id string) string { return filepath.Join(r.stateDir, id, bootIDFile) }
+// bootIDPath is where the boot id of sandbox id is kept under stateDir.
+func bootIDPath(stateDir, id string) string { return filepath.Join(stateDir, id, bootIDFile) }
 
 // bootIDHook is the createContainer hook that mounts src over the sandbox's
 // boot_id.

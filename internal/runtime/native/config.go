@@ -41,7 +41,7 @@ func (r *Runtime) buildConfig(spec runtime.Spec) (*configs.Config, error) {
 	}
 	// Sandboxes must outlive the daemon: no parent-death signal.
 	cfg.ParentDeathSignal = 0
-	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(r.bootIDPath(spec.ID))}}
+	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(bootIDPath(r.stateDir, spec.ID))}}
 	return cfg, nil
 }
 

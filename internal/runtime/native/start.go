@@ -73,7 +73,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 // bootAndRun writes the sandbox's new boot id, which its init's hook
 // mounts, and starts PID 1.
 func (r *Runtime) bootAndRun(c *libcontainer.Container, spec runtime.Spec) (*libcontainer.Process, error) {
-	if err := writeBootID(r.bootIDPath(spec.ID)); err != nil {
+	if err := writeBootID(bootIDPath(r.stateDir, spec.ID)); err != nil {
 		return nil, fmt.Errorf("write boot id: %w", err)
 	}
 	return r.run(c, spec)
