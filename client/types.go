@@ -231,6 +231,9 @@ type Template struct {
 	// Runtime is the runtime every sandbox of the template runs on
 	// (absent: any, the create's or the server's default).
 	Runtime string `json:"runtime,omitempty"`
+	// NoNewPrivileges: the template's sandboxes start with no_new_privs,
+	// so sudo and other setuid binaries do not work in them.
+	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

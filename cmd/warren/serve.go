@@ -133,6 +133,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.BoolVar(&o.cfg.CgroupFavorDynmods, "cgroup-favordynmods", o.cfg.CgroupFavorDynmods, "turn on the kernel's favordynmods cgroup option (host-wide; on kernel 6.18 it stays on until reboot): a sandbox start then skips an RCU grace period, about 10 ms")
 	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", o.cfg.CgroupParent, "relative cgroup path sandboxes' cgroups are made under (<parent>/<id>, gvisor's <parent>-gvisor/<id>), nested in the daemon's own cgroup; each daemon on a host needs its own (env WARREN_CGROUP_PARENT)")
 	f.BoolVar(&o.debug, "debug", false, "log every request")
+	f.BoolVar(&o.cfg.NoNewPrivileges, "no-new-privileges", o.cfg.NoNewPrivileges, "start every sandbox with no_new_privs: sudo and other setuid binaries fail inside (default off, as in E2B; a template can ask for it alone; env WARREN_NO_NEW_PRIVILEGES)")
 	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &o.cfg.Network)
 	clusterFlags(cmd, &o.cfg.Cluster)
@@ -180,6 +181,7 @@ func templateBuildCmd() *cobra.Command {
 		replace     bool
 		storageB    string
 		runtimeName string
+		noNewPrivs  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "build NAME (--from-rootfs DIR|TAR | --debootstrap SUITE | --from-image REF | --busybox)",
@@ -187,7 +189,8 @@ func templateBuildCmd() *cobra.Command {
 		Example: `  warren template build base --debootstrap bookworm
   warren template build py --from-image ./python-oci-layout
   warren template build mini --busybox
-  warren template build untrusted --busybox --runtime gvisor`,
+  warren template build untrusted --busybox --runtime gvisor
+  warren template build locked --debootstrap bookworm --no-new-privileges`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := config.Default()
@@ -208,7 +211,7 @@ func templateBuildCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			t, err := d.Templates.Build(ctx, args[0], src, daemon.BuildOptions{Replace: replace, Runtime: runtimeName, Progress: os.Stderr})
+			t, err := d.Templates.Build(ctx, args[0], src, daemon.BuildOptions{Replace: replace, Runtime: runtimeName, NoNewPrivileges: noNewPrivs, Progress: os.Stderr})
 			if err != nil {
 				return err
 			}
@@ -228,6 +231,7 @@ func templateBuildCmd() *cobra.Command {
 	f.BoolVar(&replace, "replace", false, "replace an existing template of that name")
 	f.StringVar(&storageB, "storage", "", "storage backend (must match the daemon's)")
 	f.StringVar(&runtimeName, "runtime", "", "runtime every sandbox of this template must run on (native or gvisor; default: any, the create's or the server's)")
+	f.BoolVar(&noNewPrivs, "no-new-privileges", false, "start every sandbox of this template with no_new_privs: sudo and other setuid binaries fail in it (docs/security.md)")
 	return cmd
 }
 

@@ -34,9 +34,9 @@ func templateListCmd(a *app) *cobra.Command {
 				return printJSON(a.out, ts)
 			}
 			tw := newTable(a.out)
-			row(tw, "NAME", "SOURCE", "SIZE", "RUNTIME", "CREATED")
+			row(tw, "NAME", "SOURCE", "SIZE", "RUNTIME", "SUDO", "CREATED")
 			for _, t := range ts {
-				row(tw, t.TemplateID, orDash(t.Source), fmtBytes(t.SizeBytes), orDash(t.Runtime), fmtTime(t.CreatedAt))
+				row(tw, t.TemplateID, orDash(t.Source), fmtBytes(t.SizeBytes), orDash(t.Runtime), sudoColumn(t.NoNewPrivileges), fmtTime(t.CreatedAt))
 			}
 			return tw.Flush()
 		},
@@ -54,4 +54,14 @@ func templateRemoveCmd(a *app) *cobra.Command {
 			return eachID(a, names, "template", func(name string) error { return c.Templates.Delete(cmd.Context(), name) })
 		},
 	}
+}
+
+// sudoColumn says whether setuid binaries (sudo) work in a template's
+// sandboxes, as far as the template decides (the server's
+// --no-new-privileges turns them off everywhere).
+func sudoColumn(noNewPrivileges bool) string {
+	if noNewPrivileges {
+		return "off"
+	}
+	return "on"
 }

@@ -106,6 +106,11 @@ type Config struct {
 	// records it in the data directory (CgroupParentPath), where teardown
 	// reads it.
 	CgroupParent string
+	// NoNewPrivileges starts every sandbox with no_new_privs, whatever its
+	// template says: sudo and other setuid binaries then fail inside. Off
+	// by default, as in E2B, where `user` has passwordless sudo; root in a
+	// sandbox is one API call away anyway (docs/security.md).
+	NoNewPrivileges bool
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
@@ -168,6 +173,9 @@ func Default() Config {
 	}
 	if v := os.Getenv("WARREN_DEFAULT_RUNTIME"); v != "" {
 		c.DefaultRuntime = v
+	}
+	if v := os.Getenv("WARREN_NO_NEW_PRIVILEGES"); v != "" {
+		c.NoNewPrivileges = v == "true" || v == "1" || v == "on"
 	}
 	if v := os.Getenv("WARREN_CGROUP_PARENT"); v != "" {
 		c.CgroupParent = v

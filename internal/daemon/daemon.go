@@ -155,6 +155,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		Procs:       d.Procs,
 		Logs:        d.Logs,
 		Log:         log,
+		NoNewPrivileges: func(template string) bool {
+			return noNewPrivileges(cfg.NoNewPrivileges, d.Store, template, log)
+		},
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()

@@ -57,8 +57,11 @@ type BuildOptions struct {
 	Replace bool
 	// Runtime is the runtime every sandbox of the template must run on
 	// ("" = any).
-	Runtime  string
-	Progress io.Writer
+	Runtime string
+	// NoNewPrivileges starts every sandbox of the template with
+	// no_new_privs (no sudo).
+	NoNewPrivileges bool
+	Progress        io.Writer
 }
 
 // Build builds a template and records it.
@@ -73,7 +76,7 @@ func (t *Templates) Build(ctx context.Context, name string, src template.Source,
 	if err != nil {
 		return store.Template{}, err
 	}
-	rec := store.Template{Name: info.Name, Source: info.Source, CreatedAt: info.Created, SizeBytes: info.SizeBytes, Runtime: opts.Runtime}
+	rec := store.Template{Name: info.Name, Source: info.Source, CreatedAt: info.Created, SizeBytes: info.SizeBytes, Runtime: opts.Runtime, NoNewPrivileges: opts.NoNewPrivileges}
 	if err := t.Store.PutTemplate(ctx, rec); err != nil {
 		return store.Template{}, fmt.Errorf("record template: %w", err)
 	}
@@ -124,4 +127,23 @@ func (t *Templates) Reconcile(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// noNewPrivileges says whether a sandbox of template starts with
+// no_new_privs: when the server says so for all, or the template's record
+// does. A record that cannot be read counts as yes: sudo failing is the
+// safe way to be wrong.
+func noNewPrivileges(server bool, st *store.Store, template string, log *slog.Logger) bool {
+	if server {
+		return true
+	}
+	t, err := st.GetTemplate(context.Background(), template)
+	if errdefs.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		log.Warn("could not read the template's no_new_privileges; starting the sandbox with it", "template", template, "err", err)
+		return true
+	}
+	return t.NoNewPrivileges
 }

@@ -65,6 +65,12 @@ type Spec struct {
 	// caller, e.g. internal/network). Empty means a new namespace of its
 	// own with only loopback: no network.
 	NetNS string
+	// NoNewPrivileges sets no_new_privs on PID 1, and so on every process
+	// of the sandbox: setuid and file-capability binaries (sudo, su) raise
+	// nothing. Without it such a binary can make a process the sandbox's
+	// root, which never holds more than the capability bounding set and
+	// stays under the seccomp filter (docs/security.md).
+	NoNewPrivileges bool
 }
 
 // State is the observed state of a sandbox's processes.

@@ -48,6 +48,10 @@ type Config struct {
 	// MemoryDir holds the images of sandboxes' memory: those saved with
 	// snapshots and those of hibernated sandboxes.
 	MemoryDir string
+	// NoNewPrivileges says whether the sandboxes of a template start with
+	// no_new_privs (setuid binaries such as sudo then raise nothing); it
+	// is asked at every start. nil: never.
+	NoNewPrivileges func(template string) bool
 }
 
 // Host creates, recovers and destroys sandboxes on this machine. Each job
@@ -89,7 +93,7 @@ func New(c Config) *Host {
 	nets := &sandboxNetworks{networks: c.Network, sockets: sockets}
 	memory := &memoryImages{dir: images, runtime: c.Runtime, pool: pool, syncs: writeBacks, sockets: sockets, log: c.Log}
 	launch := &launcher{runtime: c.Runtime, sockets: sockets, logDir: c.LogDir, agentBinary: c.AgentBinary,
-		net: nets, images: images, restorer: memory}
+		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges}
 	memory.specs = launch
 	return &Host{
 		lifecycle: &lifecycle{pool: pool, runtime: c.Runtime, launch: launch, sockets: sockets, net: nets,

@@ -92,6 +92,8 @@ type launcher struct {
 	net         networkAttacher
 	images      memoryDir
 	restorer    imageRestorer
+	// noNewPrivileges: see Config.NoNewPrivileges.
+	noNewPrivileges func(template string) bool
 }
 
 // start starts the sandbox's processes on root, or restores them from the
@@ -144,8 +146,9 @@ func (l *launcher) runtimeSpec(spec Spec, root string) (runtime.Spec, error) {
 			{Source: l.agentBinary, Destination: AgentBinaryPath, ReadOnly: true},
 			{Source: l.sockets.dir(spec.ID), Destination: AgentRunDir, ReadOnly: true},
 		},
-		Limits:  spec.Limits,
-		LogPath: logPath,
+		Limits:          spec.Limits,
+		LogPath:         logPath,
+		NoNewPrivileges: l.noNewPrivileges != nil && l.noNewPrivileges(spec.Template),
 	}
 	if spec.Network != nil {
 		if err := l.net.attachNetwork(spec.ID, &rs); err != nil {

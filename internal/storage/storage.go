@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
@@ -191,4 +192,17 @@ type Transferer interface {
 	// is left behind. An existing key is ErrAlreadyExists; a stream that
 	// is not a delta against base (or not whole, without base) ErrInvalid.
 	Import(ctx context.Context, r io.Reader, base, key Key, verify func() error) error
+}
+
+// CloseToOthers makes dir, which holds volumes of one kind, traversable by
+// root alone (0700; pools made before kept 0711). A sandbox's root can
+// leave setuid-root files in its tree (chmod needs no more than it has,
+// and sudo is one), and the pool is mounted without nosuid, since the
+// sandboxes' roots are bind mounts of it; so no other host user may reach
+// a volume's files by path (docs/security.md).
+func CloseToOthers(dir string) error {
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("make %s root's alone: %w", dir, err)
+	}
+	return nil
 }

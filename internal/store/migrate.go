@@ -227,6 +227,8 @@ var migrations = []string{
 	// 48: records made before every record had a start time (one that
 	// never ran) take their creation time, so that no start time moves.
 	`UPDATE sandboxes SET started_at = created_at WHERE started_at = 0`,
+	// 49: a template may start its sandboxes with no_new_privs.
+	`ALTER TABLE templates ADD COLUMN no_new_privileges INTEGER NOT NULL DEFAULT 0`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -22,6 +22,10 @@ type Template struct {
 	// ("" = any). The store does not check the name: runtimes are the
 	// daemon's business.
 	Runtime string
+	// NoNewPrivileges starts every sandbox of the template with
+	// no_new_privs: sudo and other setuid binaries give nothing (the
+	// server's --no-new-privileges does so for every template).
+	NoNewPrivileges bool
 }
 
 // PutTemplate creates or replaces a template's record (a rebuild replaces
@@ -36,11 +40,12 @@ func (s *templateTable) PutTemplate(ctx context.Context, t Template) error {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = time.Now()
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO templates (name, source, created_at, size_bytes, runtime)
-		VALUES (?, ?, ?, ?, ?)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO templates (name, source, created_at, size_bytes, runtime, no_new_privileges)
+		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET source = excluded.source,
-			created_at = excluded.created_at, size_bytes = excluded.size_bytes, runtime = excluded.runtime`,
-		t.Name, t.Source, toNanos(t.CreatedAt), t.SizeBytes, t.Runtime)
+			created_at = excluded.created_at, size_bytes = excluded.size_bytes, runtime = excluded.runtime,
+			no_new_privileges = excluded.no_new_privileges`,
+		t.Name, t.Source, toNanos(t.CreatedAt), t.SizeBytes, t.Runtime, t.NoNewPrivileges)
 	if err != nil {
 		return fmt.Errorf("put template %s: %w", t.Name, dbErr(err))
 	}
@@ -49,7 +54,7 @@ func (s *templateTable) PutTemplate(ctx context.Context, t Template) error {
 
 // GetTemplate returns one template, or ErrNotFound.
 func (s *templateTable) GetTemplate(ctx context.Context, name string) (Template, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes, runtime FROM templates WHERE name = ?`, name)
+	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes, runtime, no_new_privileges FROM templates WHERE name = ?`, name)
 	t, err := scanTemplate(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Template{}, fmt.Errorf("template %s: %w", name, errdefs.ErrNotFound)
@@ -62,7 +67,7 @@ func (s *templateTable) GetTemplate(ctx context.Context, name string) (Template,
 
 // ListTemplates returns every template, by name.
 func (s *templateTable) ListTemplates(ctx context.Context) ([]Template, error) {
-	return queryAll(ctx, s.r, "list templates", scanTemplate, `SELECT name, source, created_at, size_bytes, runtime FROM templates ORDER BY name`)
+	return queryAll(ctx, s.r, "list templates", scanTemplate, `SELECT name, source, created_at, size_bytes, runtime, no_new_privileges FROM templates ORDER BY name`)
 }
 
 // DeleteTemplate removes a template's record, or returns ErrNotFound.
@@ -74,7 +79,7 @@ func (s *templateTable) DeleteTemplate(ctx context.Context, name string) error {
 func scanTemplate(sc scanner) (Template, error) {
 	var t Template
 	var created int64
-	if err := sc.Scan(&t.Name, &t.Source, &created, &t.SizeBytes, &t.Runtime); err != nil {
+	if err := sc.Scan(&t.Name, &t.Source, &created, &t.SizeBytes, &t.Runtime, &t.NoNewPrivileges); err != nil {
 		return Template{}, err
 	}
 	t.CreatedAt = fromNanos(created)

@@ -29,8 +29,11 @@ func TestTemplates(t *testing.T) {
 	if got, _ := s.GetTemplate(ctx, "alpine-3.20"); got.Runtime != "native" {
 		t.Errorf("runtime after a rebuild = %q, want native", got.Runtime)
 	}
-	if err := s.PutTemplate(ctx, Template{Name: "alpine-3.20", Source: "docker.io/library/alpine:3.20", Runtime: "gvisor"}); err != nil {
+	if err := s.PutTemplate(ctx, Template{Name: "alpine-3.20", Source: "docker.io/library/alpine:3.20", Runtime: "gvisor", NoNewPrivileges: true}); err != nil {
 		t.Fatal(err)
+	}
+	if got, _ := s.GetTemplate(ctx, "alpine-3.20"); !got.NoNewPrivileges {
+		t.Errorf("no_new_privileges after a rebuild asking for it: %+v", got)
 	}
 	if err := s.PutTemplate(ctx, Template{Name: "base", Source: "busybox", CreatedAt: at.Add(time.Hour), SizeBytes: 2 << 20}); err != nil {
 		t.Fatal(err)
@@ -40,7 +43,8 @@ func TestTemplates(t *testing.T) {
 		t.Errorf("after upsert: %+v", got)
 	}
 	list, err := s.ListTemplates(ctx)
-	if err != nil || len(list) != 2 || list[0].Name != "alpine-3.20" || list[1].Name != "base" || list[0].Runtime != "gvisor" || list[1].Runtime != "" {
+	if err != nil || len(list) != 2 || list[0].Name != "alpine-3.20" || list[1].Name != "base" || list[0].Runtime != "gvisor" || list[1].Runtime != "" ||
+		!list[0].NoNewPrivileges || list[1].NoNewPrivileges {
 		t.Errorf("ListTemplates = %+v, %v", list, err)
 	}
 	if list[0].CreatedAt.IsZero() {

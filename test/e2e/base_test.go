@@ -50,7 +50,7 @@ func TestBaseTemplate(t *testing.T) {
 		{"curl --version | head -1 | cut -d' ' -f1", "curl"},
 		{"test -f /etc/ssl/certs/ca-certificates.crt && echo certs", "certs"},
 		{"bash -c 'echo $BASH_VERSION' | cut -c1", "5"},
-		{"sudo -n true 2>/dev/null; test -f /etc/sudoers.d/warren-user && echo sudoers", "sudoers"},
+		{"test -f /etc/sudoers.d/warren-user && sudo -n whoami", "root"},
 	}
 	for _, ch := range checks {
 		res := run(client.ExecRequest{Command: ch.cmd})

@@ -20,20 +20,56 @@ import (
 // in a loop while diffs with content are asked for. Hostile paths in the
 // file API get 4xx, never 5xx or host content. Killing its own agent (PID
 // 1) gets the sandbox marked failed with the reason, and nothing leaks.
+// Both privilege modes: with --no-new-privileges the attacker is root
+// through the API; with setuid allowed (the default) it is the sandbox's
+// user raised to root through a setuid-root helper.
 func TestHostileSandbox(t *testing.T) {
 	t.Parallel()
-	d, ctx, id := busyboxSandbox(t, 3*time.Minute)
+	for _, nnp := range []bool{false, true} {
+		t.Run(privilegeMode(nnp), func(t *testing.T) {
+			t.Parallel()
+			hostileSandbox(t, nnp)
+		})
+	}
+}
+
+func hostileSandbox(t *testing.T, nnp bool) {
+	d := busyboxDaemon(t, privilegeArgs(nnp)...)
 	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sb.SandboxID
 	// A secret on the host, at a path the sandbox knows.
 	const secret = "HOST-SECRET-b9f1"
 	secretDir, secretFile := hostSecret(t, secret)
+	// attacker is how the hostile commands run: as root through the API,
+	// or as the user raised through setuid.
+	attacker := client.ExecRequest{User: "root"}
+	if !nnp {
+		installSetids(t, ctx, c, id)
+		attacker.User = "user"
+	}
+	as := func(script string) client.ExecRequest {
+		req := attacker
+		req.Command, req.TimeoutMs = script, 20000
+		if !nnp {
+			req.Command = asRaisedUser(script)
+		}
+		return req
+	}
 	root := func(script string) client.ExecResult {
 		t.Helper()
-		res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: script, User: "root", TimeoutMs: 20000})
+		res, err := c.Commands.ExecWait(ctx, id, as(script))
 		if err != nil {
 			t.Fatalf("%s: %v", script, err)
 		}
 		return res
+	}
+	if got := strings.TrimSpace(root("id -u").Stdout); got != "0" {
+		t.Fatalf("the attacker is uid %q, want root", got)
 	}
 	root("mkdir -p /workspace/d && echo one > /workspace/plain.txt && echo x > /workspace/d/f.txt")
 	base, err := c.Snapshots.Create(ctx, id, client.NewSnapshot{})
@@ -69,7 +105,7 @@ func TestHostileSandbox(t *testing.T) {
 
 	// TOCTOU: a file flips between a regular file and a symlink to the
 	// secret as fast as the sandbox can, while diffs read it.
-	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "flip", ExecRequest: client.ExecRequest{User: "root", Command: "while :; do echo small > /workspace/flip.tmp; mv -f /workspace/flip.tmp /workspace/plain.txt; ln -sf " + secretFile + " /workspace/flip.lnk; mv -f /workspace/flip.lnk /workspace/plain.txt; done"}}); err != nil {
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "flip", ExecRequest: as("while :; do echo small > /workspace/flip.tmp; mv -f /workspace/flip.tmp /workspace/plain.txt; ln -sf " + secretFile + " /workspace/flip.lnk; mv -f /workspace/flip.lnk /workspace/plain.txt; done")}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 150; i++ {

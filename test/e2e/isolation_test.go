@@ -9,12 +9,49 @@ import (
 	"github.com/warrenhq/warren/client"
 )
 
-// TestIsolation runs escape attempts as root inside a sandbox, through the
-// real daemon and agent. Every probe must fail. (The runtime's own suite in
-// internal/runtime/native runs a wider set against bare libcontainer.)
+// TestIsolation runs escape attempts inside a sandbox, through the real
+// daemon and agent, in both privilege modes: with the server's defaults
+// (no no_new_privs: sudo works) and with --no-new-privileges. Each probe
+// runs as root and as the sandbox's user raised through a setuid-root
+// helper; every one must fail either way. (The runtimes' own suites run a
+// wider set against bare libcontainer and runsc.)
 func TestIsolation(t *testing.T) {
 	t.Parallel()
-	d := busyboxDaemon(t)
+	for _, nnp := range []bool{false, true} {
+		t.Run(privilegeMode(nnp), func(t *testing.T) {
+			t.Parallel()
+			isolationProbes(t, nnp)
+		})
+	}
+}
+
+// privilegeMode names a no_new_privs mode in test names.
+func privilegeMode(nnp bool) string {
+	if nnp {
+		return "no-new-privileges"
+	}
+	return "setuid-allowed"
+}
+
+// privilegeArgs are the daemon's arguments for a no_new_privs mode.
+func privilegeArgs(nnp bool) []string {
+	if nnp {
+		return []string{"--no-new-privileges"}
+	}
+	return nil
+}
+
+// asRaisedUser wraps a shell command so that the sandbox's user runs it
+// after raising itself to root through the setuid-root helper, as
+// `sudo sh -c` would.
+func asRaisedUser(cmd string) string {
+	return "setids 0 sh -c " + shQuote(cmd)
+}
+
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func isolationProbes(t *testing.T, nnp bool) {
+	d := busyboxDaemon(t, privilegeArgs(nnp)...)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})
@@ -22,6 +59,12 @@ func TestIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Sandboxes.Delete(ctx, sb.SandboxID) })
+	installSetids(t, ctx, c, sb.SandboxID)
+	// The control: the wrapper every probe below goes through works.
+	raised := execAs(t, ctx, c, sb.SandboxID, "user", asRaisedUser("echo 'quoted' >/dev/null; id -u"))
+	if got := strings.TrimSpace(raised.Stdout); nnp != (got != "0") {
+		t.Fatalf("%s: the setuid helper gave the user uid %q (%+v)", privilegeMode(nnp), got, raised)
+	}
 
 	// A listener on the host's loopback that the sandbox must not reach.
 	hostLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -53,9 +96,10 @@ func TestIsolation(t *testing.T) {
 	}
 	mustFail := func(name, cmd string) {
 		t.Helper()
-		res := run(cmd)
-		if res.ExitCode == 0 {
-			t.Errorf("%s: succeeded inside the sandbox (stdout %q stderr %q)", name, res.Stdout, res.Stderr)
+		for who, res := range map[string]client.ExecResult{"root": run(cmd), "raised user": execAs(t, ctx, c, sb.SandboxID, "user", asRaisedUser(cmd))} {
+			if res.ExitCode == 0 {
+				t.Errorf("%s as %s: succeeded inside the sandbox (stdout %q stderr %q)", name, who, res.Stdout, res.Stderr)
+			}
 		}
 	}
 	if who := run("id -u").Stdout; strings.TrimSpace(who) != "0" {
@@ -64,9 +108,15 @@ func TestIsolation(t *testing.T) {
 	mustFail("mount", "mount -t tmpfs none /mnt")
 	mustFail("write /proc/sys", "echo 1 > /proc/sys/kernel/panic")
 	mustFail("write /proc/sysrq-trigger", "echo h > /proc/sysrq-trigger")
-	if res := run("echo x > /tmp/x.ko; insmod /tmp/x.ko"); res.ExitCode == 0 || !strings.Contains(res.Stderr, "not permitted") {
-		t.Errorf("insmod: exit %d, %q; want EPERM", res.ExitCode, res.Stderr)
+	for _, cmd := range []string{"echo x > /tmp/x.ko; insmod /tmp/x.ko", asRaisedUser("insmod /tmp/x.ko")} {
+		user := map[bool]string{true: "user", false: "root"}[strings.HasPrefix(cmd, "setids")]
+		if res := execAs(t, ctx, c, sb.SandboxID, user, cmd); res.ExitCode == 0 || !strings.Contains(res.Stderr, "not permitted") {
+			t.Errorf("%s: exit %d, %q; want EPERM", cmd, res.ExitCode, res.Stderr)
+		}
 	}
+	mustFail("write the boot id", "echo 00000000-0000-4000-8000-000000000000 > /proc/sys/kernel/random/boot_id")
+	mustFail("unmount the boot id", "umount /proc/sys/kernel/random/boot_id")
+	mustFail("unshare a user namespace", "unshare -U -r true")
 	mustFail("raw socket", "ping -c 1 -W 1 127.0.0.1")
 	mustFail("reach a host loopback port", "nc -w 2 127.0.0.1 "+hostPort+" </dev/null")
 	mustFail("reach the daemon's port", "nc -w 2 127.0.0.1 "+daemonPort+" </dev/null")

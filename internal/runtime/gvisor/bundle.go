@@ -107,7 +107,7 @@ func (w specWriter) ociSpec(spec runtime.Spec) *specs.Spec {
 			Args:            args,
 			Env:             withPath(spec.Env),
 			Cwd:             cwd,
-			NoNewPrivileges: true,
+			NoNewPrivileges: spec.NoNewPrivileges,
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding:  caps,
 				Effective: caps,

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,15 +17,25 @@ import (
 )
 
 // counterScript counts in a shell variable, which lives only in the
-// sandbox's memory, and writes each value to /results/count.
+// sandbox's memory, and writes each value to /results/count, followed by
+// the sandbox's boot id.
 const counterScript = `i=0
-while :; do i=$((i+1)); echo $i > /results/count.tmp; mv /results/count.tmp /results/count; sleep 0.05; done`
+while :; do i=$((i+1)); echo "$i $(cat /proc/sys/kernel/random/boot_id)" > /results/count.tmp; mv /results/count.tmp /results/count; sleep 0.05; done`
 
 // count reads the counter a box last wrote.
 func count(t *testing.T, b *runtimetest.Box) int {
 	t.Helper()
-	n, _ := strconv.Atoi(b.Read("count"))
+	n, _ := strconv.Atoi(strings.Fields(b.Read("count") + " 0")[0])
 	return n
+}
+
+// bootID reads the boot id a box last wrote beside its counter.
+func bootID(b *runtimetest.Box) string {
+	f := strings.Fields(b.Read("count"))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
 }
 
 // waitCount waits until the box's counter reaches at least n.
@@ -52,6 +63,7 @@ func TestCheckpointRestore(t *testing.T) {
 	rootfs := runtimetest.BusyboxRootfs(t)
 	b := runtimetest.RunScript(t, r, rootfs, counterScript, nil)
 	waitCount(t, b, 5)
+	boot := bootID(b)
 
 	// Checkpoint and carry on: the sandbox keeps counting.
 	images := t.TempDir()
@@ -98,6 +110,10 @@ func TestCheckpointRestore(t *testing.T) {
 	if c := waitCount(t, restored, atStop+5); c > atStop+200 {
 		t.Errorf("restored counter jumped to %d from %d", c, atStop)
 	}
+	// A restore is a resume, not a boot: the boot id is the one saved.
+	if got := bootID(restored); got != boot || boot == "" {
+		t.Errorf("boot id after a checkpoint and restore = %q; want %q", got, boot)
+	}
 
 	// A fork from the first checkpoint: another id, its own files and
 	// results, the counter's memory from the checkpoint.
@@ -110,6 +126,9 @@ func TestCheckpointRestore(t *testing.T) {
 		t.Errorf("fork's counter started at %d; the checkpoint was taken between %d and %d", c, beforeLive, atLive)
 	}
 	waitCount(t, fork, c+5)
+	// The fork is a copy of the running machine, its kernel's state
+	// included: gVisor's procfs keeps the id it made at the first boot.
+	t.Logf("boot id: sandbox %s, its memory fork %s", boot, bootID(fork))
 	waitCount(t, restored, count(t, restored)+5) // both go on, each its own
 }
 

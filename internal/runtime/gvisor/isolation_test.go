@@ -3,6 +3,7 @@ package gvisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -259,5 +260,29 @@ func TestUpdateLimitsAndStats(t *testing.T) {
 	}
 	if err := r.UpdateLimits(bg, ids.New(12), rt.Limits{Pids: 50}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("UpdateLimits(unknown) = %v; want ErrNotFound", err)
+	}
+}
+
+// The escape probes every runtime refuses, run by the sandbox's root and by
+// a user raised through a setuid-root binary, with and without
+// no_new_privs: gVisor honours setuid bits (--allow-suid) unless the spec
+// sets noNewPrivileges, and the raised user holds root's capabilities, no
+// more.
+func TestEscapesWithSetuid(t *testing.T) {
+	r := newTestRuntime(t)(t)
+	marker, port, accepted := runtimetest.HostBait(t)
+	for _, nnp := range []bool{true, false} {
+		t.Run(fmt.Sprintf("no_new_privs=%v", nnp), func(t *testing.T) {
+			b := runtimetest.RunEscapeProbes(t, r, runtimetest.BusyboxRootfs(t), nnp, marker, port, "")
+			// A user namespace, and a mount in it, are gVisor's kernel's
+			// own: allowed, and harmless to the host.
+			runtimetest.CheckEscapes(t, b, nnp, "unshare")
+			if !nnp && b.Read("suidstatus") != b.Read("status") {
+				t.Errorf("the raised user's status\n%s\ndiffers from root's\n%s", b.Read("suidstatus"), b.Read("status"))
+			}
+		})
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("host loopback listener accepted %d connection(s) from the sandbox", n)
 	}
 }

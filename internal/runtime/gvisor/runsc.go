@@ -28,6 +28,9 @@ import (
 //   - --gofer-network-namespace=new: each gofer gets an empty network
 //     namespace of its own that dies with it, instead of one shared
 //     namespace bind-mounted under --root that outlives every sandbox.
+//   - --allow-suid: setuid and setgid bits work as on Linux (sudo). Without
+//     it gVisor ignores them; with it the spec's noNewPrivileges still
+//     stops every ID gain when the sandbox is started with it.
 func (rc *runsc) baseFlags() []string {
 	return []string{
 		"--root=" + rc.root,
@@ -35,6 +38,7 @@ func (rc *runsc) baseFlags() []string {
 		"--host-uds=open",
 		"--overlay2=none",
 		"--gofer-network-namespace=new",
+		"--allow-suid",
 	}
 }
 

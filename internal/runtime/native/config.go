@@ -41,6 +41,7 @@ func (r *Runtime) buildConfig(spec runtime.Spec) (*configs.Config, error) {
 	}
 	// Sandboxes must outlive the daemon: no parent-death signal.
 	cfg.ParentDeathSignal = 0
+	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(bootIDPath(r.stateDir, spec.ID))}}
 	return cfg, nil
 }
 
@@ -76,7 +77,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 			User:            specs.User{UID: 0, GID: 0},
 			Args:            spec.Init,
 			Cwd:             spec.Cwd,
-			NoNewPrivileges: true,
+			NoNewPrivileges: spec.NoNewPrivileges,
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding:  caps,
 				Effective: caps,

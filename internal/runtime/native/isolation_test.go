@@ -1,103 +1,60 @@
 package native
 
 import (
-	"net"
-	"os"
+	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/runtime/runtimetest"
 )
 
-// probe runs cmd in the sandbox and writes "ok" or "fail" to /results/name
-// (and its output to /results/name.out). Each probe runs in a subshell so
-// that nothing it does ends PID 1's script.
-func probe(name, cmd string) string {
-	return "if ( " + cmd + " ) >/results/" + name + ".out 2>&1; then echo ok; else echo fail; fi >/results/" + name + "\n"
-}
-
-// Every escape attempt below must fail inside a sandbox, with the sandbox's
-// root running it.
+// Every escape attempt must fail inside a sandbox, run by the sandbox's
+// root and, with and without no_new_privs, by an unprivileged user who
+// raised itself through a setuid-root binary: setuid must give nothing
+// root lacks (docs/security.md).
 func TestIsolation(t *testing.T) {
 	mk := newTestRuntime(t)
 	r := mk(t)
-
-	// A file only the host has.
-	marker := filepath.Join(os.TempDir(), "warren-host-marker-"+ids.New(8))
-	if err := os.WriteFile(marker, []byte("host secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(marker) })
-
-	// A listener on the host's loopback; the sandbox must not reach it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-
-	script := "" +
-		probe("mount", "mount -t tmpfs x /mnt") +
-		probe("remount", "mount -o remount,rw /sys") +
-		probe("unshare", "unshare -U -r -m sh -c 'mount -t tmpfs x /mnt'") +
-		probe("procsys", "echo evil > /proc/sys/kernel/hostname") +
-		probe("sysrq", "echo h > /proc/sysrq-trigger") +
-		probe("sysfs", "touch /sys/kernel/evil") +
-		probe("hostmarker", "cat /proc/1/root"+marker) +
-		probe("ownroot", "cat /proc/1/root/etc/passwd") + // the probe itself works
-		"printf junk > /tmp/evil.ko\n" +
-		probe("insmod", "insmod /tmp/evil.ko") +
-		probe("ping", "ping -c1 -W1 127.0.0.1") +
-		probe("nc", "echo hi | nc -w 2 127.0.0.1 "+port) +
-		probe("mknod", "mknod /tmp/sda b 8 0") +
-		probe("kcore", "test \"$(head -c 16 /proc/kcore | wc -c)\" -gt 0") +
+	marker, port, accepted := runtimetest.HostBait(t)
+	extra := runtimetest.Probe("ownroot", "cat /proc/1/root/etc/passwd") + // the marker probe works
 		"ls /sys/class/net > /results/netifs\n" +
 		"tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' > /results/netdev\n" +
 		"ls /proc | grep -c '^[0-9][0-9]*$' > /results/nprocs\n" +
 		"cat /proc/self/cgroup > /results/cgroup\n" +
-		"grep -E '^(Seccomp|NoNewPrivs|CapEff|CapBnd|CapPrm|CapInh|CapAmb):' /proc/self/status > /results/status\n" +
 		"hostname > /results/hostname\n" +
 		"ulimit -n > /results/nofile\n"
-	b := runtimetest.RunScript(t, r, runtimetest.BusyboxRootfs(t), script, nil)
-	b.WaitDone(t, 30*time.Second)
-
-	for _, name := range []string{"mount", "remount", "unshare", "procsys", "sysrq", "sysfs", "hostmarker", "insmod", "ping", "nc", "mknod", "kcore"} {
-		if got := b.Read(name); got != "fail" {
-			t.Errorf("probe %s: %q (output %q); want it to fail", name, got, b.Read(name+".out"))
-		} else {
-			t.Logf("probe %s failed as it should: %s", name, b.Read(name+".out"))
-		}
-	}
-	if got := b.Read("ownroot"); got != "ok" {
-		t.Errorf("reading the sandbox's own file through /proc/1/root failed (%s): the marker probe proves nothing", b.Read("ownroot.out"))
-	}
-	if out := b.Read("insmod.out"); !strings.Contains(out, "not permitted") {
-		t.Errorf("insmod failed for another reason than EPERM: %q", out)
-	}
-	if out := b.Read("hostmarker.out"); strings.Contains(out, "host secret") {
-		t.Errorf("sandbox read the host's marker file")
+	for _, nnp := range []bool{true, false} {
+		t.Run(fmt.Sprintf("no_new_privs=%v", nnp), func(t *testing.T) {
+			b := runtimetest.RunEscapeProbes(t, r, runtimetest.BusyboxRootfs(t), nnp, marker, port, extra)
+			runtimetest.CheckEscapes(t, b, nnp)
+			for _, name := range []string{"insmod", "suid-insmod"} {
+				if out := b.Read(name + ".out"); !strings.Contains(out, "not permitted") {
+					t.Errorf("%s failed for another reason than EPERM: %q", name, out)
+				}
+			}
+			checkSandboxView(t, r, b)
+			checkStatus(t, b.Read("status"), nnp)
+			if !nnp {
+				// The raised user holds what root holds, no more.
+				checkStatus(t, b.Read("suidstatus"), false)
+			}
+		})
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("host loopback listener accepted %d connection(s) from the sandbox", n)
+	}
+}
+
+// checkSandboxView checks what the sandbox sees of itself: its own root,
+// loopback only, its own processes and cgroups, its hostname and limits.
+func checkSandboxView(t *testing.T, r *Runtime, b *runtimetest.Box) {
+	t.Helper()
+	if got := b.Read("ownroot"); got != "ok" {
+		t.Errorf("reading the sandbox's own file through /proc/1/root failed (%s): the marker probe proves nothing", b.Read("ownroot.out"))
 	}
 	if got := b.Read("netifs"); got != "lo" {
 		t.Errorf("/sys/class/net = %q; want only lo", got)
@@ -119,12 +76,11 @@ func TestIsolation(t *testing.T) {
 	if want := strconv.FormatUint(min(uint64(wantNofile), r.host.nofileHard), 10); b.Read("nofile") != want {
 		t.Errorf("open files limit = %q; want %s", b.Read("nofile"), want)
 	}
-	checkStatus(t, b.Read("status"))
 }
 
 // checkStatus checks seccomp mode, no_new_privs and the capability sets of
-// a sandbox process from its /proc/self/status lines.
-func checkStatus(t *testing.T, status string) {
+// a root process in the sandbox from its /proc/self/status lines.
+func checkStatus(t *testing.T, status string, nnp bool) {
 	t.Helper()
 	want := capMask(t, defaultCapabilities())
 	fields := map[string]string{}
@@ -135,8 +91,8 @@ func checkStatus(t *testing.T, status string) {
 	if fields["Seccomp"] != "2" {
 		t.Errorf("Seccomp = %q; want 2 (filter)", fields["Seccomp"])
 	}
-	if fields["NoNewPrivs"] != "1" {
-		t.Errorf("NoNewPrivs = %q; want 1", fields["NoNewPrivs"])
+	if want := map[bool]string{true: "1", false: "0"}[nnp]; fields["NoNewPrivs"] != want {
+		t.Errorf("NoNewPrivs = %q; want %s", fields["NoNewPrivs"], want)
 	}
 	for _, k := range []string{"CapEff", "CapBnd", "CapPrm"} {
 		got, err := strconv.ParseUint(fields[k], 16, 64)

@@ -48,7 +48,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 		return runtime.Status{}, fmt.Errorf("sandbox %s: create container: %w", spec.ID, err)
 	}
 
-	proc, err := r.run(c, spec)
+	proc, err := r.bootAndRun(c, spec)
 	if err != nil {
 		if cerr := r.teardown(c); cerr != nil {
 			r.log.Warn("undo failed start", "sandbox", spec.ID, "err", cerr)
@@ -68,6 +68,15 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 	}
 	r.log.Debug("sandbox started", "sandbox", spec.ID, "pid", st.InitPID)
 	return st, nil
+}
+
+// bootAndRun writes the sandbox's new boot id, which its init's hook
+// mounts, and starts PID 1.
+func (r *Runtime) bootAndRun(c *libcontainer.Container, spec runtime.Spec) (*libcontainer.Process, error) {
+	if err := writeBootID(bootIDPath(r.stateDir, spec.ID)); err != nil {
+		return nil, fmt.Errorf("write boot id: %w", err)
+	}
+	return r.run(c, spec)
 }
 
 // run starts PID 1 with its stdio on files only: a pipe to this process

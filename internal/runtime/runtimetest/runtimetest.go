@@ -41,6 +41,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T) runtime.Runtime, rootfs fun
 	t.Run("WritesReachRootFS", s.writesReachRootFS)
 	t.Run("PidsLimitEnforced", s.pidsLimitEnforced)
 	t.Run("SignalInit", s.signalInit)
+	t.Run("BootID", s.bootID)
 }
 
 // InitSignaller may be implemented by a runtime to signal a sandbox's PID 1

@@ -294,8 +294,12 @@ func (p *pool) initRoot(ownPool bool) error {
 		return fmt.Errorf("create volumes directory: %w", err)
 	}
 	for _, k := range storage.Kinds {
-		if err := os.Mkdir(filepath.Join(p.root, string(k)), 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		d := filepath.Join(p.root, string(k))
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create %s directory: %w", k, err)
+		}
+		if err := storage.CloseToOthers(d); err != nil {
+			return err
 		}
 	}
 	return nil

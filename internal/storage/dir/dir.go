@@ -63,8 +63,11 @@ func New(root string) (*Storage, error) {
 	}
 	for _, k := range storage.Kinds {
 		d := filepath.Join(abs, string(k))
-		if err := os.Mkdir(d, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("dir storage: create %s directory: %w", k, err)
+		}
+		if err := storage.CloseToOthers(d); err != nil {
+			return nil, err
 		}
 		if err := s.cleanLeftovers(d); err != nil {
 			return nil, err
