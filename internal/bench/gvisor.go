@@ -284,7 +284,7 @@ func measureMemory(ctx context.Context, c *client.Client, tmpl string, mb, round
 	}
 	// The held process must have lived through all of it.
 	if mb > 0 {
-		if err := heldAlive(ctx, c, gid); err != nil {
+		if err := heldAlive(ctx, c, gid, "the hibernations"); err != nil {
 			return rep, err
 		}
 	}
@@ -294,8 +294,9 @@ func measureMemory(ctx context.Context, c *client.Client, tmpl string, mb, round
 	return rep, nil
 }
 
-// heldAlive fails unless the process holdMemory started in id runs.
-func heldAlive(ctx context.Context, c *client.Client, id string) error {
+// heldAlive fails unless the process holdMemory started in id runs
+// after what the sandbox went through.
+func heldAlive(ctx context.Context, c *client.Client, id, after string) error {
 	procs, err := c.Processes.List(ctx, id)
 	if err != nil {
 		return err
@@ -305,7 +306,7 @@ func heldAlive(ctx context.Context, c *client.Client, id string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("the process holding memory did not survive the hibernations: %+v", procs)
+	return fmt.Errorf("the process holding memory did not survive %s: %+v", after, procs)
 }
 
 // measureFork5 times forks of five from one snapshot of a sandbox on rt:

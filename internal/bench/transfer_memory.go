@@ -82,7 +82,7 @@ func (s *transferSuite) runMemoryMove(ctx context.Context) error {
 			return fmt.Errorf("resume the moved sandbox: %w", err)
 		}
 		resumes = append(resumes, time.Since(start))
-		if err := stillHolding(ctx, to.c, sb.SandboxID); err != nil {
+		if err := heldAlive(ctx, to.c, sb.SandboxID, "the move"); err != nil {
 			return err
 		}
 		from, to = to, from
@@ -90,20 +90,6 @@ func (s *transferSuite) runMemoryMove(ctx context.Context) error {
 	rep.Move = throughput(rep.BundleBytes, moves)
 	rep.Resume, rep.Hibernate = Summarise(resumes), Summarise(hibernates)
 	return from.c.Sandboxes.Delete(ctx, sb.SandboxID)
-}
-
-// stillHolding checks that the process holding memory came back running.
-func stillHolding(ctx context.Context, c *client.Client, id string) error {
-	procs, err := c.Processes.List(ctx, id)
-	if err != nil {
-		return err
-	}
-	for _, p := range procs {
-		if p.Tag == "held" && p.State == "running" {
-			return nil
-		}
-	}
-	return fmt.Errorf("the moved sandbox's process holding memory is not running: %+v", procs)
 }
 
 // moveSandbox moves sandbox id from one daemon to the other as a fleet's

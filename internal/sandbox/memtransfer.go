@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/warrenhq/warren/internal/dirsize"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 )
@@ -33,26 +34,8 @@ func (m *memoryImages) MemoryImageSize(snapID string) (int64, bool) {
 	if m.dir == "" {
 		return 0, false
 	}
-	n, err := dirSize(m.dir.snapshotImage(snapID))
+	n, err := dirsize.Of(m.dir.snapshotImage(snapID))
 	return n, err == nil
-}
-
-func dirSize(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			n += info.Size()
-		}
-		return nil
-	})
-	return n, err
 }
 
 // WriteMemoryImage writes a snapshot's memory image to w as a tar.
@@ -243,7 +226,7 @@ func (m *memoryImages) KeepHibernationAsSnapshot(id, snapID, runtimeName string)
 		_ = removeMemoryImage(dst)
 		return 0, fmt.Errorf("record the runtime of snapshot %s's memory image: %w", snapID, err)
 	}
-	return dirSize(dst)
+	return dirsize.Of(dst)
 }
 
 // DropMemoryImage removes a snapshot's memory image, keeping its files (a

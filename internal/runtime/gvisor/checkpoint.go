@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/internal/dirsize"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/runtime"
@@ -85,7 +85,7 @@ func (c *checkpoints) Checkpoint(ctx context.Context, id, dir string, stop bool)
 			return runtime.CheckpointInfo{}, err
 		}
 	}
-	size, err := dirSize(dir)
+	size, err := dirsize.Of(dir)
 	if err != nil {
 		return runtime.CheckpointInfo{}, fmt.Errorf("sandbox %s: checkpoint written, but its size: %w", id, err)
 	}
@@ -127,25 +127,6 @@ func (c *checkpoints) afterLeaveRunning(ctx context.Context, id string, wasPause
 		paused = true
 	}
 	return c.bundles.setPaused(id, paused)
-}
-
-// dirSize adds up the sizes of the regular files under dir.
-func dirSize(dir string) (int64, error) {
-	var total int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.Type().IsRegular() {
-			info, err := d.Info()
-			if err != nil {
-				return err
-			}
-			total += info.Size()
-		}
-		return nil
-	})
-	return total, err
 }
 
 // pidFromFile reads a pid file runsc wrote.
