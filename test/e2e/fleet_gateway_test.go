@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/client"
@@ -159,8 +160,11 @@ func (f *fleetT) setUnschedulable(ctx context.Context, node string, on bool) {
 	if err := f.env.Client.Get(ctx, types.NamespacedName{Name: node}, &wn); err != nil {
 		f.t.Fatal(err)
 	}
+	// A merge patch, not an update: the node writes its WarrenNode's status
+	// meanwhile, and an update of the version read would conflict with it.
+	base := wn.DeepCopy()
 	wn.Spec.Unschedulable = on
-	if err := f.env.Client.Update(ctx, &wn); err != nil {
+	if err := f.env.Client.Patch(ctx, &wn, ctrlclient.MergeFrom(base)); err != nil {
 		f.t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the watch's delivery to the gateways' caches
