@@ -10,6 +10,11 @@ LISTEN      ?= 127.0.0.1:3000
 GO          ?= go
 # runc's libcontainer needs cgo (nsenter) and the seccomp tag (libseccomp).
 GO_TAGS     := seccomp
+# warren-fleet is the same CLI built with the kube tag: the gateway, node drain|uncordon, node mode and
+# the fleet suite, which need client-go and controller-runtime. bin/warren links none of them, since
+# libcontainer re-executes it at every sandbox start (SPLIT-NOTES.md). Its tag-only packages:
+FLEET_TAGS  := seccomp,kube
+FLEET_PKGS  := ./cmd/warren ./internal/bench ./internal/daemon
 APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables patch
 TEST_FLAGS  ?= -count=1 -timeout 40m
 # The packages with goroutines and locks of their own: make test-unit runs their tests under the race
@@ -92,6 +97,7 @@ e2b-deps:
 build: deps
 	@mkdir -p bin
 	CGO_ENABLED=1 $(GO) build -tags '$(GO_TAGS)' -o bin/warren ./cmd/warren
+	CGO_ENABLED=1 $(GO) build -tags '$(FLEET_TAGS)' -o bin/warren-fleet ./cmd/warren
 	cd agent && CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o ../bin/warren-agent ./cmd/warren-agent
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/warren-gvisor-init ./internal/runtime/gvisor/gvisorinit
 
@@ -100,7 +106,7 @@ build: deps
 # agent they started with. The unit names the installed paths.
 install: build
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
-	install -m 0755 bin/warren bin/warren-agent bin/warren-gvisor-init $(DESTDIR)$(LIBDIR)/
+	install -m 0755 bin/warren bin/warren-fleet bin/warren-agent bin/warren-gvisor-init $(DESTDIR)$(LIBDIR)/
 	ln -sfn $(LIBDIR)/warren $(DESTDIR)$(BINDIR)/warren
 	sed -e 's|/usr/local/bin/warren|$(BINDIR)/warren|' -e 's|/usr/local/share/doc/warren|$(DOCDIR)|' dist/systemd/warren.service \
 		> $(DESTDIR)$(UNITDIR)/warren.service
@@ -144,6 +150,7 @@ run: build runsc
 
 vet: $(STATICCHECK)
 	$(GO) vet -tags '$(GO_TAGS)' ./...
+	$(GO) vet -tags '$(FLEET_TAGS)' $(FLEET_PKGS)
 	cd agent && $(GO) vet ./...
 	cd api && $(GO) vet ./...
 	cd deploy && $(GO) vet ./...
@@ -151,6 +158,7 @@ vet: $(STATICCHECK)
 	cd api && $(STATICCHECK) -tags '$(GO_TAGS)' ./...
 	cd deploy && $(STATICCHECK) ./...
 	$(STATICCHECK) -tags '$(GO_TAGS)' ./...
+	$(STATICCHECK) -tags '$(FLEET_TAGS)' $(FLEET_PKGS)
 
 # Everything: the unit tests (make test-unit), then as root the agent's and the main module's
 # privileged tests (btrfs, the runtimes, namespaces, cgroups; the unit tests run again beside them, without
@@ -173,6 +181,7 @@ test-unit: envtest $(CONTROLLER_GEN)
 	cd agent && CGO_ENABLED=1 $(GO) test -short -race $(TEST_FLAGS) $(AGENT_RACE_PKGS)
 	cd agent && $(GO) test -short $(TEST_FLAGS) $(AGENT_UNIT_PKGS)
 	CGO_ENABLED=1 $(GO) test -tags '$(GO_TAGS)' -short -race $(TEST_FLAGS) $(RACE_PKGS)
+	CGO_ENABLED=1 $(GO) test -tags '$(FLEET_TAGS)' -short -race $(TEST_FLAGS) $(FLEET_PKGS)
 	$(KUBE_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' -short $(TEST_FLAGS) $(UNIT_PKGS)
 	cd deploy && $(KUBE_TEST_ENV) $(GO) test -short $(TEST_FLAGS) ./...
 

@@ -20,6 +20,29 @@ func (s *LifecycleService) Pause(ctx context.Context, id string) error {
 	return s.t.call(ctx, r, nil)
 }
 
+// PauseFiles ends a sandbox's processes and keeps its files (E2B's pause
+// {memory: false}): it holds no memory, and Resume boots it cold.
+func (s *LifecycleService) PauseFiles(ctx context.Context, id string) error {
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/pause"), map[string]bool{"memory": false})
+	if err != nil {
+		return err
+	}
+	return s.t.call(ctx, r, nil)
+}
+
+// Reboot resumes a paused sandbox by booting it cold on its files, its
+// memory dropped (E2B's connect {memory: false}); a running one is left as
+// it is.
+func (s *LifecycleService) Reboot(ctx context.Context, id string) (Sandbox, error) {
+	var sb Sandbox
+	r, err := jsonBody(http.MethodPost, sandboxPath(id, "/resume"), map[string]bool{"memory": false})
+	if err != nil {
+		return sb, err
+	}
+	err = s.t.call(ctx, r, &sb)
+	return sb, err
+}
+
 // Hibernate saves a sandbox's memory and processes to disk and
 // frees them (gvisor runtime; others answer 400). Resume restores it.
 func (s *LifecycleService) Hibernate(ctx context.Context, id string) (SandboxDetail, error) {

@@ -55,6 +55,10 @@ type NewSandbox struct {
 	// needs it (E2B's fields).
 	AutoPause  bool        `json:"autoPause,omitempty"`
 	AutoResume *AutoResume `json:"autoResume,omitempty"`
+	// AutoPauseMemory false makes the auto-pause keep only the files: the
+	// processes end and the next connect boots the sandbox cold (absent or
+	// true: the memory is kept). It cannot go with AutoResume.
+	AutoPauseMemory *bool `json:"autoPauseMemory,omitempty"`
 	// Secure is accepted for older SDKs; every warren sandbox is secure
 	// (its envd API takes only its access token).
 	Secure *bool `json:"secure,omitempty"`
@@ -127,6 +131,8 @@ type SandboxDetail struct {
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	AutoPause  bool              `json:"autoPause,omitempty"`
 	AutoResume bool              `json:"autoResume,omitempty"`
+	// AutoPauseMemory is false when the auto-pause keeps only the files.
+	AutoPauseMemory *bool `json:"autoPauseMemory,omitempty"`
 	// warren extensions
 	Pids int64 `json:"pids"`
 	// DiskUsedBytes is the space charged to the sandbox (its writes and

@@ -70,7 +70,7 @@ func (b *benchRun) flags(cmd *cobra.Command) {
 	f.IntVar(&b.placement.Sample, "placement-sample", 3, "placement: K, the feasible nodes scored per decision")
 	f.Uint64Var(&b.placement.Seed, "placement-seed", 1, "placement: seed of the simulated fleets and requests")
 	f.IntVar(&b.fleet.Creates, "fleet-creates", 30, "fleet: creates timed through the gateway, and as many directly on a node")
-	f.IntVar(&b.fleet.Execs, "fleet-execs", 300, "fleet: execs of true, and GETs of a sandbox, timed through the gateway and as many directly")
+	f.IntVar(&b.fleet.Execs, "fleet-execs", 300, "fleet: execs of true (through the API, and the E2B SDK's way: a process.Process/Start stream on the sandbox plane), and GETs of a sandbox, timed through the gateway and as many directly")
 	f.DurationVar(&b.fleet.Lease, "fleet-lease", 3*time.Second, "fleet: the nodes' --lease-duration (node loss is detected after it)")
 	f.IntVar(&b.fleet.LostSandboxes, "fleet-lost-sandboxes", 3, "fleet: sandboxes on the node killed for the node-loss item")
 	f.StringVar(&b.fleet.CacheDir, "cache-dir", config.Default().CacheDir, "fleet: where envtest's control plane is (<cache-dir>/envtest/k8s-"+bench.EnvtestVersion+", unless KUBEBUILDER_ASSETS says; `make envtest` builds it); the nodes' --cache-dir (env WARREN_CACHE_DIR)")
@@ -205,6 +205,9 @@ func (b *benchRun) runPlacement(cmd *cobra.Command) error {
 
 // runFleet runs the fleet suite alone and prints its report.
 func (b *benchRun) runFleet(cmd *cobra.Command) error {
+	if err := handOffToFleet(); err != nil {
+		return err
+	}
 	o := b.fleet
 	exe, err := selfexe.Path()
 	if err != nil {

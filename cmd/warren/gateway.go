@@ -1,3 +1,5 @@
+//go:build kube
+
 package main
 
 import (
@@ -40,6 +42,8 @@ func gatewayCmd() *cobra.Command {
 	f.IntVar(&cfg.PlacementSample, "placement-sample", cfg.PlacementSample, "nodes placement samples and compares per create, best of K (env WARREN_GATEWAY_PLACEMENT_SAMPLE)")
 	f.StringVar(&cfg.GatewayID, "gateway-id", cfg.GatewayID, "this replica's name in logs and /health (env WARREN_GATEWAY_ID; default <hostname>-<pid>)")
 	f.BoolVar(&cfg.Controllers, "controllers", cfg.Controllers, "run the fleet's controller loops under leader election (one replica acts): place Sandbox objects applied without a node, mark a lost node's sandboxes Lost (env WARREN_GATEWAY_CONTROLLERS)")
+	f.BoolVar(&cfg.Replicate, "replicate", cfg.Replicate, "with --controllers, keep a copy of every paused or hibernated sandbox on a second node, from which a connect restores it if its node is lost (env WARREN_GATEWAY_REPLICATE)")
+	f.BoolVar(&cfg.DrainOnCordon, "drain-on-cordon", cfg.DrainOnCordon, "with --controllers, move the sandboxes off a node whose Kubernetes Node is cordoned (kubectl drain, kubectl cordon) unless the Node is annotated warren.dev/drain=false; without it only Nodes annotated warren.dev/drain=true are drained (env WARREN_GATEWAY_DRAIN_ON_CORDON)")
 	f.BoolVar(&debug, "debug", false, "log each request a node did not answer")
 	return cmd
 }

@@ -11,15 +11,26 @@ import (
 )
 
 func sandboxPauseCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var noMemory bool
+	cmd := &cobra.Command{
 		Use:   "pause ID...",
 		Short: "Freeze sandboxes: processes stop where they are, memory is kept, the run timeout stops",
-		Args:  args(cobra.MinimumNArgs(1)),
+		Long: `Freeze each sandbox: its processes stop where they are, its memory is kept, its
+run timeout stops; "warren sandbox resume" thaws it. With --no-memory the processes
+end instead and only the files are kept (E2B's pause {memory: false}): the sandbox
+holds no memory, and resume boots it cold, as after a reboot.`,
+		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
-			return eachID(a, ids, "sandbox", func(id string) error { return c.Lifecycle.Pause(cmd.Context(), id) })
+			pause := c.Lifecycle.Pause
+			if noMemory {
+				pause = c.Lifecycle.PauseFiles
+			}
+			return eachID(a, ids, "sandbox", func(id string) error { return pause(cmd.Context(), id) })
 		},
 	}
+	cmd.Flags().BoolVar(&noMemory, "no-memory", false, "end the processes and keep only the files; resume boots cold")
+	return cmd
 }
 
 func sandboxHibernateCmd(a *app) *cobra.Command {
@@ -42,18 +53,25 @@ autoResume) restores it with its processes where they were. Needs the gvisor run
 }
 
 func sandboxResumeCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var reboot bool
+	cmd := &cobra.Command{
 		Use:   "resume ID...",
-		Short: "Thaw paused sandboxes, restore hibernated ones",
+		Short: "Thaw paused sandboxes, restore hibernated ones, boot cold those paused without memory",
 		Args:  args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c := a.client()
+			resume := c.Lifecycle.Resume
+			if reboot {
+				resume = c.Lifecycle.Reboot
+			}
 			return eachID(a, ids, "sandbox", func(id string) error {
-				_, err := c.Lifecycle.Resume(cmd.Context(), id)
+				_, err := resume(cmd.Context(), id)
 				return err
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&reboot, "reboot", false, "drop the memory and boot cold on the files (E2B's onResume: 'reboot')")
+	return cmd
 }
 
 func sandboxTimeoutCmd(a *app) *cobra.Command {

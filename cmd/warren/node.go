@@ -1,3 +1,5 @@
+//go:build kube
+
 package main
 
 import (
@@ -116,31 +118,20 @@ func (a *app) drainNode(ctx context.Context, nf *nodeFlags, node string) error {
 	}
 	gw := a.client()
 	var errs []error
-	for _, o := range objs.Items {
-		// spec.nodeName, which a move repoints before it ends, not the
-		// label or status, which the target's sync rewrites a moment later.
-		if o.Spec.NodeName != node {
-			continue
-		}
-		id := o.Status.SandboxID
-		if id == "" {
-			id = o.Labels[fleet.LabelSandboxID]
-		}
-		switch o.Status.Phase {
-		case warrenv1.SandboxPaused, warrenv1.SandboxHibernated, warrenv1.SandboxStopped, warrenv1.SandboxRunning:
-		default:
-			fmt.Fprintf(a.out, "%s\t%s\tleft (only paused, hibernated, stopped and running sandboxes move)\n", id, o.Status.Phase)
-			continue
-		}
+	move, left := fleet.DrainList(objs.Items, node)
+	for _, it := range left {
+		fmt.Fprintf(a.out, "%s\t%s\tleft (only paused, hibernated, stopped and running sandboxes move)\n", it.ID, it.Phase)
+	}
+	for _, it := range move {
 		// stop always: a drain moves a running sandbox anyway (its node
 		// hibernates it on gvisor, else stops it), and the phase read may
 		// lag a resume that came since.
-		res, err := gw.Lifecycle.Move(ctx, id, "", true)
+		res, err := gw.Lifecycle.Move(ctx, it.ID, "", true)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("sandbox %s (%s): %w", id, o.Status.Phase, err))
+			errs = append(errs, fmt.Errorf("sandbox %s (%s): %w", it.ID, it.Phase, err))
 			continue
 		}
-		fmt.Fprintf(a.out, "%s\t%s\tmoved to %s in %.2fs\n", id, o.Status.Phase, res.To, res.Seconds)
+		fmt.Fprintf(a.out, "%s\t%s\tmoved to %s in %.2fs\n", it.ID, it.Phase, res.To, res.Seconds)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("node %s is cordoned, but %d sandbox(es) did not move: %w", node, len(errs), errors.Join(errs...))

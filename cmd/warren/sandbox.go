@@ -30,16 +30,18 @@ type sandboxCreateFlags struct {
 	memoryMB  int64
 	diskMB    int64
 	autoPause bool
-	autoRes   bool
-	public    bool
-	toolSnaps bool
-	filesOnly bool
-	cpus      float64
-	pids      int64
-	meta, env []string
-	egress    egressFlags
-	rtName    string
-	idemKey   string
+	// autoPauseFiles: the auto-pause keeps only the files.
+	autoPauseFiles bool
+	autoRes        bool
+	public         bool
+	toolSnaps      bool
+	filesOnly      bool
+	cpus           float64
+	pids           int64
+	meta, env      []string
+	egress         egressFlags
+	rtName         string
+	idemKey        string
 }
 
 func sandboxCreateCmd(a *app) *cobra.Command {
@@ -77,6 +79,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.Int64Var(&o.pids, "pids", 0, "process limit (default: the server's)")
 	f.Int64Var(&o.diskMB, "disk-mb", 0, "disk quota in MiB: what the sandbox may write, snapshots included (default: the server's; btrfs only)")
 	f.BoolVar(&o.autoPause, "auto-pause", false, "pause at the run timeout instead of being killed")
+	f.BoolVar(&o.autoPauseFiles, "auto-pause-no-memory", false, "with --auto-pause: end the processes and keep only the files (the next connect boots cold; not with --auto-resume)")
 	f.BoolVar(&o.autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
 	f.BoolVar(&o.public, "public-ports", false, "ports answer requests without the sandbox's tokens or a team API key (E2B's allowPublicTraffic=true)")
 	f.BoolVar(&o.toolSnaps, "snapshot-every-tool-call", false, "take a turn snapshot after every tool call (warren tool call)")
@@ -113,6 +116,13 @@ func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error
 		in.Limits = &client.Limits{MemoryMB: o.memoryMB, CPUCount: o.cpus, Pids: o.pids, DiskMB: o.diskMB}
 	}
 	in.AutoPause = o.autoPause
+	if o.autoPauseFiles {
+		if !o.autoPause || o.autoRes {
+			return in, usageError{fmt.Errorf("--auto-pause-no-memory needs --auto-pause and cannot go with --auto-resume (a sandbox paused without memory resumes only by connect)")}
+		}
+		keep := false
+		in.AutoPauseMemory = &keep
+	}
 	if o.autoRes {
 		in.AutoResume = &client.AutoResume{Enabled: true}
 	}

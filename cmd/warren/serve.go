@@ -48,6 +48,12 @@ type serveFlags struct {
 
 // serve opens the daemon the flags describe and serves until a signal.
 func (o *serveFlags) serve(cmd *cobra.Command) error {
+	if o.cfg.Cluster.Cluster == config.ClusterKubernetes {
+		// Node mode runs in warren-fleet (fleet_nokube.go says why).
+		if err := handOffToFleet(); err != nil {
+			return err
+		}
+	}
 	dataDir, _ := cmd.Flags().GetString("data-dir")
 	if dataDir != "" {
 		o.cfg.DataDir = dataDir

@@ -157,7 +157,8 @@ func TestRBACGrantsWhatEachComponentNeeds(t *testing.T) {
 		{"kube-system", "", "secrets", "", "", "get", false},
 		{"", "", "secrets", "", "", "list", false},
 		{"", "warren.dev", "warrennodes", "", "a", "update", false},
-		{"", "", "nodes", "", "", "list", false},
+		{"", "", "nodes", "", "", "list", true}, // the drainer follows cordons
+		{"", "", "nodes", "", "a", "patch", false},
 	}
 	for sa, questions := range map[string][]access{"warren-node": node, "warren-gateway": gateway} {
 		user := "system:serviceaccount:" + ns + ":" + sa

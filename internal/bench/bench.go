@@ -82,6 +82,9 @@ type Report struct {
 	// includes seeing the agent answer again).
 	Pause  Stats `json:"pause"`
 	Resume Stats `json:"resume"`
+	// ColdBoot: a filesystem-only pause and the cold boot of the next
+	// connect, against CreateToFirstOutput.
+	ColdBoot ColdBootReport `json:"cold_boot_after_files_only_pause"`
 	// PoolClaim: creates served from a warm pool, to first output.
 	PoolClaim PoolClaimReport `json:"pool_claim"`
 	// PortRoute: HTTP through the daemon's port route against the same
@@ -142,6 +145,9 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		return rep, err
 	}
 	if rep.Pause, rep.Resume, err = measurePauseResume(ctx, c, keep, 30); err != nil {
+		return rep, err
+	}
+	if rep.ColdBoot, err = measureColdBoot(ctx, c, keep, min(opts.Creates, 30), rep.CreateToFirstOutput); err != nil {
 		return rep, err
 	}
 	if rep.Files, err = measureFiles(ctx, c, keep, cfg.DataDir, opts.FileOps); err != nil {

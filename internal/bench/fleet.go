@@ -1,3 +1,5 @@
+//go:build kube
+
 package bench
 
 import (
@@ -19,74 +21,6 @@ import (
 	"github.com/warrenhq/warren/internal/kube/controller"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 )
-
-// FleetOptions size the fleet suite.
-type FleetOptions struct {
-	// Binary is this warren binary: the nodes and the gateway run it.
-	Binary string
-	// CacheDir holds envtest's control plane (envtest/k8s-<version>) and
-	// is the nodes' --cache-dir.
-	CacheDir  string
-	Namespace string
-	Nodes     int
-	// Creates are the creates timed through the gateway and as many
-	// directly on a node; Execs the execs of `true` and the GETs of each.
-	Creates int
-	Execs   int
-	// Lease is the nodes' --lease-duration; LostSandboxes the sandboxes on
-	// the node killed for the node-loss item.
-	Lease         time.Duration
-	LostSandboxes int
-	Log           *slog.Logger
-}
-
-// FleetReport is the fleet suite's report: what the gateway adds to a call
-// over the same call made on the node directly, measured in one run on one
-// fleet, and how soon a node's loss shows on its sandboxes.
-type FleetReport struct {
-	Machine string `json:"machine"`
-	Nodes   int    `json:"nodes"`
-	// Create: POST /sandboxes of bb (the delete after it untimed).
-	Create FleetPair `json:"create"`
-	// ExecTrue: POST /sandboxes/{id}/exec?wait=true of `true`.
-	ExecTrue FleetPair `json:"exec_true"`
-	// GetSandbox: GET /sandboxes/{id}, routed by the gateway to the owner.
-	GetSandbox FleetPair `json:"get_sandbox"`
-	NodeLoss   NodeLoss  `json:"node_loss"`
-	// Controller says where the node-loss controller ran.
-	Controller string       `json:"controller"`
-	Targets    FleetTargets `json:"targets"`
-}
-
-// FleetPair is one call through the gateway and directly on the node that
-// holds (or makes) the sandbox, timed alternately.
-type FleetPair struct {
-	Gateway Stats `json:"gateway"`
-	Direct  Stats `json:"direct"`
-	// Added is gateway − direct; Ratio gateway / direct.
-	AddedP50 float64 `json:"added_p50_ms"`
-	AddedP99 float64 `json:"added_p99_ms"`
-	RatioP50 float64 `json:"ratio_p50"`
-	RatioP99 float64 `json:"ratio_p99"`
-}
-
-// NodeLoss is the node-loss item: one node daemon killed with SIGKILL
-// while holding sandboxes.
-type NodeLoss struct {
-	LeaseSeconds float64 `json:"lease_s"`
-	Sandboxes    int     `json:"sandboxes"`
-	// AfterExpiry: from the Lease's expiry (renewTime + duration) to each
-	// Sandbox object reading phase Lost; AfterKill: from the kill.
-	AfterExpiry Stats `json:"lost_after_expiry"`
-	AfterKill   Stats `json:"lost_after_kill"`
-}
-
-// FleetTargets restates the issue's goals.
-type FleetTargets struct {
-	CreateAddedP50Ms float64 `json:"create_added_p50_ms"`
-	ExecAddedP50Ms   float64 `json:"exec_added_p50_ms"`
-	LostAfterKillMs  float64 `json:"lost_after_kill_ms"`
-}
 
 // RunFleet starts a throwaway fleet, measures it and takes it down again
 // (also when a measurement fails or ctx ends).
@@ -113,7 +47,11 @@ func RunFleet(ctx context.Context, o FleetOptions) (_ *FleetReport, retErr error
 	if rep.Create, err = measureCreates(ctx, o, gw, direct); err != nil {
 		return nil, err
 	}
-	if rep.ExecTrue, rep.GetSandbox, err = measureCalls(ctx, o, gw, direct[0]); err != nil {
+	planes := [2]envdPlane{
+		{hc: &http.Client{}, addr: f.gateway.addr, key: f.key},
+		{hc: &http.Client{}, addr: f.nodes[0].addr, key: f.key},
+	}
+	if err := measureCalls(ctx, o, gw, direct[0], planes, rep); err != nil {
 		return nil, err
 	}
 	if rep.NodeLoss, err = f.measureNodeLoss(ctx, direct[len(direct)-1]); err != nil {
@@ -202,10 +140,12 @@ func measureCreates(ctx context.Context, o FleetOptions, gw *warren.Client, node
 
 // measureCalls times execs of `true` and GETs of one sandbox on node,
 // through the gateway and directly, alternately.
-func measureCalls(ctx context.Context, o FleetOptions, gw, node *warren.Client) (execs, gets FleetPair, err error) {
+// The same `true` is also run the E2B SDK's way, on the sandbox plane
+// (planes: the gateway's, the node's).
+func measureCalls(ctx context.Context, o FleetOptions, gw, node *warren.Client, planes [2]envdPlane, rep *FleetReport) (err error) {
 	sb, err := node.Sandboxes.Create(ctx, warren.NewSandbox{TemplateID: "bb"})
 	if err != nil {
-		return execs, gets, fmt.Errorf("create: %w", err)
+		return fmt.Errorf("create: %w", err)
 	}
 	defer func() {
 		if derr := node.Sandboxes.Delete(context.WithoutCancel(ctx), sb.SandboxID); derr != nil {
@@ -228,20 +168,27 @@ func measureCalls(ctx context.Context, o FleetOptions, gw, node *warren.Client) 
 	// The gateway finds a sandbox it did not create through the Sandbox
 	// object (or by asking the nodes): the warm-up calls wait for that.
 	if err := pollUntil(ctx, 30*time.Second, func() bool { _, err := get(gw); return err == nil }); err != nil {
-		return execs, gets, fmt.Errorf("the gateway finding sandbox %s: %w", sb.SandboxID, err)
+		return fmt.Errorf("the gateway finding sandbox %s: %w", sb.SandboxID, err)
 	}
-	if execs, err = alternate(o.Execs, gw, node, exec); err != nil {
-		return execs, gets, fmt.Errorf("exec of true: %w", err)
+	if rep.ExecTrue, err = alternate(o.Execs, gw, node, exec); err != nil {
+		return fmt.Errorf("exec of true: %w", err)
 	}
-	if gets, err = alternate(o.Execs, gw, node, get); err != nil {
-		return execs, gets, fmt.Errorf("GET of the sandbox: %w", err)
+	for i := range planes {
+		planes[i].sandID, planes[i].token = sb.SandboxID, sb.EnvdAccessToken
 	}
-	return execs, gets, nil
+	envd := func(p *envdPlane) (time.Duration, error) { return p.execTrue(ctx) }
+	if rep.ExecTrueEnvd, err = alternate(o.Execs, &planes[0], &planes[1], envd); err != nil {
+		return fmt.Errorf("process.Process/Start of true: %w", err)
+	}
+	if rep.GetSandbox, err = alternate(o.Execs, gw, node, get); err != nil {
+		return fmt.Errorf("GET of the sandbox: %w", err)
+	}
+	return nil
 }
 
 // alternate times call n times through the gateway and n times directly,
 // one of each in turn, after a few untimed rounds.
-func alternate(n int, gw, node *warren.Client, call func(*warren.Client) (time.Duration, error)) (FleetPair, error) {
+func alternate[T any](n int, gw, node T, call func(T) (time.Duration, error)) (FleetPair, error) {
 	const warmup = 5
 	var viaGW, viaNode []time.Duration
 	for i := -warmup; i < n; i++ {

@@ -1,3 +1,5 @@
+//go:build kube
+
 package bench
 
 import (
@@ -26,12 +28,6 @@ import (
 	"github.com/warrenhq/warren/internal/kube/kubetest"
 	"github.com/warrenhq/warren/internal/testutil"
 )
-
-// EnvtestVersion is the Kubernetes version `make envtest` builds
-// (ENVTEST_K8S_VERSION in the Makefile): the fleet suite's control plane is
-// looked for in <cache-dir>/envtest/k8s-<it> unless KUBEBUILDER_ASSETS
-// names another.
-const EnvtestVersion = "1.36.3"
 
 // benchFleet is the fleet suite's throwaway fleet on this machine: a control
 // plane (envtest's etcd and kube-apiserver), node daemons in node mode and a

@@ -54,6 +54,11 @@ type TransferReport struct {
 	// BtrfsSend is `btrfs send` (btrfs-progs) of the snapshot into
 	// /dev/null, when installed: the naive baseline.
 	BtrfsSend *Throughput `json:"baseline_btrfs_send_devnull,omitempty"`
+	// CopyTree is `cp -a` of the snapshot's files into a new volume in the
+	// other daemon's pool, written back (syncfs): on one host, where both
+	// ends share the disk and the cores, the floor of any transfer (every
+	// byte read and written, every file made), without its stream.
+	CopyTree Throughput `json:"baseline_copy_tree"`
 	// Export is GET /snapshots/{id}/export alone, the body discarded.
 	Export Throughput `json:"export_http_discard"`
 	// Whole is the export piped into the other daemon's import, until the
@@ -68,6 +73,7 @@ type TransferReport struct {
 	WholeOverDiskRead   float64  `json:"whole_vs_disk_read_p50_ratio"`
 	WholeOverDiskWrite  float64  `json:"whole_vs_disk_write_p50_ratio"`
 	ExportOverDiskRead  float64  `json:"export_vs_disk_read_p50_ratio"`
+	WholeOverCopyTree   float64  `json:"whole_vs_copy_tree_p50_ratio"`
 	WholeOverBtrfsSend  *float64 `json:"whole_vs_btrfs_send_p50_ratio,omitempty"`
 	ExportOverBtrfsSend *float64 `json:"export_vs_btrfs_send_p50_ratio,omitempty"`
 	// Load is the host's 1-minute load average as each phase began: the

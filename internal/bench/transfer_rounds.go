@@ -64,6 +64,8 @@ func (s *transferSuite) runWhole(ctx context.Context) error {
 	s.rep.DiskRead = throughput(s.l.total, rounds.reads)
 	s.rep.Export = throughput(s.l.total, rounds.exports)
 	s.rep.Export.CPU = cpuStats(rounds.exportsCPU)
+	s.rep.CopyTree = throughput(s.l.total, rounds.copies)
+	s.rep.CopyTree.CPU = cpuStats(rounds.copiesCPU)
 	s.rep.Whole = throughput(s.l.total, rounds.wholes)
 	s.rep.Whole.CPU = cpuStats(rounds.wholesCPU)
 	if progs != "" {
@@ -76,9 +78,9 @@ func (s *transferSuite) runWhole(ctx context.Context) error {
 
 // wholeRounds gathers the rounds' timings.
 type wholeRounds struct {
-	reads, sends, exports, wholes []time.Duration
+	reads, sends, copies, exports, wholes []time.Duration
 	// The CPU time each took (timeCold).
-	sendsCPU, exportsCPU, wholesCPU []time.Duration
+	sendsCPU, copiesCPU, exportsCPU, wholesCPU []time.Duration
 }
 
 // wholeRound times, for the snapshot s.snap: the O_DIRECT read of big,
@@ -97,6 +99,14 @@ func (s *transferSuite) wholeRound(ctx context.Context, big, progs string, r *wh
 		}
 		r.sends = append(r.sends, took)
 	}
+	var copied time.Duration
+	if _, err := timeCold(snapPath, &r.copiesCPU, func() (err error) {
+		copied, err = copyTree(ctx, s.b.d.Storage, snapPath, "transfer-copy")
+		return err
+	}); err != nil {
+		return err
+	}
+	r.copies = append(r.copies, copied)
 	took, err := timeCold(snapPath, &r.exportsCPU, func() error { return s.exportOnly(ctx) })
 	if err != nil {
 		return err
@@ -172,6 +182,7 @@ func (s *transferSuite) ratios() {
 	r.WholeOverDiskRead = ratio(r.Whole.MBpsP50, r.DiskRead.MBpsP50)
 	r.WholeOverDiskWrite = ratio(r.Whole.MBpsP50, r.DiskWrite.MBpsP50)
 	r.ExportOverDiskRead = ratio(r.Export.MBpsP50, r.DiskRead.MBpsP50)
+	r.WholeOverCopyTree = ratio(r.Whole.MBpsP50, r.CopyTree.MBpsP50)
 	if r.BtrfsSend != nil {
 		w, e := ratio(r.Whole.MBpsP50, r.BtrfsSend.MBpsP50), ratio(r.Export.MBpsP50, r.BtrfsSend.MBpsP50)
 		r.WholeOverBtrfsSend, r.ExportOverBtrfsSend = &w, &e

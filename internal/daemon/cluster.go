@@ -1,3 +1,5 @@
+//go:build kube
+
 package daemon
 
 import (
@@ -9,11 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/config"
-	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/kube/node"
 	"github.com/warrenhq/warren/internal/metrics"
-	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/store"
@@ -30,6 +30,7 @@ func (d *Daemon) startCluster(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("--cluster kubernetes: %w", err)
 	}
+	rep := d.nodeReport()
 	n, err := node.Start(ctx, node.Config{
 		Client:        c,
 		Namespace:     k.Namespace,
@@ -39,7 +40,8 @@ func (d *Daemon) startCluster(ctx context.Context, addr string) error {
 		LeaseDuration: k.LeaseDuration,
 		Sandboxes:     d.Sessions,
 		Keys:          d.Store,
-		Reporter:      d.nodeReport(),
+		Reporter:      rep,
+		Runtimes:      rep.runtimes,
 		Log:           d.log,
 		Pools:         d.Sessions,
 		BasePools:     sessionPools(d.cfg),
@@ -47,47 +49,8 @@ func (d *Daemon) startCluster(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("%w (API server %s)", err, restCfg.Host)
 	}
-	d.cluster.Store(n)
+	d.cluster.Store(&nodeModeRef{n})
 	return nil
-}
-
-// pullConfig lets POST /snapshots/pull fetch from peers in node mode,
-// with the fleet's admin key node mode reads from its Secret; outside it
-// the route answers 501.
-func (d *Daemon) pullConfig() server.PullConfig {
-	pc := server.PullConfig{SpoolDir: filepath.Join(d.cfg.DataDir, "pulls")}
-	if d.cfg.Cluster.Cluster != config.ClusterKubernetes {
-		return pc
-	}
-	pc.FleetKey = func(ctx context.Context) (string, error) {
-		n := d.cluster.Load()
-		if n == nil {
-			return "", fmt.Errorf("node mode has not started yet: %w", errdefs.ErrUnavailable)
-		}
-		return n.FleetAdminKey(ctx)
-	}
-	pc.CheckPeer = func(ctx context.Context, endpoint string) error {
-		n := d.cluster.Load()
-		if n == nil {
-			return fmt.Errorf("node mode has not started yet: %w", errdefs.ErrUnavailable)
-		}
-		return n.CheckPeer(ctx, endpoint)
-	}
-	return pc
-}
-
-// stopCluster stops node mode's loops, if they run.
-func (d *Daemon) stopCluster() {
-	if n := d.cluster.Swap(nil); n != nil {
-		n.Close()
-	}
-}
-
-// nudgeCluster tells node mode that a sandbox changed.
-func (d *Daemon) nudgeCluster() {
-	if n := d.cluster.Load(); n != nil {
-		n.Nudge()
-	}
 }
 
 // reporter reports the daemon's capacity and use for its WarrenNode.

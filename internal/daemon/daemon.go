@@ -23,7 +23,6 @@ import (
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/config"
-	"github.com/warrenhq/warren/internal/kube/node"
 	"github.com/warrenhq/warren/internal/mcpserver"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
@@ -69,7 +68,7 @@ type Daemon struct {
 	stopMetrics func()
 	// cluster is node mode (--cluster kubernetes) once Serve started it;
 	// the session service's events nudge it from their goroutines.
-	cluster atomic.Pointer[node.Node]
+	cluster atomic.Pointer[nodeModeRef]
 }
 
 // OpenStorage opens the data directory's pool and database: all that

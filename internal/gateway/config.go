@@ -34,6 +34,17 @@ type Config struct {
 	// objects, marking lost nodes' sandboxes Lost) under leader election:
 	// one replica acts at a time (WARREN_GATEWAY_CONTROLLERS; default true).
 	Controllers bool
+	// Replicate keeps a copy of every paused or hibernated sandbox on a
+	// second node, so that it can be restored there if its node is lost
+	// (WARREN_GATEWAY_REPLICATE; default true; acts only with Controllers).
+	Replicate bool
+	// DrainOnCordon makes a cordon of a warren node's Kubernetes Node
+	// (kubectl cordon, kubectl drain) move its sandboxes off, unless the
+	// Node's warren.dev/drain annotation says "false"; without it only a
+	// Node annotated warren.dev/drain=true is drained
+	// (WARREN_GATEWAY_DRAIN_ON_CORDON; default false; acts only with
+	// Controllers).
+	DrainOnCordon bool
 
 	// envErr is a malformed environment variable, reported by Validate.
 	envErr error
@@ -48,14 +59,11 @@ func DefaultConfig() Config {
 		Namespace:       fleet.DefaultNamespace,
 		PlacementSample: 3,
 		Controllers:     true,
+		Replicate:       true,
 	}
-	if v := os.Getenv("WARREN_GATEWAY_CONTROLLERS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			c.envErr = fmt.Errorf("WARREN_GATEWAY_CONTROLLERS=%q is not true or false: %w", v, errdefs.ErrInvalid)
-		}
-		c.Controllers = b
-	}
+	c.boolEnv("WARREN_GATEWAY_CONTROLLERS", &c.Controllers)
+	c.boolEnv("WARREN_GATEWAY_REPLICATE", &c.Replicate)
+	c.boolEnv("WARREN_GATEWAY_DRAIN_ON_CORDON", &c.DrainOnCordon)
 	if v := os.Getenv("WARREN_GATEWAY_LISTEN"); v != "" {
 		c.Listen = v
 	}
@@ -77,6 +85,20 @@ func DefaultConfig() Config {
 		c.GatewayID = v
 	}
 	return c
+}
+
+// boolEnv sets *b from the environment variable name, if it is set.
+func (c *Config) boolEnv(name string, b *bool) {
+	v := os.Getenv(name)
+	if v == "" {
+		return
+	}
+	parsed, err := strconv.ParseBool(v)
+	if err != nil {
+		c.envErr = fmt.Errorf("%s=%q is not true or false: %w", name, v, errdefs.ErrInvalid)
+		return
+	}
+	*b = parsed
 }
 
 func defaultGatewayID() string {

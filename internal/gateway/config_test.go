@@ -40,3 +40,19 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		t.Error("a malformed WARREN_GATEWAY_PLACEMENT_SAMPLE was accepted")
 	}
 }
+
+// TestConfigDrainOnCordon: off by default (a cordon alone moves nothing),
+// on from the environment, and a malformed value is named.
+func TestConfigDrainOnCordon(t *testing.T) {
+	if DefaultConfig().DrainOnCordon {
+		t.Error("--drain-on-cordon is on by default")
+	}
+	t.Setenv("WARREN_GATEWAY_DRAIN_ON_CORDON", "true")
+	if !DefaultConfig().DrainOnCordon {
+		t.Error("WARREN_GATEWAY_DRAIN_ON_CORDON=true did not turn it on")
+	}
+	t.Setenv("WARREN_GATEWAY_DRAIN_ON_CORDON", "sometimes")
+	if err := DefaultConfig().Validate(); err == nil || !strings.Contains(err.Error(), "WARREN_GATEWAY_DRAIN_ON_CORDON") {
+		t.Errorf("a malformed WARREN_GATEWAY_DRAIN_ON_CORDON: %v", err)
+	}
+}

@@ -71,8 +71,9 @@ func (g *Gateway) readyOrUnavailable(ctx context.Context) ([]Node, error) {
 }
 
 // serveList fans a list out to the Ready nodes, each asked for a page
-// after the client's cursor with its filters, and answers one merged page.
-func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request, kind listKind) {
+// after the client's cursor with its filters, and answers one merged page
+// (with team's Lost sandboxes, which no node lists).
+func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request, kind listKind, team string) {
 	q := r.URL.Query()
 	limit, err := pageLimit(q.Get("limit"))
 	if err != nil {
@@ -124,7 +125,11 @@ func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request, kind listKin
 		pages = append(pages, page)
 		more = more || a.header.Get("X-Next-Token") != ""
 	}
-	page, next := mergePage(kind, pages, limit, more, kind == listSandboxes && order != "asc")
+	newest := kind == listSandboxes && order != "asc"
+	if kind == listSandboxes {
+		pages = append(pages, lostListed(g.fleet.LostSandboxes(), q, team, cursor, newest, ready))
+	}
+	page, next := mergePage(kind, pages, limit, more, newest)
 	if next != "" {
 		w.Header().Set("X-Next-Token", next)
 	}

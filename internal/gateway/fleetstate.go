@@ -31,12 +31,15 @@ type fleetState struct {
 	// Secret → its team.
 	sandboxes multiIndex
 	keys      multiIndex
+	// lost: sandbox id → its Lost object, while no node took it back
+	// (restored elsewhere or its own node back).
+	lost map[string]*warrenv1.Sandbox
 }
 
 func newFleetState() *fleetState {
 	return &fleetState{
 		nodes: map[string]*warrenv1.WarrenNode{}, leases: map[string]*coordinationv1.Lease{},
-		sandboxes: newMultiIndex(), keys: newMultiIndex(),
+		sandboxes: newMultiIndex(), keys: newMultiIndex(), lost: map[string]*warrenv1.Sandbox{},
 	}
 }
 
@@ -112,15 +115,52 @@ func (s *fleetState) setSandbox(sb *warrenv1.Sandbox) {
 	if node == "" {
 		node = sb.Labels[fleet.LabelNode]
 	}
+	lost := sb.Status.Phase == warrenv1.SandboxLost
+	if lost && sb.Spec.NodeName != "" && sb.Spec.NodeName != sb.Status.Node {
+		// Restored on another node, which has not reported it yet.
+		node, lost = sb.Spec.NodeName, false
+	}
+	ids := sandboxIDsOf(sb)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sandboxes.set(sb.Name, sandboxIDsOf(sb), node)
+	s.sandboxes.set(sb.Name, ids, node)
+	for _, id := range ids {
+		if lost {
+			s.lost[id] = sb
+		} else if s.lost[id] != nil && s.lost[id].Name == sb.Name {
+			delete(s.lost, id)
+		}
+	}
 }
 
 func (s *fleetState) dropSandbox(sb *warrenv1.Sandbox) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sandboxes.drop(sb.Name)
+	for _, id := range sandboxIDsOf(sb) {
+		if s.lost[id] != nil && s.lost[id].Name == sb.Name {
+			delete(s.lost, id)
+		}
+	}
+}
+
+// lostSandbox is the Lost object of sandbox id, if it is Lost.
+func (s *fleetState) lostSandbox(id string) (*warrenv1.Sandbox, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sb, ok := s.lost[id]
+	return sb, ok
+}
+
+// lostSandboxes is the Lost objects of every Lost sandbox.
+func (s *fleetState) lostSandboxes() []*warrenv1.Sandbox {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*warrenv1.Sandbox, 0, len(s.lost))
+	for _, sb := range s.lost {
+		out = append(out, sb)
+	}
+	return out
 }
 
 func (s *fleetState) setKey(sec *corev1.Secret) {

@@ -112,6 +112,13 @@ func (v *fleetView) SandboxNode(_ context.Context, id string) (string, bool, err
 	return node, ok, nil
 }
 
+// LostSandbox is the Sandbox object of sandbox id while it is Lost and not
+// restored; the object is the cache's: read it, never write to it.
+func (v *fleetView) LostSandbox(id string) (*warrenv1.Sandbox, bool) { return v.state.lostSandbox(id) }
+
+// LostSandboxes is every Lost sandbox's object, as LostSandbox's.
+func (v *fleetView) LostSandboxes() []*warrenv1.Sandbox { return v.state.lostSandboxes() }
+
 // KeyTeam is the team of the API key whose hash is hash; ok is false when
 // no key Secret has that hash (and a team).
 func (v *fleetView) KeyTeam(hash string) (string, bool) { return v.state.keyTeam(hash) }

@@ -7,7 +7,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	wapi "github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
@@ -36,7 +36,11 @@ type Gateway struct {
 	moves   *mover
 	http    *http.Client // the gateway's own calls: probes, fan-outs
 	proxy   *httputil.ReverseProxy
+	direct  *directProxy // the common call's path; nil: every call takes proxy
 	metrics *gatewayMetrics
+
+	// restores makes Lost sandboxes again from their replicas (lost.go).
+	restores *restorer
 }
 
 // fleetSource is what the gateway reads of the fleet (fleetView).
@@ -44,6 +48,8 @@ type fleetSource interface {
 	Nodes(ctx context.Context) ([]Node, error)
 	Node(ctx context.Context, name string) (n Node, ok bool, err error)
 	SandboxNode(ctx context.Context, id string) (node string, ok bool, err error)
+	LostSandbox(id string) (*warrenv1.Sandbox, bool)
+	LostSandboxes() []*warrenv1.Sandbox
 }
 
 // newGateway wires a gateway to its fleet view, keys and placer.
@@ -54,8 +60,11 @@ func newGateway(cfg Config, log *slog.Logger, fleet fleetSource, keys *keyStore,
 		http:    &http.Client{Transport: transport, Timeout: time.Minute},
 		metrics: newGatewayMetrics(),
 	}
-	g.proxy = newProxy(transport, g.proxyError)
+	bufs := &copyBuffers{}
+	g.proxy = newProxy(transport, g.proxyError, bufs)
+	g.direct = newDirectProxy(bufs)
 	g.moves = &mover{fleet: fleet, keys: keys, http: g.http, memo: &g.memo, log: log, locate: g.locateSandbox}
+	g.restores = &restorer{owner: g.owner, keys: keys, moves: g.moves, http: g.http, memo: &g.memo}
 	return g
 }
 
@@ -99,13 +108,16 @@ func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route,
 			g.serveMove(w, r, rt.id, k)
 			return
 		}
+		if lost, ok := g.fleet.LostSandbox(rt.id); ok && g.serveLost(w, r, rt, k, lost) {
+			return
+		}
 		g.serveSandbox(w, r, rt)
 	case routeCreate:
 		g.serveCreate(w, r, rt, k)
 	case routeImport:
 		g.servePlaced(w, r, rt, PlaceRequest{})
 	case routeList:
-		g.serveList(w, r, rt.list)
+		g.serveList(w, r, rt.list, k.team)
 	case routeSnapshot:
 		g.serveSnapshot(w, r, rt)
 	case routeTemplate:
@@ -170,9 +182,7 @@ func bufferBody(r *http.Request, what string) ([]byte, error) {
 	if len(body) > maxCreateBody {
 		return nil, fmt.Errorf("the %s's body is over %d bytes: %w", what, maxCreateBody, errdefs.ErrInvalid)
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	holdBody(r, body)
 	return body, nil
 }
 

@@ -65,6 +65,7 @@ func TestGatewayRouting(t *testing.T) {
 	t.Run("sandbox plane by header and by Host", f.plane)
 	t.Run("unknown sandbox is 404", f.unknown)
 	t.Run("lists merged and paged", f.listPaged)
+	t.Run("lists hold Lost sandboxes", f.listLost)
 	t.Run("streams pass unbuffered", f.streams)
 	t.Run("port forwarding upgrades pass through", f.upgrade)
 	t.Run("api keys are Secrets and authenticate", f.apiKeys)

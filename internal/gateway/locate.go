@@ -64,7 +64,13 @@ func snapshotKey(id string) string { return "snap/" + id }
 func (g *Gateway) locateSandbox(ctx context.Context, r *http.Request, id string, plane bool) (Node, error) {
 	if name, ok := g.memo.get(sandboxKey(id)); ok {
 		g.metrics.located.WithLabelValues("memo").Inc()
-		return g.owner(ctx, name, "sandbox "+id)
+		n, err := g.owner(ctx, name, "sandbox "+id)
+		if !errdefs.IsUnavailable(err) {
+			return n, err
+		}
+		// Its node is not Ready: the sandbox may have been restored or
+		// moved elsewhere through another gateway; the objects know.
+		g.memo.forget(sandboxKey(id), name)
 	}
 	name, ok, err := g.fleet.SandboxNode(ctx, id)
 	if err != nil {

@@ -105,11 +105,15 @@ func (m *mover) move(ctx context.Context, r *http.Request, id, target string, st
 	_ = adopt.Body.Close()
 	m.memo.put(sandboxKey(id), dst.Name)
 	m.repoint(ctx, id, dst.Name)
+	// A source that answers not found has forgotten already: its own sync
+	// sees the repointed object and destroys its copy as a forget does.
 	forget, err := m.nodeCall(ctx, r, hc, src, "/sandboxes/"+url.PathEscape(id)+"/forget", nil, nil)
-	if err != nil {
+	if err != nil && !errdefs.IsNotFound(err) {
 		return "", "", fmt.Errorf("sandbox %s is on node %s now, but node %s did not forget its copy (move it again to retry): %w", id, dst.Name, src.Name, err)
 	}
-	_ = forget.Body.Close()
+	if forget != nil {
+		_ = forget.Body.Close()
+	}
 	m.log.Info("moved a sandbox", "sandbox", id, "from", src.Name, "to", dst.Name)
 	return src.Name, dst.Name, nil
 }
@@ -192,4 +196,25 @@ func (m *mover) repoint(ctx context.Context, id, node string) {
 			m.log.Warn("point a moved sandbox's object at its new node", "sandbox", id, "object", o.Name, "err", err)
 		}
 	}
+}
+
+// fleetMover moves sandboxes off their node for the controller's drains,
+// as warren node drain does through the gateway: the mover's own path,
+// with the fleet's admin key (a drain has no caller).
+type fleetMover struct {
+	keys  *keyStore
+	moves *mover
+}
+
+// MoveOff moves sandbox id off its node to the node the gateway picks,
+// stopping it first when it runs (which its node turns into a hibernation
+// where the runtime saves memory).
+func (f fleetMover) MoveOff(ctx context.Context, id string) (to string, err error) {
+	key, err := f.keys.fleetKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	asFleet := &http.Request{Header: http.Header{"X-Api-Key": {key}}}
+	_, to, err = f.moves.move(ctx, asFleet, id, "", true)
+	return to, err
 }

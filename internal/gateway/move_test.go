@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
@@ -19,6 +20,9 @@ func (f staticFleet) Node(_ context.Context, name string) (Node, bool, error) {
 	}
 	return Node{}, false, nil
 }
+func (f staticFleet) LostSandbox(string) (*warrenv1.Sandbox, bool) { return nil, false }
+func (f staticFleet) LostSandboxes() []*warrenv1.Sandbox           { return nil }
+
 func (f staticFleet) SandboxNode(context.Context, string) (string, bool, error) {
 	return "", false, nil
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
+	"github.com/warrenhq/warren/internal/kube/fleet"
 )
 
 // Node is what the gateway knows of one warren node: where to reach it and
@@ -46,7 +47,7 @@ func nodeOf(wn *warrenv1.WarrenNode, lease *coordinationv1.Lease, now time.Time)
 	n := Node{
 		Name:          wn.Name,
 		Endpoint:      st.Endpoint,
-		Unschedulable: wn.Spec.Unschedulable,
+		Unschedulable: fleet.Unschedulable(wn),
 		Templates:     st.Templates,
 		Runtimes:      st.Runtimes,
 		FreeMemory:    -1,

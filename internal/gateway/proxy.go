@@ -50,7 +50,7 @@ func newTransport() *http.Transport {
 // every write at once: Connect server streams, SSE, logs and downloads
 // must not wait in a buffer. Upgrades (port forwarding's warren-tcp) are
 // handled by httputil.
-func newProxy(transport http.RoundTripper, onError func(http.ResponseWriter, *http.Request, error)) *httputil.ReverseProxy {
+func newProxy(transport http.RoundTripper, onError func(http.ResponseWriter, *http.Request, error), bufs *copyBuffers) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(targetKey{}).(target)
@@ -68,7 +68,7 @@ func newProxy(transport http.RoundTripper, onError func(http.ResponseWriter, *ht
 		FlushInterval:  -1,
 		ErrorHandler:   onError,
 		ModifyResponse: learnCreated,
-		BufferPool:     &copyBuffers{},
+		BufferPool:     bufs,
 	}
 }
 
@@ -96,10 +96,16 @@ func (b *copyBuffers) Put(buf []byte) {
 // the new sandbox's id.
 const maxCreateAnswer = 1 << 20
 
-// learnCreated reads a successful create's (or fork's) answer for the new
-// sandbox's id and hands the answer on unchanged.
+// learnCreated is learnCreatedFor, for the ReverseProxy.
 func learnCreated(res *http.Response) error {
 	t, _ := res.Request.Context().Value(targetKey{}).(target)
+	return learnCreatedFor(t, res)
+}
+
+// learnCreatedFor tells t a node's "not here", and reads a successful
+// create's (or fork's) answer for the new sandbox's id, handing the answer
+// on unchanged.
+func learnCreatedFor(t target, res *http.Response) error {
 	if t.notHere != nil && (res.StatusCode == http.StatusNotFound || (t.rt.kind == routePlane && res.StatusCode == http.StatusBadGateway)) {
 		t.notHere()
 	}
@@ -134,7 +140,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, node Node, rt 
 	// copy to the node fails and the transport cuts the answer short.
 	// Full duplex keeps both directions open. HTTP/2 always is.
 	_ = http.NewResponseController(w).EnableFullDuplex()
-	if err := inlineBody(r); err != nil {
+	body, err := inlineBody(r)
+	if err != nil {
 		if r.Context().Err() == nil {
 			writeError(w, err)
 		}
@@ -144,6 +151,10 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, node Node, rt 
 	if (rt.kind == routeSandbox || rt.kind == routePlane) && rt.id != "" {
 		t.notHere = func() { g.memo.forget(sandboxKey(rt.id), node.Name) }
 	}
+	if g.direct != nil && directEligible(r, t, body) {
+		g.direct.serve(w, r, t, body, func(err error) { g.proxyErrorFor(w, r, t, err) })
+		return
+	}
 	ctx := context.WithValue(r.Context(), targetKey{}, t)
 	g.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
@@ -151,10 +162,15 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, node Node, rt 
 // proxyError answers a request its node did not take: 502 in the node's
 // error shape.
 func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	t, _ := r.Context().Value(targetKey{}).(target)
+	g.proxyErrorFor(w, r, t, err)
+}
+
+// proxyErrorFor is proxyError for a request to t.
+func (g *Gateway) proxyErrorFor(w http.ResponseWriter, r *http.Request, t target, err error) {
 	if r.Context().Err() != nil {
 		return // the client left
 	}
-	t, _ := r.Context().Value(targetKey{}).(target)
 	g.metrics.proxyErrors.Inc()
 	g.log.Debug("proxy", "node", t.name, "path", r.URL.Path, "err", err)
 	err = fmt.Errorf("node %s did not answer: %v: %w", t.name, err, errdefs.ErrUnavailable)
@@ -176,16 +192,34 @@ const maxInlineBody = 64 << 10
 // again. It also lets the transport resend the request when a kept-alive
 // connection to the node turns out closed. Streams have no length, and a
 // client that sent Expect: 100-continue waits for the node's word before
-// it sends the body: both pass through as they come.
-func inlineBody(r *http.Request) error {
+// it sends the body: both pass through as they come. It returns the body
+// held in memory (read here, or before, as a create's), nil for none.
+func inlineBody(r *http.Request) ([]byte, error) {
+	if h, ok := r.Body.(*heldBody); ok {
+		return h.b, nil
+	}
 	if r.ContentLength <= 0 || r.ContentLength > maxInlineBody || r.GetBody != nil || r.Header.Get("Expect") != "" {
-		return nil
+		return nil, nil
 	}
 	body := make([]byte, r.ContentLength)
 	if _, err := io.ReadFull(r.Body, body); err != nil {
-		return fmt.Errorf("read the request's body: %v: %w", err, errdefs.ErrInvalid)
+		return nil, fmt.Errorf("read the request's body: %v: %w", err, errdefs.ErrInvalid)
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	holdBody(r, body)
+	return body, nil
+}
+
+// heldBody is a request body read into memory.
+type heldBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func (*heldBody) Close() error { return nil }
+
+// holdBody makes body, read whole, r's body.
+func holdBody(r *http.Request, body []byte) {
+	r.Body = &heldBody{Reader: bytes.NewReader(body), b: body}
+	r.ContentLength = int64(len(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return nil
 }

@@ -38,7 +38,7 @@ func TestInlineBody(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.req()
 			body := r.Body
-			if err := inlineBody(r); err != nil {
+			if _, err := inlineBody(r); err != nil {
 				t.Fatal(err)
 			}
 			if got := r.GetBody != nil; got != c.inline {
@@ -63,7 +63,7 @@ func TestInlineBody(t *testing.T) {
 	}
 	r := httptest.NewRequest("POST", "/sandboxes/a/exec", strings.NewReader(small[:4]))
 	r.ContentLength = int64(len(small))
-	if err := inlineBody(r); err == nil {
+	if _, err := inlineBody(r); err == nil {
 		t.Fatal("a body shorter than its Content-Length read without error")
 	}
 }

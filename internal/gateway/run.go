@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var ctrl *controller.Controller
 	if cfg.Controllers {
 		if ctrl, err = controller.New(controller.Options{Config: rc, Namespace: cfg.Namespace, Identity: cfg.GatewayID,
-			Sample: cfg.PlacementSample, Log: log}); err != nil {
+			Sample: cfg.PlacementSample, Replicate: cfg.Replicate, DrainOnCordon: cfg.DrainOnCordon, Mover: fleetMover{keys: g.keys, moves: g.moves}, Log: log}); err != nil {
 			return err
 		}
 	}

@@ -23,9 +23,13 @@ type timeoutChecker interface {
 	CheckTimeout(d time.Duration) error
 }
 
-// timeoutBody is the body of /timeout and /connect: {timeout: seconds}.
+// timeoutBody is the body of /timeout, /resume and /connect: {timeout:
+// seconds, memory?}. memory false (the SDK's onResume: 'reboot') boots a
+// paused sandbox cold rather than bring its memory back; /timeout takes
+// no memory.
 type timeoutBody struct {
 	Timeout *int64 `json:"timeout,omitempty"`
+	Memory  *bool  `json:"memory,omitempty"`
 }
 
 // runTimeout checks a run timeout in seconds from a request (create, fork,
@@ -49,10 +53,11 @@ func runTimeout(c timeoutChecker, seconds *int64) (*time.Duration, error) {
 }
 
 // pauseSandbox serves POST /sandboxes/{id}/pause. E2B sends {memory?}
-// (the SDK's keepMemory): absent or false freezes the processes in place;
-// true saves them with their memory to disk and frees them — hibernation —
-// where the runtime can (gvisor). Elsewhere memory:true freezes too: the
-// memory is kept, in RAM, which is what the E2B SDK asks for.
+// (the SDK's keepMemory). Absent (the SDK's default) freezes the processes
+// in place. true keeps the memory too: saved to disk with the processes,
+// which are freed — hibernation — where the runtime can (gvisor), frozen in
+// RAM elsewhere. false keeps only the files: the processes end, and the
+// next connect boots the sandbox cold.
 func (s *lifecycleRoutes) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Memory *bool `json:"memory,omitempty"`
@@ -61,15 +66,17 @@ func (s *lifecycleRoutes) pauseSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if body.Memory != nil && *body.Memory && s.savesMemory(r) {
-		if _, err := s.lifecycle.Hibernate(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
-			writeError(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
+	team, id := teamOf(r), r.PathValue("id")
+	var err error
+	switch {
+	case body.Memory != nil && !*body.Memory:
+		err = s.lifecycle.PauseFiles(r.Context(), team, id)
+	case body.Memory != nil && s.savesMemory(r):
+		_, err = s.lifecycle.Hibernate(r.Context(), team, id)
+	default:
+		err = s.lifecycle.Pause(r.Context(), team, id)
 	}
-	if err := s.lifecycle.Pause(r.Context(), teamOf(r), r.PathValue("id")); err != nil {
+	if err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -100,7 +107,8 @@ func (s *lifecycleRoutes) hibernateSandbox(w http.ResponseWriter, r *http.Reques
 
 // resumeSandbox serves POST /sandboxes/{id}/resume and the /connect routes:
 // 201 with the sandbox if it was paused and is now resumed, 200 if it was
-// running. A timeout in the body resets the run timeout from now.
+// running. A timeout in the body resets the run timeout from now; memory
+// false reboots a paused sandbox (a filesystem-only pause always does).
 func (s *lifecycleRoutes) resumeSandbox(w http.ResponseWriter, r *http.Request) {
 	var body timeoutBody
 	if err := decodeJSON(w, r, &body); err != nil {
@@ -113,7 +121,11 @@ func (s *lifecycleRoutes) resumeSandbox(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	id := r.PathValue("id")
-	resumed, err := s.lifecycle.Resume(r.Context(), teamOf(r), id)
+	resume := s.lifecycle.Resume
+	if body.Memory != nil && !*body.Memory {
+		resume = s.lifecycle.Reboot
+	}
+	resumed, err := resume(r.Context(), teamOf(r), id)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -150,6 +162,10 @@ func (s *lifecycleRoutes) setTimeout(w http.ResponseWriter, r *http.Request) {
 	}
 	if body.Timeout == nil {
 		writeError(w, r, fmt.Errorf("timeout (seconds) is missing: %w", errdefs.ErrInvalid))
+		return
+	}
+	if body.Memory != nil {
+		writeError(w, r, fmt.Errorf("memory is for /connect and /resume, not /timeout: %w", errdefs.ErrInvalid))
 		return
 	}
 	d, err := runTimeout(s.lifecycle, body.Timeout)

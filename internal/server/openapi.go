@@ -1,11 +1,12 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
 
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/warrenhq/warren/api"
 )
@@ -30,12 +31,41 @@ func (m *routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.
 
 // openAPIJSON is api/openapi.yaml as JSON, converted once.
 var openAPIJSON = sync.OnceValues(func() ([]byte, error) {
-	b, err := yaml.YAMLToJSON([]byte(api.OpenAPI()))
-	if err != nil {
+	var doc any
+	if err := yaml.Unmarshal([]byte(api.OpenAPI()), &doc); err != nil {
 		return nil, fmt.Errorf("api/openapi.yaml: %w", err)
+	}
+	b, err := json.Marshal(jsonKeys(doc))
+	if err != nil {
+		return nil, fmt.Errorf("api/openapi.yaml as JSON: %w", err)
 	}
 	return b, nil
 })
+
+// jsonKeys turns the maps YAML decodes with keys other than strings (a
+// response's status code, 200:) into maps JSON can encode; the daemon
+// does not use sigs.k8s.io/yaml for this, to link no k8s.io module.
+func jsonKeys(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, e := range t {
+			t[k] = jsonKeys(e)
+		}
+		return t
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, e := range t {
+			m[fmt.Sprint(k)] = jsonKeys(e)
+		}
+		return m
+	case []any:
+		for i, e := range t {
+			t[i] = jsonKeys(e)
+		}
+		return t
+	}
+	return v
+}
 
 // serveOpenAPI serves GET /openapi.json: the API's OpenAPI 3.1 document. It
 // needs no key: it describes the API, not anything in it.

@@ -123,28 +123,8 @@ func (p pullRequest) validate() error {
 
 // pullSnapshot serves POST /snapshots/pull (admin keys only).
 func (s *snapshotRoutes) pullSnapshot(w http.ResponseWriter, r *http.Request) {
-	if s.pull == nil || s.pull.FleetKey == nil {
-		writeError(w, r, fmt.Errorf("pulling snapshots from peers needs node mode (warren serve --cluster kubernetes), where the fleet's admin key authenticates node to node: %w", errdefs.ErrUnsupported))
-		return
-	}
-	var req pullRequest
-	if err := decodeJSON(w, r, &req); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if err := req.validate(); err != nil {
-		writeError(w, r, err)
-		return
-	}
-	if s.pull.CheckPeer != nil {
-		if err := s.pull.CheckPeer(r.Context(), req.From); err != nil {
-			writeError(w, r, err)
-			return
-		}
-	}
 	var dropped string
-	req.dropped = &dropped
-	snap, created, err := s.pull.pull(r.Context(), req)
+	snap, created, err := s.pullAsked(w, r, &dropped)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -156,6 +136,28 @@ func (s *snapshotRoutes) pullSnapshot(w http.ResponseWriter, r *http.Request) {
 	out := snapshotOf(snap)
 	out.MemoryDropped = dropped
 	writeJSON(w, status, out)
+}
+
+// pullAsked carries out the pull a request's body asks for; dropped, if
+// set, is told why the snapshot's memory image was not kept.
+func (s *snapshotRoutes) pullAsked(w http.ResponseWriter, r *http.Request, dropped *string) (store.Snapshot, bool, error) {
+	if s.pull == nil || s.pull.FleetKey == nil {
+		return store.Snapshot{}, false, fmt.Errorf("pulling snapshots from peers needs node mode (warren serve --cluster kubernetes), where the fleet's admin key authenticates node to node: %w", errdefs.ErrUnsupported)
+	}
+	var req pullRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		return store.Snapshot{}, false, err
+	}
+	if err := req.validate(); err != nil {
+		return store.Snapshot{}, false, err
+	}
+	if s.pull.CheckPeer != nil {
+		if err := s.pull.CheckPeer(r.Context(), req.From); err != nil {
+			return store.Snapshot{}, false, err
+		}
+	}
+	req.dropped = dropped
+	return s.pull.pull(r.Context(), req)
 }
 
 // pull brings req's snapshot here, resuming a broken earlier pull of it.

@@ -64,6 +64,8 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		AutoPause:  body.AutoPause,
 		AutoResume: body.AutoResume != nil && body.AutoResume.Enabled,
+		// Only an explicit false drops the memory: absent keeps it.
+		AutoPauseFilesOnly: body.AutoPauseMemory != nil && !*body.AutoPauseMemory,
 
 		PublicPorts: body.Network != nil && body.Network.AllowPublicTraffic != nil && *body.Network.AllowPublicTraffic,
 
@@ -127,7 +129,7 @@ func (s sandboxViews) detailOf(rec store.Sandbox) client.SandboxDetail {
 	d := client.SandboxDetail{
 		Sandbox:   s.sandboxOf(rec),
 		StartedAt: rec.StartedAt,
-		State:     string(rec.State),
+		State:     visibleState(rec),
 		CPUCount:  float64(rec.CPUMillis) / 1000,
 		MemoryMB:  rec.MemoryBytes >> 20,
 		Metadata:  rec.Metadata,
@@ -135,8 +137,9 @@ func (s sandboxViews) detailOf(rec store.Sandbox) client.SandboxDetail {
 		Runtime:   rec.Runtime,
 		Reason:    rec.Reason,
 
-		AutoPause:  rec.AutoPause,
-		AutoResume: rec.AutoResume,
+		AutoPause:       rec.AutoPause,
+		AutoResume:      rec.AutoResume,
+		AutoPauseMemory: autoPauseMemoryOf(rec),
 
 		DiskSizeMB:    rec.QuotaBytes >> 20,
 		DiskUsedBytes: -1,
@@ -211,4 +214,24 @@ func (s *sandboxRoutes) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		f.Limit = n
 		return s.records.List(r.Context(), teamOf(r), f)
 	}, s.detailOf)
+}
+
+// autoPauseMemoryOf is E2B's autoPauseMemory of a record: false when its
+// auto-pause keeps only the files, absent otherwise.
+func autoPauseMemoryOf(rec store.Sandbox) *bool {
+	if !rec.AutoPauseFilesOnly {
+		return nil
+	}
+	keep := false
+	return &keep
+}
+
+// visibleState is the state a record shows. A filesystem-only pause is
+// hibernated inside (no processes, files kept) but shows as paused, as
+// E2B's does: its SDK knows running and paused, and a connect resumes it.
+func visibleState(rec store.Sandbox) string {
+	if rec.State == session.StateHibernated && rec.Reason == session.ReasonFilesOnly {
+		return string(session.StatePaused)
+	}
+	return string(rec.State)
 }

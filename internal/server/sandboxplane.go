@@ -320,7 +320,7 @@ func (s *envdRoutes) proxyEnvd(w http.ResponseWriter, r *http.Request, rec store
 		}
 	}
 	ctx := context.WithValue(r.Context(), envdTargetKey{}, target)
-	s.envdReverseProxy().ServeHTTP(w, r.WithContext(ctx))
+	s.envdReverseProxy().ServeHTTP(&streamEndWriter{ResponseWriter: w}, r.WithContext(ctx))
 }
 
 // envdProxyError answers a request the agent link could not carry.

@@ -114,6 +114,7 @@ type Server struct {
 	stats     *metricsRoutes
 	admin     *adminRoutes
 	moves     *moveRoutes
+	replicas  *replicaRoutes
 }
 
 // New builds the API's handler.
@@ -149,6 +150,8 @@ func New(deps Deps) *Server {
 	s.networks = &networkRoutes{networks: networks}
 	mover, _ := deps.Sessions.(Mover)
 	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
+	replicator, _ := deps.Sessions.(Replicator)
+	s.replicas = &replicaRoutes{sandboxViews: views, replicator: replicator, snapshots: s.snapshots}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
 	s.files = &fileRoutes{files: deps.Files, log: deps.Log, maxUpload: maxUpload}
@@ -237,6 +240,9 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("POST /sandboxes/adopt", auth(adminOnly(s.moves.adoptSandbox)))
 	m.Handle("POST /sandboxes/{id}/forget", auth(adminOnly(s.moves.forgetSandbox)))
 	m.Handle("POST /sandboxes/{id}/move", auth(adminOnly(s.moves.moveHere)))
+	m.Handle("POST /sandboxes/{id}/replica", auth(adminOnly(s.replicas.takeReplica)))
+	m.Handle("POST /sandboxes/{id}/replica/pull", auth(adminOnly(s.replicas.pullReplica)))
+	m.Handle("POST /sandboxes/{id}/restore", auth(adminOnly(s.replicas.restoreReplica)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))

@@ -34,6 +34,8 @@ type Lifecycle interface {
 	Get(ctx context.Context, team, id string) (store.Sandbox, error)
 	Pause(ctx context.Context, team, id string) error
 	Resume(ctx context.Context, team, id string) (bool, error)
+	Reboot(ctx context.Context, team, id string) (bool, error)
+	PauseFiles(ctx context.Context, team, id string) error
 	Hibernate(ctx context.Context, team, id string) (store.Sandbox, error)
 	Stop(ctx context.Context, team, id string, grace time.Duration) (store.Sandbox, bool, error)
 	Drain(ctx context.Context, team, id string, wait, grace time.Duration) (store.Sandbox, bool, error)

@@ -102,6 +102,11 @@ func (r *registry) makeAdmissible(ctx context.Context, team, id string) error {
 	if err != nil {
 		return err
 	}
+	if filesOnly(rec) {
+		// As E2B: a filesystem-only pause has no processes to come back
+		// to, and booting them on any stray call would surprise.
+		return fmt.Errorf("sandbox %s was paused without its memory: traffic does not resume it; connect to it (POST /sandboxes/%s/connect), which boots it cold: %w", id, id, errdefs.ErrConflict)
+	}
 	if (rec.State == StatePaused || rec.State == StateHibernated) && rec.AutoResume {
 		return r.autoResume(ctx, team, id)
 	}

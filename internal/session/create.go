@@ -112,26 +112,27 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 // source (template or snapshot) and runtime are settled.
 func (l *lifecycle) newRecord(req CreateRequest, limits runtime.Limits, now time.Time) store.Sandbox {
 	rec := store.Sandbox{
-		ID:             ids.New(20),
-		Team:           req.Team,
-		Template:       req.Template,
-		Runtime:        l.cfg.RuntimeName,
-		State:          StateCreating,
-		Metadata:       req.Metadata,
-		Env:            req.Env,
-		MemoryBytes:    limits.MemoryBytes,
-		CPUMillis:      limits.CPUMillis,
-		Pids:           limits.Pids,
-		QuotaBytes:     req.DiskBytes,
-		AutoPause:      req.AutoPause,
-		AutoResume:     req.AutoResume,
-		PublicPorts:    req.PublicPorts,
-		ToolSnapshots:  req.ToolSnapshots,
-		Network:        storedPolicy(req.Network),
-		CreatedAt:      now,
-		IdempotencyKey: req.IdempotencyKey,
-		UpdatedAt:      now,
-		StartedAt:      now,
+		ID:                 ids.New(20),
+		Team:               req.Team,
+		Template:           req.Template,
+		Runtime:            l.cfg.RuntimeName,
+		State:              StateCreating,
+		Metadata:           req.Metadata,
+		Env:                req.Env,
+		MemoryBytes:        limits.MemoryBytes,
+		CPUMillis:          limits.CPUMillis,
+		Pids:               limits.Pids,
+		QuotaBytes:         req.DiskBytes,
+		AutoPause:          req.AutoPause,
+		AutoResume:         req.AutoResume,
+		AutoPauseFilesOnly: req.AutoPauseFilesOnly,
+		PublicPorts:        req.PublicPorts,
+		ToolSnapshots:      req.ToolSnapshots,
+		Network:            storedPolicy(req.Network),
+		CreatedAt:          now,
+		IdempotencyKey:     req.IdempotencyKey,
+		UpdatedAt:          now,
+		StartedAt:          now,
 	}
 	rec.Family = rec.ID
 	if req.adopted != nil {
@@ -298,6 +299,10 @@ func (l *lifecycle) validate(req *CreateRequest) error {
 	}
 	if err := ids.ValidateName("templateID", req.Template); err != nil {
 		return err
+	}
+	if req.AutoPauseFilesOnly && req.AutoResume {
+		// E2B's words (its SDK refuses the same before sending).
+		return fmt.Errorf("autoResume cannot be enabled with autoPauseMemory false: a filesystem-only pause cannot be auto-resumed by traffic and must be resumed explicitly with connect: %w", errdefs.ErrInvalid)
 	}
 	if req.Timeout != nil {
 		if err := l.CheckTimeout(*req.Timeout); err != nil {

@@ -215,3 +215,19 @@ func TestMemorySnapshotFork(t *testing.T) {
 		t.Errorf("a files-only fork restores memory from %q", h.lastSpec.MemoryFrom)
 	}
 }
+
+func (h *fakeHost) PowerOff(ctx context.Context, id string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.alive, id)
+	delete(h.images, "hibernate-"+id)
+	return nil
+}
+
+func (h *fakeHost) ColdBoot(ctx context.Context, spec sandbox.Spec, _ *agentconn.Conn) (time.Duration, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.images, "hibernate-"+spec.ID)
+	h.alive[spec.ID] = true
+	return time.Millisecond, nil
+}

@@ -35,6 +35,8 @@ type Host interface {
 	Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error)
 	Wake(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
 	IsHibernated(id string) bool
+	PowerOff(ctx context.Context, id string) error
+	ColdBoot(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
 	Attach(ctx context.Context, id string) (*sandbox.Sandbox, error)
 
 	Snapshot(ctx context.Context, id, snapID, group string, settled func(storage.Info, error)) (sandbox.SnapshotResult, error)
@@ -174,6 +176,9 @@ type CreateRequest struct {
 	// AutoPause pauses the sandbox at its run timeout instead of killing
 	// it; AutoResume resumes it on any call that needs it.
 	AutoPause, AutoResume bool
+	// AutoPauseFilesOnly makes the auto-pause keep only the files (E2B's
+	// autoPauseMemory: false): the sandbox boots cold on its next connect.
+	AutoPauseFilesOnly bool
 	// PublicPorts opens the sandbox's ports to callers without its tokens
 	// or the owner's API key.
 	PublicPorts bool
@@ -271,7 +276,7 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 	}
 	l := &lifecycle{registry: r, host: host, store: st, volumes: a, warm: w, net: n}
 	r.autoResume = func(ctx context.Context, team, id string) error {
-		_, err := l.resume(ctx, team, id, CauseAutoResume)
+		_, err := l.resumeHow(ctx, team, id, CauseAutoResume, false)
 		return err
 	}
 	snaps := &snapshots{registry: r, host: host, store: st, volumes: a, creator: l}

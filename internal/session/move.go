@@ -120,7 +120,8 @@ func (m *Manager) movesMemory(runtimeName string) bool {
 }
 
 // keepHibernation makes a hibernated sandbox's image the memory image of
-// its move's snapshot and returns its size; 0 (files only) if it cannot.
+// the snapshot a move or a replica takes and returns its size; 0 (files
+// only) if it cannot.
 func (m *Manager) keepHibernation(ctx context.Context, rec store.Sandbox, snapID string) int64 {
 	h := m.transfers.host
 	if h == nil {
@@ -132,7 +133,7 @@ func (m *Manager) keepHibernation(ctx context.Context, rec store.Sandbox, snapID
 		err = m.snapshots.store.SetSnapshotMemory(context.WithoutCancel(ctx), snapID, n)
 	}
 	if err != nil {
-		m.log.Warn("keep a hibernated sandbox's memory with its move; moving its files only", "sandbox", rec.ID, "err", err)
+		m.log.Warn("keep a hibernated sandbox's memory with the snapshot that carries it to another node; it carries its files only", "sandbox", rec.ID, "err", err)
 		return 0
 	}
 	return n

@@ -64,10 +64,13 @@ func (l *lifecycle) pauseLocked(ctx context.Context, team, id, cause string) err
 // whether the sandbox was paused (false: it was running already, nothing
 // done). The time spent paused is added to the run timeout.
 func (l *lifecycle) Resume(ctx context.Context, team, id string) (bool, error) {
-	return l.resume(ctx, team, id, CauseAPI)
+	return l.resumeHow(ctx, team, id, CauseAPI, false)
 }
 
-func (l *lifecycle) resume(ctx context.Context, team, id, cause string) (bool, error) {
+// resumeHow resumes a paused sandbox; cold boots it afresh on its files
+// rather than thaw or restore its memory (a filesystem-only pause always
+// boots cold).
+func (l *lifecycle) resumeHow(ctx context.Context, team, id, cause string, cold bool) (bool, error) {
 	unlock := l.lockSandbox(id)
 	defer unlock()
 	rec, err := l.Get(ctx, team, id)
@@ -87,15 +90,9 @@ func (l *lifecycle) resume(ctx context.Context, team, id, cause string) (bool, e
 		return false, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
 	}
 	bg := context.WithoutCancel(ctx)
-	detail := ""
-	if rec.State == StateHibernated {
-		took, err := l.wake(bg, rec, sb)
-		if err != nil {
-			return false, fmt.Errorf("wake sandbox %s: %w", id, err)
-		}
-		detail = "; restored from its memory image in " + took.Round(time.Millisecond).String()
-	} else if err := l.host.Resume(bg, id, sb.Agent); err != nil {
-		return false, fmt.Errorf("resume sandbox %s: %w", id, err)
+	detail, err := l.bringBack(bg, rec, sb, cold || filesOnly(rec))
+	if err != nil {
+		return false, err
 	}
 	if err := l.store.UpdateSandboxState(bg, id, []store.SandboxState{StatePaused, StateHibernated}, StateRunning, ""); err != nil {
 		return false, err
@@ -122,6 +119,39 @@ func (l *lifecycle) resume(ctx context.Context, team, id, cause string) (bool, e
 		}
 	}
 	return true, nil
+}
+
+// bringBack starts a paused sandbox's processes again: a cold boot on its
+// files, a restore of its memory image (hibernated) or a thaw (paused). It
+// returns what the resumed event adds.
+func (l *lifecycle) bringBack(ctx context.Context, rec store.Sandbox, sb *liveSandbox, cold bool) (string, error) {
+	switch {
+	case cold:
+		took, err := l.host.ColdBoot(ctx, specOf(rec), sb.Agent)
+		if err != nil {
+			// No processes to return to: the sandbox fails.
+			l.mu.Lock()
+			delete(l.live, rec.ID)
+			l.mu.Unlock()
+			l.fail(ctx, rec.ID, "cold boot failed: "+err.Error())
+			_ = l.host.Destroy(ctx, rec.ID, sb.Agent)
+			return "", fmt.Errorf("boot sandbox %s: %w", rec.ID, err)
+		}
+		l.mu.Lock()
+		sb.hibernated = false
+		l.mu.Unlock()
+		return "; booted cold on its files in " + took.Round(time.Millisecond).String(), nil
+	case rec.State == StateHibernated:
+		took, err := l.wake(ctx, rec, sb)
+		if err != nil {
+			return "", fmt.Errorf("wake sandbox %s: %w", rec.ID, err)
+		}
+		return "; restored from its memory image in " + took.Round(time.Millisecond).String(), nil
+	}
+	if err := l.host.Resume(ctx, rec.ID, sb.Agent); err != nil {
+		return "", fmt.Errorf("resume sandbox %s: %w", rec.ID, err)
+	}
+	return "", nil
 }
 
 // ExtendTimeout makes a team's sandbox run for at least d more (0 = never

@@ -59,6 +59,9 @@ type PoolConfig struct {
 	// nothing open: only creates that ask for a network claim them, and
 	// get their policy applied (an nftables update, no namespace to make).
 	Network bool
+	// Runtime of the pooled sandboxes ("" = the template's, else the
+	// server's default). Only creates that resolve to it claim them.
+	Runtime string
 }
 
 // poolKey names the pool of a template's sandboxes with or without a
@@ -137,7 +140,7 @@ func (w *warmPools) claim(ctx context.Context, req CreateRequest, runtimeName st
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if tmpl.Name == "" || runtimeName != w.poolRuntime(tmpl) {
+	if rt, err := w.poolRuntime(p.cfg, tmpl); tmpl.Name == "" || err != nil || runtimeName != rt {
 		// Not built (nothing pooled can be of it), or the create asked for
 		// another runtime than the pool's.
 		p.misses++
@@ -301,9 +304,16 @@ func (w *warmPools) fillPool(ctx context.Context, p *pool) {
 			p.mu.Unlock()
 			return
 		}
+		rt, err := w.poolRuntime(p.cfg, tmpl)
+		if err != nil {
+			p.mu.Lock()
+			p.lastErr = err.Error()
+			p.mu.Unlock()
+			return
+		}
 		id := ids.New(20)
 		limits := w.limitsFor(w.cfg.DefaultLimits)
-		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id, Runtime: w.poolRuntime(tmpl)}
+		spec := sandbox.Spec{ID: id, Template: p.cfg.Template, Limits: limits, Group: id, Runtime: rt}
 		if p.cfg.Network {
 			spec.Network = &network.Policy{}
 		}
@@ -358,14 +368,20 @@ func (w *warmPools) expirePool(ctx context.Context, p *pool) {
 	}
 }
 
-// poolRuntime is the runtime of a pool's sandboxes: the one its template
-// requires, else the server's default (a create naming another runtime
-// skips the pool).
-func (w *warmPools) poolRuntime(tmpl store.Template) string {
-	if tmpl.Runtime != "" {
-		return tmpl.Runtime
+// poolRuntime is the runtime of a pool's sandboxes: the pool's own, else
+// the one its template requires, else the server's default (a create that
+// resolves to another runtime skips the pool). A pool asking for another
+// runtime than its template requires cannot be filled.
+func (w *warmPools) poolRuntime(cfg PoolConfig, tmpl store.Template) (string, error) {
+	switch {
+	case cfg.Runtime != "" && tmpl.Runtime != "" && cfg.Runtime != tmpl.Runtime:
+		return "", fmt.Errorf("the pool asks for runtime %s but template %s requires runtime %s: %w", cfg.Runtime, tmpl.Name, tmpl.Runtime, errdefs.ErrInvalid)
+	case cfg.Runtime != "":
+		return cfg.Runtime, nil
+	case tmpl.Runtime != "":
+		return tmpl.Runtime, nil
 	}
-	return w.cfg.RuntimeName
+	return w.cfg.RuntimeName, nil
 }
 
 func (w *warmPools) pooled() int {

@@ -35,10 +35,13 @@ func (w *warmPools) SetPools(ctx context.Context, cfgs []PoolConfig) {
 	w.poolsMu.Lock()
 	for key, old := range w.pools {
 		p, stays := want[key]
+		// Another runtime is another pool: its sandboxes cannot serve.
+		stays = stays && p.cfg.Runtime == old.cfg.Runtime
 		old.mu.Lock()
 		if stays {
 			// Only the sizes change: the template and network are the
-			// key, which the pool loop reads without the lock.
+			// key, which the pool loop reads without the lock, and the
+			// runtime is the same.
 			old.cfg.Min, old.cfg.Max, old.cfg.TTL = p.cfg.Min, p.cfg.Max, p.cfg.TTL
 			want[key] = old
 		}

@@ -129,7 +129,7 @@ func (rc *recovery) matchRecord(ctx context.Context, rec store.Sandbox, sb *sand
 // recoverHibernated reattaches to a hibernated sandbox: it has no
 // processes to find, only its image, and its agent dials in once woken.
 func (rc *recovery) recoverHibernated(ctx context.Context, rec store.Sandbox) (*sandbox.Sandbox, error) {
-	if !rc.host.IsHibernated(rec.ID) {
+	if !filesOnly(rec) && !rc.host.IsHibernated(rec.ID) {
 		return nil, fmt.Errorf("its hibernation image is missing")
 	}
 	return rc.host.Attach(ctx, rec.ID)

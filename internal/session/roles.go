@@ -45,6 +45,8 @@ type lifecycleHost interface {
 	Stop(ctx context.Context, id string, grace time.Duration, conn *agentconn.Conn) (bool, error)
 	UpdateLimits(ctx context.Context, id string, l runtime.Limits) error
 	Wake(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
+	PowerOff(ctx context.Context, id string) error
+	ColdBoot(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
 }
 
 // lifecycleStore is what the lifecycle needs of the store.

@@ -39,6 +39,7 @@ type timeouts struct {
 type timeoutActions interface {
 	destroy(ctx context.Context, rec store.Sandbox, cause string) error
 	pauseLocked(ctx context.Context, team, id, cause string) error
+	pauseFilesLocked(ctx context.Context, team, id, cause string) error
 	hibernateLocked(ctx context.Context, team, id, cause string) (store.Sandbox, error)
 }
 
@@ -151,8 +152,12 @@ func (t *timeouts) expireOne(ctx context.Context, id string, now time.Time) {
 	}
 	reached := "run timeout reached at " + cur.EndAt.Format(time.RFC3339)
 	if cur.AutoPause {
-		t.log.Info("sandbox timed out; pausing it", "sandbox", id, "endAt", cur.EndAt)
-		if err := t.act.pauseLocked(ctx, cur.Team, id, CauseTimeout); err != nil {
+		t.log.Info("sandbox timed out; pausing it", "sandbox", id, "endAt", cur.EndAt, "filesOnly", cur.AutoPauseFilesOnly)
+		pause := t.act.pauseLocked
+		if cur.AutoPauseFilesOnly {
+			pause = t.act.pauseFilesLocked
+		}
+		if err := pause(ctx, cur.Team, id, CauseTimeout); err != nil {
 			t.log.Warn("pause timed-out sandbox", "sandbox", id, "err", err)
 			return
 		}

@@ -229,6 +229,9 @@ var migrations = []string{
 	`UPDATE sandboxes SET started_at = created_at WHERE started_at = 0`,
 	// 49: a template may start its sandboxes with no_new_privs.
 	`ALTER TABLE templates ADD COLUMN no_new_privileges INTEGER NOT NULL DEFAULT 0`,
+	// 50: an auto-pause may keep only the files (E2B's autoPauseMemory:
+	// false).
+	`ALTER TABLE sandboxes ADD COLUMN auto_pause_files_only INTEGER NOT NULL DEFAULT 0`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/client"
@@ -147,4 +148,33 @@ func (f *fleetT) adminKey(ctx context.Context) string {
 // client reaches the fleet through gateway i with the fleet's admin key.
 func (f *fleetT) client(ctx context.Context, i int) *client.Client {
 	return client.New("http://"+f.gateways[i].addr, f.adminKey(ctx))
+}
+
+// patchNode merge-patches the Kubernetes Node name as kubectl cordon,
+// uncordon and annotate do: only the fields named, so nothing else written
+// to the Node meanwhile is lost.
+func (f *fleetT) patchNode(ctx context.Context, name, patch string) {
+	f.t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := f.env.Client.Patch(ctx, n, ctrlclient.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		f.t.Fatalf("patch Node %s with %s: %v", name, patch, err)
+	}
+}
+
+// warrenNodeCondition is the condition typ of WarrenNode name (nil: none).
+func (f *fleetT) warrenNodeCondition(ctx context.Context, name, typ string) *metav1.Condition {
+	var wn warrenv1.WarrenNode
+	if err := f.env.Client.Get(ctx, types.NamespacedName{Name: name}, &wn); err != nil {
+		return nil
+	}
+	return meta.FindStatusCondition(wn.Status.Conditions, typ)
+}
+
+// sandboxPhase is the phase in the Sandbox object of id ("" while none).
+func (f *fleetT) sandboxPhase(ctx context.Context, id string) warrenv1.SandboxPhase {
+	var o warrenv1.Sandbox
+	if err := f.env.Client.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: id}, &o); err != nil {
+		return ""
+	}
+	return o.Status.Phase
 }

@@ -71,7 +71,7 @@ func TestFleetNode(t *testing.T) {
 	if err := kc.Get(ctx, types.NamespacedName{Namespace: fleet.DefaultNamespace, Name: fleet.LeaseName(n.name)}, &lease); err != nil {
 		t.Fatalf("Lease: %v\n%s", err, n.log)
 	}
-	if *lease.Spec.HolderIdentity != n.name || *lease.Spec.LeaseDurationSeconds != 6 {
+	if !strings.HasPrefix(*lease.Spec.HolderIdentity, n.name+"_") || *lease.Spec.LeaseDurationSeconds != 6 {
 		t.Fatalf("Lease %+v", lease.Spec)
 	}
 	var wn warrenv1.WarrenNode
@@ -257,5 +257,31 @@ current-context: c
 		if !strings.Contains(d.log.String(), c.want) {
 			t.Errorf("%v: the daemon's error does not say %q:\n%s", c.args, c.want, d.log)
 		}
+	}
+}
+
+// A second daemon started with the --node-name of a live one fails at
+// start, saying so, and leaves the first one's Lease to it.
+func TestFleetNodeNameTaken(t *testing.T) {
+	n := startFleetNode(t, "e2e-twice")
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := n.env.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	d := newDaemon(t, "--cluster", "kubernetes", "--kubeconfig", kubeconfig, "--node-name", n.name, "--lease-duration", "6s")
+	if err := d.launch(); err == nil {
+		t.Fatalf("a second daemon of node %s started", n.name)
+	}
+	if log := d.log.String(); !strings.Contains(log, "another warren daemon") || !strings.Contains(log, "--node-name") {
+		t.Errorf("the second daemon's error does not say another daemon runs as the node:\n%s", log)
+	}
+	t.Logf("second daemon of %s refused in %s (Lease 6s)", n.name, time.Since(began).Round(time.Millisecond))
+	var lease coordinationv1.Lease
+	if err := n.env.Client.Get(t.Context(), types.NamespacedName{Namespace: fleet.DefaultNamespace, Name: fleet.LeaseName(n.name)}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(lease.Spec.RenewTime.Time) > 6*time.Second {
+		t.Errorf("the first daemon's Lease is not renewed: %+v", lease.Spec)
 	}
 }

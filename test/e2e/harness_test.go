@@ -25,7 +25,9 @@ import (
 	"github.com/warrenhq/warren/internal/testutil"
 )
 
-// binDir holds the real warren and warren-agent binaries (`make build`).
+// binDir holds the real warren, warren-fleet and warren-agent binaries
+// (`make build`); warren executes warren-fleet from beside itself for the
+// gateway, node drain and --cluster kubernetes.
 func binDir(t *testing.T) string {
 	t.Helper()
 	d := os.Getenv("WARREN_BIN")
@@ -33,7 +35,7 @@ func binDir(t *testing.T) string {
 		wd, _ := os.Getwd()
 		d = filepath.Join(wd, "..", "..", "bin")
 	}
-	for _, b := range []string{"warren", "warren-agent"} {
+	for _, b := range []string{"warren", "warren-fleet", "warren-agent"} {
 		if _, err := os.Stat(filepath.Join(d, b)); err != nil {
 			t.Fatalf("%s not built in %s: run `make build` (or `make test`, which builds first)", b, d)
 		}

@@ -29,7 +29,8 @@ var _ processconnect.ProcessHandler = (*Envd)(nil)
 
 // HandleEnvd mounts E2B's process service on mux.
 func (s *Service) HandleEnvd(mux *http.ServeMux, opts ...connect.HandlerOption) {
-	mux.Handle(processconnect.NewProcessHandler(&Envd{s: s}, opts...))
+	path, h := processconnect.NewProcessHandler(&Envd{s: s}, opts...)
+	mux.Handle(path, coalesceFlushes(h))
 }
 
 const (
@@ -104,9 +105,6 @@ func (e *Envd) Start(ctx context.Context, req *connect.Request[process.StartRequ
 	s.cfg.Log.Debug("e2b process started", "pid", r.pid, "tag", tag, "pty", term != nil, "cmd", sp.argv[0])
 
 	send := func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) }
-	if err := send(startEvent(p)); err != nil {
-		return err
-	}
 	return s.followFeed(ctx, p, f, keepaliveInterval(req.Header()), send)
 }
 
@@ -122,42 +120,30 @@ func (e *Envd) Connect(ctx context.Context, req *connect.Request[process.Connect
 	f := s.reg.subscribe(p)
 	defer s.reg.unsubscribe(p, f)
 	send := func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) }
-	if err := send(startEvent(p)); err != nil {
-		return err
-	}
 	return s.followFeed(ctx, p, f, keepaliveInterval(req.Header()), send)
 }
 
-// followFeed sends p's output as it comes, a keepalive whenever the stream
-// has been quiet for a keepalive interval, and p's end.
+// followFeed sends p's start, its output as it comes, a keepalive whenever
+// the stream has been quiet for a keepalive interval, and p's end. Events
+// that are ready together leave in one flush (coalesce.go).
 func (s *Service) followFeed(ctx context.Context, p *proc, f *feed, every time.Duration, send func(*process.ProcessEvent) error) error {
+	batch := coalescerOf(ctx)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	for {
+	batch.hold()
+	ended, err := sendReady(p, f, send, startEvent(p))
+	for err == nil && !ended {
+		batch.release()
 		select {
 		case c := <-f.ch:
-			if err := send(dataEvent(p, c)); err != nil {
-				return err
-			}
+			batch.hold()
+			ended, err = sendReady(p, f, send, dataEvent(p, c))
 			tick.Reset(every)
 		case <-p.ended:
-			// Every chunk was handed over before the process was marked
-			// ended: what the feed holds is the rest of the output.
-			for {
-				select {
-				case c := <-f.ch:
-					if err := send(dataEvent(p, c)); err != nil {
-						return err
-					}
-					continue
-				default:
-				}
-				return send(endEvent(p.status))
-			}
+			batch.hold()
+			ended, err = sendReady(p, f, send, nil)
 		case <-tick.C:
-			if err := send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}); err != nil {
-				return err
-			}
+			err = send(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}})
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
@@ -165,6 +151,42 @@ func (s *Service) followFeed(ctx context.Context, p *proc, f *feed, every time.D
 			return connect.NewError(connect.CodeCanceled, ctx.Err())
 		}
 	}
+	// After the end event the batch stays held: connect-go's end-of-stream
+	// message follows at once, and the server's flush when the handler
+	// returns sends the rest of the stream in one write.
+	return err
+}
+
+// sendReady sends first (when not nil) and every event already waiting
+// after it: p's queued output, then its end if it has ended. It never waits
+// for an event, and says whether it sent the end.
+func sendReady(p *proc, f *feed, send func(*process.ProcessEvent) error, first *process.ProcessEvent) (ended bool, err error) {
+	if first != nil {
+		if err := send(first); err != nil {
+			return false, err
+		}
+	}
+	// Every chunk is handed over before the process is marked ended: once
+	// it is, what the feed holds is the rest of the output.
+	select {
+	case <-p.ended:
+		ended = true
+	default:
+	}
+	for queued := true; queued; {
+		select {
+		case c := <-f.ch:
+			if err := send(dataEvent(p, c)); err != nil {
+				return false, err
+			}
+		default:
+			queued = false
+		}
+	}
+	if !ended {
+		return false, nil
+	}
+	return true, send(endEvent(p.status))
 }
 
 // envdSpec resolves a Start request the way envd does: the user from the

@@ -219,6 +219,12 @@ type SandboxStatus struct {
 	// +optional
 	LastSnapshot string `json:"lastSnapshot,omitempty"`
 
+	// Replica is the copy of the sandbox another node holds, made by the
+	// gateway's controller while the sandbox was paused or hibernated: a
+	// Lost sandbox is restored from it on that node (on connect).
+	// +optional
+	Replica *SandboxReplica `json:"replica,omitempty"`
+
 	// StartedAt is when the sandbox started on its node.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
@@ -232,6 +238,22 @@ type SandboxStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SandboxReplica is a copy of a sandbox's files (and its record) on a node
+// other than its own, taken while it was at rest.
+type SandboxReplica struct {
+	// Node holds the copy.
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+
+	// Snapshot is the id of the copied snapshot, the same on both nodes.
+	// +kubebuilder:validation:MaxLength=63
+	Snapshot string `json:"snapshot"`
+
+	// At is when the copy was complete: anything the sandbox did after it
+	// is not in the copy.
+	At metav1.MicroTime `json:"at"`
 }
 
 // SandboxList is a list of Sandboxes.

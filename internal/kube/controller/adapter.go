@@ -40,7 +40,7 @@ func NodeFromKube(wn *warrenv1.WarrenNode, lease *coordinationv1.Lease, now time
 		Name:          wn.Name,
 		Ready:         meta.IsStatusConditionTrue(st.Conditions, warrenv1.NodeReady),
 		LeaseLive:     ok && now.Before(expiry),
-		Unschedulable: wn.Spec.Unschedulable,
+		Unschedulable: fleet.Unschedulable(wn),
 		Runtimes:      interned(st.Runtimes),
 		Templates:     interned(st.Templates),
 		Capacity:      resources(st.Capacity),

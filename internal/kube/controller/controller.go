@@ -1,7 +1,10 @@
 // Package controller holds the gateway's leader-elected loops over the
 // fleet's Kubernetes objects: it places Sandbox objects that arrive without a
 // node (a kubectl apply) with the same placement as the gateway's creates,
-// and marks the sandboxes of a node whose Lease lapsed Lost. Any number of
+// marks the sandboxes of a node whose Lease lapsed Lost, keeps a copy
+// of every sandbox at rest on another node to restore it from, and takes a
+// cordon of a warren node's Kubernetes Node (kubectl drain) to the node:
+// no new sandboxes, and, when asked, its sandboxes moved off. Any number of
 // gateways run it; a Lease (warren-controller) elects the one that acts, and
 // a gateway that loses the Lease stops acting and campaigns again.
 package controller
@@ -12,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -58,7 +62,16 @@ type Options struct {
 	// take (defaults 1s and 30s).
 	RetryMin time.Duration
 	RetryMax time.Duration
-	Log      *slog.Logger
+	// Replicate keeps a copy of every paused or hibernated sandbox on
+	// another node, from which it is restored if its node is lost
+	// (--replicate).
+	Replicate bool
+	// Mover, when set, lets the controller drain the warren node of a
+	// cordoned Kubernetes Node: one annotated warren.dev/drain=true, or
+	// any with DrainOnCordon unless annotated "false" (--drain-on-cordon).
+	Mover         Mover
+	DrainOnCordon bool
+	Log           *slog.Logger
 }
 
 // Controller runs the loops while it leads.
@@ -236,5 +249,19 @@ func (c *Controller) setup(ctx context.Context, mgr manager.Manager) error {
 		return err
 	}
 	w := &lossWatcher{client: mgr.GetClient(), reader: mgr.GetAPIReader(), ns: c.opts.Namespace, log: c.log}
-	return w.setup(mgr)
+	if err := w.setup(mgr); err != nil {
+		return err
+	}
+	if err := c.setupDrainer(ctx, mgr); err != nil {
+		return err
+	}
+	if !c.opts.Replicate {
+		return nil
+	}
+	r := &replicator{
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), ns: c.opts.Namespace,
+		policy: placement.Policy{Sample: c.opts.Sample}, http: &http.Client{}, log: c.log,
+		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
+	}
+	return r.setup(mgr)
 }

@@ -147,6 +147,11 @@ func TestNodeLoss(t *testing.T) {
 	f.held("paused", lost, warrenv1.SandboxPaused, "")
 	f.held("destroyed", lost, warrenv1.SandboxDestroyed, "")
 	f.held("elsewhere", live, warrenv1.SandboxRunning, "")
+	withReplica := f.get("running")
+	withReplica.Status.Replica = &warrenv1.SandboxReplica{Node: live, Snapshot: "snap1", At: metav1.NowMicro()}
+	if err := f.c.Status().Update(context.Background(), withReplica); err != nil {
+		t.Fatal(err)
+	}
 	f.start("gw-1")
 	lease := f.lease(lost, time.Now(), duration)
 	expiry, _ := controller.LeaseExpiry(lease)
@@ -166,8 +171,11 @@ func TestNodeLoss(t *testing.T) {
 
 	sb := f.get("running")
 	c := meta.FindStatusCondition(sb.Status.Conditions, warrenv1.SandboxReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonNodeLost || !strings.Contains(c.Message, "snapshot snap1") {
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonNodeLost || !strings.Contains(c.Message, "restores it on node "+live) || !strings.Contains(c.Message, "snapshot snap1") {
 		t.Fatalf("Ready condition %+v", c)
+	}
+	if c := meta.FindStatusCondition(f.get("paused").Status.Conditions, warrenv1.SandboxReady); c == nil || !strings.Contains(c.Message, "no other node holds a copy") {
+		t.Fatalf("Ready condition of a Lost sandbox without a copy: %+v", c)
 	}
 	if sb.Status.LastSnapshot != "snap1" || sb.Status.Node != lost {
 		t.Fatalf("status %+v: lastSnapshot and node must be kept", sb.Status)

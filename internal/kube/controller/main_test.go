@@ -165,16 +165,20 @@ func (r *running) stop(t *testing.T) {
 
 // start runs a controller in the fixture's namespace until the test ends,
 // with election timings short enough for a test.
-func (f *fixture) start(identity string) *running {
+func (f *fixture) start(identity string, edits ...func(*controller.Options)) *running {
 	f.t.Helper()
-	c, err := controller.New(controller.Options{
+	opts := controller.Options{
 		Config: plane.Get(f.t).Config, Namespace: f.ns, Identity: identity,
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
 		RetryMin: 200 * time.Millisecond, RetryMax: 2 * time.Second,
 		// Not the test's log: controller-runtime keeps the first
 		// controller's logger for the process.
 		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	}
+	for _, edit := range edits {
+		edit(&opts)
+	}
+	c, err := controller.New(opts)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -146,8 +146,10 @@ func (w *lossWatcher) sandboxesLost(ctx context.Context, node string, expiry tim
 			}
 			sb.Status.Phase = warrenv1.SandboxLost
 			m := msg
-			if sb.Status.LastSnapshot != "" {
-				m += "; restorable from snapshot " + sb.Status.LastSnapshot
+			if r := sb.Status.Replica; r != nil && r.Node != node {
+				m += fmt.Sprintf("; a connect restores it on node %s from its copy of %s (snapshot %s)", r.Node, r.At.UTC().Format(time.RFC3339), r.Snapshot)
+			} else {
+				m += "; no other node holds a copy of it: it comes back only with its node"
 			}
 			meta.SetStatusCondition(&sb.Status.Conditions, condition(warrenv1.SandboxReady, metav1.ConditionFalse, ReasonNodeLost, m, sb.Generation))
 			return true

@@ -49,6 +49,22 @@ func (f *fakeSessions) Create(_ context.Context, req session.CreateRequest) (sto
 	return r, nil
 }
 
+func (f *fakeSessions) PruneReplicas(context.Context, string, string, int) error { return nil }
+
+func (f *fakeSessions) ReplicaSnapshots(context.Context) ([]store.Snapshot, error) { return nil, nil }
+
+// Forget is Delete of whatever team holds the sandbox, as a node's copy
+// of a sandbox that moved away is destroyed.
+func (f *fakeSessions) Forget(ctx context.Context, id string) error {
+	f.mu.Lock()
+	r, ok := f.recs[id]
+	f.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return f.Delete(ctx, r.Team, id)
+}
+
 func (f *fakeSessions) Delete(_ context.Context, team, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

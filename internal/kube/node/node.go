@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -27,6 +28,9 @@ type Sandboxes interface {
 	List(ctx context.Context, team string, f store.SandboxFilter) ([]store.Sandbox, error)
 	Create(ctx context.Context, req session.CreateRequest) (store.Sandbox, error)
 	Delete(ctx context.Context, team, id string) error
+	Forget(ctx context.Context, id string) error
+	PruneReplicas(ctx context.Context, team, sandboxID string, keep int) error
+	ReplicaSnapshots(ctx context.Context) ([]store.Snapshot, error)
 }
 
 // Keys is what the key sync needs of the store.
@@ -73,9 +77,12 @@ type Config struct {
 	// node's warm pools, on top of BasePools (its --pool flags).
 	Pools     Pools
 	BasePools []session.PoolConfig
+	// Runtimes are the sandbox runtimes this node has; a SandboxPool asking
+	// for another is not kept here (nil: any).
+	Runtimes []string
 
 	// The loops' periods; zero: the defaults below (tests shorten them).
-	SandboxEvery, StatusEvery, KeyEvery, PoolEvery time.Duration
+	SandboxEvery, StatusEvery, KeyEvery, PoolEvery, ReplicaEvery time.Duration
 }
 
 // Default periods. Sandbox objects follow their sandboxes within about a
@@ -97,9 +104,11 @@ const (
 
 // Node runs node mode's loops until Close.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	cancel context.CancelFunc
+	cfg Config
+	log *slog.Logger
+	// identity holds the node's Lease for this start (lease.go).
+	identity string
+	cancel   context.CancelFunc
 	// closeOnce: Close may be called more than once (a test, the daemon).
 	closeOnce sync.Once
 	loops     sync.WaitGroup
@@ -132,14 +141,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.LeaseDuration <= 0 {
 		cfg.LeaseDuration = DefaultLeaseDuration
 	}
+	if cfg.ReplicaEvery <= 0 {
+		cfg.ReplicaEvery = DefaultReplicaEvery
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	n := &Node{cfg: cfg, log: cfg.Log.With("component", "node"),
+	n := &Node{cfg: cfg, log: cfg.Log.With("component", "node"), identity: newIdentity(cfg.Node),
 		sandbox: make(chan struct{}, 1), status: make(chan struct{}, 1), creates: newInflight()}
-	first, cancel := context.WithTimeout(ctx, startTimeout)
+	// The claim may wait out a killed predecessor's Lease term.
+	first, cancel := context.WithTimeout(ctx, startTimeout+cfg.LeaseDuration)
 	defer cancel()
-	if err := n.renewLease(first); err != nil {
+	if err := n.claimLease(first); errdefs.IsConflict(err) {
+		return nil, fmt.Errorf("node mode: %w", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("node mode: reach the Kubernetes API server (namespace %s must exist): %w", cfg.Namespace, err)
 	}
 	if err := n.ensureFleetAdmin(first); err != nil {
@@ -152,6 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.run(runCtx, "sandbox objects", cfg.SandboxEvery, sandboxGap, n.sandbox, n.syncSandboxes)
 	n.watchSandboxes(runCtx)
 	n.run(runCtx, "api keys", cfg.KeyEvery, 0, nil, n.syncKeys)
+	n.run(runCtx, "replica sweep", cfg.ReplicaEvery, 0, nil, n.sweepReplicas)
 	if cfg.Pools != nil {
 		n.run(runCtx, "sandbox pools", cfg.PoolEvery, 0, nil, n.syncPools)
 	}
@@ -183,6 +199,9 @@ func (n *Node) Close() {
 		defer cancel()
 		if err := n.markStopped(ctx); err != nil {
 			n.log.Warn("node mode: could not mark the WarrenNode not Ready", "err", err)
+		}
+		if err := n.releaseLease(ctx); err != nil {
+			n.log.Warn("node mode: could not release the Lease (the next start waits for its term to lapse)", "err", err)
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
+	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/kube/kubetest"
 	"github.com/warrenhq/warren/internal/kube/node"
@@ -106,7 +109,7 @@ func TestLeaseNodeAndAdminKey(t *testing.T) {
 	if err := f.c.Get(ctx, f.key(fleet.LeaseName(f.name)), &lease); err != nil {
 		t.Fatal(err)
 	}
-	if *lease.Spec.HolderIdentity != f.name || *lease.Spec.LeaseDurationSeconds != 3 {
+	if !strings.HasPrefix(*lease.Spec.HolderIdentity, f.name+"_") || *lease.Spec.LeaseDurationSeconds != 3 {
 		t.Fatalf("lease %+v", lease.Spec)
 	}
 	first := lease.Spec.RenewTime.Time
@@ -313,6 +316,7 @@ func TestSandboxPools(t *testing.T) {
 	pools := &fakePools{}
 	f.cfg.Pools, f.cfg.PoolEvery = pools, 100*time.Millisecond
 	f.cfg.BasePools = []session.PoolConfig{{Template: "base", Min: 1}}
+	f.cfg.Runtimes = []string{"native"}
 	f.start()
 	ctx := context.Background()
 	sp := warrenv1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "bb", Namespace: f.ns},
@@ -338,6 +342,22 @@ func TestSandboxPools(t *testing.T) {
 		}
 		return len(pools.current()) == 1 && len(sp.Status.Nodes) == 0
 	})
+	// A runtime the node does not have: the pool's line says so, and the
+	// node keeps no such pool.
+	gv := warrenv1.SandboxPool{ObjectMeta: metav1.ObjectMeta{Name: "gv", Namespace: f.ns},
+		Spec: warrenv1.SandboxPoolSpec{Template: "bb", Runtime: "gvisor", MinPerNode: 1}}
+	if err := f.c.Create(ctx, &gv); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pool's line saying the runtime is missing", func() bool {
+		if err := f.c.Get(ctx, f.key("gv"), &gv); err != nil {
+			t.Fatal(err)
+		}
+		return len(gv.Status.Nodes) == 1 && strings.Contains(gv.Status.Nodes[0].LastFailure, "runtime gvisor is not available on this node")
+	})
+	if len(pools.current()) != 1 {
+		t.Fatalf("pools %+v: want the base pool only", pools.current())
+	}
 }
 
 // With a watching client an applied object is run without waiting for a
@@ -361,4 +381,45 @@ func TestWatchNudgesTheSync(t *testing.T) {
 		o, _ = f.sandbox("watched")
 		return o.Status.Phase == warrenv1.SandboxRunning
 	})
+}
+
+// Two daemons with one node name: the second is refused while the first
+// renews the Lease, starts at once once the first stopped, and waits out
+// the term of a holder that stopped renewing without stopping (killed).
+func TestDuplicateNodeName(t *testing.T) {
+	f := newFixture(t, "twice")
+	first := f.start()
+	began := time.Now()
+	if n, err := node.Start(context.Background(), f.cfg); err == nil || !errdefs.IsConflict(err) ||
+		!strings.Contains(err.Error(), "another warren daemon") || !strings.Contains(err.Error(), "--node-name") {
+		if n != nil {
+			n.Close()
+		}
+		t.Fatalf("a second daemon of node twice: %v, want a conflict naming the other daemon", err)
+	}
+	t.Logf("second daemon refused after %s (Lease 3s)", time.Since(began).Round(time.Millisecond))
+	first.Close()
+	began = time.Now()
+	second := f.start()
+	if took := time.Since(began); took > time.Second {
+		t.Errorf("a start after a clean stop took %s, want no wait for the Lease", took)
+	}
+	second.Close()
+
+	// A holder that no longer renews: a daemon killed (its Lease as it left it).
+	ctx := context.Background()
+	var lease coordinationv1.Lease
+	if err := f.c.Get(ctx, f.key(fleet.LeaseName(f.name)), &lease); err != nil {
+		t.Fatal(err)
+	}
+	lease.Spec.HolderIdentity = ptr.To(f.name + "_killed")
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	if err := f.c.Update(ctx, &lease); err != nil {
+		t.Fatal(err)
+	}
+	began = time.Now()
+	f.start()
+	if took := time.Since(began); took < 2*time.Second || took > 6*time.Second {
+		t.Errorf("a start after a killed holder took %s, want about its Lease term (3s)", took)
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
 	"github.com/warrenhq/warren/internal/kube/fleet"
+	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -241,6 +242,7 @@ func desiredStatus(old warrenv1.SandboxStatus, generation int64, node, endpoint 
 		Runtime:            rec.Runtime,
 		Endpoint:           endpoint,
 		LastSnapshot:       rec.Head,
+		Replica:            old.Replica, // the controller's to write
 		ObservedGeneration: generation,
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 	}
@@ -269,4 +271,27 @@ func desiredStatus(old warrenv1.SandboxStatus, generation int64, node, endpoint 
 // statusDiffers reports whether writing want over have changes anything.
 func statusDiffers(have, want warrenv1.SandboxStatus) bool {
 	return !equality.Semantic.DeepEqual(have, want)
+}
+
+// adoptGrace is how long after a sandbox was adopted from node X (a move
+// or a restore) an object that still names X is taken for one whose
+// repoint is on its way, not for a sign that the sandbox went elsewhere.
+const adoptGrace = 2 * time.Minute
+
+// staleCopy decides about a sandbox this node holds whose object (o, of
+// the same name) names another node: true if the sandbox lives there now
+// — restored from its replica while this node was lost, or moved — so
+// that this node's copy must go rather than run twice; false if the object
+// is not this sandbox's, is not placed, or is the object of a sandbox just
+// adopted here whose repoint has not landed yet.
+func staleCopy(node string, o warrenv1.Sandbox, rec store.Sandbox, now time.Time) bool {
+	switch {
+	case sandboxIDOf(&o) != rec.ID, teamOf(o) != rec.Team:
+		return false
+	case o.Spec.NodeName == "", o.Spec.NodeName == node:
+		return false
+	case rec.Metadata[session.MetaMovedFrom] == o.Spec.NodeName && now.Sub(rec.UpdatedAt) < adoptGrace:
+		return false
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -223,14 +224,24 @@ func TestPoolConfigs(t *testing.T) {
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}, Spec: warrenv1.SandboxPoolSpec{Template: "py", MinPerNode: 1,
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "b"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "gv"}, Spec: warrenv1.SandboxPoolSpec{Template: "py", MinPerNode: 1, Runtime: "gvisor"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "nat"}, Spec: warrenv1.SandboxPoolSpec{Template: "py", MinPerNode: 1, Runtime: "native"}},
 	}
-	got, selected := poolConfigs(base, pools, map[string]string{"zone": "a"})
-	want := []session.PoolConfig{{Template: "base", Min: 1}, {Template: "bb", Min: 2, Max: 4, TTL: time.Minute}, {Template: "bb", Min: 1, Network: true}}
+	got, selected, refused := poolConfigs(base, pools, map[string]string{"zone": "a"}, []string{"native"})
+	want := []session.PoolConfig{{Template: "base", Min: 1}, {Template: "bb", Min: 2, Max: 4, TTL: time.Minute}, {Template: "bb", Min: 1, Network: true},
+		{Template: "py", Min: 1, Runtime: "native"}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("pools %+v", got)
 	}
-	if len(selected) != 2 || !selected["a"] || !selected["net"] {
+	if len(selected) != 3 || !selected["a"] || !selected["net"] || !selected["nat"] {
 		t.Fatalf("selected %v", selected)
+	}
+	if len(refused) != 1 || !strings.Contains(refused["gv"], "runtime gvisor is not available on this node (it has: native)") {
+		t.Fatalf("refused %v", refused)
+	}
+	// Runtimes unknown: any runtime is kept.
+	if got, _, refused := poolConfigs(nil, pools[5:6], nil, nil); len(got) != 1 || got[0].Runtime != "gvisor" || len(refused) != 0 {
+		t.Fatalf("no runtimes known: %+v %v", got, refused)
 	}
 }
 
@@ -248,5 +259,51 @@ func TestNodeLines(t *testing.T) {
 	lines, changed = nodeLines(lines, "n1", nil)
 	if !changed || len(lines) != 1 || lines[0].Node != "z" {
 		t.Fatalf("removed: %+v", lines)
+	}
+}
+
+// A node back from being lost destroys its copy of a sandbox that lives
+// on another node now, and leaves every other object of that name alone.
+func TestStaleCopy(t *testing.T) {
+	now := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	at := func(node string, labels map[string]string, id string) warrenv1.Sandbox {
+		o := obj("s1", "u-s1", labels, id)
+		o.Spec.NodeName = node
+		return o
+	}
+	team := map[string]string{fleet.LabelTeam: "t1"}
+	old := rec("s1", store.StatePaused, nil)
+	old.UpdatedAt = now.Add(-time.Hour)
+	adopted := rec("s1", store.StatePaused, map[string]string{session.MetaMovedFrom: "n2"})
+	adopted.UpdatedAt = now.Add(-10 * time.Second)
+	adoptedLong := adopted
+	adoptedLong.UpdatedAt = now.Add(-time.Hour)
+	for _, c := range []struct {
+		name string
+		o    warrenv1.Sandbox
+		rec  store.Sandbox
+		want bool
+	}{
+		{"restored on n2 while this node was lost", at("n2", team, "s1"), old, true},
+		{"the object is this node's", at("n1", team, "s1"), old, false},
+		{"the object is not placed", at("", team, "s1"), old, false},
+		{"the object stands for another sandbox", at("n2", team, "s9"), old, false},
+		{"the object is another team's", at("n2", map[string]string{fleet.LabelTeam: "t2"}, "s1"), old, false},
+		{"just adopted from n2, repoint on its way", at("n2", team, "s1"), adopted, false},
+		{"adopted from n2 long ago, back on n2 since", at("n2", team, "s1"), adoptedLong, true},
+		{"adopted from n2, now on n3", at("n3", team, "s1"), adopted, true},
+	} {
+		if got := staleCopy("n1", c.o, c.rec, now); got != c.want {
+			t.Errorf("%s: staleCopy = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// The node's status writes keep the replica the controller recorded.
+func TestDesiredStatusKeepsReplica(t *testing.T) {
+	rep := &warrenv1.SandboxReplica{Node: "n2", Snapshot: "snap1", At: metav1.NowMicro()}
+	st := desiredStatus(warrenv1.SandboxStatus{Phase: warrenv1.SandboxLost, Replica: rep}, 1, "n1", "http://n1", rec("s1", store.StatePaused, nil))
+	if st.Phase != warrenv1.SandboxPaused || st.Replica != rep {
+		t.Errorf("status of a reclaimed sandbox: phase %s replica %v, want Paused and the replica kept", st.Phase, st.Replica)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -35,7 +36,7 @@ func (n *Node) syncPools(ctx context.Context) error {
 	if err := n.cfg.Client.Get(ctx, objectKey("", n.cfg.Node), &wn); ignoreGone(err) != nil {
 		return fmt.Errorf("WarrenNode %s: %w", n.cfg.Node, err)
 	}
-	want, selected := poolConfigs(n.cfg.BasePools, objs.Items, wn.Labels)
+	want, selected, refused := poolConfigs(n.cfg.BasePools, objs.Items, wn.Labels, n.cfg.Runtimes)
 	if n.pools == nil || !slices.Equal(want, n.pools) {
 		n.cfg.Pools.SetPools(ctx, want)
 		n.pools = want
@@ -46,6 +47,9 @@ func (n *Node) syncPools(ctx context.Context) error {
 		var st *session.PoolStats
 		if selected[o.Name] {
 			st = statsOf(stats, o.Spec.Template, o.Spec.Network)
+		}
+		if why, ok := refused[o.Name]; ok {
+			st = &session.PoolStats{Template: o.Spec.Template, Network: o.Spec.Network, LastFailure: why}
 		}
 		nodes, changed := nodeLines(o.Status.Nodes, n.cfg.Node, st)
 		if !changed {
@@ -66,13 +70,15 @@ func (n *Node) syncPools(ctx context.Context) error {
 // poolConfigs is the node's warm pools: base (its flags), then each
 // SandboxPool that selects a node with nodeLabels, unless a pool of the
 // same template and network came before it. selected names the objects
-// whose pool the node keeps.
-func poolConfigs(base []session.PoolConfig, objs []warrenv1.SandboxPool, nodeLabels map[string]string) ([]session.PoolConfig, map[string]bool) {
+// whose pool the node keeps; refused, those that select it but ask for a
+// runtime it does not have (runtimes; nil: any), and why, for the pool's
+// status: such a pool is not kept rather than failing every refill.
+func poolConfigs(base []session.PoolConfig, objs []warrenv1.SandboxPool, nodeLabels map[string]string, runtimes []string) (cfgs []session.PoolConfig, selected map[string]bool, refused map[string]string) {
 	out := slices.Clone(base)
 	if out == nil {
 		out = []session.PoolConfig{}
 	}
-	selected := map[string]bool{}
+	selected, refused = map[string]bool{}, map[string]string{}
 	taken := func(tmpl string, network bool) bool {
 		return slices.ContainsFunc(out, func(c session.PoolConfig) bool { return c.Template == tmpl && c.Network == network })
 	}
@@ -81,14 +87,18 @@ func poolConfigs(base []session.PoolConfig, objs []warrenv1.SandboxPool, nodeLab
 		if o.DeletionTimestamp != nil || s.MinPerNode < 0 || !selects(s.NodeSelector, nodeLabels) || taken(s.Template, s.Network) {
 			continue
 		}
-		c := session.PoolConfig{Template: s.Template, Min: int(s.MinPerNode), Max: int(s.MaxPerNode), Network: s.Network}
+		if s.Runtime != "" && runtimes != nil && !slices.Contains(runtimes, s.Runtime) {
+			refused[o.Name] = fmt.Sprintf("runtime %s is not available on this node (it has: %s): the pool is not kept here", s.Runtime, strings.Join(runtimes, ", "))
+			continue
+		}
+		c := session.PoolConfig{Template: s.Template, Min: int(s.MinPerNode), Max: int(s.MaxPerNode), Network: s.Network, Runtime: s.Runtime}
 		if s.TTL != nil {
 			c.TTL = s.TTL.Duration
 		}
 		out = append(out, c)
 		selected[o.Name] = true
 	}
-	return out, selected
+	return out, selected, refused
 }
 
 // selects reports whether a node selector takes a node with these labels

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +57,9 @@ func (n *Node) publish(ctx context.Context, pub publication) error {
 	o := pub.Object
 	if o.UID == "" {
 		o = newObject(n.cfg.Namespace, n.cfg.Node, pub.Record)
-		if err := n.cfg.Client.Create(ctx, &o); err != nil {
+		if err := n.cfg.Client.Create(ctx, &o); apierrors.IsAlreadyExists(err) {
+			return n.elsewhere(ctx, pub.Record)
+		} else if err != nil {
 			return fmt.Errorf("create Sandbox object %s: %w", o.Name, err)
 		}
 	} else if want := desiredLabels(o.Labels, n.cfg.Node, pub.Record, o.UID); !maps.Equal(want, o.Labels) || !controllerutil.ContainsFinalizer(&o, fleet.Finalizer) {
@@ -73,6 +78,33 @@ func (n *Node) publish(ctx context.Context, pub publication) error {
 	if err := n.cfg.Client.Status().Update(ctx, &o); err != nil {
 		return fmt.Errorf("status of Sandbox object %s: %w", o.Name, err)
 	}
+	return nil
+}
+
+// elsewhere handles a sandbox whose object, named by its id, exists but
+// is not this node's: once a node that was lost is back, the sandboxes
+// restored elsewhere meanwhile are destroyed here (nothing runs twice).
+func (n *Node) elsewhere(ctx context.Context, rec store.Sandbox) error {
+	var o warrenv1.Sandbox
+	if err := n.cfg.Client.Get(ctx, objectKey(n.cfg.Namespace, rec.ID), &o); apierrors.IsNotFound(err) {
+		return nil // gone meanwhile: the next pass makes it
+	} else if err != nil {
+		return fmt.Errorf("read Sandbox object %s, which exists but is not this node's: %w", rec.ID, err)
+	}
+	if !staleCopy(n.cfg.Node, o, rec, time.Now()) {
+		return fmt.Errorf("sandbox %s: its object %s names node %q, not this one (%s); left as it is: %w", rec.ID, o.Name, o.Spec.NodeName, n.cfg.Node, errdefs.ErrConflict)
+	}
+	// Forget, not Delete: when a move repointed the object, the snapshots
+	// the move took here go too, whichever of this pass and the gateway's
+	// forget call comes first.
+	if err := n.cfg.Sandboxes.Forget(ctx, rec.ID); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("destroy the stale copy of sandbox %s, which runs on node %s now: %w", rec.ID, o.Spec.NodeName, err)
+	}
+	if err := n.cfg.Sandboxes.PruneReplicas(ctx, rec.Team, rec.ID, 0); err != nil {
+		n.log.Warn("node mode: could not delete the replica snapshots of a stale sandbox", "sandbox", rec.ID, "err", err)
+	}
+	n.log.Warn("node mode: destroyed this node's stale copy of a sandbox that lives on another node now (restored or moved there while this node was away)",
+		"sandbox", rec.ID, "state", rec.State, "node", o.Spec.NodeName)
 	return nil
 }
 

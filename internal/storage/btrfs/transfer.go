@@ -81,7 +81,7 @@ func (ar *archives) Export(ctx context.Context, key, base storage.Key, w io.Writ
 		go func() { p.run(pctx); close(done) }()
 		defer func() { stop(); <-done }()
 	}
-	_, cerr := io.CopyBuffer(w, relay, make([]byte, 1<<20))
+	cerr := copyWhole(w, relay, make([]byte, 1<<20))
 	// Closing the read end stops a send whose reader went away (EPIPE).
 	pr.Close()
 	serr := <-sent
@@ -92,6 +92,27 @@ func (ar *archives) Export(ctx context.Context, key, base storage.Key, w io.Writ
 		return fmt.Errorf("export %s: send: %w", key, errnoKind(serr))
 	}
 	return ctx.Err()
+}
+
+// copyWhole copies r to w in writes that fill buf (the last one excepted).
+// A read of the send's pipe returns what the send has put there so far,
+// often a few commands; the bundle writer frames a whole buffer straight
+// from it, where smaller pieces are first copied into its own.
+func copyWhole(w io.Writer, r io.Reader, buf []byte) error {
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return nil
+		case err != nil:
+			return err
+		}
+	}
 }
 
 // growPipe lets the send run ahead of a slower writer (hashing, the
