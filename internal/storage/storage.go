@@ -159,6 +159,21 @@ type QuotaGroups interface {
 	DeleteGroup(ctx context.Context, group string) error
 }
 
+// GroupsCap is implemented by backends whose quota groups can be capped
+// together: what every group holds, added up, stays below one cap, so
+// that the rest of the pool (the daemon's own files, snapshots' metadata,
+// the room a delete needs) is never filled by sandboxes. Groups made
+// before or after the cap are under it alike.
+type GroupsCap interface {
+	// SetGroupsCap caps the groups together at bytes (0 = no cap).
+	SetGroupsCap(ctx context.Context, bytes int64) error
+	// GroupsUsage reports the bytes charged to all groups together and
+	// their cap (0 = none).
+	GroupsUsage(ctx context.Context) (used, limit int64, err error)
+	// Space reports the pool's size and the bytes still free in it.
+	Space(ctx context.Context) (size, avail int64, err error)
+}
+
 // Archiver is implemented by backends that can move a read-only volume out
 // of the pool into a compact incremental stream (relative to a parent volume
 // that stays in the pool) and bring it back. Keeping few volumes per lineage

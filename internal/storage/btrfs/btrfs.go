@@ -36,7 +36,7 @@ type Storage struct {
 // storage builds the jobs over the pool's volumes.
 func (p *pool) storage() *Storage {
 	vols := &volumes{root: p.root, log: p.log, cleaner: p.cleaner}
-	groups := &quotaGroups{root: p.root, log: p.log}
+	groups := &quotaGroups{root: p.root, tableDir: p.tableDir(), log: p.log}
 	return &Storage{
 		volumes:     vols,
 		snapshotter: &snapshotter{vols: vols, groups: groups},

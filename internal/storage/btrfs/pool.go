@@ -107,7 +107,11 @@ func Open(ctx context.Context, opts Options) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.initRoot(true); err != nil {
+	err = p.initRoot(true)
+	if err == nil {
+		err = p.moveGroupTable()
+	}
+	if err != nil {
 		if mountedNow {
 			if uerr := p.Unmount(); uerr != nil {
 				p.log.Warn("could not unmount the pool after a failed start", "err", uerr)
@@ -279,6 +283,64 @@ func syncPath(p string) error {
 		return fmt.Errorf("sync %s: %w", p, err)
 	}
 	return nil
+}
+
+// tableDir is where the quota group table lives (quota_table.go).
+func (p *pool) tableDir() string {
+	if p.poolDir != "" {
+		return filepath.Dir(p.poolDir) // the data directory
+	}
+	return p.root
+}
+
+// moveGroupTable moves a quota group table that an older warren kept in
+// the pool to the data directory. A crash in between leaves both files,
+// and the one in the data directory wins on the next start.
+func (p *pool) moveGroupTable() error {
+	old := filepath.Join(p.root, groupTableFile)
+	b, err := os.ReadFile(old)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the quota group table in the pool: %w", err)
+	}
+	dst := filepath.Join(p.tableDir(), groupTableFile)
+	if _, err := os.Stat(dst); errors.Is(err, os.ErrNotExist) {
+		if err := writeFileSynced(dst, b); err != nil {
+			return fmt.Errorf("move the quota group table out of the pool: %w", err)
+		}
+	}
+	if err := os.Remove(old); err != nil {
+		return fmt.Errorf("remove the quota group table moved out of the pool: %w", err)
+	}
+	p.log.Info("moved the quota group table out of the pool", "to", dst)
+	return nil
+}
+
+// writeFileSynced writes name whole, through a temporary file renamed
+// over it, and syncs both.
+func writeFileSynced(name string, b []byte) error {
+	tmp := name + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, name)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncPath(filepath.Dir(name))
 }
 
 // initRoot makes the volumes directory and one directory per kind. In a

@@ -50,10 +50,10 @@ func readInt(p string) (int64, error) {
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
-// usage reads what the level-1 qgroup q is charged and its cap (0: none)
-// from sysfs, the kernel's in-memory counters.
+// usage reads what the qgroup q (a group's, or their parent's) is charged
+// and its cap (0: none) from sysfs, the kernel's in-memory counters.
 func (t *groupTable) usage(q uint64) (used, limit int64, err error) {
-	dir := fmt.Sprintf("%s/1_%d", t.qgroups, q&(1<<48-1))
+	dir := fmt.Sprintf("%s/%d_%d", t.qgroups, q>>48, q&(1<<48-1))
 	if used, err = readInt(dir + "/exclusive"); err != nil {
 		return 0, 0, err
 	}

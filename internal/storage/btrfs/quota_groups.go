@@ -18,7 +18,11 @@ var _ storage.QuotaGroups = (*Storage)(nil)
 // quotaGroups keeps the table of quota groups (quota_table.go) and their
 // qgroups.
 type quotaGroups struct {
-	root string // the table lives here, and the pool's qgroup ioctls go through it
+	root string // the pool's qgroup ioctls go through it, and the table's lock is on it
+	// tableDir holds the table: outside the pool when the pool is an
+	// image of warren's own, so that a full pool cannot keep the daemon
+	// from recording a group (issue 31); else root.
+	tableDir string
 	log  *slog.Logger
 	// reclaimed is called after the space of deleted volumes was hurried
 	// out of a quota group (tests count it).
@@ -143,7 +147,7 @@ func (t *groupTable) detachStaleMembers(group string, q uint64) error {
 	var stale []uint64
 	for _, m := range related {
 		if m>>48 != 0 {
-			continue // a parent or a higher-level member: warren makes none
+			continue // the groups' parent (quota_cap.go)
 		}
 		backrefs, err := searchOffsets(t.fd(), rootTreeObjectID, m, rootBackrefKey)
 		if err != nil {

@@ -148,6 +148,12 @@ func qgroupCreate(fd int, qgroup uint64, create bool) error {
 	return ioctl(fd, iocQgroupCreate, unsafe.Pointer(&a))
 }
 
+// qgroupAssign makes member a member of parent.
+func qgroupAssign(fd int, member, parent uint64) error {
+	a := qgroupAssignArgs{Assign: 1, Src: member, Dst: parent}
+	return ioctl(fd, iocQgroupAssign, unsafe.Pointer(&a))
+}
+
 // qgroupUnassign removes the relation member → parent.
 func qgroupUnassign(fd int, member, parent uint64) error {
 	a := qgroupAssignArgs{Assign: 0, Src: member, Dst: parent}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +18,10 @@ import (
 )
 
 // Quota groups are btrfs level-1 qgroups "1/N". The name → N table is kept
-// in <root>/quota-groups.json so it survives daemon restarts (it lives in
-// the pool, with the qgroups it names). N is not derived from the name:
+// in quota-groups.json so it survives daemon restarts: in the data
+// directory beside the pool image when the pool is warren's own (a full
+// pool must not stop the daemon from recording a group), else in <root>
+// with the qgroups it names. N is not derived from the name:
 // names are long and N is 48 bits, and a hash could collide. Instead a new
 // group takes one more than the largest level-1 qgroup on the filesystem,
 // which also keeps two pools that share one filesystem (two data
@@ -34,6 +38,10 @@ const groupTableVersion = 1
 type groupTableJSON struct {
 	Version int               `json:"version"`
 	Groups  map[string]uint64 `json:"groups"` // name → N of qgroup 1/N
+	// Parent is N of the qgroup 2/N every group is a member of, which
+	// caps them together (quota_cap.go); 0 = none made yet. An older
+	// warren reads the file and ignores it.
+	Parent uint64 `json:"parent,omitempty"`
 }
 
 // groupTable is the table, loaded, with the lock held until close.
@@ -42,6 +50,7 @@ type groupTable struct {
 	path    string
 	qgroups string // /sys/fs/btrfs/<uuid>/qgroups
 	groups  map[string]uint64
+	parent  uint64 // N of qgroup 2/N (0: none)
 }
 
 // errNoSimpleQuotas says why a pool has no quota groups.
@@ -55,7 +64,7 @@ func (g *quotaGroups) openGroupTable() (*groupTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s (was the pool set up by Open?): %w", g.root, errnoKind(err))
 	}
-	t := &groupTable{dir: dir, path: filepath.Join(g.root, groupTableFile)}
+	t := &groupTable{dir: dir, path: filepath.Join(g.tableDir, groupTableFile)}
 	uuid, err := fsUUID(int(dir.Fd()))
 	if err != nil {
 		dir.Close()
@@ -83,7 +92,7 @@ func (t *groupTable) close() { t.dir.Close() }
 func (t *groupTable) fd() int { return int(t.dir.Fd()) }
 
 func (t *groupTable) load() error {
-	t.groups = map[string]uint64{}
+	t.groups, t.parent = map[string]uint64{}, 0
 	b, err := os.ReadFile(t.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -104,6 +113,10 @@ func (t *groupTable) load() error {
 		}
 		t.groups[name] = n
 	}
+	if f.Parent >= 1<<48 {
+		return fmt.Errorf("quota group table %s: parent id %d is outside 0..2^48: %w", t.path, f.Parent, errdefs.ErrConflict)
+	}
+	t.parent = f.Parent
 	return nil
 }
 
@@ -116,7 +129,7 @@ const saveSpaceWait = 20 * time.Second
 // volumes just deleted — a delete is what frees a full pool — give theirs
 // back: deleting must work best exactly when the disk is full.
 func (t *groupTable) save() error {
-	b, err := json.MarshalIndent(groupTableJSON{Version: groupTableVersion, Groups: t.groups}, "", "  ")
+	b, err := json.MarshalIndent(groupTableJSON{Version: groupTableVersion, Groups: t.groups, Parent: t.parent}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode quota group table: %w", err)
 	}
@@ -133,36 +146,20 @@ func (t *groupTable) save() error {
 	}
 }
 
-// write is one attempt of save.
+// write is one attempt of save (one writer at a time: we hold the lock).
 func (t *groupTable) write(b []byte) error {
-	tmp := t.path + ".tmp" // one writer at a time: we hold the lock
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("write quota group table: %w", errnoKind(err))
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, t.path)
-	}
-	if err == nil {
-		err = t.dir.Sync()
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := writeFileSynced(t.path, append(b, '\n')); err != nil {
 		return fmt.Errorf("write quota group table %s: %w", t.path, errnoKind(err))
 	}
 	return nil
 }
 
 // qgroupExists tells whether qgroup 1/n is in the kernel's in-memory set.
-func (t *groupTable) qgroupExists(n uint64) bool {
-	_, err := os.Stat(fmt.Sprintf("%s/1_%d", t.qgroups, n))
+func (t *groupTable) qgroupExists(n uint64) bool { return t.exists(1, n) }
+
+// exists tells whether qgroup level/n is in the kernel's in-memory set.
+func (t *groupTable) exists(level uint16, n uint64) bool {
+	_, err := os.Stat(fmt.Sprintf("%s/%d_%d", t.qgroups, level, n))
 	return err == nil
 }
 
@@ -177,7 +174,8 @@ func (t *groupTable) lookup(name string) (uint64, bool) {
 
 // ensure returns the qgroup of name, creating the group if it is missing.
 // A table entry whose qgroup is gone (removed by hand) is given its qgroup
-// back under the same id.
+// back under the same id. A group made here joins the groups' parent
+// (quota_cap.go) while it is still empty.
 func (t *groupTable) ensure(name string) (uint64, error) {
 	if n, ok := t.groups[name]; ok {
 		if t.qgroupExists(n) {
@@ -187,26 +185,18 @@ func (t *groupTable) ensure(name string) (uint64, error) {
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return 0, fmt.Errorf("recreate qgroup 1/%d of quota group %s: %w", n, name, errnoKind(err))
 		}
-		return qgroupID(1, n), nil
+		return qgroupID(1, n), t.joinParent(n)
 	}
-	n, err := t.nextID()
+	n, err := t.create(1)
 	if err != nil {
-		return 0, err
-	}
-	for tries := 0; ; tries++ {
-		err = qgroupCreate(t.fd(), qgroupID(1, n), true)
-		if err == nil {
-			break
-		}
-		// Another pool on this filesystem took n between our look and
-		// the create.
-		if !errors.Is(err, unix.EEXIST) || tries == 100 {
-			return 0, fmt.Errorf("create qgroup 1/%d for quota group %s: %w", n, name, errnoKind(err))
-		}
-		n++
+		return 0, fmt.Errorf("quota group %s: %w", name, err)
 	}
 	t.groups[name] = n
-	if err := t.save(); err != nil {
+	err = t.joinParent(n)
+	if err == nil {
+		err = t.save()
+	}
+	if err != nil {
 		delete(t.groups, name)
 		if derr := qgroupCreate(t.fd(), qgroupID(1, n), false); derr != nil {
 			err = fmt.Errorf("%w (and qgroup 1/%d is left behind: %v)", err, n, derr)
@@ -216,16 +206,36 @@ func (t *groupTable) ensure(name string) (uint64, error) {
 	return qgroupID(1, n), nil
 }
 
-// nextID is one more than the largest level-1 qgroup on the filesystem or
+// create makes a new qgroup at level and returns its n.
+func (t *groupTable) create(level uint16) (uint64, error) {
+	n, err := t.nextID(level)
+	if err != nil {
+		return 0, err
+	}
+	for tries := 0; ; tries++ {
+		err = qgroupCreate(t.fd(), qgroupID(level, n), true)
+		if err == nil {
+			return n, nil
+		}
+		// Another pool on this filesystem took n between our look and
+		// the create.
+		if !errors.Is(err, unix.EEXIST) || tries == 100 {
+			return 0, fmt.Errorf("create qgroup %d/%d: %w", level, n, errnoKind(err))
+		}
+		n++
+	}
+}
+
+// nextID is one more than the largest qgroup at level on the filesystem or
 // in the table.
-func (t *groupTable) nextID() (uint64, error) {
+func (t *groupTable) nextID(level uint16) (uint64, error) {
 	entries, err := os.ReadDir(t.qgroups)
 	if err != nil {
 		return 0, fmt.Errorf("list qgroups: %w", err)
 	}
 	var max uint64
 	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), "1_")
+		rest, ok := strings.CutPrefix(e.Name(), fmt.Sprintf("%d_", level))
 		if !ok {
 			continue
 		}
@@ -233,13 +243,17 @@ func (t *groupTable) nextID() (uint64, error) {
 			max = n
 		}
 	}
-	for _, n := range t.groups {
+	known := slices.Collect(maps.Values(t.groups))
+	if level == 2 {
+		known = []uint64{t.parent}
+	}
+	for _, n := range known {
 		if n > max {
 			max = n
 		}
 	}
 	if max+1 >= 1<<48 {
-		return 0, fmt.Errorf("no free level-1 qgroup id: %w", errdefs.ErrResourceExhausted)
+		return 0, fmt.Errorf("no free level-%d qgroup id: %w", level, errdefs.ErrResourceExhausted)
 	}
 	return max + 1, nil
 }

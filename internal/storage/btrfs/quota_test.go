@@ -147,7 +147,7 @@ func TestQuotaGroupTableDamaged(t *testing.T) {
 	if err := s.SetGroupLimit(ctx, "g", 0); err != nil {
 		t.Fatal(err)
 	}
-	table := filepath.Join(s.Root(), groupTableFile)
+	table := filepath.Join(s.pool.tableDir(), groupTableFile)
 	if _, err := os.Stat(table + ".tmp"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("temporary table left behind: %v", err)
 	}
