@@ -38,7 +38,7 @@ func serveCmd() *cobra.Command {
 // other units than the config's.
 type serveFlags struct {
 	cfg                                      config.Config
-	imageSizeGiB, diskMB, maxUploadMB, logMB int64
+	imageSizeGiB, diskMB, reserveMB, maxUploadMB, logMB int64
 	pprofAddr                                string
 	memoryMB                                 int64
 	maxImportMB                              int64
@@ -64,7 +64,8 @@ func (o *serveFlags) serve(cmd *cobra.Command) error {
 	o.cfg.SandboxLogBytes = o.logMB << 20
 	o.cfg.DefaultLimits.MemoryBytes = o.memoryMB << 20
 	o.cfg.DefaultLimits.CPUMillis = int64(o.cpus * 1000)
-	o.cfg.DefaultDiskBytes = o.diskMB << 20
+	o.cfg.DefaultDiskBytes = autoMiB(o.diskMB)
+	o.cfg.DiskReserveBytes = autoMiB(o.reserveMB)
 	if err := o.cfg.Validate(); err != nil {
 		return err
 	}
@@ -119,7 +120,8 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.Int64Var(&o.memoryMB, "default-memory-mb", o.cfg.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox that asks for none")
 	f.Float64Var(&o.cpus, "default-cpus", float64(o.cfg.DefaultLimits.CPUMillis)/1000, "CPU limit of a sandbox that asks for none")
 	f.Int64Var(&o.cfg.DefaultLimits.Pids, "default-pids", o.cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")
-	f.Int64Var(&o.diskMB, "default-disk-mb", 0, "disk quota of a sandbox that asks for none (0 = none; btrfs only)")
+	f.Int64Var(&o.diskMB, "default-disk-mb", -1, "disk quota of a sandbox that asks for none, snapshots included (-1 = a tenth of the pool, at most 10 GiB; 0 = none; btrfs only)")
+	f.Int64Var(&o.reserveMB, "disk-reserve-mb", -1, "part of the pool no sandbox can write into, kept for the daemon's own work (-1 = a twentieth of the pool within 256 MiB..4 GiB; 0 = none; btrfs only)")
 	f.IntVar(&o.cfg.MaxTurns, "max-turns", o.cfg.MaxTurns, "turn snapshots kept per sandbox; older unnamed turns without forks are pruned (0 = keep all; -1 = 0 with archiving, else 100)")
 	f.IntVar(&o.cfg.ArchiveAfter, "archive-after", o.cfg.ArchiveAfter, "newest turn snapshots per sandbox kept in the pool; older ones are archived to send streams and restored on demand (0 = no archiving; btrfs only)")
 	f.IntVar(&o.cfg.AnchorEvery, "anchor-every", o.cfg.AnchorEvery, "turns 1, N+1, 2N+1, … stay in the pool as the bases of archived turns' streams")
@@ -272,4 +274,12 @@ func servePprof(addr string, log *slog.Logger) error {
 		}
 	}()
 	return nil
+}
+
+// autoMiB turns a size flag in MiB into bytes, keeping -1 (auto) as it is.
+func autoMiB(mib int64) int64 {
+	if mib == -1 {
+		return -1
+	}
+	return mib << 20
 }

@@ -67,8 +67,12 @@ type Config struct {
 	ArchiveAfter int
 	AnchorEvery  int
 	// DefaultDiskBytes is the disk quota of a sandbox that asks for none
-	// (0 = no quota).
+	// (0 = no quota; -1 = a tenth of the pool, at most 10 GiB, where the
+	// storage can enforce quotas). DiskReserveBytes is the part of the
+	// pool no sandbox may write into (0 = none; -1 = a twentieth of the
+	// pool within 256 MiB..4 GiB). See internal/diskshare.
 	DefaultDiskBytes int64
+	DiskReserveBytes int64
 	// DefaultTimeout is the run timeout of a sandbox whose create names none.
 	DefaultTimeout time.Duration
 	// AllowNoTimeout lets a caller ask for a run timeout of 0 (the sandbox
@@ -140,6 +144,8 @@ func Default() Config {
 		DefaultTimeout:     300 * time.Second,
 		AllowNoTimeout:     true,
 		MaxTurns:           -1,
+		DefaultDiskBytes:   -1,
+		DiskReserveBytes:   -1,
 		ArchiveAfter:       32,
 		AnchorEvery:        100,
 		OutputLimit:        16 << 20,
@@ -256,8 +262,11 @@ func (c *Config) validateStorage() error {
 	if c.MaxSandboxes < 1 {
 		return fmt.Errorf("--max-sandboxes must be at least 1: %w", errdefs.ErrInvalid)
 	}
-	if c.MaxTurns < -1 || c.DefaultDiskBytes < 0 || c.ArchiveAfter < 0 {
-		return fmt.Errorf("--max-turns, --archive-after and --default-disk-mb must not be negative: %w", errdefs.ErrInvalid)
+	if c.MaxTurns < -1 || c.ArchiveAfter < 0 {
+		return fmt.Errorf("--max-turns and --archive-after must not be negative: %w", errdefs.ErrInvalid)
+	}
+	if c.DefaultDiskBytes < -1 || c.DiskReserveBytes < -1 {
+		return fmt.Errorf("--default-disk-mb and --disk-reserve-mb: want -1 (auto), 0 (none) or a size in MiB: %w", errdefs.ErrInvalid)
 	}
 	if c.AnchorEvery < 2 {
 		return fmt.Errorf("--anchor-every must be at least 2 (every turn an anchor archives nothing): %w", errdefs.ErrInvalid)

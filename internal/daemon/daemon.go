@@ -23,6 +23,7 @@ import (
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/diskshare"
 	"github.com/warrenhq/warren/internal/mcpserver"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
@@ -63,6 +64,8 @@ type Daemon struct {
 	Networks  *sandbox.Networks
 	audit     *networkAudit
 	runtimes  []client.RuntimeInfo // for GET /health
+	// share keeps the pool's reserve (nil: none); Serve runs it.
+	share *diskshare.Share
 
 	// stopMetrics stops the sampler Serve started and waits for it.
 	stopMetrics func()
@@ -162,6 +165,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		hostCfg.LogDir = cfg.LogDir()
 	}
 	d.Host = sandbox.New(hostCfg)
+	share, defaultDisk, err := diskshare.New(ctx, d.Storage, diskshare.Options{DefaultQuota: cfg.DefaultDiskBytes, Reserve: cfg.DiskReserveBytes, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	d.share = share
 	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(session.Config{
 		RuntimeName:     rt.Name(),
@@ -177,7 +185,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		PausedRetention: cfg.PausedRetention,
 		ArchiveAfter:    cfg.ArchiveAfter,
 		AnchorEvery:     cfg.AnchorEvery,
-		DefaultDisk:     cfg.DefaultDiskBytes,
+		DefaultDisk:     defaultDisk,
 		OnEvent:         d.onEvent,
 		OnTimeout:       d.Metrics.CountTimeout,
 	}, d.Store, d.Host, log)
@@ -273,6 +281,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	d.Sessions.Start(runCtx)
+	go d.share.Run(runCtx, shareEvery)
 	d.stopMetrics = d.Metrics.Start(runCtx)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -292,6 +301,10 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	}
 	return nil
 }
+
+// shareEvery is how often the cap that keeps the pool's reserve follows
+// what else the pool holds (diskshare.Share.Run).
+const shareEvery = 10 * time.Second
 
 // Close releases the daemon's resources. Sandboxes and the storage pool's
 // mount stay, for the next daemon to reattach to.
