@@ -86,6 +86,10 @@ type Store interface {
 	SetSandboxQuota(ctx context.Context, id string, bytes int64) error
 	NextTurn(ctx context.Context, sandboxID string) (int, error)
 
+	GetTeamLimits(ctx context.Context, team string) (store.TeamLimits, error)
+	GetTeamUsage(ctx context.Context, team string) (store.TeamUsage, error)
+	SetTeamLimits(ctx context.Context, l store.TeamLimits) error
+
 	CreateSnapshot(ctx context.Context, snap store.Snapshot) error
 	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
 	ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]store.Snapshot, error)

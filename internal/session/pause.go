@@ -89,6 +89,15 @@ func (l *lifecycle) resumeHow(ctx context.Context, team, id, cause string, cold 
 	if sb == nil {
 		return false, fmt.Errorf("sandbox %s is not attached to this daemon: %w", id, errdefs.ErrUnavailable)
 	}
+	if rec.State == StateHibernated {
+		// A hibernated sandbox holds only disk: running, it counts
+		// against its team's limits again.
+		release, err := l.admitTeam(ctx, team, demand{Sandboxes: 1, MemoryBytes: rec.MemoryBytes, CPUMillis: rec.CPUMillis})
+		if err != nil {
+			return false, err
+		}
+		defer release()
+	}
 	bg := context.WithoutCancel(ctx)
 	detail, err := l.bringBack(bg, rec, sb, cold || filesOnly(rec))
 	if err != nil {

@@ -27,7 +27,10 @@ type registry struct {
 	host  registryHost
 	log   *slog.Logger
 
-	createMu sync.Mutex // makes count-then-insert atomic for the sandbox limit
+	createMu sync.Mutex // makes count-then-insert atomic for the sandbox and team limits
+	// teamPending is what admitted steps add to teams' usage before their
+	// records show it (teams.go); under createMu.
+	teamPending map[string]demand
 
 	mu      sync.Mutex
 	live    map[string]*liveSandbox
@@ -57,7 +60,7 @@ func (r *registry) detachAll() {
 func (r *registry) lockSandbox(id string) func() { return r.sbLocks.Lock(id) }
 
 // reserveWith runs create (which writes rec's record) if the server's
-// sandbox limit has room.
+// sandbox limit and the team's limits have room.
 func (r *registry) reserveWith(ctx context.Context, rec store.Sandbox, create func() error) error {
 	r.createMu.Lock()
 	defer r.createMu.Unlock()
@@ -67,6 +70,9 @@ func (r *registry) reserveWith(ctx context.Context, rec store.Sandbox, create fu
 	}
 	if n >= r.cfg.MaxSandboxes {
 		return fmt.Errorf("%d sandboxes are running, the most this server allows (--max-sandboxes); delete one first: %w", n, errdefs.ErrResourceExhausted)
+	}
+	if err := r.checkTeamLocked(ctx, rec.Team, demandOf(rec)); err != nil {
+		return err
 	}
 	return create()
 }

@@ -28,7 +28,10 @@ type registryStore interface {
 	AddLineageEdge(ctx context.Context, e store.LineageEdge) error
 	CountSandboxes(ctx context.Context, states ...store.SandboxState) (int, error)
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
+	GetTeamLimits(ctx context.Context, team string) (store.TeamLimits, error)
+	GetTeamUsage(ctx context.Context, team string) (store.TeamUsage, error)
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error)
+	SetTeamLimits(ctx context.Context, l store.TeamLimits) error
 	UpdateSandboxState(ctx context.Context, id string, from []store.SandboxState, to store.SandboxState, reason string) error
 }
 

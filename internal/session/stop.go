@@ -122,6 +122,11 @@ func (l *lifecycle) UpdateLimits(ctx context.Context, team, id string, limits ru
 	if rec.State != StateRunning && rec.State != StatePaused {
 		return store.Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", id, rec.State, errdefs.ErrConflict)
 	}
+	release, err := l.admitTeam(ctx, team, growth(rec, limits, diskBytes))
+	if err != nil {
+		return store.Sandbox{}, err
+	}
+	defer release()
 	bg := context.WithoutCancel(ctx)
 	if diskBytes > 0 {
 		used, _, err := l.host.GroupUsage(ctx, rec.ID)
@@ -150,4 +155,21 @@ func (l *lifecycle) UpdateLimits(ctx context.Context, team, id string, limits ru
 	l.event(ctx, rec, "limits-updated", rec.State, rec.State, CauseAPI,
 		fmt.Sprintf("memory %d MiB, cpu %d millis, pids %d, disk %d MiB (0 = unchanged)", limits.MemoryBytes>>20, limits.CPUMillis, limits.Pids, diskBytes>>20))
 	return l.store.GetSandbox(bg, id)
+}
+
+// growth is what a limit change adds to its sandbox's team (negative
+// where it shrinks; zero fields keep theirs). A paused sandbox counts as
+// alive, so its memory and CPUs count too.
+func growth(rec store.Sandbox, l runtime.Limits, diskBytes int64) demand {
+	var d demand
+	if l.MemoryBytes > 0 {
+		d.MemoryBytes = l.MemoryBytes - rec.MemoryBytes
+	}
+	if l.CPUMillis > 0 {
+		d.CPUMillis = l.CPUMillis - rec.CPUMillis
+	}
+	if diskBytes > 0 {
+		d.DiskBytes = diskBytes - rec.QuotaBytes
+	}
+	return d
 }

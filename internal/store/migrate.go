@@ -232,6 +232,15 @@ var migrations = []string{
 	// 50: an auto-pause may keep only the files (E2B's autoPauseMemory:
 	// false).
 	`ALTER TABLE sandboxes ADD COLUMN auto_pause_files_only INTEGER NOT NULL DEFAULT 0`,
+	// 51: what one team's sandboxes may hold together (0 = no limit).
+	`CREATE TABLE team_limits (
+		team         TEXT PRIMARY KEY,
+		sandboxes    INTEGER NOT NULL DEFAULT 0,
+		memory_bytes INTEGER NOT NULL DEFAULT 0,
+		cpu_millis   INTEGER NOT NULL DEFAULT 0,
+		disk_bytes   INTEGER NOT NULL DEFAULT 0,
+		updated_at   INTEGER NOT NULL DEFAULT 0
+	)`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -42,7 +42,8 @@ const readConns = 4
 // sandboxTable (sandboxes.go, sandbox_lineage.go, the policy in network.go),
 // snapshotTable (snapshots.go), historyTables (events, lineage edges and
 // tool calls: events.go, lineage.go, toolcalls.go), templateTable
-// (templates.go), networkEventTable (network.go) and keyTable (keys.go).
+// (templates.go), networkEventTable (network.go), keyTable (keys.go) and
+// teamTable (teams.go).
 type Store struct {
 	*conns
 	sandboxTable
@@ -51,6 +52,7 @@ type Store struct {
 	templateTable
 	networkEventTable
 	keyTable
+	teamTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -78,6 +80,7 @@ func newStore(c *conns) *Store {
 		historyTables:     historyTables{c},
 		templateTable:     templateTable{c},
 		networkEventTable: networkEventTable{c},
+		teamTable:         teamTable{c},
 		keyTable:          keyTable{c},
 	}
 }
