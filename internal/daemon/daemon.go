@@ -171,24 +171,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	}
 	d.share = share
 	d.Metrics = d.newMetrics(errs)
-	d.Sessions = session.New(session.Config{
-		RuntimeName:     rt.Name(),
-		MaxSandboxes:    cfg.MaxSandboxes,
-		DefaultLimits:   cfg.DefaultLimits,
-		MaxLimits:       cfg.MaxLimits,
-		DefaultTimeout:  cfg.DefaultTimeout,
-		RequireTimeout:  !cfg.AllowNoTimeout,
-		MaxTurns:        cfg.MaxTurns,
-		Pools:           sessionPools(cfg),
-		IdleTimeout:     cfg.IdleTimeout,
-		IdleAction:      cfg.IdleAction,
-		PausedRetention: cfg.PausedRetention,
-		ArchiveAfter:    cfg.ArchiveAfter,
-		AnchorEvery:     cfg.AnchorEvery,
-		DefaultDisk:     defaultDisk,
-		OnEvent:         d.onEvent,
-		OnTimeout:       d.Metrics.CountTimeout,
-	}, d.Store, d.Host, log)
+	d.Sessions = session.New(d.sessionConfig(rt.Name(), defaultDisk), d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)
 	}
@@ -197,6 +180,29 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		log.Warn("reconcile sandboxes", "err", err)
 	}
 	return d, nil
+}
+
+// sessionConfig is the session service's configuration: the flags, the
+// default runtime's name and the default disk quota diskshare picked.
+func (d *Daemon) sessionConfig(runtimeName string, defaultDisk int64) session.Config {
+	return session.Config{
+		RuntimeName:     runtimeName,
+		MaxSandboxes:    d.cfg.MaxSandboxes,
+		DefaultLimits:   d.cfg.DefaultLimits,
+		MaxLimits:       d.cfg.MaxLimits,
+		DefaultTimeout:  d.cfg.DefaultTimeout,
+		RequireTimeout:  !d.cfg.AllowNoTimeout,
+		MaxTurns:        d.cfg.MaxTurns,
+		Pools:           sessionPools(d.cfg),
+		IdleTimeout:     d.cfg.IdleTimeout,
+		IdleAction:      d.cfg.IdleAction,
+		PausedRetention: d.cfg.PausedRetention,
+		ArchiveAfter:    d.cfg.ArchiveAfter,
+		AnchorEvery:     d.cfg.AnchorEvery,
+		DefaultDisk:     defaultDisk,
+		OnEvent:         d.onEvent,
+		OnTimeout:       d.Metrics.CountTimeout,
+	}
 }
 
 // EnsureAdminKey makes the admin key on first start: it is printed once,

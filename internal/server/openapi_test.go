@@ -30,6 +30,8 @@ import (
 // the document).
 var openAPIGoTypes = map[string]reflect.Type{
 	"client.APIKey":              reflect.TypeFor[client.APIKey](),
+	"client.TeamLimits":          reflect.TypeFor[client.TeamLimits](),
+	"client.TeamUsage":           reflect.TypeFor[client.TeamUsage](),
 	"client.AutoResume":          reflect.TypeFor[client.AutoResume](),
 	"client.Capabilities":        reflect.TypeFor[client.Capabilities](),
 	"client.Diff":                reflect.TypeFor[client.Diff](),

@@ -113,6 +113,7 @@ type Server struct {
 	health    *healthRoutes
 	stats     *metricsRoutes
 	admin     *adminRoutes
+	teams     *teamRoutes
 	moves     *moveRoutes
 	replicas  *replicaRoutes
 }
@@ -138,6 +139,7 @@ func New(deps Deps) *Server {
 	views := sandboxViews{domain: deps.Domain, tokens: deps.Tokens, runtimes: deps.Runtimes}
 	maxUpload := uploadLimit(deps.MaxUploadBytes)
 	s.admin = &adminRoutes{templates: deps.Templates, keys: deps.Keys, authz: authz}
+	s.teams = &teamRoutes{teams: deps.Sessions}
 	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records}
 	s.logs = &logRoutes{records: records, logs: deps.Logs}
 	s.lifecycle = &lifecycleRoutes{sandboxViews: views, lifecycle: lifecycle}
@@ -249,6 +251,8 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))
 	m.Handle("GET /api-keys", auth(adminOnly(s.admin.listKeys)))
 	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))
+	m.Handle("PUT /teams/{team}/limits", auth(adminOnly(s.teams.setLimits)))
+	m.Handle("GET /teams/{team}/usage", auth(s.teams.usage))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -96,6 +96,7 @@ type Sessions interface {
 	Networks
 	Plane
 	Daemon
+	Teams
 }
 
 var _ Sessions = (*session.Manager)(nil)
