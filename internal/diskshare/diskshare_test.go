@@ -47,7 +47,8 @@ type fakePool struct {
 	unsupported            bool
 }
 
-func (f *fakePool) Name() string { return "fake" }
+func (f *fakePool) Name() string                                { return "fake" }
+func (f *fakePool) JoinGroupsCap(context.Context, string) error { return nil }
 
 func (f *fakePool) SetGroupsCap(_ context.Context, b int64) error { f.cap = b; return nil }
 func (f *fakePool) GroupsUsage(context.Context) (int64, int64, error) {

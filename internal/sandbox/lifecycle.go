@@ -120,6 +120,7 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 	if err := l.sockets.waitReady(ctx, conn); err != nil {
 		return nil, err
 	}
+	l.joinGroupsCap(ctx, spec.Group)
 	l.procs.Attach(spec.ID, conn)
 	l.log.Debug("sandbox created", "sandbox", spec.ID,
 		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
@@ -320,6 +321,21 @@ func (l *lifecycle) SetQuota(ctx context.Context, group string, bytes int64) err
 		return fmt.Errorf("set disk quota: %w", err)
 	}
 	return nil
+}
+
+// joinGroupsCap puts a started sandbox's quota group under the cap on
+// all sandboxes together (storage.GroupsCap): only now, so that its start,
+// which writes into its new volume, did not need the sandboxes' share of
+// the pool. A failure is logged: the daemon's periodic cap puts every
+// group under it anyway.
+func (l *lifecycle) joinGroupsCap(ctx context.Context, group string) {
+	c, ok := l.pool.st.(storage.GroupsCap)
+	if !ok || group == "" {
+		return
+	}
+	if err := c.JoinGroupsCap(ctx, group); err != nil && !errdefs.IsUnsupported(err) && !errdefs.IsNotFound(err) {
+		l.log.Warn("could not put the sandbox's quota group under the pool's cap yet", "group", group, "err", err)
+	}
 }
 
 // PrimeFirstCommand runs what a sandbox's first commands will: the default user's login

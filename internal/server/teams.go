@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -29,9 +30,13 @@ const maxTeamLimit = 1 << 40
 // setLimits serves PUT /teams/{team}/limits (admin only): the body is
 // the whole set of limits, a field left out being no limit.
 func (s *teamRoutes) setLimits(w http.ResponseWriter, r *http.Request) {
+	// Strict, unlike the E2B-shaped bodies: a misspelt field would
+	// otherwise lift a limit without a word.
 	var body client.TeamLimits
-	if err := decodeJSON(w, r, &body); err != nil {
-		writeError(w, r, err)
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		writeError(w, r, fmt.Errorf("the body must be a JSON object of sandboxes, memoryMB, cpuCount and diskMB ({} lifts every limit): %v: %w", err, errdefs.ErrInvalid))
 		return
 	}
 	for _, l := range []struct {

@@ -162,11 +162,15 @@ type QuotaGroups interface {
 // GroupsCap is implemented by backends whose quota groups can be capped
 // together: what every group holds, added up, stays below one cap, so
 // that the rest of the pool (the daemon's own files, snapshots' metadata,
-// the room a delete needs) is never filled by sandboxes. Groups made
-// before or after the cap are under it alike.
+// the room a delete needs) is never filled by sandboxes. A new group is
+// outside the cap until it joins (so that the start of a sandbox, which
+// writes into its new volume, does not need the sandboxes' share).
 type GroupsCap interface {
-	// SetGroupsCap caps the groups together at bytes (0 = no cap).
+	// SetGroupsCap caps the groups together at bytes (0 = no cap) and
+	// puts every group under the cap.
 	SetGroupsCap(ctx context.Context, bytes int64) error
+	// JoinGroupsCap puts one group under the cap (done already: nil).
+	JoinGroupsCap(ctx context.Context, group string) error
 	// GroupsUsage reports the bytes charged to all groups together and
 	// their cap (0 = none).
 	GroupsUsage(ctx context.Context) (used, limit int64, err error)

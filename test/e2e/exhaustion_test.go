@@ -17,7 +17,8 @@ import (
 // when nearly full, ok again once the space is freed.
 func TestResourceExhaustion(t *testing.T) {
 	// Serial: it runs a sandbox out of memory, pids and disk, load its neighbours would feel.
-	d := busyboxDaemon(t, "--image-size-gb", "1")
+	// No default quota and no reserve: the test fills the pool on purpose.
+	d := busyboxDaemon(t, "--image-size-gb", "1", "--default-disk-mb", "0", "--disk-reserve-mb", "0")
 	c := d.client()
 	ctx := ctxT(t, 5*time.Minute)
 	create := func(l *client.Limits) string {

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/storage"
 )
 
@@ -21,10 +22,13 @@ var _ storage.GroupsCap = (*Storage)(nil)
 // limit. Volumes outside every group (templates, the pool's own files)
 // are not under it: they are what the cap keeps room for.
 //
-// P is kept in the group table beside the groups. A group joins 2/P when
-// it is made (still empty, so nothing needs moving); groups made before
-// the parent existed join when it is made, and the kernel adds what they
-// hold to the parent's count.
+// A new group is not under the cap until JoinGroupsCap (or the next
+// SetGroupsCap, which puts every group under it): a sandbox's start writes
+// into its new volume (the agent's mount points), and with the sandboxes'
+// share used up that start would fail, though the daemon's own work is
+// what the reserve is for. Joined, the group's bytes so far count (the
+// kernel adds them to the parent's count), and its later writes are
+// capped. P is kept in the group table beside the groups.
 
 // SetGroupsCap implements storage.GroupsCap.
 func (g *quotaGroups) SetGroupsCap(ctx context.Context, bytes int64) error {
@@ -38,6 +42,9 @@ func (g *quotaGroups) SetGroupsCap(ctx context.Context, bytes int64) error {
 	defer t.close()
 	p, err := t.ensureParent()
 	if err != nil {
+		return err
+	}
+	if err := t.joinAll(); err != nil {
 		return err
 	}
 	if err := qgroupSetMaxExcl(t.fd(), p, uint64(bytes)); err != nil {
@@ -74,8 +81,8 @@ func (v *volumes) Space(ctx context.Context) (size, avail int64, err error) {
 	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
 }
 
-// ensureParent returns the groups' parent qgroup, making it (and making
-// every existing group a member) if it is missing.
+// ensureParent returns the groups' parent qgroup, making it if it is
+// missing.
 func (t *groupTable) ensureParent() (uint64, error) {
 	if t.parent != 0 && t.exists(2, t.parent) {
 		return qgroupID(2, t.parent), nil
@@ -89,18 +96,51 @@ func (t *groupTable) ensureParent() (uint64, error) {
 	} else if err := qgroupCreate(t.fd(), qgroupID(2, t.parent), true); err != nil && !errors.Is(err, unix.EEXIST) {
 		return 0, fmt.Errorf("recreate qgroup 2/%d, the parent of all quota groups: %w", t.parent, errnoKind(err))
 	}
-	for name, n := range t.groups {
-		if !t.qgroupExists(n) {
-			continue
-		}
-		if err := t.joinParent(n); err != nil {
-			return 0, fmt.Errorf("quota group %s: %w", name, err)
-		}
-	}
 	if err := t.save(); err != nil {
 		return 0, err
 	}
 	return qgroupID(2, t.parent), nil
+}
+
+// JoinGroupsCap implements storage.GroupsCap.
+func (g *quotaGroups) JoinGroupsCap(ctx context.Context, group string) error {
+	if err := ids.ValidateName("quota group", group); err != nil {
+		return err
+	}
+	t, err := g.openGroupTable()
+	if err != nil {
+		return fmt.Errorf("put quota group %s under the cap: %w", group, err)
+	}
+	defer t.close()
+	n, ok := t.groups[group]
+	if !ok || !t.qgroupExists(n) {
+		return fmt.Errorf("quota group %s: %w", group, errdefs.ErrNotFound)
+	}
+	if err := t.joinParent(n); err != nil {
+		return fmt.Errorf("quota group %s: %w", group, err)
+	}
+	return nil
+}
+
+// joinAll puts every group that is not yet under the parent under it.
+func (t *groupTable) joinAll() error {
+	members, err := searchOffsets(t.fd(), quotaTreeObjectID, qgroupID(2, t.parent), qgroupRelationKey)
+	if err != nil {
+		return fmt.Errorf("list the members of qgroup 2/%d: %w", t.parent, errnoKind(err))
+	}
+	in := map[uint64]bool{}
+	for _, m := range members {
+		in[m] = true
+	}
+	for name, n := range t.groups {
+		if in[qgroupID(1, n)] || !t.qgroupExists(n) {
+			continue
+		}
+		if err := t.joinParent(n); err != nil {
+			return fmt.Errorf("quota group %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // joinParent makes qgroup 1/n a member of the groups' parent, if there is

@@ -40,8 +40,9 @@ func fillUntilFull(t *testing.T, dir string, most int) (int, error) {
 
 // TestGroupsCap: with the groups' parent capped, two groups with no limit
 // of their own together cannot write past the cap; a group made after the
-// cap is under it too; the full groups still take snapshots and are
-// deleted, and deleting one gives its room back to the others.
+// cap is under it once it joins (JoinGroupsCap, or the next SetGroupsCap);
+// the full groups still take snapshots and are deleted, and deleting one
+// gives its room back to the others.
 func TestGroupsCap(t *testing.T) {
 	ctx := context.Background()
 	s := newPool(t, t.TempDir())
@@ -71,6 +72,16 @@ func TestGroupsCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Outside the cap until it joins: a sandbox's start writes there.
+	if _, err := fillUntilFull(t, pa, 1); err != nil {
+		t.Fatalf("a new group, not yet under the cap: %v", err)
+	}
+	if err := s.JoinGroupsCap(ctx, "after"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.JoinGroupsCap(ctx, "after"); err != nil {
+		t.Fatalf("joining twice: %v", err)
+	}
 	n, err := fillUntilFull(t, pa, 100)
 	if !errors.Is(err, unix.EDQUOT) {
 		t.Fatalf("group made after the cap wrote %d MiB, then %v; want EDQUOT before 100 MiB", n, err)
@@ -92,6 +103,13 @@ func TestGroupsCap(t *testing.T) {
 	pt, err := s.Snapshot(ctx, base, third, storage.SnapshotOptions{Group: "third"})
 	if err != nil {
 		t.Fatalf("new group while the parent is full: %v", err)
+	}
+	// The next SetGroupsCap (the daemon's periodic one) puts it under.
+	if err := s.SetGroupsCap(ctx, capBytes); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fillUntilFull(t, pt, 1); !errors.Is(err, unix.EDQUOT) {
+		t.Fatalf("a group put under a full cap by SetGroupsCap wrote: %v, want EDQUOT", err)
 	}
 	for _, k := range []storage.Key{snap, after} {
 		if err := s.Delete(ctx, k); err != nil {

@@ -174,8 +174,8 @@ func (t *groupTable) lookup(name string) (uint64, bool) {
 
 // ensure returns the qgroup of name, creating the group if it is missing.
 // A table entry whose qgroup is gone (removed by hand) is given its qgroup
-// back under the same id. A group made here joins the groups' parent
-// (quota_cap.go) while it is still empty.
+// back under the same id. A group made here is not yet under the groups'
+// cap (quota_cap.go says why).
 func (t *groupTable) ensure(name string) (uint64, error) {
 	if n, ok := t.groups[name]; ok {
 		if t.qgroupExists(n) {
@@ -185,18 +185,14 @@ func (t *groupTable) ensure(name string) (uint64, error) {
 		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return 0, fmt.Errorf("recreate qgroup 1/%d of quota group %s: %w", n, name, errnoKind(err))
 		}
-		return qgroupID(1, n), t.joinParent(n)
+		return qgroupID(1, n), nil
 	}
 	n, err := t.create(1)
 	if err != nil {
 		return 0, fmt.Errorf("quota group %s: %w", name, err)
 	}
 	t.groups[name] = n
-	err = t.joinParent(n)
-	if err == nil {
-		err = t.save()
-	}
-	if err != nil {
+	if err := t.save(); err != nil {
 		delete(t.groups, name)
 		if derr := qgroupCreate(t.fd(), qgroupID(1, n), false); derr != nil {
 			err = fmt.Errorf("%w (and qgroup 1/%d is left behind: %v)", err, n, derr)
