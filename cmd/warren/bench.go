@@ -24,7 +24,7 @@ func benchCmd() *cobra.Command {
 	var b benchRun
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; transfer: a snapshot moved between two daemons, whole and per turn; gvisor: the gvisor runtime and its memory snapshots beside native; placement: decision time on simulated fleets, no daemon; fleet: a throwaway fleet of two node daemons, a gateway and a control plane — what the gateway adds, and node-loss detection)",
+		Short: "Measure warren's latencies and print JSON, with a readable table on stderr (--suite core: create, exec, delete, pause, resume, warm-pool claim, port route; snapshots: turns, diff, fork, rollback; transfer: a snapshot moved between two daemons, whole and per turn; gvisor: the gvisor runtime and its memory snapshots beside native; placement: decision time on simulated fleets, no daemon; fairshare: create and fork with the default disk quota, the pool's reserve and team limits against none; fleet: a throwaway fleet of two node daemons, a gateway and a control plane — what the gateway adds, and node-loss detection)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return b.run(cmd)
@@ -56,7 +56,7 @@ type benchRun struct {
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all) or all")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
 	f.StringVar(&b.plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
@@ -112,9 +112,9 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "transfer", "density", "tools", "network", "gvisor", "placement", "fleet", "all":
+	case "core", "snapshots", "transfer", "density", "tools", "network", "gvisor", "placement", "fleet", "fairshare", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, gvisor, placement, fleet or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, gvisor, placement, fleet, fairshare or all", b.suite)
 	}
 	if b.quick {
 		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN)
@@ -297,6 +297,11 @@ func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer
 			return bench.RunGVisor(ctx, o)
 		}},
 		{"placement", func(string) (any, error) { return bench.RunPlacement(b.placement) }},
+		{"fairshare", func(dataDir string) (any, error) {
+			o := opts
+			o.DataDir = dataDir
+			return bench.RunFairShare(ctx, o)
+		}},
 	}
 	out := map[string]any{}
 	for _, s := range suites {
