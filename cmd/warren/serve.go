@@ -37,13 +37,13 @@ func serveCmd() *cobra.Command {
 // serveFlags are serve's flags: the daemon's config and the sizes given in
 // other units than the config's.
 type serveFlags struct {
-	cfg                                      config.Config
+	cfg                                                 config.Config
 	imageSizeGiB, diskMB, reserveMB, maxUploadMB, logMB int64
-	pprofAddr                                string
-	memoryMB                                 int64
-	maxImportMB                              int64
-	cpus                                     float64
-	debug                                    bool
+	pprofAddr                                           string
+	memoryMB                                            int64
+	maxImportMB                                         int64
+	cpus                                                float64
+	debug                                               bool
 }
 
 // serve opens the daemon the flags describe and serves until a signal.

@@ -23,7 +23,7 @@ type quotaGroups struct {
 	// image of warren's own, so that a full pool cannot keep the daemon
 	// from recording a group (issue 31); else root.
 	tableDir string
-	log  *slog.Logger
+	log      *slog.Logger
 	// reclaimed is called after the space of deleted volumes was hurried
 	// out of a quota group (tests count it).
 	reclaimed func()
