@@ -70,7 +70,10 @@ func RunTools(ctx context.Context, opts ToolsOptions) (_ ToolsReport, retErr err
 	if progress == nil {
 		progress = io.Discard
 	}
-	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) { cfg.ImageSize = 8 << 30 })
+	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
+		cfg.ImageSize = 8 << 30
+		cfg.DefaultDiskBytes = 0 // the grep tree is written from the host, whatever its size
+	})
 	if err != nil {
 		return ToolsReport{}, err
 	}
