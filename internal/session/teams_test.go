@@ -102,3 +102,30 @@ func TestTeamLimitsEnforced(t *testing.T) {
 		t.Errorf("TeamUsage of a bad name: %v", err)
 	}
 }
+
+// TestTeamLimitsAtPoolClaim: a claim from a warm pool is refused past the
+// team's limit, and the pooled sandbox goes back to the pool for others.
+func TestTeamLimitsAtPoolClaim(t *testing.T) {
+	ctx := context.Background()
+	m, _, _ := newManager(t, 10)
+	m.pools = newPools([]PoolConfig{{Template: "base", Min: 2}})
+	p := m.pools["base"]
+	m.fillPool(ctx, p)
+	if _, err := m.SetTeamLimits(ctx, store.TeamLimits{Team: "t", Sandboxes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "t", Template: "base"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "t", Template: "base"}); !errdefs.IsResourceExhausted(err) {
+		t.Fatalf("a claim past the team's limit: %v", err)
+	}
+	if got := len(p.ready); got != 1 {
+		t.Fatalf("after a refused claim the pool holds %d, want the 1 left", got)
+	}
+	// The refused claim counted as a hit; the sandbox it put back serves
+	// the next one.
+	if _, err := m.Create(ctx, CreateRequest{Team: "other", Template: "base"}); err != nil || p.hits != 3 || len(p.ready) != 0 {
+		t.Fatalf("another team's claim: %v (hits %d, ready %d)", err, p.hits, len(p.ready))
+	}
+}
