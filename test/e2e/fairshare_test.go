@@ -74,6 +74,10 @@ func TestFairShareDefaultQuota(t *testing.T) {
 	if err != nil || det.DiskSizeMB < 90 || det.DiskSizeMB > 103 {
 		t.Fatalf("default quota in a 1 GiB pool: %d MiB (%v), want about a tenth", det.DiskSizeMB, err)
 	}
+	// As issue 31's hog did: a preallocation past the share, then writes.
+	if out := fairShareRun(t, ctx, c, hog.SandboxID, "fallocate -l 2000M /workspace/big 2>&1; echo rc=$?"); !strings.Contains(out, "quota exceeded") {
+		t.Errorf("fallocate past the default quota: %q, want EDQUOT", out)
+	}
 	if out := fairShareRun(t, ctx, c, hog.SandboxID, fillScript); !strings.Contains(out, "quota exceeded") {
 		t.Fatalf("writing past the default quota: %q, want EDQUOT", out)
 	}
