@@ -70,6 +70,9 @@ type NewSandbox struct {
 	// without its tokens or an API key) and the egress lists allowOut and
 	// denyOut (either one gives the sandbox a network).
 	Network *Network `json:"network,omitempty"`
+	// VolumeMounts mounts shared volumes (POST /volumes) read-write, by
+	// name, at absolute paths inside the sandbox.
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 	// warren extensions
 	Limits *Limits `json:"limits,omitempty"`
 	// SnapshotEveryToolCall takes a turn snapshot after every tool call
@@ -138,6 +141,8 @@ type SandboxDetail struct {
 	// DiskUsedBytes is the space charged to the sandbox (its writes and
 	// snapshots), when the storage can tell; -1 otherwise.
 	DiskUsedBytes int64  `json:"diskUsedBytes"`
+	// VolumeMounts are the shared volumes it mounts.
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 	Family        string `json:"family,omitempty"`
 	ForkedFrom    string `json:"forkedFrom,omitempty"`
 	Head          string `json:"head,omitempty"`

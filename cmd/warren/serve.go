@@ -37,13 +37,13 @@ func serveCmd() *cobra.Command {
 // serveFlags are serve's flags: the daemon's config and the sizes given in
 // other units than the config's.
 type serveFlags struct {
-	cfg                                      config.Config
-	imageSizeGiB, diskMB, maxUploadMB, logMB int64
-	pprofAddr                                string
-	memoryMB                                 int64
-	maxImportMB                              int64
-	cpus                                     float64
-	debug                                    bool
+	cfg                                                config.Config
+	imageSizeGiB, diskMB, maxUploadMB, logMB, volumeMB int64
+	pprofAddr                                          string
+	memoryMB                                           int64
+	maxImportMB                                        int64
+	cpus                                               float64
+	debug                                              bool
 }
 
 // serve opens the daemon the flags describe and serves until a signal.
@@ -65,6 +65,7 @@ func (o *serveFlags) serve(cmd *cobra.Command) error {
 	o.cfg.DefaultLimits.MemoryBytes = o.memoryMB << 20
 	o.cfg.DefaultLimits.CPUMillis = int64(o.cpus * 1000)
 	o.cfg.DefaultDiskBytes = o.diskMB << 20
+	o.cfg.VolumeSizeBytes = o.volumeMB << 20
 	if err := o.cfg.Validate(); err != nil {
 		return err
 	}
@@ -120,6 +121,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.Float64Var(&o.cpus, "default-cpus", float64(o.cfg.DefaultLimits.CPUMillis)/1000, "CPU limit of a sandbox that asks for none")
 	f.Int64Var(&o.cfg.DefaultLimits.Pids, "default-pids", o.cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")
 	f.Int64Var(&o.diskMB, "default-disk-mb", 0, "disk quota of a sandbox that asks for none (0 = none; btrfs only)")
+	f.Int64Var(&o.volumeMB, "volume-size-mb", o.cfg.VolumeSizeBytes>>20, "size cap of a shared volume whose create names none (0 = none; btrfs only)")
 	f.IntVar(&o.cfg.MaxTurns, "max-turns", o.cfg.MaxTurns, "turn snapshots kept per sandbox; older unnamed turns without forks are pruned (0 = keep all; -1 = 0 with archiving, else 100)")
 	f.IntVar(&o.cfg.ArchiveAfter, "archive-after", o.cfg.ArchiveAfter, "newest turn snapshots per sandbox kept in the pool; older ones are archived to send streams and restored on demand (0 = no archiving; btrfs only)")
 	f.IntVar(&o.cfg.AnchorEvery, "anchor-every", o.cfg.AnchorEvery, "turns 1, N+1, 2N+1, … stay in the pool as the bases of archived turns' streams")

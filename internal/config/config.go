@@ -69,6 +69,9 @@ type Config struct {
 	// DefaultDiskBytes is the disk quota of a sandbox that asks for none
 	// (0 = no quota).
 	DefaultDiskBytes int64
+	// VolumeSizeBytes caps a shared volume whose create names no size
+	// (0 = no cap).
+	VolumeSizeBytes int64
 	// DefaultTimeout is the run timeout of a sandbox whose create names none.
 	DefaultTimeout time.Duration
 	// AllowNoTimeout lets a caller ask for a run timeout of 0 (the sandbox
@@ -134,6 +137,7 @@ func Default() Config {
 		SandboxLogBytes:    8 << 20,
 		Storage:            "btrfs",
 		ImageSize:          20 << 30,
+		VolumeSizeBytes:    1 << 30,
 		MaxSandboxes:       100,
 		DefaultLimits:      runtime.DefaultLimits,
 		MaxLimits:          runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
@@ -256,8 +260,8 @@ func (c *Config) validateStorage() error {
 	if c.MaxSandboxes < 1 {
 		return fmt.Errorf("--max-sandboxes must be at least 1: %w", errdefs.ErrInvalid)
 	}
-	if c.MaxTurns < -1 || c.DefaultDiskBytes < 0 || c.ArchiveAfter < 0 {
-		return fmt.Errorf("--max-turns, --archive-after and --default-disk-mb must not be negative: %w", errdefs.ErrInvalid)
+	if c.MaxTurns < -1 || c.DefaultDiskBytes < 0 || c.ArchiveAfter < 0 || c.VolumeSizeBytes < 0 {
+		return fmt.Errorf("--max-turns, --archive-after, --default-disk-mb and --volume-size-mb must not be negative: %w", errdefs.ErrInvalid)
 	}
 	if c.AnchorEvery < 2 {
 		return fmt.Errorf("--anchor-every must be at least 2 (every turn an anchor archives nothing): %w", errdefs.ErrInvalid)

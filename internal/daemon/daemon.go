@@ -31,6 +31,7 @@ import (
 	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/sharedvol"
 	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/storage/btrfs"
 	"github.com/warrenhq/warren/internal/storage/dir"
@@ -61,6 +62,7 @@ type Daemon struct {
 	Logs      *sandboxlog.Logs
 	Metrics   *metrics.Metrics
 	Networks  *sandbox.Networks
+	Volumes   *sharedvol.Service
 	audit     *networkAudit
 	runtimes  []client.RuntimeInfo // for GET /health
 
@@ -144,6 +146,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if d.Networks, err = newNetworks(cfg, d.audit, log); err != nil {
 		return nil, err
 	}
+	d.Volumes = sharedvol.New(d.Storage, d.Store, cfg.VolumeSizeBytes, log)
 	hostCfg := sandbox.Config{
 		Network:     d.Networks,
 		Storage:     d.Storage,
@@ -157,6 +160,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		NoNewPrivileges: func(template string) bool {
 			return noNewPrivileges(cfg.NoNewPrivileges, d.Store, template, log)
 		},
+		VolumeMounts: d.Volumes.MountsOf,
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()
@@ -180,9 +184,13 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		DefaultDisk:     cfg.DefaultDiskBytes,
 		OnEvent:         d.onEvent,
 		OnTimeout:       d.Metrics.CountTimeout,
+		Volumes:         d.Volumes,
 	}, d.Store, d.Host, log)
 	if err := d.Templates.Reconcile(ctx); err != nil {
 		log.Warn("reconcile templates", "err", err)
+	}
+	if err := d.Volumes.Reconcile(ctx); err != nil {
+		log.Warn("reconcile shared volumes", "err", err)
 	}
 	startNetworkIfNeeded(ctx, d.Networks, d.Store, log)
 	if err := d.Sessions.Recover(ctx); err != nil {
@@ -241,6 +249,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Processes:      cmds,
 		Keys:           d.Store,
 		Templates:      d.Templates,
+		Volumes:        d.Volumes,
 		Procs:          d.Procs,
 		Logs:           d.Logs,
 		Tools:          tools,

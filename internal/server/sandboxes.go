@@ -78,6 +78,9 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		IdempotencyKey: r.Header.Get(idempotencyKeyHeader),
 	}
+	for _, m := range body.VolumeMounts {
+		req.VolumeMounts = append(req.VolumeMounts, store.VolumeMount{Name: m.Name, Path: m.Path})
+	}
 	timeout, err := runTimeout(s.records, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)
@@ -151,6 +154,9 @@ func (s sandboxViews) detailOf(rec store.Sandbox) client.SandboxDetail {
 	if !rec.EndAt.IsZero() {
 		end := rec.EndAt
 		d.EndAt = &end
+	}
+	for _, m := range rec.VolumeMounts {
+		d.VolumeMounts = append(d.VolumeMounts, client.VolumeMount{Name: m.Name, Path: m.Path})
 	}
 	describeNetwork(&d, rec)
 	for _, rt := range s.runtimes {

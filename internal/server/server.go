@@ -59,6 +59,8 @@ type Deps struct {
 	Processes Processes
 	Keys      Keys
 	Templates Templates
+	// Volumes are the shared volumes (nil: their routes answer 501).
+	Volumes Volumes
 	// Procs holds the output of sandboxes' background processes.
 	Procs *procs.Manager
 	// Logs holds each sandbox's log (process output and lifecycle).
@@ -115,6 +117,7 @@ type Server struct {
 	admin     *adminRoutes
 	moves     *moveRoutes
 	replicas  *replicaRoutes
+	volumes   *volumeRoutes
 }
 
 // New builds the API's handler.
@@ -152,6 +155,7 @@ func New(deps Deps) *Server {
 	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
 	replicator, _ := deps.Sessions.(Replicator)
 	s.replicas = &replicaRoutes{sandboxViews: views, replicator: replicator, snapshots: s.snapshots}
+	s.volumes = &volumeRoutes{volumes: deps.Volumes, maxUpload: maxUpload}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
 	s.files = &fileRoutes{files: deps.Files, log: deps.Log, maxUpload: maxUpload}
@@ -244,6 +248,19 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("POST /sandboxes/{id}/replica/pull", auth(adminOnly(s.replicas.pullReplica)))
 	m.Handle("POST /sandboxes/{id}/restore", auth(adminOnly(s.replicas.restoreReplica)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
+
+	m.Handle("POST /volumes", auth(s.volumes.createVolume))
+	m.Handle("GET /volumes", auth(s.volumes.listVolumes))
+	m.Handle("GET /volumes/{id}", auth(s.volumes.getVolume))
+	m.Handle("DELETE /volumes/{id}", auth(s.volumes.deleteVolume))
+	// The content API takes the volume's own token, not an API key.
+	m.HandleFunc("GET /volumecontent/{id}/dir", s.volumes.listDir)
+	m.HandleFunc("POST /volumecontent/{id}/dir", s.volumes.makeDir)
+	m.HandleFunc("GET /volumecontent/{id}/path", s.volumes.statPath)
+	m.HandleFunc("PATCH /volumecontent/{id}/path", s.volumes.updatePath)
+	m.HandleFunc("DELETE /volumecontent/{id}/path", s.volumes.removePath)
+	m.HandleFunc("GET /volumecontent/{id}/file", s.volumes.readFile)
+	m.HandleFunc("PUT /volumecontent/{id}/file", s.volumes.writeFile)
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))

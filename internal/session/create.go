@@ -42,6 +42,16 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 	}
 	now := l.cfg.Now().UTC()
 	rec := l.newRecord(req, limits, now)
+	if len(req.VolumeMounts) > 0 {
+		if l.cfg.Volumes == nil {
+			return store.Sandbox{}, fmt.Errorf("this server has no shared volumes: %w", errdefs.ErrUnsupported)
+		}
+		mounts, err := l.cfg.Volumes.ResolveMounts(ctx, req.Team, req.VolumeMounts)
+		if err != nil {
+			return store.Sandbox{}, err
+		}
+		rec.VolumeMounts = mounts
+	}
 	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes, Network: req.Network}
 	if snap, err := l.snapshotAsSource(ctx, req.Team, req.Template); err != nil {
 		return store.Sandbox{}, err
@@ -75,7 +85,8 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		rec.EndAt = now.Add(timeout)
 	}
 
-	if spec.Snapshot == "" {
+	if spec.Snapshot == "" && len(rec.VolumeMounts) == 0 {
+		// A pooled sandbox started without volumes.
 		if e, ok := l.warm.claim(ctx, req, rec.Runtime, tmpl); ok {
 			return l.warm.claimed(ctx, e, rec, now)
 		}

@@ -160,6 +160,16 @@ type Config struct {
 	Now func() time.Time
 	// TimeoutTick is how often the timeout loops look (0: DefaultTimeoutTick).
 	TimeoutTick time.Duration
+	// Volumes checks a create's volume mounts and finds the volumes (nil:
+	// a create that asks for any is ErrUnsupported).
+	Volumes VolumeResolver
+}
+
+// VolumeResolver checks the volume mounts a create asks for (names, paths,
+// none twice) and returns them with their volumes' ids; a name the team
+// has no volume of is ErrInvalid.
+type VolumeResolver interface {
+	ResolveMounts(ctx context.Context, team string, mounts []store.VolumeMount) ([]store.VolumeMount, error)
 }
 
 // CreateRequest says what sandbox a team wants.
@@ -194,6 +204,9 @@ type CreateRequest struct {
 	// FilesOnly starts a sandbox made from a snapshot taken with memory
 	// from the snapshot's files alone, with fresh processes.
 	FilesOnly bool
+	// VolumeMounts are the shared volumes to mount (by name and path);
+	// every start of the sandbox mounts them (Config.Volumes).
+	VolumeMounts []store.VolumeMount
 	// IdempotencyKey makes CreateOnce answer a retry with the sandbox the
 	// first attempt made ("" = every create makes one).
 	IdempotencyKey string

@@ -537,6 +537,10 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 				ToolSnapshots: rec.ToolSnapshots,
 				Network:       policyOf(rec),
 				FilesOnly:     req.FilesOnly,
+				// A fork mounts its parent's volumes: they are shared,
+				// never copied (and a restore from memory needs the
+				// same mounts).
+				VolumeMounts: mountsByName(rec.VolumeMounts),
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)
@@ -545,6 +549,15 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 		<-done
 	}
 	return snapID, results, nil
+}
+
+// mountsByName is a record's volume mounts as a create asks for them.
+func mountsByName(ms []store.VolumeMount) []store.VolumeMount {
+	out := make([]store.VolumeMount, len(ms))
+	for i, m := range ms {
+		out[i] = store.VolumeMount{Name: m.Name, Path: m.Path}
+	}
+	return out
 }
 
 // Promote makes a fork's current tree its parent's new live state. The
