@@ -62,11 +62,15 @@ func (s sandboxFiles) List(ctx context.Context, p string, depth int) ([]client.E
 func (s sandboxFiles) MakeDir(ctx context.Context, p string) (client.EntryInfo, error) {
 	return s.files.MakeDir(ctx, s.id, p)
 }
-func (s sandboxFiles) Remove(ctx context.Context, p string) error { return s.files.Remove(ctx, s.id, p) }
+func (s sandboxFiles) Remove(ctx context.Context, p string) error {
+	return s.files.Remove(ctx, s.id, p)
+}
 
 type volumeFiles struct{ c *client.VolumeContent }
 
-func (v volumeFiles) Read(ctx context.Context, p string) (io.ReadCloser, error) { return v.c.Read(ctx, p) }
+func (v volumeFiles) Read(ctx context.Context, p string) (io.ReadCloser, error) {
+	return v.c.Read(ctx, p)
+}
 func (v volumeFiles) Write(ctx context.Context, p string, r io.Reader, mode os.FileMode, user string) (client.EntryInfo, error) {
 	if mode != 0 || user != "" {
 		return client.EntryInfo{}, usageError{errors.New("--mode and --user are for sandboxes; a volume's files belong to the sandboxes' user")}
@@ -109,4 +113,3 @@ func entryInfoOf(e client.VolumeEntry) client.EntryInfo {
 		Permissions: mode.String(), Owner: strconv.FormatUint(uint64(e.UID), 10), Group: strconv.FormatUint(uint64(e.GID), 10),
 		ModifiedTime: e.Mtime, SymlinkTarget: e.Target}
 }
-
