@@ -186,17 +186,23 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		OnTimeout:       d.Metrics.CountTimeout,
 		Volumes:         d.Volumes,
 	}, d.Store, d.Host, log)
-	if err := d.Templates.Reconcile(ctx); err != nil {
-		log.Warn("reconcile templates", "err", err)
-	}
-	if err := d.Volumes.Reconcile(ctx); err != nil {
-		log.Warn("reconcile shared volumes", "err", err)
-	}
+	d.reconcileStorage(ctx)
 	startNetworkIfNeeded(ctx, d.Networks, d.Store, log)
 	if err := d.Sessions.Recover(ctx); err != nil {
 		log.Warn("reconcile sandboxes", "err", err)
 	}
 	return d, nil
+}
+
+// reconcileStorage drops what the pool holds of templates and volumes that
+// have no record (a build or a delete a crash cut short).
+func (d *Daemon) reconcileStorage(ctx context.Context) {
+	if err := d.Templates.Reconcile(ctx); err != nil {
+		d.log.Warn("reconcile templates", "err", err)
+	}
+	if err := d.Volumes.Reconcile(ctx); err != nil {
+		d.log.Warn("reconcile shared volumes", "err", err)
+	}
 }
 
 // EnsureAdminKey makes the admin key on first start: it is printed once,

@@ -249,18 +249,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("POST /sandboxes/{id}/restore", auth(adminOnly(s.replicas.restoreReplica)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
-	m.Handle("POST /volumes", auth(s.volumes.createVolume))
-	m.Handle("GET /volumes", auth(s.volumes.listVolumes))
-	m.Handle("GET /volumes/{id}", auth(s.volumes.getVolume))
-	m.Handle("DELETE /volumes/{id}", auth(s.volumes.deleteVolume))
-	// The content API takes the volume's own token, not an API key.
-	m.HandleFunc("GET /volumecontent/{id}/dir", s.volumes.listDir)
-	m.HandleFunc("POST /volumecontent/{id}/dir", s.volumes.makeDir)
-	m.HandleFunc("GET /volumecontent/{id}/path", s.volumes.statPath)
-	m.HandleFunc("PATCH /volumecontent/{id}/path", s.volumes.updatePath)
-	m.HandleFunc("DELETE /volumecontent/{id}/path", s.volumes.removePath)
-	m.HandleFunc("GET /volumecontent/{id}/file", s.volumes.readFile)
-	m.HandleFunc("PUT /volumecontent/{id}/file", s.volumes.writeFile)
+	s.volumes.routes(m, auth)
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))

@@ -52,6 +52,22 @@ type volumeRoutes struct {
 	maxUpload int64
 }
 
+// routes registers the volumes' routes; auth admits a request with a valid
+// API key. The content API takes the volume's own token instead.
+func (s *volumeRoutes) routes(m *routeMux, auth func(http.HandlerFunc) http.Handler) {
+	m.Handle("POST /volumes", auth(s.createVolume))
+	m.Handle("GET /volumes", auth(s.listVolumes))
+	m.Handle("GET /volumes/{id}", auth(s.getVolume))
+	m.Handle("DELETE /volumes/{id}", auth(s.deleteVolume))
+	m.HandleFunc("GET /volumecontent/{id}/dir", s.listDir)
+	m.HandleFunc("POST /volumecontent/{id}/dir", s.makeDir)
+	m.HandleFunc("GET /volumecontent/{id}/path", s.statPath)
+	m.HandleFunc("PATCH /volumecontent/{id}/path", s.updatePath)
+	m.HandleFunc("DELETE /volumecontent/{id}/path", s.removePath)
+	m.HandleFunc("GET /volumecontent/{id}/file", s.readFile)
+	m.HandleFunc("PUT /volumecontent/{id}/file", s.writeFile)
+}
+
 func (s *volumeRoutes) available(w http.ResponseWriter, r *http.Request) bool {
 	if s.volumes == nil {
 		writeError(w, r, fmt.Errorf("this server has no shared volumes: %w", errdefs.ErrUnsupported))
