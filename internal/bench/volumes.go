@@ -8,16 +8,21 @@ import (
 	"github.com/warrenhq/warren/client"
 )
 
-// volumeIOMiB is the file each round writes and reads.
-const volumeIOMiB = 64
+// volumeIOMiB is the file each round writes; readPasses is how many times
+// a round reads it, so that a read takes long enough (tens of ms) for the
+// exec around it not to count.
+const (
+	volumeIOMiB = 64
+	readPasses  = 16
+)
 
 // VolumeIOReport compares a shared volume's throughput with the sandbox's
 // own root (the naive baseline: the tree a sandbox writes to anyway), both
 // seen from inside one sandbox, in rounds that alternate the two.
 type VolumeIOReport struct {
 	// Write*: dd of volumeIOMiB MiB with conv=fsync (the data on disk);
-	// Read*: cat of that file to /dev/null (from the page cache, which is
-	// what a tool reading a file it just wrote gets).
+	// Read*: readPasses cats of that file to /dev/null (from the page
+	// cache, which is what a tool reading a file it just wrote gets).
 	WriteVolume Stats `json:"write_volume"`
 	WriteRoot   Stats `json:"baseline_write_root"`
 	ReadVolume  Stats `json:"read_volume"`
@@ -64,15 +69,22 @@ func measureVolumeIO(ctx context.Context, c *client.Client, tmpl string, rounds 
 	}
 	var wv, wr, rv, rr []time.Duration
 	for i := 0; i <= rounds; i++ { // round 0 warms up
-		for _, side := range []struct {
+		type side struct {
 			file string
 			w, r *[]time.Duration
-		}{{"/vol/io.bin", &wv, &rv}, {"/io.bin", &wr, &rr}} {
+		}
+		sides := []side{{"/vol/io.bin", &wv, &rv}, {"/io.bin", &wr, &rr}}
+		if i%2 == 1 {
+			// Either side goes first in every other round: neither gets
+			// the background work the other's delete left.
+			sides[0], sides[1] = sides[1], sides[0]
+		}
+		for _, side := range sides {
 			w, err := run(fmt.Sprintf("dd if=/dev/zero of=%s bs=1M count=%d conv=fsync 2>/dev/null", side.file, volumeIOMiB))
 			if err != nil {
 				return rep, err
 			}
-			r, err := run("cat " + side.file + " > /dev/null")
+			r, err := run(fmt.Sprintf("for i in $(seq %d); do cat %s; done > /dev/null", readPasses, side.file))
 			if err != nil {
 				return rep, err
 			}
@@ -85,14 +97,14 @@ func measureVolumeIO(ctx context.Context, c *client.Client, tmpl string, rounds 
 		}
 	}
 	rep = VolumeIOReport{WriteVolume: Summarise(wv), WriteRoot: Summarise(wr), ReadVolume: Summarise(rv), ReadRoot: Summarise(rr), TargetRatio: 0.9}
-	mbps := func(s Stats) float64 {
+	mbps := func(s Stats, passes int) float64 {
 		if s.P50 <= 0 {
 			return 0
 		}
-		return round2(volumeIOMiB * 1.048576 / (s.P50 / 1000))
+		return round2(float64(volumeIOMiB*passes) * 1.048576 / (s.P50 / 1000))
 	}
-	rep.WriteVolumeMBps, rep.WriteRootMBps = mbps(rep.WriteVolume), mbps(rep.WriteRoot)
-	rep.ReadVolumeMBps, rep.ReadRootMBps = mbps(rep.ReadVolume), mbps(rep.ReadRoot)
+	rep.WriteVolumeMBps, rep.WriteRootMBps = mbps(rep.WriteVolume, 1), mbps(rep.WriteRoot, 1)
+	rep.ReadVolumeMBps, rep.ReadRootMBps = mbps(rep.ReadVolume, readPasses), mbps(rep.ReadRoot, readPasses)
 	if rep.WriteRootMBps > 0 {
 		rep.WriteRatio = round2(rep.WriteVolumeMBps / rep.WriteRootMBps)
 	}
