@@ -5,10 +5,10 @@
 // a snapshot or a rollback that leaves the volume alone, the content API
 // (list, makeDir, getInfo, updateMetadata, readFile, writeFile, remove),
 // and the errors: a mounted volume refuses destroy (409), a bad name or
-// mount path is InvalidArgumentError.
+// mount path is a 400.
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, Volume, VolumeFileType, InvalidArgumentError, CommandExitError } from 'e2b'
+import { Sandbox, Volume, VolumeError, VolumeFileType, CommandExitError } from 'e2b'
 import { track, killAll, runId, apiUrl, apiKey } from './helpers.mjs'
 
 after(killAll)
@@ -16,6 +16,10 @@ const volumes = []
 after(async () => {
   await Promise.allSettled(volumes.map((v) => Volume.destroy(v.volumeId)))
 })
+
+// volumeStatus matches the SDK's VolumeError for an HTTP status: it
+// carries the status only in its message ("409: ...").
+const volumeStatus = (code) => (err) => err instanceof VolumeError && err.message.startsWith(`${code}:`)
 
 async function newVolume(tag) {
   const v = await Volume.create(`${tag}-${runId}`)
@@ -41,7 +45,7 @@ test('two sandboxes share one volume; its data outlives both', async () => {
   assert.equal(await a.files.read('/mnt/vol/b.txt'), 'from-b')
 
   // Destroying a mounted volume is refused (409).
-  await assert.rejects(Volume.destroy(vol.volumeId), (err) => err.statusCode === 409 || /409/.test(err.message))
+  await assert.rejects(Volume.destroy(vol.volumeId), volumeStatus(409))
 
   await a.kill()
   await b.kill()
@@ -61,7 +65,7 @@ test('the quota: EDQUOT inside the sandbox, 507 through the content API', async 
     (err) => err instanceof CommandExitError && /quota/i.test(err.stderr),
   )
   await s.commands.run('rm -f /q/big && sync')
-  await assert.rejects(vol.writeFile('/big.bin', new Uint8Array(100 << 20)), (err) => err.statusCode === 507)
+  await assert.rejects(vol.writeFile('/big.bin', new Uint8Array(100 << 20)), volumeStatus(507))
   assert.equal(await vol.exists('/big.bin'), false, 'a refused write leaves no partial file')
   await s.kill()
 })
@@ -118,12 +122,19 @@ test('the content API', async () => {
   await s.kill()
 })
 
-test('bad input: InvalidArgumentError, nothing made', async () => {
-  await assert.rejects(Volume.create('../escape'), (err) => err.statusCode === 400 || /400/.test(err.message))
+const is400 = (err) => err.statusCode === 400
+
+test('bad input: 400, nothing made', async () => {
+  await assert.rejects(Volume.create('../escape'), volumeStatus(400))
+  assert.ok(!(await Volume.list()).some((v) => v.name === '../escape'))
   const vol = await newVolume('bad')
-  for (const path of ['/proc', '/', '/sys/x', '/dev', '/a/../etc']) {
-    await assert.rejects(Sandbox.create({ volumeMounts: { [path]: vol } }), InvalidArgumentError, path)
+  const tag = { run: runId, suite: 'volumes-bad' }
+  const create = (volumeMounts) => Sandbox.create({ volumeMounts, metadata: tag }).then(track)
+  for (const path of ['/proc', '/', '/sys/x', '/dev', '/a/../etc', 'relative']) {
+    await assert.rejects(create({ [path]: vol }), is400, path)
   }
-  await assert.rejects(Sandbox.create({ volumeMounts: { '/x': `nosuch-${runId}` } }), InvalidArgumentError)
-  await assert.rejects(Sandbox.create({ volumeMounts: { '/x': vol, '/y': vol } }), InvalidArgumentError)
+  await assert.rejects(create({ '/x': `nosuch-${runId}` }), is400)
+  await assert.rejects(create({ '/x': vol, '/y': vol }), is400)
+  const left = await Sandbox.list({ query: { metadata: tag } }).nextItems()
+  assert.equal(left.length, 0, 'a refused create left a sandbox')
 })
