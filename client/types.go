@@ -140,13 +140,11 @@ type SandboxDetail struct {
 	Pids int64 `json:"pids"`
 	// DiskUsedBytes is the space charged to the sandbox (its writes and
 	// snapshots), when the storage can tell; -1 otherwise.
-	DiskUsedBytes int64 `json:"diskUsedBytes"`
-	// VolumeMounts are the shared volumes it mounts.
-	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
-	Family       string        `json:"family,omitempty"`
-	ForkedFrom   string        `json:"forkedFrom,omitempty"`
-	Head         string        `json:"head,omitempty"`
-	Turn         int           `json:"turn,omitempty"`
+	DiskUsedBytes int64  `json:"diskUsedBytes"`
+	Family        string `json:"family,omitempty"`
+	ForkedFrom    string `json:"forkedFrom,omitempty"`
+	Head          string `json:"head,omitempty"`
+	Turn          int    `json:"turn,omitempty"`
 	// AllowInternetAccess and Network report a networked sandbox's egress
 	// policy (both absent: no network).
 	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
@@ -158,6 +156,8 @@ type SandboxDetail struct {
 	// MemorySnapshot: its runtime can save its memory (snapshots with
 	// memory, hibernation, forks that carry on its processes).
 	MemorySnapshot bool `json:"memorySnapshot"`
+	// VolumeMounts are the shared volumes it mounts.
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.

@@ -37,13 +37,14 @@ func serveCmd() *cobra.Command {
 // serveFlags are serve's flags: the daemon's config and the sizes given in
 // other units than the config's.
 type serveFlags struct {
-	cfg                                                config.Config
-	imageSizeGiB, diskMB, maxUploadMB, logMB, volumeMB int64
-	pprofAddr                                          string
-	memoryMB                                           int64
-	maxImportMB                                        int64
-	cpus                                               float64
-	debug                                              bool
+	cfg                                      config.Config
+	imageSizeGiB, diskMB, maxUploadMB, logMB int64
+	pprofAddr                                string
+	memoryMB                                 int64
+	maxImportMB                              int64
+	cpus                                     float64
+	debug                                    bool
+	volumeMB                                 int64
 }
 
 // serve opens the daemon the flags describe and serves until a signal.
