@@ -35,6 +35,8 @@ const maxTimeout = 24 * time.Hour
 type sandboxRoutes struct {
 	sandboxViews
 	records Records
+	// volumes reads the shared volumes a sandbox mounts (nil: none).
+	volumes VolumeAdmin
 }
 
 // sandboxViews turns a sandbox's record into the API's answers: its
@@ -155,9 +157,6 @@ func (s sandboxViews) detailOf(rec store.Sandbox) client.SandboxDetail {
 		end := rec.EndAt
 		d.EndAt = &end
 	}
-	for _, m := range rec.VolumeMounts {
-		d.VolumeMounts = append(d.VolumeMounts, client.VolumeMount{Name: m.Name, Path: m.Path})
-	}
 	describeNetwork(&d, rec)
 	for _, rt := range s.runtimes {
 		if rt.Name == rec.Runtime {
@@ -183,6 +182,16 @@ func (s *sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	addDiskUsage(r, s.records, &d)
+	if s.volumes != nil {
+		ms, err := s.volumes.SandboxMounts(r.Context(), rec.ID)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		for _, m := range ms {
+			d.VolumeMounts = append(d.VolumeMounts, client.VolumeMount{Name: m.Name, Path: m.Path})
+		}
+	}
 	writeJSON(w, http.StatusOK, d)
 }
 

@@ -142,6 +142,9 @@ func New(deps Deps) *Server {
 	maxUpload := uploadLimit(deps.MaxUploadBytes)
 	s.admin = &adminRoutes{templates: deps.Templates, keys: deps.Keys, authz: authz}
 	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records}
+	if deps.Volumes != nil {
+		s.sandboxes.volumes = deps.Volumes
+	}
 	s.logs = &logRoutes{records: records, logs: deps.Logs}
 	s.lifecycle = &lifecycleRoutes{sandboxViews: views, lifecycle: lifecycle}
 	maxImport := deps.MaxImportBytes

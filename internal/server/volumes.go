@@ -30,6 +30,7 @@ type VolumeAdmin interface {
 	List(ctx context.Context, team string) ([]store.Volume, error)
 	Delete(ctx context.Context, team, idOrName string) error
 	Usage(ctx context.Context, v store.Volume) int64
+	SandboxMounts(ctx context.Context, sandboxID string) ([]store.VolumeMount, error)
 }
 
 // VolumeContent reads and writes what a volume holds, for the holder of

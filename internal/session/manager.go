@@ -76,6 +76,7 @@ type Store interface {
 	CreateSandboxRecorded(ctx context.Context, sb store.Sandbox, edge store.LineageEdge, ev store.Event) error
 	GetTemplate(ctx context.Context, name string) (store.Template, error)
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
+	SandboxVolumeMounts(ctx context.Context, sandboxID string) ([]store.VolumeMount, error)
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error)
 	CountSandboxes(ctx context.Context, states ...store.SandboxState) (int, error)
 	UpdateSandboxState(ctx context.Context, id string, from []store.SandboxState, to store.SandboxState, reason string) error

@@ -518,6 +518,10 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 			return "", nil, fmt.Errorf("snapshot %s was taken without memory, so its forks cannot carry on with its processes; drop memory (a fork from its files), or fork the live state with memory: %w", snapID, errdefs.ErrInvalid)
 		}
 	}
+	mounts, err := s.store.SandboxVolumeMounts(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
 	results := make([]ForkResult, req.Count)
 	sem := make(chan struct{}, maxForkParallelism)
 	done := make(chan struct{})
@@ -540,7 +544,7 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 				// A fork mounts its parent's volumes: they are shared,
 				// never copied (and a restore from memory needs the
 				// same mounts).
-				VolumeMounts: mountsByName(rec.VolumeMounts),
+				VolumeMounts: mountsByName(mounts),
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)

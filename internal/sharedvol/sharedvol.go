@@ -222,6 +222,11 @@ func (s *Service) MountsOf(ctx context.Context, sandboxID string) ([]runtime.Mou
 	return out, nil
 }
 
+// SandboxMounts returns the volumes a sandbox mounts, by path.
+func (s *Service) SandboxMounts(ctx context.Context, sandboxID string) ([]store.VolumeMount, error) {
+	return s.db.SandboxVolumeMounts(ctx, sandboxID)
+}
+
 // ResolveMounts checks a create's volume mounts (names a team's volumes,
 // paths a sandbox may mount over, no volume or path twice) and fills in the
 // volumes' ids.

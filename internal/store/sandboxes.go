@@ -80,8 +80,8 @@ type Sandbox struct {
 	// team has at most one sandbox per key (ErrAlreadyExists).
 	IdempotencyKey string
 	// VolumeMounts are the shared volumes it mounts (table
-	// sandbox_volume_mounts): written with the record, read by GetSandbox
-	// only (listings leave it nil).
+	// sandbox_volume_mounts): written with the record; reads leave it nil
+	// (SandboxVolumeMounts reads them: a query most calls do not need).
 	VolumeMounts []VolumeMount
 }
 
@@ -290,9 +290,6 @@ func (s *sandboxTable) GetSandbox(ctx context.Context, id string) (Sandbox, erro
 	}
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("get sandbox %s: %w", id, dbErr(err))
-	}
-	if sb.VolumeMounts, err = sandboxMounts(ctx, s.r, id); err != nil {
-		return Sandbox{}, err
 	}
 	return sb, nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // TestVolumes: one name per team; a sandbox's mounts are written with its
-// record and read by GetSandbox; a volume a live sandbox mounts cannot be
+// record; a volume a live sandbox mounts cannot be
 // deleted, one a destroyed sandbox mounted can; a mount of a volume that is
 // gone fails the create whole.
 func TestVolumes(t *testing.T) {
@@ -31,9 +31,9 @@ func TestVolumes(t *testing.T) {
 	if err := s.CreateSandbox(ctx, Sandbox{ID: "sb1", Team: "t", Template: "base", Runtime: "native", State: StateRunning, VolumeMounts: mounts}); err != nil {
 		t.Fatal(err)
 	}
-	sb, err := s.GetSandbox(ctx, "sb1")
-	if err != nil || len(sb.VolumeMounts) != 1 || sb.VolumeMounts[0] != (VolumeMount{VolumeID: "vol1", Name: "data", Path: "/data"}) {
-		t.Fatalf("GetSandbox's mounts: %+v, %v", sb.VolumeMounts, err)
+	ms, err := s.SandboxVolumeMounts(ctx, "sb1")
+	if err != nil || len(ms) != 1 || ms[0] != (VolumeMount{VolumeID: "vol1", Name: "data", Path: "/data"}) {
+		t.Fatalf("the sandbox's mounts: %+v, %v", ms, err)
 	}
 	if err := s.DeleteVolume(ctx, "vol1"); !errdefs.IsConflict(err) {
 		t.Errorf("delete a volume a running sandbox mounts: %v, want ErrConflict", err)
