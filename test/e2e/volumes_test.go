@@ -127,8 +127,9 @@ func TestVolumesShared(t *testing.T) {
 }
 
 // TestVolumesGVisor: one volume mounted into a gVisor sandbox and a native
-// one at once; each reads what the other wrote, and the gVisor sandbox's
-// user owns what it writes.
+// one at once; each reads what the other wrote, the gVisor sandbox's user
+// owns what it writes, and the mount is there again after a pause and
+// after a hibernation's wake.
 func TestVolumesGVisor(t *testing.T) {
 	t.Parallel()
 	d := gvisorDaemon(t)
@@ -166,6 +167,21 @@ func TestVolumesGVisor(t *testing.T) {
 	}
 	if res := execAs(t, ctx, c, g.SandboxID, "user", "cat /work/n.txt /work/g.txt"); res.Stdout != "from-native\nfrom-gvisor\n" {
 		t.Errorf("gVisor reads the volume after a pause and resume: %+v", res)
+	}
+	// Hibernation checkpoints its memory to disk and the wake restores it
+	// with the volume mounted again; what was written meanwhile is there.
+	if _, err := c.Lifecycle.Hibernate(ctx, g.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	execAs(t, ctx, c, n.SandboxID, "user", "echo while-hibernated > /work/h.txt")
+	if _, err := c.Lifecycle.Resume(ctx, g.SandboxID); err != nil {
+		t.Fatal(err)
+	}
+	if res := execAs(t, ctx, c, g.SandboxID, "user", "cat /work/h.txt && echo after-wake > /work/w.txt"); res.Stdout != "while-hibernated\n" {
+		t.Errorf("gVisor reads the volume after hibernation: %+v", res)
+	}
+	if res := execAs(t, ctx, c, n.SandboxID, "user", "cat /work/w.txt"); res.Stdout != "after-wake\n" {
+		t.Errorf("native reads what the woken gVisor sandbox wrote: %+v", res)
 	}
 }
 
