@@ -44,6 +44,7 @@ type Client struct {
 	Pools     *PoolsService
 	APIKeys   *APIKeysService
 	Teams     *TeamsService
+	Volumes   *VolumesService // shared volumes and their content
 }
 
 // transport is what every service shares: where the daemon is, the key to
@@ -90,6 +91,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 		Pools:     &PoolsService{t: t},
 		APIKeys:   &APIKeysService{t: t},
 		Teams:     &TeamsService{t: t},
+		Volumes:   &VolumesService{t: t},
 	}
 	for _, o := range opts {
 		o(c)

@@ -70,6 +70,9 @@ type NewSandbox struct {
 	// without its tokens or an API key) and the egress lists allowOut and
 	// denyOut (either one gives the sandbox a network).
 	Network *Network `json:"network,omitempty"`
+	// VolumeMounts mounts shared volumes (POST /volumes) read-write, by
+	// name, at absolute paths inside the sandbox.
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 	// warren extensions
 	Limits *Limits `json:"limits,omitempty"`
 	// SnapshotEveryToolCall takes a turn snapshot after every tool call
@@ -153,6 +156,8 @@ type SandboxDetail struct {
 	// MemorySnapshot: its runtime can save its memory (snapshots with
 	// memory, hibernation, forks that carry on its processes).
 	MemorySnapshot bool `json:"memorySnapshot"`
+	// VolumeMounts are the shared volumes it mounts.
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.

@@ -18,7 +18,9 @@ func filesCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "files",
 		Aliases: []string{"fs"},
-		Short:   "Read, write and manage files in a sandbox",
+		Short:   "Read, write and manage files in a sandbox or a shared volume",
+		Long: `Read, write and manage files in a sandbox, or in a shared volume: give
+vol:NAME where a command takes a sandbox ID (warren files ls vol:data /).`,
 	}
 	cmd.AddCommand(filesGetCmd(a), filesPutCmd(a), filesListCmd(a), filesStatCmd(a),
 		filesMkdirCmd(a), filesMoveCmd(a), filesRemoveCmd(a))
@@ -39,7 +41,11 @@ whole or not at all: a failed copy leaves no partial file behind.`,
 			if len(argv) == 3 {
 				local = argv[2]
 			}
-			rc, err := a.client().Files.Read(cmd.Context(), id, remote)
+			t, err := a.fileTarget(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			rc, err := t.Read(cmd.Context(), remote)
 			if err != nil {
 				return err
 			}
@@ -109,7 +115,11 @@ func filesPutCmd(a *app) *cobra.Command {
 				}
 				r = f
 			}
-			info, err := a.client().Files.Write(cmd.Context(), id, remote, r, m, user)
+			t, err := a.fileTarget(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			info, err := t.Write(cmd.Context(), remote, r, m, user)
 			if err != nil {
 				return err
 			}
@@ -139,7 +149,11 @@ func filesListCmd(a *app) *cobra.Command {
 			if depth < 0 {
 				return usageError{errors.New("--depth must not be negative")}
 			}
-			entries, err := a.client().Files.List(cmd.Context(), argv[0], dir, depth)
+			t, err := a.fileTarget(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			entries, err := t.List(cmd.Context(), dir, depth)
 			if err != nil {
 				return err
 			}
@@ -183,7 +197,11 @@ func filesStatCmd(a *app) *cobra.Command {
 		Short: "Describe a file in a sandbox",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			e, err := a.client().Files.Stat(cmd.Context(), argv[0], argv[1])
+			t, err := a.fileTarget(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			e, err := t.Stat(cmd.Context(), argv[1])
 			if err != nil {
 				return err
 			}
@@ -215,7 +233,11 @@ func filesMkdirCmd(a *app) *cobra.Command {
 		Short: "Create a directory (and its parents) in a sandbox",
 		Args:  args(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			e, err := a.client().Files.MakeDir(cmd.Context(), argv[0], argv[1])
+			t, err := a.fileTarget(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
+			e, err := t.MakeDir(cmd.Context(), argv[1])
 			if err != nil || !a.json {
 				return err
 			}
@@ -246,11 +268,13 @@ func filesRemoveCmd(a *app) *cobra.Command {
 		Short: "Remove files or directory trees in a sandbox",
 		Args:  args(cobra.MinimumNArgs(2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			c := a.client()
-			id := argv[0]
+			t, err := a.fileTarget(cmd.Context(), argv[0])
+			if err != nil {
+				return err
+			}
 			failed := 0
 			for _, p := range argv[1:] {
-				if err := c.Files.Remove(cmd.Context(), id, p); err != nil {
+				if err := t.Remove(cmd.Context(), p); err != nil {
 					failed++
 					fmt.Fprintf(a.errOut, "error: %s\n", a.describe(err))
 				}

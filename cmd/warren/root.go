@@ -79,6 +79,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		sandboxCmd(a),
 		execCmd(a),
 		filesCmd(a),
+		volumeCmd(a),
 		keyCmd(a),
 		teamCmd(a),
 		templateCmd(a),

@@ -39,6 +39,7 @@ type sandboxCreateFlags struct {
 	cpus           float64
 	pids           int64
 	meta, env      []string
+	volumes        []string
 	egress         egressFlags
 	rtName         string
 	idemKey        string
@@ -53,7 +54,8 @@ func sandboxCreateCmd(a *app) *cobra.Command {
   warren sandbox create --template base --timeout 0 --memory-mb 1024 --cpus 2 --meta owner=alice
   warren sandbox create --allow-out pypi.org --allow-out files.pythonhosted.org
   warren sandbox create --internet --deny-out 203.0.113.0/24
-  warren sandbox create --runtime gvisor`,
+  warren sandbox create --runtime gvisor
+  warren sandbox create --volume data:/data`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := o.request(cmd.Flags().Changed("timeout"))
@@ -85,6 +87,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.BoolVar(&o.toolSnaps, "snapshot-every-tool-call", false, "take a turn snapshot after every tool call (warren tool call)")
 	f.StringArrayVar(&o.meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&o.env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
+	f.StringArrayVar(&o.volumes, "volume", nil, "mount the shared volume NAME read-write at /PATH: NAME:/PATH (repeatable; warren volume create)")
 	f.StringVar(&o.rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
 	f.StringVar(&o.idemKey, "idempotency-key", "", "make at most one sandbox for this key (per team, 24 hours): running the same command again prints the first one's id")
 	f.BoolVar(&o.filesOnly, "files-only", false, "from a snapshot taken with memory (--template SNAP), take only its files: processes start afresh, on any runtime")
@@ -133,6 +136,9 @@ func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error
 	in.SnapshotEveryToolCall = o.toolSnaps
 	in.Runtime = o.rtName
 	in.FilesOnly = o.filesOnly
+	if in.VolumeMounts, err = parseVolumeMounts(o.volumes); err != nil {
+		return in, err
+	}
 	return in, nil
 }
 

@@ -44,6 +44,7 @@ type serveFlags struct {
 	maxImportMB                                         int64
 	cpus                                                float64
 	debug                                               bool
+	volumeMB                                            int64
 }
 
 // serve opens the daemon the flags describe and serves until a signal.
@@ -66,6 +67,7 @@ func (o *serveFlags) serve(cmd *cobra.Command) error {
 	o.cfg.DefaultLimits.CPUMillis = int64(o.cpus * 1000)
 	o.cfg.DefaultDiskBytes = autoMiB(o.diskMB)
 	o.cfg.DiskReserveBytes = autoMiB(o.reserveMB)
+	o.cfg.VolumeSizeBytes = o.volumeMB << 20
 	if err := o.cfg.Validate(); err != nil {
 		return err
 	}
@@ -122,6 +124,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.Int64Var(&o.cfg.DefaultLimits.Pids, "default-pids", o.cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")
 	f.Int64Var(&o.diskMB, "default-disk-mb", -1, "disk quota of a sandbox that asks for none, snapshots included (-1 = a tenth of the pool, at most 10 GiB; 0 = none; btrfs only)")
 	f.Int64Var(&o.reserveMB, "disk-reserve-mb", -1, "part of the pool no sandbox can write into, kept for the daemon's own work (-1 = a twentieth of the pool within 256 MiB..4 GiB; 0 = none; btrfs only)")
+	f.Int64Var(&o.volumeMB, "volume-size-mb", o.cfg.VolumeSizeBytes>>20, "size cap of a shared volume whose create names none (0 = none; btrfs only)")
 	f.IntVar(&o.cfg.MaxTurns, "max-turns", o.cfg.MaxTurns, "turn snapshots kept per sandbox; older unnamed turns without forks are pruned (0 = keep all; -1 = 0 with archiving, else 100)")
 	f.IntVar(&o.cfg.ArchiveAfter, "archive-after", o.cfg.ArchiveAfter, "newest turn snapshots per sandbox kept in the pool; older ones are archived to send streams and restored on demand (0 = no archiving; btrfs only)")
 	f.IntVar(&o.cfg.AnchorEvery, "anchor-every", o.cfg.AnchorEvery, "turns 1, N+1, 2N+1, … stay in the pool as the bases of archived turns' streams")

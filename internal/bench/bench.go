@@ -94,6 +94,9 @@ type Report struct {
 	// host's own disk; Fork: POST /fork of the live state, ×1 and ×10.
 	Files FilesReport `json:"files"`
 	Fork  ForkReport  `json:"fork"`
+	// VolumeIO: a shared volume's write and read throughput against the
+	// sandbox's own root, from inside one sandbox.
+	VolumeIO VolumeIOReport `json:"volume_io"`
 	// Concurrency: create, exec, file write and read, pause and resume,
 	// port route, turn, fork ×1 and delete with 1, 10 and 50 sandboxes at
 	// it at once.
@@ -152,6 +155,9 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	}
 	if rep.Files, err = measureFiles(ctx, c, keep, cfg.DataDir, opts.FileOps); err != nil {
 		return rep, fmt.Errorf("files: %w", err)
+	}
+	if rep.VolumeIO, err = measureVolumeIO(ctx, c, tmpl, max(2, opts.FileOps/5)); err != nil {
+		return rep, fmt.Errorf("volume io: %w", err)
 	}
 	if rep.Fork, err = measureForks(ctx, c, keep, opts.ForkRounds); err != nil {
 		return rep, fmt.Errorf("fork: %w", err)

@@ -73,6 +73,9 @@ type Config struct {
 	// pool within 256 MiB..4 GiB). See internal/diskshare.
 	DefaultDiskBytes int64
 	DiskReserveBytes int64
+	// VolumeSizeBytes caps a shared volume whose create names no size
+	// (0 = no cap).
+	VolumeSizeBytes int64
 	// DefaultTimeout is the run timeout of a sandbox whose create names none.
 	DefaultTimeout time.Duration
 	// AllowNoTimeout lets a caller ask for a run timeout of 0 (the sandbox
@@ -138,6 +141,7 @@ func Default() Config {
 		SandboxLogBytes:    8 << 20,
 		Storage:            "btrfs",
 		ImageSize:          20 << 30,
+		VolumeSizeBytes:    1 << 30,
 		MaxSandboxes:       100,
 		DefaultLimits:      runtime.DefaultLimits,
 		MaxLimits:          runtime.Limits{MemoryBytes: 16 << 30, CPUMillis: 16000, Pids: 32768},
@@ -267,6 +271,9 @@ func (c *Config) validateStorage() error {
 	}
 	if c.DefaultDiskBytes < -1 || c.DiskReserveBytes < -1 {
 		return fmt.Errorf("--default-disk-mb and --disk-reserve-mb: want -1 (auto), 0 (none) or a size in MiB: %w", errdefs.ErrInvalid)
+	}
+	if c.VolumeSizeBytes < 0 {
+		return fmt.Errorf("--volume-size-mb must not be negative: %w", errdefs.ErrInvalid)
 	}
 	if c.AnchorEvery < 2 {
 		return fmt.Errorf("--anchor-every must be at least 2 (every turn an anchor archives nothing): %w", errdefs.ErrInvalid)

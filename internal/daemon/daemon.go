@@ -32,6 +32,7 @@ import (
 	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
+	"github.com/warrenhq/warren/internal/sharedvol"
 	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/storage/btrfs"
 	"github.com/warrenhq/warren/internal/storage/dir"
@@ -62,6 +63,7 @@ type Daemon struct {
 	Logs      *sandboxlog.Logs
 	Metrics   *metrics.Metrics
 	Networks  *sandbox.Networks
+	Volumes   *sharedvol.Service
 	audit     *networkAudit
 	runtimes  []client.RuntimeInfo // for GET /health
 	// share keeps the pool's reserve (nil: none); Serve runs it.
@@ -147,6 +149,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if d.Networks, err = newNetworks(cfg, d.audit, log); err != nil {
 		return nil, err
 	}
+	d.Volumes = sharedvol.New(d.Storage, d.Store, cfg.VolumeSizeBytes, log)
 	hostCfg := sandbox.Config{
 		Network:     d.Networks,
 		Storage:     d.Storage,
@@ -160,6 +163,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		NoNewPrivileges: func(template string) bool {
 			return noNewPrivileges(cfg.NoNewPrivileges, d.Store, template, log)
 		},
+		VolumeMounts: d.Volumes.MountsOf,
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()
@@ -172,9 +176,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	d.share = share
 	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(d.sessionConfig(rt.Name(), defaultDisk), d.Store, d.Host, log)
-	if err := d.Templates.Reconcile(ctx); err != nil {
-		log.Warn("reconcile templates", "err", err)
-	}
+	d.reconcileStorage(ctx)
 	startNetworkIfNeeded(ctx, d.Networks, d.Store, log)
 	if err := d.Sessions.Recover(ctx); err != nil {
 		log.Warn("reconcile sandboxes", "err", err)
@@ -202,6 +204,18 @@ func (d *Daemon) sessionConfig(runtimeName string, defaultDisk int64) session.Co
 		DefaultDisk:     defaultDisk,
 		OnEvent:         d.onEvent,
 		OnTimeout:       d.Metrics.CountTimeout,
+		Volumes:         d.Volumes,
+	}
+}
+
+// reconcileStorage drops what the pool holds of templates and volumes that
+// have no record (a build or a delete a crash cut short).
+func (d *Daemon) reconcileStorage(ctx context.Context) {
+	if err := d.Templates.Reconcile(ctx); err != nil {
+		d.log.Warn("reconcile templates", "err", err)
+	}
+	if err := d.Volumes.Reconcile(ctx); err != nil {
+		d.log.Warn("reconcile shared volumes", "err", err)
 	}
 }
 
@@ -255,6 +269,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Processes:      cmds,
 		Keys:           d.Store,
 		Templates:      d.Templates,
+		Volumes:        d.Volumes,
 		Procs:          d.Procs,
 		Logs:           d.Logs,
 		Tools:          tools,

@@ -16,6 +16,9 @@ var (
 	ErrResourceExhausted = errors.New("resource exhausted")
 	ErrUnauthenticated   = errors.New("unauthenticated")
 	ErrPermissionDenied  = errors.New("permission denied")
+	// ErrNoSpace: a write found its volume's quota (or the disk) full;
+	// E2B answers 507, which its SDK shows as NotEnoughSpaceError.
+	ErrNoSpace = errors.New("not enough space")
 )
 
 func IsNotFound(err error) bool          { return errors.Is(err, ErrNotFound) }

@@ -21,6 +21,8 @@ func HTTPStatus(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrPermissionDenied):
 		return http.StatusForbidden
+	case errors.Is(err, ErrNoSpace):
+		return http.StatusInsufficientStorage
 	case IsResourceExhausted(err):
 		return http.StatusTooManyRequests
 	case IsUnsupported(err):

@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -52,6 +53,9 @@ type Config struct {
 	// no_new_privs (setuid binaries such as sudo then raise nothing); it
 	// is asked at every start. nil: never.
 	NoNewPrivileges func(template string) bool
+	// VolumeMounts returns the shared volumes a sandbox mounts (bind
+	// mounts, read-write), asked at every start of it. nil: none.
+	VolumeMounts func(ctx context.Context, id string) ([]runtime.Mount, error)
 }
 
 // Host creates, recovers and destroys sandboxes on this machine. Each job
@@ -93,7 +97,8 @@ func New(c Config) *Host {
 	nets := &sandboxNetworks{networks: c.Network, sockets: sockets}
 	memory := &memoryImages{dir: images, runtime: c.Runtime, pool: pool, syncs: writeBacks, sockets: sockets, log: c.Log}
 	launch := &launcher{runtime: c.Runtime, sockets: sockets, logDir: c.LogDir, agentBinary: c.AgentBinary,
-		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges}
+		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges,
+		volumeMounts: c.VolumeMounts}
 	memory.specs = launch
 	return &Host{
 		lifecycle: &lifecycle{pool: pool, runtime: c.Runtime, launch: launch, sockets: sockets, net: nets,

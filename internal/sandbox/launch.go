@@ -94,12 +94,14 @@ type launcher struct {
 	restorer    imageRestorer
 	// noNewPrivileges: see Config.NoNewPrivileges.
 	noNewPrivileges func(template string) bool
+	// volumeMounts: see Config.VolumeMounts.
+	volumeMounts func(ctx context.Context, id string) ([]runtime.Mount, error)
 }
 
 // start starts the sandbox's processes on root, or restores them from the
 // memory image spec names.
 func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.Status, error) {
-	rs, err := l.runtimeSpec(spec, root)
+	rs, err := l.runtimeSpec(ctx, spec, root)
 	if err != nil {
 		return runtime.Status{}, err
 	}
@@ -123,7 +125,7 @@ func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.S
 }
 
 // runtimeSpec is what the runtime is told to run for spec on root.
-func (l *launcher) runtimeSpec(spec Spec, root string) (runtime.Spec, error) {
+func (l *launcher) runtimeSpec(ctx context.Context, spec Spec, root string) (runtime.Spec, error) {
 	logPath := ""
 	if l.logDir != "" {
 		if err := os.MkdirAll(l.logDir, 0o700); err != nil {
@@ -149,6 +151,15 @@ func (l *launcher) runtimeSpec(spec Spec, root string) (runtime.Spec, error) {
 		Limits:          spec.Limits,
 		LogPath:         logPath,
 		NoNewPrivileges: l.noNewPrivileges != nil && l.noNewPrivileges(spec.Template),
+	}
+	if l.volumeMounts != nil {
+		// Asked at every start, so a rollback, a wake or a cold boot
+		// mounts the same volumes as the create did.
+		vols, err := l.volumeMounts(ctx, spec.ID)
+		if err != nil {
+			return runtime.Spec{}, fmt.Errorf("shared volumes of sandbox %s: %w", spec.ID, err)
+		}
+		rs.Mounts = append(rs.Mounts, vols...)
 	}
 	if spec.Network != nil {
 		if err := l.net.attachNetwork(spec.ID, &rs); err != nil {

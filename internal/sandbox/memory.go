@@ -64,7 +64,7 @@ type memoryImages struct {
 	syncs interface{ syncVolume(key storage.Key) error }
 	// specs says what a woken sandbox runs (launcher).
 	specs interface {
-		runtimeSpec(spec Spec, root string) (runtime.Spec, error)
+		runtimeSpec(ctx context.Context, spec Spec, root string) (runtime.Spec, error)
 	}
 	sockets agentSockets
 	log     *slog.Logger
@@ -277,7 +277,7 @@ func (m *memoryImages) Wake(ctx context.Context, spec Spec, conn *agentconn.Conn
 		return 0, fmt.Errorf("sandbox %s has no hibernation image: %w", spec.ID, errdefs.ErrNotFound)
 	}
 	began := time.Now()
-	rs, err := m.specs.runtimeSpec(spec, m.pool.st.Path(sandboxKey(spec.ID)))
+	rs, err := m.specs.runtimeSpec(ctx, spec, m.pool.st.Path(sandboxKey(spec.ID)))
 	if err != nil {
 		return 0, err
 	}

@@ -35,6 +35,8 @@ const maxTimeout = 24 * time.Hour
 type sandboxRoutes struct {
 	sandboxViews
 	records Records
+	// volumes reads the shared volumes a sandbox mounts (nil: none).
+	volumes VolumeAdmin
 }
 
 // sandboxViews turns a sandbox's record into the API's answers: its
@@ -77,6 +79,9 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Network: createPolicy(body),
 
 		IdempotencyKey: r.Header.Get(idempotencyKeyHeader),
+	}
+	for _, m := range body.VolumeMounts {
+		req.VolumeMounts = append(req.VolumeMounts, store.VolumeMount{Name: m.Name, Path: m.Path})
 	}
 	timeout, err := runTimeout(s.records, body.Timeout)
 	if err != nil {
@@ -177,6 +182,16 @@ func (s *sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	addDiskUsage(r, s.records, &d)
+	if s.volumes != nil {
+		ms, err := s.volumes.SandboxMounts(r.Context(), rec.ID)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		for _, m := range ms {
+			d.VolumeMounts = append(d.VolumeMounts, client.VolumeMount{Name: m.Name, Path: m.Path})
+		}
+	}
 	writeJSON(w, http.StatusOK, d)
 }
 

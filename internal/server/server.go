@@ -59,6 +59,8 @@ type Deps struct {
 	Processes Processes
 	Keys      Keys
 	Templates Templates
+	// Volumes are the shared volumes (nil: their routes answer 501).
+	Volumes Volumes
 	// Procs holds the output of sandboxes' background processes.
 	Procs *procs.Manager
 	// Logs holds each sandbox's log (process output and lifecycle).
@@ -116,6 +118,7 @@ type Server struct {
 	teams     *teamRoutes
 	moves     *moveRoutes
 	replicas  *replicaRoutes
+	volumes   *volumeRoutes
 }
 
 // New builds the API's handler.
@@ -141,6 +144,9 @@ func New(deps Deps) *Server {
 	s.admin = &adminRoutes{templates: deps.Templates, keys: deps.Keys, authz: authz}
 	s.teams = &teamRoutes{teams: deps.Sessions}
 	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records}
+	if deps.Volumes != nil {
+		s.sandboxes.volumes = deps.Volumes
+	}
 	s.logs = &logRoutes{records: records, logs: deps.Logs}
 	s.lifecycle = &lifecycleRoutes{sandboxViews: views, lifecycle: lifecycle}
 	maxImport := deps.MaxImportBytes
@@ -154,6 +160,7 @@ func New(deps Deps) *Server {
 	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
 	replicator, _ := deps.Sessions.(Replicator)
 	s.replicas = &replicaRoutes{sandboxViews: views, replicator: replicator, snapshots: s.snapshots}
+	s.volumes = &volumeRoutes{volumes: deps.Volumes, maxUpload: maxUpload}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
 	s.files = &fileRoutes{files: deps.Files, log: deps.Log, maxUpload: maxUpload}
@@ -246,6 +253,8 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("POST /sandboxes/{id}/replica/pull", auth(adminOnly(s.replicas.pullReplica)))
 	m.Handle("POST /sandboxes/{id}/restore", auth(adminOnly(s.replicas.restoreReplica)))
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
+
+	s.volumes.routes(m, auth)
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))

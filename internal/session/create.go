@@ -42,6 +42,9 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 	}
 	now := l.cfg.Now().UTC()
 	rec := l.newRecord(req, limits, now)
+	if err := resolveVolumes(ctx, l.cfg.Volumes, req, &rec); err != nil {
+		return store.Sandbox{}, err
+	}
 	spec := sandbox.Spec{ID: rec.ID, Template: rec.Template, Limits: limits, Env: rec.Env, Group: rec.ID, QuotaBytes: rec.QuotaBytes, Network: req.Network}
 	if snap, err := l.snapshotAsSource(ctx, req.Team, req.Template); err != nil {
 		return store.Sandbox{}, err
@@ -75,7 +78,8 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		rec.EndAt = now.Add(timeout)
 	}
 
-	if spec.Snapshot == "" {
+	if spec.Snapshot == "" && len(rec.VolumeMounts) == 0 {
+		// A pooled sandbox started without volumes.
 		if e, ok := l.warm.claim(ctx, req, rec.Runtime, tmpl); ok {
 			return l.warm.claimed(ctx, e, rec, now)
 		}
@@ -106,6 +110,23 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	return l.started(ctx, rec, spec, sb)
+}
+
+// resolveVolumes checks the volumes a create mounts and puts them, with
+// their ids, in its record.
+func resolveVolumes(ctx context.Context, vols VolumeResolver, req CreateRequest, rec *store.Sandbox) error {
+	if len(req.VolumeMounts) == 0 {
+		return nil
+	}
+	if vols == nil {
+		return fmt.Errorf("this server has no shared volumes: %w", errdefs.ErrUnsupported)
+	}
+	mounts, err := vols.ResolveMounts(ctx, req.Team, req.VolumeMounts)
+	if err != nil {
+		return err
+	}
+	rec.VolumeMounts = mounts
+	return nil
 }
 
 // newRecord is the record of a sandbox a create asks for, before its

@@ -76,6 +76,7 @@ type Store interface {
 	CreateSandboxRecorded(ctx context.Context, sb store.Sandbox, edge store.LineageEdge, ev store.Event) error
 	GetTemplate(ctx context.Context, name string) (store.Template, error)
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
+	SandboxVolumeMounts(ctx context.Context, sandboxID string) ([]store.VolumeMount, error)
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error)
 	CountSandboxes(ctx context.Context, states ...store.SandboxState) (int, error)
 	UpdateSandboxState(ctx context.Context, id string, from []store.SandboxState, to store.SandboxState, reason string) error
@@ -164,6 +165,16 @@ type Config struct {
 	Now func() time.Time
 	// TimeoutTick is how often the timeout loops look (0: DefaultTimeoutTick).
 	TimeoutTick time.Duration
+	// Volumes checks a create's volume mounts and finds the volumes (nil:
+	// a create that asks for any is ErrUnsupported).
+	Volumes VolumeResolver
+}
+
+// VolumeResolver checks the volume mounts a create asks for (names, paths,
+// none twice) and returns them with their volumes' ids; a name the team
+// has no volume of is ErrInvalid.
+type VolumeResolver interface {
+	ResolveMounts(ctx context.Context, team string, mounts []store.VolumeMount) ([]store.VolumeMount, error)
 }
 
 // CreateRequest says what sandbox a team wants.
@@ -198,6 +209,9 @@ type CreateRequest struct {
 	// FilesOnly starts a sandbox made from a snapshot taken with memory
 	// from the snapshot's files alone, with fresh processes.
 	FilesOnly bool
+	// VolumeMounts are the shared volumes to mount (by name and path);
+	// every start of the sandbox mounts them (Config.Volumes).
+	VolumeMounts []store.VolumeMount
 	// IdempotencyKey makes CreateOnce answer a retry with the sandbox the
 	// first attempt made ("" = every create makes one).
 	IdempotencyKey string

@@ -84,6 +84,7 @@ type snapshotHost interface {
 
 // snapshotStore is what the snapshot service needs of the store.
 type snapshotStore interface {
+	SandboxVolumeMounts(ctx context.Context, sandboxID string) ([]store.VolumeMount, error)
 	CountForksOf(ctx context.Context, snapshotID string) (int, error)
 	CreateSnapshot(ctx context.Context, snap store.Snapshot) error
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)

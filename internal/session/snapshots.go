@@ -518,6 +518,10 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 			return "", nil, fmt.Errorf("snapshot %s was taken without memory, so its forks cannot carry on with its processes; drop memory (a fork from its files), or fork the live state with memory: %w", snapID, errdefs.ErrInvalid)
 		}
 	}
+	mounts, err := s.store.SandboxVolumeMounts(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
 	results := make([]ForkResult, req.Count)
 	sem := make(chan struct{}, maxForkParallelism)
 	done := make(chan struct{})
@@ -537,6 +541,10 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 				ToolSnapshots: rec.ToolSnapshots,
 				Network:       policyOf(rec),
 				FilesOnly:     req.FilesOnly,
+				// A fork mounts its parent's volumes: they are shared,
+				// never copied (and a restore from memory needs the
+				// same mounts).
+				VolumeMounts: mountsByName(mounts),
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)
@@ -545,6 +553,15 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 		<-done
 	}
 	return snapID, results, nil
+}
+
+// mountsByName is a record's volume mounts as a create asks for them.
+func mountsByName(ms []store.VolumeMount) []store.VolumeMount {
+	out := make([]store.VolumeMount, len(ms))
+	for i, m := range ms {
+		out[i] = store.VolumeMount{Name: m.Name, Path: m.Path}
+	}
+	return out
 }
 
 // Promote makes a fork's current tree its parent's new live state. The

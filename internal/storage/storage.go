@@ -27,10 +27,14 @@ const (
 	// KindScratch holds volumes under construction (a template being built).
 	// Whatever is left there at start-up is garbage from a crash.
 	KindScratch Kind = "scratch"
+	// KindShared holds shared volumes (E2B's Volume): trees of their own,
+	// bind-mounted into the sandboxes that name them, never part of a
+	// sandbox's snapshots.
+	KindShared Kind = "shared"
 )
 
 // Kinds lists every kind, in the order the pool creates their directories.
-var Kinds = []Kind{KindTemplate, KindSandbox, KindSnapshot, KindScratch}
+var Kinds = []Kind{KindTemplate, KindSandbox, KindSnapshot, KindScratch, KindShared}
 
 // Key names one volume.
 type Key struct {
@@ -43,7 +47,7 @@ func (k Key) String() string { return string(k.Kind) + "/" + k.Name }
 // Validate rejects keys that could escape the pool.
 func (k Key) Validate() error {
 	switch k.Kind {
-	case KindTemplate, KindSandbox, KindSnapshot, KindScratch:
+	case KindTemplate, KindSandbox, KindSnapshot, KindScratch, KindShared:
 	default:
 		return fmt.Errorf("volume kind %q: %w", k.Kind, errdefs.ErrInvalid)
 	}
@@ -176,6 +180,13 @@ type GroupsCap interface {
 	GroupsUsage(ctx context.Context) (used, limit int64, err error)
 	// Space reports the pool's size and the bytes still free in it.
 	Space(ctx context.Context) (size, avail int64, err error)
+}
+
+// VolumeLimiter is implemented by backends that can cap the space one
+// volume's own writes may take (a shared volume's size). A write past the
+// cap fails with EDQUOT. Stat's ExclusiveBytes reports the usage.
+type VolumeLimiter interface {
+	SetVolumeLimit(ctx context.Context, key Key, bytes int64) error
 }
 
 // Archiver is implemented by backends that can move a read-only volume out

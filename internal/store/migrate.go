@@ -241,6 +241,15 @@ var migrations = []string{
 		disk_bytes   INTEGER NOT NULL DEFAULT 0,
 		updated_at   INTEGER NOT NULL DEFAULT 0
 	)`,
+	// 52-54: shared volumes (E2B's Volume), one name per team, and the
+	// volumes each sandbox mounts (one path each, one volume once).
+	`CREATE TABLE volumes (id TEXT PRIMARY KEY, team TEXT NOT NULL, name TEXT NOT NULL, token TEXT NOT NULL,
+		size_bytes INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, UNIQUE (team, name))`,
+	// 53
+	`CREATE TABLE sandbox_volume_mounts (sandbox_id TEXT NOT NULL, volume_id TEXT NOT NULL, path TEXT NOT NULL,
+		PRIMARY KEY (sandbox_id, path), UNIQUE (sandbox_id, volume_id))`,
+	// 54
+	`CREATE INDEX sandbox_volume_mounts_by_volume ON sandbox_volume_mounts (volume_id)`,
 }
 
 // SchemaVersion is the schema version this build writes.

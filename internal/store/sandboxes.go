@@ -79,6 +79,10 @@ type Sandbox struct {
 	// IdempotencyKey is the key the create was sent with ("" = none); a
 	// team has at most one sandbox per key (ErrAlreadyExists).
 	IdempotencyKey string
+	// VolumeMounts are the shared volumes it mounts (table
+	// sandbox_volume_mounts): written with the record; reads leave it nil
+	// (SandboxVolumeMounts reads them: a query most calls do not need).
+	VolumeMounts []VolumeMount
 }
 
 // Cursor returns a paging cursor that points just after sb in either
@@ -121,7 +125,10 @@ const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
 func (s *sandboxTable) CreateSandbox(ctx context.Context, sb Sandbox) error {
-	return insertSandbox(ctx, s.w, sb)
+	if len(sb.VolumeMounts) == 0 {
+		return insertSandbox(ctx, s.w, sb)
+	}
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return insertSandbox(ctx, tx, sb) })
 }
 
 // CreateSandboxRecorded creates sb's record together with the lineage edge
@@ -181,7 +188,7 @@ func insertSandbox(ctx context.Context, ex execer, sb Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
 	}
-	return nil
+	return insertMounts(ctx, ex, sb.ID, sb.VolumeMounts)
 }
 
 func validateSandbox(sb Sandbox) error {
@@ -404,6 +411,10 @@ func (s *sandboxTable) DeleteSandbox(ctx context.Context, id string) error {
 		// Its egress audit goes with it (its lifecycle events stay).
 		if _, err := tx.ExecContext(ctx, `DELETE FROM network_events WHERE sandbox_id = ?`, id); err != nil {
 			return fmt.Errorf("delete network events of %s: %w", id, dbErr(err))
+		}
+		// So do its volume mounts (the volumes stay).
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sandbox_volume_mounts WHERE sandbox_id = ?`, id); err != nil {
+			return fmt.Errorf("delete volume mounts of %s: %w", id, dbErr(err))
 		}
 		return nil
 	})

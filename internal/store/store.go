@@ -43,7 +43,7 @@ const readConns = 4
 // snapshotTable (snapshots.go), historyTables (events, lineage edges and
 // tool calls: events.go, lineage.go, toolcalls.go), templateTable
 // (templates.go), networkEventTable (network.go), keyTable (keys.go) and
-// teamTable (teams.go).
+// teamTable (teams.go) and volumeTable (volumes.go).
 type Store struct {
 	*conns
 	sandboxTable
@@ -53,6 +53,7 @@ type Store struct {
 	networkEventTable
 	keyTable
 	teamTable
+	volumeTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -70,6 +71,7 @@ type (
 	templateTable     struct{ *conns }
 	networkEventTable struct{ *conns }
 	keyTable          struct{ *conns }
+	volumeTable       struct{ *conns }
 )
 
 func newStore(c *conns) *Store {
@@ -82,6 +84,7 @@ func newStore(c *conns) *Store {
 		networkEventTable: networkEventTable{c},
 		teamTable:         teamTable{c},
 		keyTable:          keyTable{c},
+		volumeTable:       volumeTable{c},
 	}
 }
 

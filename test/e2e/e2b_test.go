@@ -32,7 +32,8 @@ func TestE2BSDK(t *testing.T) {
 		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}
 	requireNode(t) // before minutes of building
-	d := newDaemon(t)
+	// Volumes get a small default cap, so that volumes.test.mjs can fill one.
+	d := newDaemon(t, "--volume-size-mb", "64")
 	d.start()
 	start := time.Now()
 	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)
@@ -43,8 +44,8 @@ func TestE2BSDK(t *testing.T) {
 // runE2BSuite runs the E2B compatibility suite (test/e2e/e2b/*.test.mjs)
 // with node against the warren API at url (a daemon or a fleet's gateway),
 // as a user of E2B would point the SDK at it, and fails the test when any
-// of it fails.
-func runE2BSuite(t *testing.T, url, key string) {
+// of it fails. The files named in except (without .test.mjs) are left out.
+func runE2BSuite(t *testing.T, url, key string, except ...string) {
 	t.Helper()
 	node := requireNode(t)
 	dir, err := filepath.Abs("e2b")
@@ -57,6 +58,9 @@ func runE2BSuite(t *testing.T, url, key string) {
 		t.Fatalf("no *.test.mjs in %s (%v)", dir, err)
 	}
 	files = onlyE2BFiles(t, files, os.Getenv("WARREN_E2B_TESTS"))
+	files = slices.DeleteFunc(files, func(f string) bool {
+		return slices.Contains(except, strings.TrimSuffix(filepath.Base(f), ".test.mjs"))
+	})
 	sort.Strings(files)
 	args := []string{"--test", "--test-concurrency=2", "--test-reporter=spec", "--test-timeout=240000"}
 	for _, f := range files {
@@ -70,6 +74,7 @@ func runE2BSuite(t *testing.T, url, key string) {
 	cmd.Env = append(withoutE2BEnv(os.Environ()),
 		"E2B_API_URL="+url,
 		"E2B_SANDBOX_URL="+url,
+		"E2B_VOLUME_API_URL="+url,
 		"E2B_API_KEY="+key,
 		"E2B_DOMAIN="+config.Default().Domain,
 		"NO_COLOR=1",

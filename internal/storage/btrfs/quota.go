@@ -1,10 +1,14 @@
 package btrfs
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/storage"
 )
 
 // sysfsBtrfs is where the kernel shows each mounted btrfs, by uuid.
@@ -67,4 +71,34 @@ func (t *groupTable) usage(q uint64) (used, limit int64, err error) {
 		}
 	}
 	return used, limit, nil
+}
+
+var _ storage.VolumeLimiter = (*Storage)(nil)
+
+// SetVolumeLimit implements storage.VolumeLimiter with a cap on the
+// volume's own level-0 qgroup: simple quotas charge it every extent the
+// volume writes, so the cap is the bytes written into it and nothing else.
+func (v *volumes) SetVolumeLimit(ctx context.Context, key storage.Key, bytes int64) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	if bytes < 0 {
+		return fmt.Errorf("volume %s: limit %d is negative (0 means no limit): %w", key, bytes, errdefs.ErrInvalid)
+	}
+	f, err := v.openSubvol(key)
+	if err != nil {
+		return fmt.Errorf("set limit of %s: %w", key, err)
+	}
+	defer f.Close()
+	if !quotasEnabled(int(f.Fd())) {
+		return fmt.Errorf("set limit of %s: the pool has no quotas: %w", key, errdefs.ErrUnsupported)
+	}
+	id, err := subvolID(int(f.Fd()))
+	if err != nil {
+		return fmt.Errorf("set limit of %s: %w", key, errnoKind(err))
+	}
+	if err := qgroupSetMaxExcl(int(f.Fd()), qgroupID(0, id), uint64(bytes)); err != nil {
+		return fmt.Errorf("set limit of %s to %d bytes: %w", key, bytes, errnoKind(err))
+	}
+	return nil
 }

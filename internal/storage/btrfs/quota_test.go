@@ -197,6 +197,13 @@ func TestQuotaGroupsWithoutSimpleQuotas(t *testing.T) {
 	if err := s.SetGroupLimit(ctx, "g", 1<<20); !errors.Is(err, errdefs.ErrUnsupported) {
 		t.Errorf("SetGroupLimit without quotas: %v, want ErrUnsupported", err)
 	}
+	vol := storage.Key{Kind: storage.KindShared, Name: "vol"}
+	if _, err := s.Create(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetVolumeLimit(ctx, vol, 1<<20); !errors.Is(err, errdefs.ErrUnsupported) {
+		t.Errorf("SetVolumeLimit without quotas: %v, want ErrUnsupported", err)
+	}
 	if _, _, err := s.GroupUsage(ctx, "g"); !errors.Is(err, errdefs.ErrUnsupported) {
 		t.Errorf("GroupUsage without quotas: %v, want ErrUnsupported", err)
 	}
@@ -289,5 +296,42 @@ func TestReadOnlySnapshotLeavesReclaimAlone(t *testing.T) {
 	must(t, err)
 	if calls != 1 {
 		t.Errorf("a writable volume made into group g: %d reclaims, want 1", calls)
+	}
+}
+
+// TestVolumeLimit: a shared volume's cap on its own qgroup stops a write
+// past it with EDQUOT, and Stat reports what it holds.
+func TestVolumeLimit(t *testing.T) {
+	ctx := context.Background()
+	s := newPool(t, t.TempDir())
+	k := storage.Key{Kind: storage.KindShared, Name: "vol"}
+	p, err := s.Create(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetVolumeLimit(ctx, k, 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(p, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 1<<20)
+	var werr error
+	for i := 0; i < 32 && werr == nil; i++ {
+		_, werr = f.Write(chunk)
+		if werr == nil {
+			werr = f.Sync()
+		}
+	}
+	if !errors.Is(werr, unix.EDQUOT) {
+		t.Fatalf("32 MiB into an 8 MiB volume: %v, want EDQUOT", werr)
+	}
+	if info, err := s.Stat(ctx, k); err != nil || info.ExclusiveBytes <= 0 || info.ExclusiveBytes > 9<<20 {
+		t.Errorf("Stat after the refused write: %+v, %v", info, err)
+	}
+	if err := s.SetVolumeLimit(ctx, storage.Key{Kind: storage.KindShared, Name: "nosuch"}, 1<<20); !errdefs.IsNotFound(err) {
+		t.Errorf("limit of a missing volume: %v, want ErrNotFound", err)
 	}
 }
