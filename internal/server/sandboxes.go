@@ -78,6 +78,13 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 		IdempotencyKey: r.Header.Get(idempotencyKeyHeader),
 	}
+	if body.Network != nil {
+		if err := validMaskHost(body.Network.MaskRequestHost); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		req.MaskRequestHost = body.Network.MaskRequestHost
+	}
 	timeout, err := runTimeout(s.records, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)

@@ -526,17 +526,18 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
 			sb, err := s.creator.Create(ctx, CreateRequest{
-				Team:          team,
-				Template:      snapID,
-				Timeout:       req.Timeout,
-				Metadata:      req.Metadata,
-				Env:           rec.Env,
-				Limits:        limitsOf(rec),
-				DiskBytes:     rec.QuotaBytes,
-				PublicPorts:   rec.PublicPorts,
-				ToolSnapshots: rec.ToolSnapshots,
-				Network:       policyOf(rec),
-				FilesOnly:     req.FilesOnly,
+				Team:            team,
+				Template:        snapID,
+				Timeout:         req.Timeout,
+				Metadata:        req.Metadata,
+				Env:             rec.Env,
+				Limits:          limitsOf(rec),
+				DiskBytes:       rec.QuotaBytes,
+				PublicPorts:     rec.PublicPorts,
+				MaskRequestHost: rec.MaskRequestHost,
+				ToolSnapshots:   rec.ToolSnapshots,
+				Network:         policyOf(rec),
+				FilesOnly:       req.FilesOnly,
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)

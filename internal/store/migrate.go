@@ -232,6 +232,9 @@ var migrations = []string{
 	// 50: an auto-pause may keep only the files (E2B's autoPauseMemory:
 	// false).
 	`ALTER TABLE sandboxes ADD COLUMN auto_pause_files_only INTEGER NOT NULL DEFAULT 0`,
+	// 51: the Host its port routes hand the server inside ('' = the
+	// caller's; E2B's network.maskRequestHost, "${PORT}" for the port).
+	`ALTER TABLE sandboxes ADD COLUMN mask_request_host TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.
