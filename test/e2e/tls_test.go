@@ -111,6 +111,8 @@ func TestTLS(t *testing.T) {
 		t.Errorf("GET /sandboxes/%s over TLS: %d %s", id, resp.StatusCode, body)
 	}
 
+	t.Run("maskRequestHost", func(t *testing.T) { testMaskRequestHost(t, d, ctx, get) })
+
 	// Names warren does not serve: no certificate, the handshake fails.
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
@@ -225,4 +227,50 @@ func writeWildcardCert(t *testing.T, dir string) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// testMaskRequestHost creates a public sandbox with --mask-request-host
+// through the CLI and checks that its server is sent that Host, ${PORT}
+// filled in, over TLS; a mask that could split a header is a 400 that
+// makes no sandbox.
+func testMaskRequestHost(t *testing.T, d *daemon, ctx context.Context, get func(string, map[string]string) (*http.Response, string)) {
+	id := strings.TrimSpace(d.mustCLI("sandbox", "create", "--template", "bb", "--public-ports", "--mask-request-host", "localhost:${PORT}"))
+	if info := d.mustCLI("sandbox", "get", id); !strings.Contains(info, "ports see Host localhost:${PORT}") {
+		t.Errorf("sandbox get does not show the mask:\n%s", info)
+	}
+	c := d.client()
+	if _, err := c.Files.Write(ctx, id, "/headers.sh", strings.NewReader(headersScript), 0o755, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "headers", ExecRequest: client.ExecRequest{Cmd: []string{"nc", "-ll", "-p", "8004", "-e", "/headers.sh"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the headers server", func() bool {
+		resp, _ := get("https://8004-"+id+".localhost/", nil)
+		return resp.StatusCode == 200
+	})
+	resp, seen := get("https://8004-"+id+".localhost/", nil)
+	// The Host is the mask's; the name the caller used stays in
+	// X-Forwarded-Host, and the scheme in X-Forwarded-Proto.
+	for _, want := range []string{"\nHost: localhost:8004", "X-Forwarded-Host: 8004-" + id + ".localhost", "X-Forwarded-Proto: https"} {
+		if resp.StatusCode != 200 || !strings.Contains(seen, want) {
+			t.Errorf("the server inside was sent:\n%s\nwant %q", seen, want)
+		}
+	}
+
+	before, _, err := c.Sandboxes.List(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := d.postAPI(ctx, "/sandboxes", `{"templateID":"bb","network":{"maskRequestHost":"evil.com\r\nX-Injected: 1"}}`)
+	if code != 400 || !strings.Contains(body, "maskRequestHost") {
+		t.Errorf("a header-splitting mask: %d %s, want 400 naming maskRequestHost", code, body)
+	}
+	after, _, err := c.Sandboxes.List(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the refused create left a sandbox: %d before, %d after", len(before), len(after))
+	}
 }
