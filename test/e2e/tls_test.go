@@ -127,6 +127,14 @@ func TestTLS(t *testing.T) {
 		return strings.Contains(d.log.String(), "TLS handshake refused") && strings.Contains(d.log.String(), "name=evil.example")
 	})
 
+	// A killed sandbox's port URL: E2B's 502, over TLS too.
+	if err := c.Sandboxes.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := get(portURL, token); resp.StatusCode != 502 || body != `{"code":502,"message":"The sandbox was not found","sandboxId":"`+id+`"}`+"\n" {
+		t.Errorf("a killed sandbox's port URL: %d %q", resp.StatusCode, body)
+	}
+
 	// A restart keeps the CA (clients that trust it keep working).
 	d.stop(syscall.SIGTERM)
 	d.start()
