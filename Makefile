@@ -76,10 +76,15 @@ deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 	@# Port URLs on the default domain are <port>-<id>.localhost: libnss-myhostname resolves every
-	@# *.localhost name to loopback (RFC 6761), once nsswitch.conf's hosts line names it (added once).
+	@# *.localhost name to loopback (RFC 6761), once nsswitch.conf's hosts line names it (added once,
+	@# right after `files`, before any source that could end the lookup).
 	@if ! grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$$)' /etc/nsswitch.conf; then \
 		echo "adding myhostname to the hosts line of /etc/nsswitch.conf (*.localhost resolves to loopback)"; \
-		sed -i -E '/^hosts:/ s/$$/ myhostname/' /etc/nsswitch.conf; \
+		if grep -Eq '^hosts:.*[[:space:]]files([[:space:]]|$$)' /etc/nsswitch.conf; then \
+			sed -i -E '/^hosts:/ s/([[:space:]])files([[:space:]]|$$)/\1files myhostname\2/' /etc/nsswitch.conf; \
+		else \
+			sed -i -E '/^hosts:/ s/$$/ myhostname/' /etc/nsswitch.conf; \
+		fi; \
 	fi
 
 # npm ci (from the npm registry only) in each node suite whose node_modules is missing or older
