@@ -15,7 +15,7 @@ GO_TAGS     := seccomp
 # libcontainer re-executes it at every sandbox start (SPLIT-NOTES.md). Its tag-only packages:
 FLEET_TAGS  := seccomp,kube
 FLEET_PKGS  := ./cmd/warren ./internal/bench ./internal/daemon
-APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables patch
+APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables patch libnss-myhostname
 TEST_FLAGS  ?= -count=1 -timeout 40m
 # The packages with goroutines and locks of their own: make test-unit runs their tests under the race
 # detector (which needs cgo: gcc, from make deps). The store's are SQLite's, not its own.
@@ -74,6 +74,17 @@ deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@# Port URLs on the default domain are <port>-<id>.localhost: libnss-myhostname resolves every
+	@# *.localhost name to loopback (RFC 6761), once nsswitch.conf's hosts line names it (added once,
+	@# right after `files`, before any source that could end the lookup).
+	@if ! grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$$)' /etc/nsswitch.conf; then \
+		echo "adding myhostname to the hosts line of /etc/nsswitch.conf (*.localhost resolves to loopback)"; \
+		if grep -Eq '^hosts:.*[[:space:]]files([[:space:]]|$$)' /etc/nsswitch.conf; then \
+			sed -i -E '/^hosts:/ s/([[:space:]])files([[:space:]]|$$)/\1files myhostname\2/' /etc/nsswitch.conf; \
+		else \
+			sed -i -E '/^hosts:/ s/$$/ myhostname/' /etc/nsswitch.conf; \
+		fi; \
 	fi
 
 # npm ci (from the npm registry only) in each node suite whose node_modules is missing or older

@@ -32,3 +32,19 @@ func (s *MetaService) Metrics(ctx context.Context) (string, error) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPrometheusBody))
 	return string(b), err
 }
+
+// maxCACertBody bounds the CA certificate MetaService.TLSCA reads.
+const maxCACertBody = 64 << 10
+
+// TLSCA returns the certificate (PEM) of the CA the daemon's TLS listener
+// mints its certificates with (`warren serve --tls-ca auto`), for clients
+// to trust. It needs no API key. A daemon without a CA of its own answers
+// 404.
+func (s *MetaService) TLSCA(ctx context.Context) ([]byte, error) {
+	resp, err := s.t.send(ctx, request{method: http.MethodGet, path: "/tls/ca.pem"})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, maxCACertBody))
+}

@@ -32,6 +32,17 @@ func SandboxGone(id string) PlaneError {
 	return PlaneError{Code: http.StatusBadGateway, Message: "The sandbox was not found", SandboxID: id}
 }
 
+// TrafficTokenRefused is the PlaneError (a 403) for a request to a private
+// sandbox's port without its traffic access token (missing) or with a
+// wrong one: E2B's proxy's words.
+func TrafficTokenRefused(id string, missing bool) PlaneError {
+	msg := "Sandbox is secured with traffic access token. Provided token is invalid."
+	if missing {
+		msg = "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing"
+	}
+	return PlaneError{Code: http.StatusForbidden, Message: msg, SandboxID: id}
+}
+
 // Limits are a sandbox's resource limits. Zero fields take the server's
 // defaults (512 MiB, 1 CPU, 1024 pids).
 type Limits struct {
@@ -101,6 +112,11 @@ type Network struct {
 	// denied unless the operator permits a range.
 	AllowOut []string `json:"allowOut,omitempty"`
 	DenyOut  []string `json:"denyOut,omitempty"`
+	// MaskRequestHost is the Host header a request to one of the
+	// sandbox's ports carries to the server inside, "${PORT}" standing
+	// for the port (e.g. "localhost:${PORT}" for a dev server that checks
+	// Host); empty keeps the caller's.
+	MaskRequestHost string `json:"maskRequestHost,omitempty"`
 }
 
 // AutoResume is E2B's autoResume setting.

@@ -159,14 +159,17 @@ func networkEventLine(e client.NetworkEvent) string {
 
 // fmtNetwork is a sandbox's egress policy in one line of `sandbox get`.
 func fmtNetwork(s client.SandboxDetail) string {
-	if s.AllowInternetAccess == nil && s.Network == nil {
-		return "none (loopback only)"
-	}
 	var parts []string
-	if s.AllowInternetAccess != nil && *s.AllowInternetAccess {
+	switch {
+	case s.AllowInternetAccess == nil:
+		parts = append(parts, "none (loopback only)")
+	case *s.AllowInternetAccess:
 		parts = append(parts, "internet")
-	} else {
+	default:
 		parts = append(parts, "no internet")
+	}
+	if s.Network != nil && s.Network.MaskRequestHost != "" {
+		parts = append(parts, "ports see Host "+s.Network.MaskRequestHost)
 	}
 	if s.Network != nil {
 		if len(s.Network.AllowOut) > 0 {

@@ -101,6 +101,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		teardownCmd(),
 		poolsCmd(a),
 		healthCmd(a),
+		caCmd(a),
 		portForwardCmd(a),
 		gatewayCmd(),
 		nodeCmd(a),

@@ -34,6 +34,7 @@ type sandboxCreateFlags struct {
 	autoPauseFiles bool
 	autoRes        bool
 	public         bool
+	maskHost       string
 	toolSnaps      bool
 	filesOnly      bool
 	cpus           float64
@@ -84,6 +85,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.BoolVar(&o.autoPauseFiles, "auto-pause-no-memory", false, "with --auto-pause: end the processes and keep only the files (the next connect boots cold; not with --auto-resume)")
 	f.BoolVar(&o.autoRes, "auto-resume", false, "resume by itself when a call needs it while paused")
 	f.BoolVar(&o.public, "public-ports", false, "ports answer requests without the sandbox's tokens or a team API key (E2B's allowPublicTraffic=true)")
+	f.StringVar(&o.maskHost, "mask-request-host", "", "Host header the servers inside see on port URLs, ${PORT} for the port, e.g. 'localhost:${PORT}' (E2B's maskRequestHost; default the caller's)")
 	f.BoolVar(&o.toolSnaps, "snapshot-every-tool-call", false, "take a turn snapshot after every tool call (warren tool call)")
 	f.StringArrayVar(&o.meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	f.StringArrayVar(&o.env, "env", nil, "environment variable KEY=VALUE for every command (repeatable)")
@@ -129,8 +131,11 @@ func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error
 	if o.autoRes {
 		in.AutoResume = &client.AutoResume{Enabled: true}
 	}
-	if o.public {
-		in.Network = &client.Network{AllowPublicTraffic: &o.public}
+	if o.public || o.maskHost != "" {
+		in.Network = &client.Network{MaskRequestHost: o.maskHost}
+		if o.public {
+			in.Network.AllowPublicTraffic = &o.public
+		}
 	}
 	o.egress.apply(&in)
 	in.SnapshotEveryToolCall = o.toolSnaps

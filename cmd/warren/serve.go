@@ -148,6 +148,16 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &o.cfg.Network)
 	clusterFlags(cmd, &o.cfg.Cluster)
+	tlsFlags(cmd, &o.cfg.TLS)
+}
+
+// tlsFlags are serve's flags for its TLS listener (README, "TLS").
+func tlsFlags(cmd *cobra.Command, t *config.TLSConfig) {
+	f := cmd.Flags()
+	f.StringVar(&t.Listen, "tls-listen", t.Listen, "also serve the API, the sandbox plane and port URLs over TLS on this address, e.g. 127.0.0.1:3443 (env WARREN_TLS_LISTEN)")
+	f.StringVar(&t.Cert, "tls-cert", t.Cert, "PEM certificate (chain) for --tls-listen: a wildcard for *.<domain> and the API's name (env WARREN_TLS_CERT)")
+	f.StringVar(&t.Key, "tls-key", t.Key, "PEM private key of --tls-cert (env WARREN_TLS_KEY)")
+	f.StringVar(&t.CA, "tls-ca", t.CA, "auto: warren's own CA, made once in <data-dir>/tls, mints a certificate per name on first use (trust it: `warren ca`); instead of --tls-cert (env WARREN_TLS_CA)")
 }
 
 // clusterFlags are serve's flags for node mode (docs/kubernetes.md, "Node mode").

@@ -122,12 +122,18 @@ type naiveExecer interface {
 // Run measures and returns the report.
 func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	opts.defaults()
+	// The port-route item also times the TLS listener (warren's own CA).
+	tlsAddr, err := freeLoopback()
+	if err != nil {
+		return Report{}, err
+	}
 	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
 		cfg.ImageSize = 4 << 30
 		// The pool's sandboxes, and its claims kept to the end, count; so
 		// do the concurrency item's forks, one per sandbox at once.
 		cfg.MaxSandboxes = opts.Creates + opts.PoolClaims + 8 + max(2*slices.Max(opts.Concurrency), 10)
 		cfg.Pools = []string{poolTemplate + "=1"}
+		cfg.TLS = config.TLSConfig{Listen: tlsAddr, CA: config.TLSCAAuto}
 	})
 	if err != nil {
 		return Report{}, err

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -286,16 +285,6 @@ func (p *fleetProc) close(bin string, log *slog.Logger) error {
 	}
 	log.Debug("fleet: torn down", "node", p.name)
 	return nil
-}
-
-// freeLoopback returns a loopback address that was free a moment ago.
-func freeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // pollUntil calls ok every 20 ms until it holds, ctx ends or limit passes.

@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +40,10 @@ type PortRouteReport struct {
 	// Host: the same routed by Host <port>-<id>.<domain>, with the sandbox's
 	// envd access token.
 	Host Stats `json:"port_route_host"`
+	// TLS: the Host-routed GET over the TLS listener (warren's own CA),
+	// https://<port>-<id>.<domain>:<tls port>, on a kept-alive connection:
+	// what TLS adds once the handshake is done.
+	TLS Stats `json:"port_route_tls"`
 	// Direct: the baseline, straight to the host's loopback.
 	Direct Stats `json:"direct_loopback"`
 	// AddedP50Ms is Headers p50 - Direct p50 (AddedHostP50Ms the same for
@@ -47,6 +53,12 @@ type PortRouteReport struct {
 	RatioP50       float64 `json:"ratio_p50"`
 	TargetAddedMs  float64 `json:"targetAddedMs"`
 	Met            bool    `json:"met"`
+	// AddedTLSP50Ms is TLS p50 - Host p50 (the same route in plain HTTP,
+	// its naive baseline); TLSRatioP50 is TLS p50 / Host p50.
+	AddedTLSP50Ms    float64 `json:"added_tls_p50_ms"`
+	TLSRatioP50      float64 `json:"tls_ratio_p50"`
+	TargetTLSAddedMs float64 `json:"targetTLSAddedMs"`
+	TLSMet           bool    `json:"tls_met"`
 }
 
 // portRun is how many GETs of a kind the port-route item makes in a row.
@@ -79,13 +91,16 @@ type HTTPTiming struct {
 	Warmup   int           `json:"warmup"`
 	// Run is how many GETs of one kind are made in a row (at least 1).
 	Run int `json:"run"`
+	// CA is a PEM certificate the client trusts for https URLs (warren's
+	// own CA), beside the system's.
+	CA string `json:"ca,omitempty"`
 }
 
 // measurePortRoute runs the host's busybox httpd in sandbox sb and on the
 // host and times n GETs of each kind, from a client process of its own when
 // warrenBinary is set (`warren bench --http-client`), else from this one.
 func measurePortRoute(ctx context.Context, h *harness, sb client.Sandbox, n int, warrenBinary string) (_ PortRouteReport, retErr error) {
-	rep := PortRouteReport{Server: "busybox httpd (a process per connection, Connection: close)", Requests: n, TargetAddedMs: 1}
+	rep := PortRouteReport{Server: "busybox httpd (a process per connection, Connection: close)", Requests: n, TargetAddedMs: 1, TargetTLSAddedMs: 1}
 	id := sb.SandboxID
 	if err := startHTTPD(ctx, h.c, id); err != nil {
 		return rep, err
@@ -98,13 +113,24 @@ func measurePortRoute(ctx context.Context, h *harness, sb client.Sandbox, n int,
 	defer func() { retErr = errors.Join(retErr, stop()) }()
 
 	proxied := "http://" + h.addr + "/index.html"
-	spec := HTTPTiming{N: n, Warmup: 20, Run: portRun, Requests: []HTTPRequest{
+	host := fmt.Sprintf("%d-%s.%s", benchPort, id, h.cfg.Domain)
+	ca, err := h.c.Meta.TLSCA(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("warren's CA: %w", err)
+	}
+	_, tlsPort, _ := net.SplitHostPort(h.cfg.TLS.Listen)
+	spec := HTTPTiming{N: n, Warmup: 20, Run: portRun, CA: string(ca), Requests: []HTTPRequest{
 		{URL: "http://" + direct + "/index.html"},
 		h.routedByHeaders(sb),
-		{URL: proxied, Host: fmt.Sprintf("%d-%s.%s", benchPort, id, h.cfg.Domain), Header: map[string]string{"X-Access-Token": sb.EnvdAccessToken}},
+		{URL: proxied, Host: host, Header: map[string]string{"X-Access-Token": sb.EnvdAccessToken}},
+		// By name, as users open it: *.localhost resolves to loopback.
+		{URL: "https://" + net.JoinHostPort(host, tlsPort) + "/index.html", Header: map[string]string{"X-Access-Token": sb.EnvdAccessToken}},
 	}}
 	// Both servers start in the background: wait until each answers.
-	hc := newHTTPClient()
+	hc, err := newHTTPClient(spec.CA)
+	if err != nil {
+		return rep, err
+	}
 	defer hc.CloseIdleConnections()
 	for _, req := range spec.Requests {
 		if err := untilOK(ctx, func() error { return get(ctx, hc, req) }); err != nil {
@@ -123,10 +149,14 @@ func measurePortRoute(ctx context.Context, h *harness, sb client.Sandbox, n int,
 		return rep, err
 	}
 	rep.Direct, rep.Headers, rep.Host = Summarise(samples[0]), Summarise(samples[1]), Summarise(samples[2])
+	rep.TLS = Summarise(samples[3])
 	rep.AddedP50Ms = round3(rep.Headers.P50 - rep.Direct.P50)
 	rep.AddedHostP50Ms = round3(rep.Host.P50 - rep.Direct.P50)
 	rep.RatioP50 = ratio(rep.Headers, rep.Direct)
 	rep.Met = rep.AddedP50Ms <= rep.TargetAddedMs
+	rep.AddedTLSP50Ms = round3(rep.TLS.P50 - rep.Host.P50)
+	rep.TLSRatioP50 = ratio(rep.TLS, rep.Host)
+	rep.TLSMet = rep.AddedTLSP50Ms <= rep.TargetTLSAddedMs
 	return rep, nil
 }
 
@@ -168,7 +198,10 @@ func (h *harness) routedByHeaders(sb client.Sandbox) HTTPRequest {
 
 // TimeHTTP makes the GETs spec asks for and returns each kind's durations.
 func TimeHTTP(ctx context.Context, spec HTTPTiming) ([][]time.Duration, error) {
-	hc := newHTTPClient()
+	hc, err := newHTTPClient(spec.CA)
+	if err != nil {
+		return nil, err
+	}
 	defer hc.CloseIdleConnections()
 	for range spec.Warmup {
 		for _, req := range spec.Requests {
@@ -230,12 +263,20 @@ func timeInChild(ctx context.Context, warrenBinary string, spec HTTPTiming) ([][
 }
 
 // newHTTPClient keeps connections alive where the server does (the daemon;
-// busybox httpd closes each).
-func newHTTPClient() *http.Client {
-	return &http.Client{
-		Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true},
-		Timeout:   10 * time.Second,
+// busybox httpd closes each), trusting the PEM CA beside the system's.
+func newHTTPClient(ca string) (*http.Client, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	if ca != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM([]byte(ca)) {
+			return nil, errors.New("the timing client's CA is not a PEM certificate")
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
 	}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, nil
 }
 
 // get makes one GET and checks that the page came back.
@@ -331,4 +372,14 @@ func round3(f float64) float64 {
 		return -round3(-f)
 	}
 	return float64(int(f*1000+0.5)) / 1000
+}
+
+// freeLoopback returns a loopback address that was free a moment ago.
+func freeLoopback() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

@@ -127,6 +127,8 @@ type Config struct {
 	// Cluster is node mode (see cluster.go); its zero value is a single
 	// host.
 	Cluster ClusterConfig
+	// TLS is the TLS listener (see tls.go); its zero value is none.
+	TLS TLSConfig
 }
 
 // Default returns the configuration with every default, overridden by the
@@ -169,6 +171,7 @@ func Default() Config {
 	if v := os.Getenv("WARREN_DOMAIN"); v != "" {
 		c.Domain = v
 	}
+	tlsFromEnv(&c.TLS)
 	if v := os.Getenv("WARREN_STORAGE"); v != "" {
 		c.Storage = v
 	}
@@ -209,6 +212,9 @@ func (c *Config) Validate() error {
 	}
 	c.DataDir = abs
 	if err := c.validateServing(); err != nil {
+		return err
+	}
+	if err := c.validateTLS(); err != nil {
 		return err
 	}
 	if err := c.validateStorage(); err != nil {

@@ -252,8 +252,15 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	if err != nil {
 		d.log.Warn("GET /tools will list no tools", "err", err)
 	}
+	tlsLn, caPEM, err := d.tlsListener()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
+		if tlsLn != nil {
+			tlsLn.Close()
+		}
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
 	}
 	cmds := commands.New(d.Sessions, d.Logs, d.Procs, d.cfg.OutputLimit)
@@ -283,20 +290,21 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		},
 		Metrics:       d.Metrics,
 		MetricsPublic: d.cfg.MetricsPublic,
+		TLSCACert:     caPEM,
 		// The MCP endpoint drives this daemon's own API over loopback, as
 		// its caller (with the caller's key).
 		MCP: mcpserver.HTTPHandler(mcpserver.LoopbackURL(ln.Addr()), mcpserver.HTTPOptions{
 			Version: Version, Logger: d.log.With("component", "mcp"),
 		}),
 	})
-	// A client gets 10 s to send its headers (slow ones are cut), and a
-	// kept-alive connection with no request for 2 minutes is closed, so
-	// that idle connections cannot pile up to the file limit.
-	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(api)
 	// Node mode publishes the address the API listens on, so it starts
 	// once that is known, and before the first request.
 	if err := d.startCluster(ctx, ln.Addr().String()); err != nil {
 		ln.Close()
+		if tlsLn != nil {
+			tlsLn.Close()
+		}
 		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -306,12 +314,32 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	go func() { defer close(shareDone); d.share.Run(runCtx, shareEvery) }()
 	defer func() { stop(); <-shareDone }()
 	d.stopMetrics = d.Metrics.Start(runCtx)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	d.log.Info("warren is serving", "addr", ln.Addr().String(), "data", d.cfg.DataDir, "storage", d.Storage.Name())
-	if ready != nil {
-		ready(ln.Addr().String())
+	served := []listening{{srv, ln}}
+	if tlsLn != nil {
+		served = append(served, d.tlsServer(api, tlsLn, caPEM != nil))
 	}
+	d.log.Info("warren is serving", "addr", ln.Addr().String(), "data", d.cfg.DataDir, "storage", d.Storage.Name())
+	return serveUntil(ctx, served, func() {
+		if ready != nil {
+			ready(ln.Addr().String())
+		}
+	})
+}
+
+// listening is an HTTP server and the listener it serves.
+type listening struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// serveUntil serves every listener until ctx is cancelled (then shuts them
+// down, giving requests 5 s) or one fails.
+func serveUntil(ctx context.Context, served []listening, ready func()) error {
+	errc := make(chan error, len(served))
+	for _, l := range served {
+		go func() { errc <- l.srv.Serve(l.ln) }()
+	}
+	ready()
 	select {
 	case err := <-errc:
 		return err
@@ -319,8 +347,10 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
+	for _, l := range served {
+		if err := l.srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
 	}
 	return nil
 }

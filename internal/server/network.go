@@ -33,12 +33,16 @@ func createPolicy(body client.NewSandbox) *network.Policy {
 
 // describeNetwork fills a sandbox's answer with its egress policy.
 func describeNetwork(d *client.SandboxDetail, rec store.Sandbox) {
+	public := rec.PublicPorts
+	if rec.MaskRequestHost != "" {
+		d.Network = &client.Network{AllowPublicTraffic: &public, MaskRequestHost: rec.MaskRequestHost}
+	}
 	if rec.Network == nil {
 		return
 	}
-	internet, public := rec.Network.AllowInternetAccess, rec.PublicPorts
+	internet := rec.Network.AllowInternetAccess
 	d.AllowInternetAccess = &internet
-	d.Network = &client.Network{AllowPublicTraffic: &public, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut}
+	d.Network = &client.Network{AllowPublicTraffic: &public, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut, MaskRequestHost: rec.MaskRequestHost}
 }
 
 // networkUpdate is the body of PUT /sandboxes/{id}/network. E2B's SDK names

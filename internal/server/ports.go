@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -58,6 +59,8 @@ type portRecords struct {
 type portRecord struct {
 	team   string
 	public bool
+	// maskHost is the Host the server inside sees ("" = the caller's).
+	maskHost string
 	// The sandbox's tokens, derived once rather than per request.
 	traffic, envd string
 }
@@ -97,6 +100,8 @@ type portRequest struct {
 	// credentials: they are not forwarded (any other Authorization, the
 	// app's own, is).
 	credentials []string
+	// host replaces the caller's Host ("": kept).
+	host string
 }
 
 type portRequestKey struct{}
@@ -154,6 +159,9 @@ func (s *portRoutes) reverseProxy() *httputil.ReverseProxy {
 				r.Out.URL.Scheme = "http"
 				r.Out.URL.Host = net.JoinHostPort(pr.id, strconv.Itoa(pr.port))
 				r.Out.Host = r.In.Host // servers that check Host see what the user typed
+				if pr.host != "" {
+					r.Out.Host = pr.host // unless the sandbox asked for another (maskRequestHost)
+				}
 				r.SetXForwarded()
 				// The sandbox's code is not to see the caller's credentials.
 				for _, h := range []string{"X-API-Key", "E2b-Sandbox-Id", "E2b-Sandbox-Port", "X-Access-Token", "E2b-Traffic-Access-Token"} {
@@ -196,15 +204,51 @@ func (s *portRoutes) servePort(w http.ResponseWriter, r *http.Request, t portTar
 		return
 	}
 	known := portRecord{
-		team: rec.Team, public: rec.PublicPorts,
+		team: rec.Team, public: rec.PublicPorts, maskHost: rec.MaskRequestHost,
 		traffic: s.tokens.TrafficToken(rec.ID), envd: s.tokens.EnvdToken(rec.ID),
 	}
 	s.records.remember(rec.ID, known)
 	if !s.portAllowed(r, known) {
-		planeError(w, r, fmt.Errorf("sandbox %s's ports are private: send its trafficAccessToken in e2b-traffic-access-token, its envdAccessToken in X-Access-Token, or an API key of its team (or create it with network.allowPublicTraffic=true): %w", rec.ID, errdefs.ErrUnauthenticated))
+		// E2B's 403 and words (its SDK and users' code match on them); the
+		// envd token and a team key, which warren also takes, are in the docs.
+		missing := r.Header.Get("E2b-Traffic-Access-Token") == ""
+		writeJSON(w, http.StatusForbidden, client.TrafficTokenRefused(rec.ID, missing))
 		return
 	}
 	s.proxyPort(w, r, t, known)
+}
+
+// portPlaceholder stands for the port in a sandbox's maskRequestHost, as
+// in E2B's.
+const portPlaceholder = "${PORT}"
+
+// maskedHost is the Host a sandbox's maskRequestHost gives a request to
+// port ("" without one).
+func maskedHost(mask string, port int) string {
+	if mask == "" {
+		return ""
+	}
+	return strings.ReplaceAll(mask, portPlaceholder, strconv.Itoa(port))
+}
+
+// validMaskHost checks a create's maskRequestHost: a host, optionally with
+// a port, where "${PORT}" may stand for the port; nothing that could split
+// or smuggle a header.
+func validMaskHost(mask string) error {
+	if mask == "" {
+		return nil
+	}
+	h := maskedHost(mask, 65535)
+	ok := len(h) <= 255
+	for _, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-._:[]", c)) {
+			ok = false
+		}
+	}
+	if !ok {
+		return fmt.Errorf("network.maskRequestHost %q is not a host[:port] (letters, digits, -._:[] and %s for the port, at most 255 characters): %w", mask, portPlaceholder, errdefs.ErrInvalid)
+	}
+	return nil
 }
 
 // portAllowed checks a caller of a sandbox's port: anyone when its ports are
@@ -234,7 +278,7 @@ func (s *portRoutes) proxyPort(w http.ResponseWriter, r *http.Request, t portTar
 		writeError(w, r, err)
 		return
 	}
-	pr := &portRequest{id: t.id, port: t.port, agent: agent, credentials: s.credentialsIn(r, rec)}
+	pr := &portRequest{id: t.id, port: t.port, agent: agent, credentials: s.credentialsIn(r, rec), host: maskedHost(rec.maskHost, t.port)}
 	s.reverseProxy().ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), portRequestKey{}, pr)))
 }
 

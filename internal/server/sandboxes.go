@@ -83,6 +83,13 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 	for _, m := range body.VolumeMounts {
 		req.VolumeMounts = append(req.VolumeMounts, store.VolumeMount{Name: m.Name, Path: m.Path})
 	}
+	if body.Network != nil {
+		if err := validMaskHost(body.Network.MaskRequestHost); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		req.MaskRequestHost = body.Network.MaskRequestHost
+	}
 	timeout, err := runTimeout(s.records, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)

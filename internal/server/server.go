@@ -91,6 +91,9 @@ type Deps struct {
 	// Pull lets POST /snapshots/pull fetch snapshots from peers (node
 	// mode; a nil FleetKey answers 501).
 	Pull PullConfig
+	// TLSCACert is the certificate (PEM) of warren's own CA, served at
+	// GET /tls/ca.pem (nil: none, 404).
+	TLSCACert []byte
 }
 
 // Server routes requests to handlers. Each route group is a type of its
@@ -119,6 +122,7 @@ type Server struct {
 	moves     *moveRoutes
 	replicas  *replicaRoutes
 	volumes   *volumeRoutes
+	ca        *caRoutes
 }
 
 // New builds the API's handler.
@@ -169,6 +173,7 @@ func New(deps Deps) *Server {
 	s.ports = &portRoutes{plane: plane, tokens: deps.Tokens, authz: authz, log: deps.Log}
 	s.health = &healthRoutes{static: deps.Health, runtimes: deps.Runtimes, daemon: daemon, metrics: deps.Metrics, authz: authz}
 	s.stats = &metricsRoutes{records: records, metrics: deps.Metrics, public: deps.MetricsPublic, authz: authz}
+	s.ca = &caRoutes{pem: deps.TLSCACert}
 	s.routes(authz.requireKey)
 	if deps.MCP != nil {
 		s.mux.Handle("/mcp", authz.requireKey(deps.MCP.ServeHTTP)) // GET, POST and DELETE
@@ -185,6 +190,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m := s.mux
 	m.HandleFunc("GET /health", s.health.health)
 	m.HandleFunc("GET /openapi.json", serveOpenAPI)
+	m.HandleFunc("GET /tls/ca.pem", s.ca.caCert)
 	m.HandleFunc("GET /signed-urls/owner", s.envd.signedOwner)
 	m.Handle("GET /pools", auth(s.health.listPools))
 	m.HandleFunc("GET /metrics", s.stats.prometheus)

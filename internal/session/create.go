@@ -148,6 +148,7 @@ func (l *lifecycle) newRecord(req CreateRequest, limits runtime.Limits, now time
 		AutoResume:         req.AutoResume,
 		AutoPauseFilesOnly: req.AutoPauseFilesOnly,
 		PublicPorts:        req.PublicPorts,
+		MaskRequestHost:    req.MaskRequestHost,
 		ToolSnapshots:      req.ToolSnapshots,
 		Network:            storedPolicy(req.Network),
 		CreatedAt:          now,

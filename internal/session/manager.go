@@ -197,6 +197,9 @@ type CreateRequest struct {
 	// PublicPorts opens the sandbox's ports to callers without its tokens
 	// or the owner's API key.
 	PublicPorts bool
+	// MaskRequestHost is the Host requests to its ports carry inside
+	// ("${PORT}" for the port; "" = the caller's).
+	MaskRequestHost string
 	// ToolSnapshots takes a turn snapshot after every tool call.
 	ToolSnapshots bool
 	// Network is the egress policy of a sandbox that gets a network (see

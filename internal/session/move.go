@@ -240,7 +240,7 @@ func adoptCreateRequest(req AdoptRequest, withMemory bool) CreateRequest {
 	return CreateRequest{
 		Team: src.Team, Template: req.Snapshot, Timeout: &timeout, Metadata: meta, Env: src.Env,
 		Limits: limitsOf(src), DiskBytes: src.QuotaBytes, AutoPause: src.AutoPause, AutoResume: src.AutoResume,
-		PublicPorts: src.PublicPorts, ToolSnapshots: src.ToolSnapshots, Network: policyOf(src),
+		PublicPorts: src.PublicPorts, MaskRequestHost: src.MaskRequestHost, ToolSnapshots: src.ToolSnapshots, Network: policyOf(src),
 		Runtime: src.Runtime, FilesOnly: !withMemory, hibernated: withMemory, adopted: &src,
 	}
 }

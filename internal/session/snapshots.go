@@ -530,17 +530,18 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 			sem <- struct{}{}
 			defer func() { <-sem; done <- struct{}{} }()
 			sb, err := s.creator.Create(ctx, CreateRequest{
-				Team:          team,
-				Template:      snapID,
-				Timeout:       req.Timeout,
-				Metadata:      req.Metadata,
-				Env:           rec.Env,
-				Limits:        limitsOf(rec),
-				DiskBytes:     rec.QuotaBytes,
-				PublicPorts:   rec.PublicPorts,
-				ToolSnapshots: rec.ToolSnapshots,
-				Network:       policyOf(rec),
-				FilesOnly:     req.FilesOnly,
+				Team:            team,
+				Template:        snapID,
+				Timeout:         req.Timeout,
+				Metadata:        req.Metadata,
+				Env:             rec.Env,
+				Limits:          limitsOf(rec),
+				DiskBytes:       rec.QuotaBytes,
+				PublicPorts:     rec.PublicPorts,
+				MaskRequestHost: rec.MaskRequestHost,
+				ToolSnapshots:   rec.ToolSnapshots,
+				Network:         policyOf(rec),
+				FilesOnly:       req.FilesOnly,
 				// A fork mounts its parent's volumes: they are shared,
 				// never copied (and a restore from memory needs the
 				// same mounts).

@@ -250,6 +250,9 @@ var migrations = []string{
 		PRIMARY KEY (sandbox_id, path), UNIQUE (sandbox_id, volume_id))`,
 	// 54
 	`CREATE INDEX sandbox_volume_mounts_by_volume ON sandbox_volume_mounts (volume_id)`,
+	// 55: the Host its port routes hand the server inside ('' = the
+	// caller's; E2B's network.maskRequestHost, "${PORT}" for the port).
+	`ALTER TABLE sandboxes ADD COLUMN mask_request_host TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -71,6 +71,10 @@ type Sandbox struct {
 	// PublicPorts: the sandbox's ports take requests without its tokens
 	// (E2B's allowPublicTraffic=true).
 	PublicPorts bool
+	// MaskRequestHost is the Host a request to one of its ports carries to
+	// the server inside, "${PORT}" standing for the port ("" = the
+	// caller's Host; E2B's network.maskRequestHost).
+	MaskRequestHost string
 	// ToolSnapshots: a turn snapshot follows every tool call.
 	ToolSnapshots bool
 	// Network is the sandbox's egress policy; nil means no network
@@ -120,7 +124,7 @@ const maxMapBytes = 64 << 10
 
 const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 	memory_bytes, cpu_millis, pids, created_at, updated_at, started_at, end_at,
-	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports, tool_snapshots, network, idempotency_key, auto_pause_files_only`
+	family, forked_from, parent_sandbox, head, turn, quota_bytes, auto_pause, auto_resume, public_ports, tool_snapshots, network, idempotency_key, auto_pause_files_only, mask_request_host`
 
 // CreateSandbox records a new sandbox. CreatedAt defaults to now; UpdatedAt
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
@@ -180,11 +184,11 @@ func insertSandbox(ctx context.Context, ex execer, sb Sandbox) error {
 		sb.StartedAt = sb.CreatedAt
 	}
 	_, err = ex.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Team, sb.Template, sb.Runtime, string(sb.State), sb.Reason, md, env,
 		sb.MemoryBytes, sb.CPUMillis, sb.Pids,
 		toNanos(sb.CreatedAt), toNanos(now), toNanos(sb.StartedAt), toNanos(sb.EndAt),
-		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts, sb.ToolSnapshots, netPolicy, sb.IdempotencyKey, sb.AutoPauseFilesOnly)
+		sb.Family, sb.ForkedFrom, sb.ParentSandbox, sb.Head, sb.Turn, sb.QuotaBytes, sb.AutoPause, sb.AutoResume, sb.PublicPorts, sb.ToolSnapshots, netPolicy, sb.IdempotencyKey, sb.AutoPauseFilesOnly, sb.MaskRequestHost)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, dbErr(err))
 	}
@@ -444,7 +448,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 	err := sc.Scan(&sb.ID, &sb.Team, &sb.Template, &sb.Runtime, &state, &sb.Reason, &md, &env,
 		&sb.MemoryBytes, &sb.CPUMillis, &sb.Pids, &created, &updated, &started, &end,
 		&sb.Family, &sb.ForkedFrom, &sb.ParentSandbox, &sb.Head, &sb.Turn, &sb.QuotaBytes, &sb.AutoPause, &sb.AutoResume, &sb.PublicPorts, &sb.ToolSnapshots,
-		&netPolicy, &sb.IdempotencyKey, &sb.AutoPauseFilesOnly)
+		&netPolicy, &sb.IdempotencyKey, &sb.AutoPauseFilesOnly, &sb.MaskRequestHost)
 	if err != nil {
 		return Sandbox{}, err
 	}

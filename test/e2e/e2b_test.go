@@ -32,20 +32,30 @@ func TestE2BSDK(t *testing.T) {
 		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
 	}
 	requireNode(t) // before minutes of building
-	// Volumes get a small default cap, so that volumes.test.mjs can fill one.
-	d := newDaemon(t, "--volume-size-mb", "64")
+	// The TLS listener with warren's own CA: ports.test.mjs opens
+	// https://<port>-<id>.localhost:<tls port> with node trusting the CA
+	// that `warren ca` prints. Volumes get a small default cap, so that
+	// volumes.test.mjs can fill one.
+	tlsAddr := freePort(t)
+	d := newDaemon(t, "--tls-listen", tlsAddr, "--tls-ca", "auto", "--volume-size-mb", "64")
 	d.start()
+	caFile := filepath.Join(t.TempDir(), "warren-ca.pem")
+	if err := os.WriteFile(caFile, []byte(d.mustCLI("ca")), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)
 	t.Logf("base template built in %s", time.Since(start).Round(time.Millisecond))
-	runE2BSuite(t, "http://"+d.addr, d.key)
+	_, tlsPort, _ := strings.Cut(tlsAddr, ":")
+	runE2BSuite(t, "http://"+d.addr, d.key, []string{"NODE_EXTRA_CA_CERTS=" + caFile, "WARREN_TLS_PORT=" + tlsPort})
 }
 
 // runE2BSuite runs the E2B compatibility suite (test/e2e/e2b/*.test.mjs)
 // with node against the warren API at url (a daemon or a fleet's gateway),
 // as a user of E2B would point the SDK at it, and fails the test when any
-// of it fails. The files named in except (without .test.mjs) are left out.
-func runE2BSuite(t *testing.T, url, key string, except ...string) {
+// of it fails. env is added to node's environment; the files named in
+// except (without .test.mjs) are left out.
+func runE2BSuite(t *testing.T, url, key string, env []string, except ...string) {
 	t.Helper()
 	node := requireNode(t)
 	dir, err := filepath.Abs("e2b")
@@ -79,6 +89,7 @@ func runE2BSuite(t *testing.T, url, key string, except ...string) {
 		"E2B_DOMAIN="+config.Default().Domain,
 		"NO_COLOR=1",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	// node runs each file in a child process: a timeout ends the whole group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -198,5 +198,5 @@ func TestFleetE2BSDK(t *testing.T) {
 	}
 	// Shared volumes live on one node and the gateway does not route them
 	// (README, "Shared volumes").
-	runE2BSuite(t, "http://"+f.gateways[0].addr, f.adminKey(ctx), "volumes")
+	runE2BSuite(t, "http://"+f.gateways[0].addr, f.adminKey(ctx), nil, "volumes")
 }

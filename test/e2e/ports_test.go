@@ -103,8 +103,8 @@ func TestPorts(t *testing.T) {
 	if code, got := get(d.key, map[string]string{"E2b-Sandbox-Id": "nosuchsandbox", "E2b-Sandbox-Port": "8000"}, ""); code != 502 || !strings.Contains(got, `{"code":502,"message":"The sandbox was not found","sandboxId":"nosuchsandbox"}`) {
 		t.Fatalf("unknown sandbox: want E2B's 502 The sandbox was not found, got %d %s", code, got)
 	}
-	if code, got := get("", byHeader, ""); code != 401 {
-		t.Fatalf("private port without a credential: want 401, got %d %s", code, got)
+	if code, got := get("", byHeader, ""); code != 403 || !strings.Contains(got, `"message":"Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing"`) {
+		t.Fatalf("private port without a credential: want E2B's 403, got %d %s", code, got)
 	}
 	testPortCredentials(t, d, ctx)
 	t.Run("authorization", func(t *testing.T) { testForwardedAuthorization(t, d, sb) })
@@ -332,13 +332,13 @@ func testPortCredentials(t *testing.T, d *daemon, ctx context.Context) {
 		hdr  map[string]string
 		want int
 	}{
-		"no credential":               {nil, 401},
+		"no credential":               {nil, 403},
 		"traffic token":               {map[string]string{"E2b-Traffic-Access-Token": sb.TrafficAccessToken}, 200},
 		"envd token":                  {map[string]string{"X-Access-Token": sb.EnvdAccessToken}, 200},
-		"other sandbox's traffic":     {map[string]string{"E2b-Traffic-Access-Token": other.TrafficAccessToken}, 401},
-		"other sandbox's envd token":  {map[string]string{"X-Access-Token": other.EnvdAccessToken}, 401},
-		"envd token as traffic token": {map[string]string{"E2b-Traffic-Access-Token": sb.EnvdAccessToken}, 401},
-		"other team's key":            {map[string]string{"X-API-Key": k.Key}, 401},
+		"other sandbox's traffic":     {map[string]string{"E2b-Traffic-Access-Token": other.TrafficAccessToken}, 403},
+		"other sandbox's envd token":  {map[string]string{"X-Access-Token": other.EnvdAccessToken}, 403},
+		"envd token as traffic token": {map[string]string{"E2b-Traffic-Access-Token": sb.EnvdAccessToken}, 403},
+		"other team's key":            {map[string]string{"X-API-Key": k.Key}, 403},
 	} {
 		if code := get(sb.SandboxID, tc.hdr); code != tc.want {
 			t.Errorf("%s: got %d, want %d", what, code, tc.want)
