@@ -43,6 +43,7 @@ type Client struct {
 	Templates *TemplatesService
 	Pools     *PoolsService
 	APIKeys   *APIKeysService
+	Secrets   *SecretsService // write-only secrets for the egress proxy
 }
 
 // transport is what every service shares: where the daemon is, the key to
@@ -88,6 +89,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 		Templates: &TemplatesService{t: t},
 		Pools:     &PoolsService{t: t},
 		APIKeys:   &APIKeysService{t: t},
+		Secrets:   &SecretsService{t: t},
 	}
 	for _, o := range opts {
 		o(c)

@@ -21,6 +21,8 @@ type NetworkPolicy struct {
 	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
 	AllowOut            []string `json:"allowOut"`
 	DenyOut             []string `json:"denyOut"`
+	// Rules replace the sandbox's network rules (nil: none).
+	Rules map[string][]NetworkRule `json:"rules,omitempty"`
 }
 
 // NetworkEvent is one outbound connection attempt of a sandbox, or one

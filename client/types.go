@@ -98,6 +98,21 @@ type Network struct {
 	// denied unless the operator permits a range.
 	AllowOut []string `json:"allowOut,omitempty"`
 	DenyOut  []string `json:"denyOut,omitempty"`
+	// Rules are E2B's network rules: per domain ("api.example.com" or
+	// "*.example.com"), header transforms the egress proxy applies to the
+	// sandbox's HTTP(S) requests. A rule never allows a host by itself.
+	Rules map[string][]NetworkRule `json:"rules,omitempty"`
+}
+
+// NetworkRule is one rule of a domain.
+type NetworkRule struct {
+	Transform *NetworkTransform `json:"transform,omitempty"`
+}
+
+// NetworkTransform sets request headers; values may hold secrets'
+// placeholders (see Placeholder).
+type NetworkTransform struct {
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // AutoResume is E2B's autoResume setting.

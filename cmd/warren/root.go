@@ -80,6 +80,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		execCmd(a),
 		filesCmd(a),
 		keyCmd(a),
+		secretCmd(a),
 		templateCmd(a),
 		snapshotCmd(a),
 		turnCmd(a),

@@ -129,7 +129,9 @@ func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error
 	if o.public {
 		in.Network = &client.Network{AllowPublicTraffic: &o.public}
 	}
-	o.egress.apply(&in)
+	if err := o.egress.apply(&in); err != nil {
+		return in, err
+	}
 	in.SnapshotEveryToolCall = o.toolSnaps
 	in.Runtime = o.rtName
 	in.FilesOnly = o.filesOnly

@@ -29,6 +29,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/sandboxlog"
+	"github.com/warrenhq/warren/internal/secrets"
 	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/storage"
@@ -61,6 +62,7 @@ type Daemon struct {
 	Logs      *sandboxlog.Logs
 	Metrics   *metrics.Metrics
 	Networks  *sandbox.Networks
+	Secrets   *secrets.Service
 	audit     *networkAudit
 	runtimes  []client.RuntimeInfo // for GET /health
 
@@ -142,6 +144,12 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	}})
 	d.audit = newNetworkAudit(d.Store, d.Logs, log)
 	if d.Networks, err = newNetworks(cfg, d.audit, log); err != nil {
+		return nil, err
+	}
+	if d.Secrets, err = openSecrets(cfg, d.Store); err != nil {
+		return nil, err
+	}
+	if err := wireEgressProxy(cfg, d.Networks, d.Secrets, d.Store, d.onEvent, log); err != nil {
 		return nil, err
 	}
 	hostCfg := sandbox.Config{
@@ -240,6 +248,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Files:          cmds,
 		Processes:      cmds,
 		Keys:           d.Store,
+		Secrets:        d.Secrets,
 		Templates:      d.Templates,
 		Procs:          d.Procs,
 		Logs:           d.Logs,

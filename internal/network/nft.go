@@ -35,6 +35,10 @@ import (
 //	               default → log, accept | log, deny
 //	chain to_host  established → accept; DNS to the gateway → accept; else log, deny
 //	chain deny     tcp → reject with tcp reset; else reject with icmpx admin-prohibited
+//	chain proxy    (nat, hook prerouting; only with an egress proxy port)
+//	               iifname <bridge> ip saddr @proxied tcp dport {80, 443} redirect to :<proxy port>
+//	               (to_host then accepts TCP to the gateway's proxy port; the proxy checks the
+//	               sandbox's policy itself, since redirected connections never reach forward)
 //
 // Every log statement sends the packet's headers to an NFLOG group with a
 // prefix naming the verdict and the reason (see audit.go). Only packets that
@@ -50,6 +54,8 @@ const (
 	chToHost     = "to_host"
 	chDeny       = "deny"
 	setReserved  = "reserved"
+	chProxy      = "proxy"
+	setProxied   = "proxied"
 	mapSandboxes = "sandboxes"
 	sbPrefix     = "sb_"
 	logPrefix    = "warren:"
@@ -85,6 +91,54 @@ type nftRules struct {
 	// without the guard, turning it on would also let the uplink's
 	// neighbours route through the host to its other networks.
 	guardUplink bool
+	// proxyPort is the egress proxy's port on the gateway (0: no proxy).
+	proxyPort uint16
+}
+
+func (r *nftRules) proxiedSet() *nftables.Set {
+	return &nftables.Set{Table: r.table, Name: setProxied, KeyType: nftables.TypeIPAddr}
+}
+
+// installProxy adds the proxy's redirect chain and the set of proxied
+// sandboxes (kept across restarts, as the sandboxes map is).
+func (r *nftRules) installProxy(exists bool) error {
+	c := r.conn
+	proxied := r.proxiedSet()
+	if err := c.AddSet(proxied, nil); err != nil {
+		return err
+	}
+	accept := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{Name: chProxy, Table: r.table, Type: nftables.ChainTypeNAT, Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	if exists {
+		c.FlushChain(ch)
+	}
+	for _, port := range []uint16{80, 443} {
+		c.AddRule(&nftables.Rule{Table: r.table, Chain: ch, Exprs: cat(
+			ifname(expr.MetaKeyIIFNAME, r.bridge, true), nfproto(unix.NFPROTO_IPV4, true),
+			saddr(), lookup(proxied, false), l4proto(unix.IPPROTO_TCP), dport(port),
+			&expr.Immediate{Register: 1, Data: binary.BigEndian.AppendUint16(nil, r.proxyPort)},
+			&expr.Redir{RegisterProtoMin: 1},
+		)})
+	}
+	return nil
+}
+
+// setProxied puts addr in the proxied set, or takes it out. Adding an
+// element that is there is no error, deleting one that is not is: so a
+// removal adds first, in the same transaction.
+func (r *nftRules) setProxied(addr netip.Addr, on bool) error {
+	if r.proxyPort == 0 {
+		return nil
+	}
+	a4 := addr.As4()
+	el := []nftables.SetElement{{Key: a4[:]}}
+	if err := r.conn.SetAddElements(r.proxiedSet(), el); err != nil {
+		return err
+	}
+	if !on {
+		return r.conn.SetDeleteElements(r.proxiedSet(), el)
+	}
+	return nil
 }
 
 func (r *nftRules) chain(name string) *nftables.Chain {
@@ -182,6 +236,12 @@ func (r *nftRules) install() error {
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		add(chToHost, cat(nfproto(unix.NFPROTO_IPV4, true), daddr(), eq(gw[:]), l4proto(proto), dport(53), verdict(expr.VerdictAccept))...)
 	}
+	if r.proxyPort != 0 {
+		add(chToHost, cat(nfproto(unix.NFPROTO_IPV4, true), daddr(), eq(gw[:]), l4proto(unix.IPPROTO_TCP), dport(r.proxyPort), verdict(expr.VerdictAccept))...)
+		if err := r.installProxy(exists); err != nil {
+			return err
+		}
+	}
 	// Broadcast and multicast (DHCP, mDNS) are dropped quietly: they are not
 	// connections and would flood the audit.
 	add(chToHost, &expr.Meta{Key: expr.MetaKeyPKTTYPE, Register: 1}, &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{unix.PACKET_HOST}}, verdict(expr.VerdictDrop))
@@ -239,6 +299,9 @@ func (r *nftRules) applySandbox(id string, addr netip.Addr, pol *compiled, dns [
 		add(r.log("A", ReasonDefault), verdict(expr.VerdictAccept))
 	} else {
 		add(r.log("D", ReasonDefault), gotoChain(chDeny))
+	}
+	if err := r.setProxied(addr, pol.proxied()); err != nil {
+		return err
 	}
 	a4 := addr.As4()
 	if err := c.SetAddElements(r.sandboxesMap(), []nftables.SetElement{{
@@ -359,6 +422,11 @@ func (r *nftRules) removeSandbox(id string, o *sandboxObjects) error {
 		}
 		if err := c.SetDeleteElements(r.sandboxesMap(), keys); err != nil {
 			return err
+		}
+		for _, a := range o.addrs {
+			if err := r.setProxied(a, false); err != nil {
+				return err
+			}
 		}
 	}
 	if o.chain {

@@ -34,6 +34,10 @@ type Policy struct {
 	AllowInternetAccess bool     `json:"allowInternetAccess"`
 	AllowOut            []string `json:"allowOut,omitempty"`
 	DenyOut             []string `json:"denyOut,omitempty"`
+	// Rules are E2B's network rules: per domain, transforms the egress
+	// proxy applies to HTTP(S) requests (egressrules.go). A sandbox with
+	// rules has its TCP to ports 80 and 443 sent through the proxy.
+	Rules map[string][]Rule `json:"rules,omitempty"`
 }
 
 // maxEntries bounds each list: every entry becomes kernel state.
@@ -51,7 +55,12 @@ type compiled struct {
 	allow, deny  spans
 	allowNames   []namePattern
 	denyNames    []namePattern
+	rules        []ruleSet
 }
+
+// proxied reports whether the sandbox's web traffic goes through the
+// egress proxy.
+func (c *compiled) proxied() bool { return len(c.rules) > 0 }
 
 type namePattern struct {
 	name     string // lower case, no trailing dot, without "*."
@@ -110,6 +119,11 @@ func compile(p Policy) (*compiled, error) {
 			c.deny = spansOf(prefixes...)
 		}
 	}
+	rules, err := checkRules(p.Rules)
+	if err != nil {
+		return nil, err
+	}
+	c.rules = rules
 	return c, nil
 }
 

@@ -86,6 +86,8 @@ type Deps struct {
 	// MaxImportBytes bounds one snapshot bundle an import reads (0:
 	// defaultMaxImport).
 	MaxImportBytes int64
+	// Secrets keeps the teams' secrets (nil: /secrets answers 501).
+	Secrets Secrets
 	// Pull lets POST /snapshots/pull fetch snapshots from peers (node
 	// mode; a nil FleetKey answers 501).
 	Pull PullConfig
@@ -115,6 +117,7 @@ type Server struct {
 	admin     *adminRoutes
 	moves     *moveRoutes
 	replicas  *replicaRoutes
+	secrets   *secretRoutes
 }
 
 // New builds the API's handler.
@@ -148,6 +151,7 @@ func New(deps Deps) *Server {
 	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate), maxImport: maxImport, log: deps.Log}
 	s.snapshots.pull = &puller{PullConfig: deps.Pull, snapshots: snapshots, maxImport: maxImport, http: &http.Client{}, log: deps.Log}
 	s.networks = &networkRoutes{networks: networks}
+	s.secrets = &secretRoutes{secrets: deps.Secrets}
 	mover, _ := deps.Sessions.(Mover)
 	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
 	replicator, _ := deps.Sessions.(Replicator)
@@ -246,6 +250,11 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
+	m.Handle("POST /secrets", auth(s.secrets.create))
+	m.Handle("GET /secrets", auth(s.secrets.list))
+	m.Handle("GET /secrets/{ref}", auth(s.secrets.get))
+	m.Handle("POST /secrets/{ref}", auth(s.secrets.update))
+	m.Handle("DELETE /secrets/{ref}", auth(s.secrets.remove))
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))
 	m.Handle("GET /api-keys", auth(adminOnly(s.admin.listKeys)))
 	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))

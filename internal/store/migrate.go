@@ -232,6 +232,27 @@ var migrations = []string{
 	// 50: an auto-pause may keep only the files (E2B's autoPauseMemory:
 	// false).
 	`ALTER TABLE sandboxes ADD COLUMN auto_pause_files_only INTEGER NOT NULL DEFAULT 0`,
+	// secrets: a team's secrets (E2B's /secrets) and warren's allowedHosts;
+	// the values live encrypted in secret_versions, one row per version.
+	`CREATE TABLE secrets (
+		id TEXT PRIMARY KEY,
+		team TEXT NOT NULL,
+		name TEXT NOT NULL,
+		current_version INTEGER NOT NULL,
+		metadata TEXT NOT NULL DEFAULT '{}',
+		allowed_hosts TEXT NOT NULL DEFAULT '[]',
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		UNIQUE (team, name)
+	)`,
+	// secrets: each version's value, sealed with AES-256-GCM (internal/secrets).
+	`CREATE TABLE secret_versions (
+		secret_id TEXT NOT NULL REFERENCES secrets (id) ON DELETE CASCADE,
+		version INTEGER NOT NULL,
+		sealed BLOB NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (secret_id, version)
+	)`,
 }
 
 // SchemaVersion is the schema version this build writes.

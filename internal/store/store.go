@@ -51,6 +51,7 @@ type Store struct {
 	templateTable
 	networkEventTable
 	keyTable
+	secretTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -68,6 +69,7 @@ type (
 	templateTable     struct{ *conns }
 	networkEventTable struct{ *conns }
 	keyTable          struct{ *conns }
+	secretTable       struct{ *conns }
 )
 
 func newStore(c *conns) *Store {
@@ -79,6 +81,7 @@ func newStore(c *conns) *Store {
 		templateTable:     templateTable{c},
 		networkEventTable: networkEventTable{c},
 		keyTable:          keyTable{c},
+		secretTable:       secretTable{c},
 	}
 }
 
