@@ -1,0 +1,368 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/network/fakenet"
+)
+
+// The fake internet's HTTPS servers: allowed.example, denied.example and
+// other.example (fakenet.Records) answer on 443 with a certificate of a CA
+// of the test's own, and echo the request's headers, so a test sees what
+// reached the upstream.
+var upstreamNames = map[string]string{
+	"allowed.example": fakenet.Servers[0],
+	"denied.example":  fakenet.Servers[1],
+	"other.example":   fakenet.Servers[2],
+}
+
+// httpsUpstreams starts the echo servers and returns the path of their
+// CA's PEM.
+func httpsUpstreams(t *testing.T, in *fakenet.Internet, dir string) string {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake internet test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "fake upstream"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	for name := range upstreamNames {
+		tmpl.DNSNames = append(tmpl.DNSNames, name)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
+	caPath := filepath.Join(dir, "upstream-ca.pem")
+	if err := os.WriteFile(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/download" {
+			w.Header().Set("Content-Length", fmt.Sprint(downloadBytes))
+			zero := make([]byte, 1<<16)
+			for left := downloadBytes; left > 0; left -= len(zero) {
+				if _, err := w.Write(zero[:min(left, len(zero))]); err != nil {
+					return
+				}
+			}
+			return
+		}
+		var lines []string
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				lines = append(lines, k+": "+v)
+			}
+		}
+		sort.Strings(lines)
+		fmt.Fprintf(w, "upstream %s saw host %s\n%s\n", r.TLS.ServerName, r.Host, strings.Join(lines, "\n"))
+	})
+	for _, addr := range upstreamNames {
+		err := in.Listen(in.UpstreamNS, addr+":443", func(ln net.Listener) io.Closer {
+			srv := &http.Server{Handler: echo, ReadHeaderTimeout: 10 * time.Second,
+				TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}}
+			go func() { _ = srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
+			return srv
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return caPath
+}
+
+const downloadBytes = 100 << 20
+
+// secretsDaemon is a daemon on a fake internet with HTTPS upstreams whose
+// CA the egress proxy trusts, and the base template (curl, python3).
+func secretsDaemon(t *testing.T) (*daemon, *fakenet.Internet, string) {
+	t.Helper()
+	dir := t.TempDir()
+	in, err := fakenet.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	t.Cleanup(func() {
+		if err := fakenet.UnmountUnder(runDir); err != nil {
+			t.Errorf("unmount the network run dir: %v", err)
+		}
+		if err := in.Close(); err != nil {
+			t.Errorf("remove the fake internet: %v", err)
+		}
+	})
+	caPath := httpsUpstreams(t, in, dir)
+	d := newDaemon(t, "--network-netns", in.HostNS, "--network-uplink", fakenet.UplinkName, "--network-dns", fakenet.UpstreamDNS,
+		"--network-run-dir", runDir, "--network-subnet", "10.88.0.0/24", "--egress-extra-roots", caPath)
+	d.start()
+	d.mustCLI("template", "build", "base", "--debootstrap", "bookworm", "--data-dir", d.dataDir)
+	return d, in, caPath
+}
+
+// TestEgressSecrets drives secrets and network rules end to end: curl and
+// Python's urllib in a sandbox reach an HTTPS upstream that sees the
+// secret's value while the sandbox only ever holds its placeholder; a host
+// outside the secret's allowedHosts is refused and audited; a host without
+// rules gets the sandbox's own TLS; an update reaches the next request, a
+// delete stops the placeholder resolving, plain HTTP never carries one.
+func TestEgressSecrets(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
+	}
+	d, _, caPath := secretsDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, 10*time.Minute)
+	const value = "sk-test-5f1c0a9e7d3b42c8a6e1"
+	out, errOut, code := d.cli(value+"\n", "secret", "create", "tok", "--allow-host", "allowed.example")
+	if code != 0 || !strings.Contains(out, "${e2b.secrets.tok}") {
+		t.Fatalf("secret create: %d %q %q", code, out, errOut)
+	}
+	if strings.Contains(out+errOut, value) {
+		t.Fatal("secret create printed the value")
+	}
+	auth := client.NetworkRule{Transform: &client.NetworkTransform{Headers: map[string]string{"Authorization": "Bearer " + client.Placeholder("tok")}}}
+	probe := client.NetworkRule{Transform: &client.NetworkTransform{Headers: map[string]string{"X-Probe": "set by a rule"}}}
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "base", EnvVars: map[string]string{"TOKEN": client.Placeholder("tok")},
+		Network: &client.Network{AllowOut: []string{"allowed.example", "denied.example", "other.example"}, DenyOut: []string{"0.0.0.0/0"},
+			Rules: map[string][]client.NetworkRule{"allowed.example": {auth}, "denied.example": {probe}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sandboxNet{t, c, ctx, sb.SandboxID}
+
+	// curl, with the rule's header, through the system bundle.
+	res := s.run("curl -sS https://allowed.example/")
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "Authorization: Bearer "+value) {
+		t.Fatalf("curl to a host with rules: %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	// Python's urllib, sending the placeholder from its environment in a
+	// header of its own.
+	py := `python3 -c 'import os,urllib.request as u; print(u.urlopen(u.Request("https://allowed.example/", headers={"X-Key": os.environ["TOKEN"]})).read().decode())'`
+	res = s.run(py)
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "X-Key: "+value) {
+		t.Fatalf("python urllib: %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	// What the sandbox can read holds the placeholder only.
+	res = s.run(`env | grep ^TOKEN=; cat /proc/*/environ 2>/dev/null | tr '\0' '\n' | grep -c "` + value + `"; grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "` + value + `" / | head -3`)
+	if !strings.Contains(res.Stdout, "TOKEN=${e2b.secrets.tok}") || strings.Count(res.Stdout, "\n") != 2 || !strings.Contains(res.Stdout, "\n0\n") {
+		t.Fatalf("the sandbox can read the value or lacks the placeholder: %q %q", res.Stdout, res.Stderr)
+	}
+
+	// Outside allowedHosts: refused, audited; the upstream never sees it.
+	res = s.run(`curl -sS -H "X-Key: $TOKEN" -w '%{http_code}' https://denied.example/`)
+	if !strings.HasSuffix(res.Stdout, "403") || strings.Contains(res.Stdout, "upstream") {
+		t.Fatalf("a placeholder to a host outside allowedHosts: %q %q", res.Stdout, res.Stderr)
+	}
+	// Plain HTTP never carries a secret.
+	res = s.run(`curl -sS -w '%{http_code}' http://allowed.example/`)
+	if !strings.HasSuffix(res.Stdout, "403") || !strings.Contains(res.Stdout, "plain HTTP") {
+		t.Fatalf("plain HTTP with a secret: %q %q", res.Stdout, res.Stderr)
+	}
+	// A host without rules: spliced, so the sandbox sees the upstream's
+	// own certificate (trusting only the upstream's CA works) and the
+	// request arrives untouched.
+	if _, err := c.Files.Write(ctx, sb.SandboxID, "/tmp/upstream-ca.pem", bytes.NewReader(mustRead(t, caPath)), 0o644, "root"); err != nil {
+		t.Fatal(err)
+	}
+	res = s.run(`curl -sS --cacert /tmp/upstream-ca.pem -H "X-Key: $TOKEN" https://other.example/`)
+	if res.ExitCode != 0 || !strings.Contains(res.Stdout, "X-Key: ${e2b.secrets.tok}") {
+		t.Fatalf("a host without rules: %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	// ... whereas a host with rules is answered with warren's leaf.
+	if res = s.run(`curl -sS --cacert /tmp/upstream-ca.pem https://allowed.example/`); res.ExitCode == 0 {
+		t.Fatalf("an intercepted host verified against the upstream's CA alone: %q", res.Stdout)
+	}
+
+	// A new version reaches the next request.
+	if _, errOut, code := d.cli("sk-rotated-2\n", "secret", "update", "tok"); code != 0 {
+		t.Fatalf("secret update: %s", errOut)
+	}
+	if res = s.run("curl -sS https://allowed.example/"); !strings.Contains(res.Stdout, "Authorization: Bearer sk-rotated-2") {
+		t.Fatalf("after an update: %q %q", res.Stdout, res.Stderr)
+	}
+	// A deleted secret no longer resolves.
+	d.mustCLI("secret", "rm", "tok")
+	if res = s.run(`curl -sS -w '%{http_code}' https://allowed.example/`); !strings.HasSuffix(res.Stdout, "403") || strings.Contains(res.Stdout, "sk-") {
+		t.Fatalf("after a delete: %q %q", res.Stdout, res.Stderr)
+	}
+
+	// The uses and refusals are in the sandbox's events, without values.
+	evs := d.mustCLI("sandbox", "events", sb.SandboxID)
+	for _, want := range []string{"secret-used", "secret tok version 1 to allowed.example", "secret-refused",
+		"secret tok version 1 to denied.example: host not in allowedHosts", "plain HTTP", "version 2 to allowed.example", "no such secret"} {
+		if !strings.Contains(evs, want) {
+			t.Errorf("sandbox events lack %q:\n%s", want, evs)
+		}
+	}
+	// No answer, log or event holds a value.
+	logs, err := c.Sandboxes.Logs(ctx, sb.SandboxID, client.LogsQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, _ := json.Marshal(logs)
+	list, _ := json.Marshal(mustList(t, c, ctx))
+	for what, text := range map[string]string{"events": evs, "sandbox log": string(lb), "daemon log": d.log.String(), "secret list": string(list)} {
+		if strings.Contains(text, value) || strings.Contains(text, "sk-rotated-2") {
+			t.Errorf("the %s holds a secret's value", what)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustList(t *testing.T, c *client.Client, ctx context.Context) []client.Secret {
+	t.Helper()
+	l, _, err := c.Secrets.List(ctx, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestSecretsBadInput checks the 4xx of malformed secrets and rules, and
+// that nothing of them is stored.
+func TestSecretsBadInput(t *testing.T) {
+	t.Parallel()
+	d, _, _ := networkDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+	for _, body := range []string{
+		`{"name": "a{b", "value": "v"}`,
+		`{"name": "a}b", "value": "v"}`,
+		`{"name": "a\u0001b", "value": "v"}`,
+		`{"name": "", "value": "v"}`,
+		`{"name": "ok"}`,
+		`{"name": "ok", "value": "` + strings.Repeat("x", 1<<20) + `"}`,
+		`{"name": "ok", "value": "v", "allowedHosts": ["*"]}`,
+	} {
+		code, msg := d.postAPI(ctx, "/secrets", body)
+		if code != 400 && code != 413 {
+			t.Errorf("POST /secrets %.60s: %d %s, want 400", body, code, msg)
+		}
+		if strings.Contains(msg, "xxxxxxxx") {
+			t.Errorf("the error quotes the value: %.100s", msg)
+		}
+	}
+	if l := mustList(t, c, ctx); len(l) != 0 {
+		t.Fatalf("bad creates stored %v", l)
+	}
+	for _, rules := range []string{
+		`{"api.example.com": [{"transform": {"headers": {"Bad Header": "v"}}}]}`,
+		`{"api.example.com": [{"transform": {"headers": {"X-A": "v\r\nX-B: w"}}}]}`,
+		`{"*": [{"transform": {"headers": {"X-A": "v"}}}]}`,
+	} {
+		code, msg := d.postAPI(ctx, "/sandboxes", `{"templateID": "bb", "network": {"allowOut": ["198.51.100.10"], "rules": `+rules+`}}`)
+		if code != 400 {
+			t.Errorf("create with rules %s: %d %s, want 400", rules, code, msg)
+		}
+	}
+	if l, _, err := c.Sandboxes.List(ctx, client.ListOptions{}); err != nil || len(l) != 0 {
+		t.Fatalf("bad creates left sandboxes: %v %v", l, err)
+	}
+}
+
+// e2bSecretsScript drives secrets and network rules with the e2b SDK.
+const e2bSecretsScript = `
+import { Sandbox, Secret } from 'e2b'
+const info = await Secret.create('sdk-token', 'sdk-value-9f2d', { metadata: { owner: 'test' } })
+const sbx = await Sandbox.create('base', { timeoutMs: 300_000, envs: { TOKEN: Secret.fill('sdk-token') },
+  network: { allowOut: ['allowed.example'], denyOut: ['0.0.0.0/0'],
+    rules: { 'allowed.example': [{ transform: { headers: { 'X-Api-Key': Secret.fill('sdk-token') } } }] } } })
+const first = await sbx.commands.run('curl -sS https://allowed.example/')
+const env = await sbx.commands.run('printenv TOKEN')
+await Secret.update('sdk-token', 'sdk-value-rotated')
+const second = await sbx.commands.run('curl -sS https://allowed.example/')
+const listed = []
+const pages = Secret.list()
+while (pages.hasNext) listed.push(...(await pages.nextItems()))
+const got = await Secret.getInfo(info.secretId ?? info.secretID ?? 'sdk-token')
+const destroyed = await Secret.destroy('sdk-token')
+const exists = await Secret.exists('sdk-token')
+await sbx.kill()
+console.log(JSON.stringify({ first: first.stdout, env: env.stdout.trim(), second: second.stdout, version: got.currentVersion ?? got.version,
+  names: listed.map(s => s.name), metadata: got.metadata, destroyed, exists, info: JSON.stringify(info) + JSON.stringify(got) }))
+`
+
+// TestEgressSecretsE2BSDK drives a secret and network.rules through the
+// real e2b SDK: the upstream sees each version's value, the sandbox the
+// placeholder.
+func TestEgressSecretsE2BSDK(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the base template by debootstrap (minutes): not in -short mode")
+	}
+	node := requireNode(t)
+	dir, err := filepath.Abs("e2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSDK(t, dir)
+	d, _, _ := secretsDaemon(t)
+	ctx := ctxT(t, 8*time.Minute)
+	cmd := exec.CommandContext(ctx, node, "--input-type=module", "-e", e2bSecretsScript)
+	cmd.Dir = dir
+	url := "http://" + d.addr
+	cmd.Env = append(withoutE2BEnv(os.Environ()), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+d.key, "E2B_DOMAIN=localhost")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var res struct {
+		First, Env, Second, Info string
+		Version                  int
+		Names                    []string
+		Metadata                 map[string]string
+		Destroyed, Exists        bool
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("node printed %q", out)
+	}
+	if !strings.Contains(res.First, "X-Api-Key: sdk-value-9f2d") || !strings.Contains(res.Second, "X-Api-Key: sdk-value-rotated") {
+		t.Fatalf("the upstream did not see the values: %q / %q", res.First, res.Second)
+	}
+	if res.Env != "${e2b.secrets.sdk-token}" || strings.Contains(res.Info, "sdk-value") {
+		t.Fatalf("the sandbox or the API showed a value: env %q info %s", res.Env, res.Info)
+	}
+	if res.Version != 2 || len(res.Names) != 1 || res.Names[0] != "sdk-token" || res.Metadata["owner"] != "test" || !res.Destroyed || res.Exists {
+		t.Fatalf("SDK view: %+v", res)
+	}
+}
