@@ -1,9 +1,11 @@
 package egress
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -116,14 +118,34 @@ func serial() *big.Int {
 // CertPEM is the CA's certificate, for sandboxes' trust stores.
 func (c *CA) CertPEM() []byte { return c.certPEM }
 
-// Leaf returns a certificate for host signed by the CA.
-func (c *CA) Leaf(host string) (*tls.Certificate, error) {
+// Leaf returns a certificate for the host hello names, signed by the CA:
+// an ECDSA key, or an RSA one for a client that cannot take ECDSA (some
+// small TLS stacks, busybox's among them).
+func (c *CA) Leaf(host string, hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	l, err := c.leaf(host, false)
+	if err != nil || hello == nil || hello.SupportsCertificate(l) == nil {
+		return l, err
+	}
+	return c.leaf(host, true)
+}
+
+func (c *CA) leaf(host string, rsaKey bool) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if l, ok := c.leaves[host]; ok && time.Until(l.Leaf.NotAfter) > leafValidity/2 {
+	k := host
+	if rsaKey {
+		k = "rsa:" + host
+	}
+	if l, ok := c.leaves[k]; ok && time.Until(l.Leaf.NotAfter) > leafValidity/2 {
 		return l, nil
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	var key crypto.Signer
+	var err error
+	if rsaKey {
+		key, err = rsa.GenerateKey(rand.Reader, 2048)
+	} else {
+		key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +162,7 @@ func (c *CA) Leaf(host string) (*tls.Certificate, error) {
 	} else {
 		tmpl.DNSNames = []string{host}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, key.Public(), c.key)
 	if err != nil {
 		return nil, fmt.Errorf("egress CA: mint a certificate for %s: %w", host, err)
 	}
@@ -152,6 +174,6 @@ func (c *CA) Leaf(host string) (*tls.Certificate, error) {
 	if len(c.leaves) >= maxLeaves {
 		clear(c.leaves)
 	}
-	c.leaves[host] = l
+	c.leaves[k] = l
 	return l, nil
 }

@@ -159,7 +159,7 @@ func (p *Proxy) https(ctx context.Context, c *net.TCPConn, t network.EgressTarge
 		return
 	}
 	srv := tls.Server(&prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(hello), c)}, &tls.Config{
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return p.CA.Leaf(host) },
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return p.CA.Leaf(host, h) },
 		NextProtos:     []string{"http/1.1"},
 		MinVersion:     tls.VersionTLS12,
 	})

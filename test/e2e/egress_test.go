@@ -366,3 +366,76 @@ func TestEgressSecretsE2BSDK(t *testing.T) {
 		t.Fatalf("SDK view: %+v", res)
 	}
 }
+
+// TestEgressRulesBusybox checks the proxy without the base template: a
+// sandbox's plain HTTP passes through it with a rule's header but never
+// with a secret; HTTPS from the sandbox's network namespace (a Go client
+// that trusts the daemon's CA) gets the rule's header and the secret's
+// value; a destination the policy denies stays denied.
+func TestEgressRulesBusybox(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	in, err := fakenet.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runDir := filepath.Join(dir, "run")
+	t.Cleanup(func() {
+		if err := fakenet.UnmountUnder(runDir); err != nil {
+			t.Errorf("unmount the network run dir: %v", err)
+		}
+		if err := in.Close(); err != nil {
+			t.Errorf("remove the fake internet: %v", err)
+		}
+	})
+	caPath := httpsUpstreams(t, in, dir)
+	d := busyboxDaemon(t, "--network-netns", in.HostNS, "--network-uplink", fakenet.UplinkName, "--network-dns", fakenet.UpstreamDNS,
+		"--network-run-dir", runDir, "--network-subnet", "10.88.0.0/24", "--egress-extra-roots", caPath)
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	if _, err := c.Secrets.Create(ctx, client.NewSecret{Name: "bb-token", Value: "bb-value-77", AllowedHosts: []string{"allowed.example"}}); err != nil {
+		t.Fatal(err)
+	}
+	rule := client.NetworkRule{Transform: &client.NetworkTransform{Headers: map[string]string{"X-Rule": "r1", "Authorization": "Bearer " + client.Placeholder("bb-token")}}}
+	plain := client.NetworkRule{Transform: &client.NetworkTransform{Headers: map[string]string{"X-Rule": "r2"}}}
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowOut: []string{"allowed.example", "other.example"}, DenyOut: []string{"0.0.0.0/0"},
+		Rules: map[string][]client.NetworkRule{"allowed.example": {rule}, "other.example": {plain}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sandboxNet{t, c, ctx, sb.SandboxID}
+	// Plain HTTP: a rule without secrets applies, one with a secret is
+	// refused (and resolving the names opens them for the calls below).
+	if res := s.run("timeout 20 wget -q -O - http://other.example/ 2>&1"); !strings.Contains(res.Stdout, "hello from "+fakenet.Servers[2]) {
+		t.Fatalf("plain HTTP through the proxy: %d %q", res.ExitCode, res.Stdout)
+	}
+	if res := s.run("timeout 20 wget -q -O - http://allowed.example/ 2>&1"); res.ExitCode == 0 || strings.Contains(res.Stdout, "hello") {
+		t.Fatalf("plain HTTP with a secret: %d %q", res.ExitCode, res.Stdout)
+	}
+	// HTTPS from the sandbox's namespace, trusting only warren's CA.
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(mustRead(t, filepath.Join(d.dataDir, "egress-ca", "ca.pem")))
+	get := func(host, ip string) (string, error) {
+		var body string
+		err := fakenet.InNS(filepath.Join(runDir, "netns", sb.SandboxID), func() error {
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp4", ip+":443", &tls.Config{RootCAs: roots, ServerName: host})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
+			b, err := io.ReadAll(conn)
+			body = string(b)
+			return err
+		})
+		return body, err
+	}
+	body, err := get("allowed.example", fakenet.Servers[0])
+	if err != nil || !strings.Contains(body, "X-Rule: r1") || !strings.Contains(body, "Authorization: Bearer bb-value-77") {
+		t.Fatalf("HTTPS through the proxy: %v %q", err, body)
+	}
+	// A destination the policy denies stays denied through the proxy.
+	if body, err := get("denied.example", fakenet.Servers[1]); err == nil {
+		t.Fatalf("a denied destination answered through the proxy: %q", body)
+	}
+}
