@@ -3,23 +3,15 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -27,81 +19,6 @@ import (
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/network/fakenet"
 )
-
-// The fake internet's HTTPS servers: allowed.example, denied.example and
-// other.example (fakenet.Records) answer on 443 with a certificate of a CA
-// of the test's own, and echo the request's headers, so a test sees what
-// reached the upstream.
-var upstreamNames = map[string]string{
-	"allowed.example": fakenet.Servers[0],
-	"denied.example":  fakenet.Servers[1],
-	"other.example":   fakenet.Servers[2],
-}
-
-// httpsUpstreams starts the echo servers and returns the path of their
-// CA's PEM.
-func httpsUpstreams(t *testing.T, in *fakenet.Internet, dir string) string {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake internet test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "fake upstream"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for name := range upstreamNames {
-		tmpl.DNSNames = append(tmpl.DNSNames, name)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert := tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key}
-	caPath := filepath.Join(dir, "upstream-ca.pem")
-	if err := os.WriteFile(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	echo := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/download" {
-			w.Header().Set("Content-Length", fmt.Sprint(downloadBytes))
-			zero := make([]byte, 1<<16)
-			for left := downloadBytes; left > 0; left -= len(zero) {
-				if _, err := w.Write(zero[:min(left, len(zero))]); err != nil {
-					return
-				}
-			}
-			return
-		}
-		var lines []string
-		for k, vs := range r.Header {
-			for _, v := range vs {
-				lines = append(lines, k+": "+v)
-			}
-		}
-		sort.Strings(lines)
-		fmt.Fprintf(w, "upstream %s saw host %s\n%s\n", r.TLS.ServerName, r.Host, strings.Join(lines, "\n"))
-	})
-	for _, addr := range upstreamNames {
-		err := in.Listen(in.UpstreamNS, addr+":443", func(ln net.Listener) io.Closer {
-			srv := &http.Server{Handler: echo, ReadHeaderTimeout: 10 * time.Second,
-				TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}}
-			go func() { _ = srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
-			return srv
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return caPath
-}
-
-const downloadBytes = 100 << 20
 
 // secretsDaemon is a daemon on a fake internet with HTTPS upstreams whose
 // CA the egress proxy trusts, and the base template (curl, python3).
@@ -121,7 +38,7 @@ func secretsDaemon(t *testing.T) (*daemon, *fakenet.Internet, string) {
 			t.Errorf("remove the fake internet: %v", err)
 		}
 	})
-	caPath := httpsUpstreams(t, in, dir)
+	caPath := mustHTTPS(t, in, dir)
 	d := newDaemon(t, "--network-netns", in.HostNS, "--network-uplink", fakenet.UplinkName, "--network-dns", fakenet.UpstreamDNS,
 		"--network-run-dir", runDir, "--network-subnet", "10.88.0.0/24", "--egress-extra-roots", caPath)
 	d.start()
@@ -430,6 +347,17 @@ func TestEgressRulesBusybox(t *testing.T) {
 	}
 }
 
+// mustHTTPS starts the fake internet's HTTPS echo servers
+// (fakenet.ServeHTTPS) and returns their CA's path.
+func mustHTTPS(t *testing.T, in *fakenet.Internet, dir string) string {
+	t.Helper()
+	caPath, err := in.ServeHTTPS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caPath
+}
+
 // busyboxEgressDaemon is a daemon with the busybox template on a fake
 // internet with HTTPS upstreams; it returns the network's run directory.
 func busyboxEgressDaemon(t *testing.T) (*daemon, string) {
@@ -448,7 +376,7 @@ func busyboxEgressDaemon(t *testing.T) (*daemon, string) {
 			t.Errorf("remove the fake internet: %v", err)
 		}
 	})
-	caPath := httpsUpstreams(t, in, dir)
+	caPath := mustHTTPS(t, in, dir)
 	d := busyboxDaemon(t, "--network-netns", in.HostNS, "--network-uplink", fakenet.UplinkName, "--network-dns", fakenet.UpstreamDNS,
 		"--network-run-dir", runDir, "--network-subnet", "10.88.0.0/24", "--egress-extra-roots", caPath)
 	return d, runDir
