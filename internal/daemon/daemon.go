@@ -146,10 +146,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if d.Networks, err = newNetworks(cfg, d.audit, log); err != nil {
 		return nil, err
 	}
-	if d.Secrets, err = openSecrets(cfg, d.Store); err != nil {
-		return nil, err
-	}
-	if err := wireEgressProxy(cfg, d.Networks, d.Secrets, d.Store, d.onEvent, log); err != nil {
+	if err := d.openEgress(cfg, log); err != nil {
 		return nil, err
 	}
 	hostCfg := sandbox.Config{

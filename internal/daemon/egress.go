@@ -21,13 +21,15 @@ import (
 // sandboxes' trust bundle.
 const hostBundle = "/etc/ssl/certs/ca-certificates.crt"
 
-// openSecrets opens the secrets' keyring (<data>/secrets/key).
-func openSecrets(cfg config.Config, st *store.Store) (*secrets.Service, error) {
+// openEgress opens the secrets (their keyring is <data>/secrets/key) and
+// wires the egress proxy into the network.
+func (d *Daemon) openEgress(cfg config.Config, log *slog.Logger) error {
 	keys, err := secrets.OpenKeyring(filepath.Join(cfg.DataDir, "secrets"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return secrets.NewService(st, keys), nil
+	d.Secrets = secrets.NewService(d.Store, keys)
+	return wireEgressProxy(cfg, d.Networks, d.Secrets, d.Store, d.onEvent, log)
 }
 
 // wireEgressProxy gives the sandboxes' network its egress proxy: the CA in

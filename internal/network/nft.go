@@ -99,9 +99,49 @@ func (r *nftRules) proxiedSet() *nftables.Set {
 	return &nftables.Set{Table: r.table, Name: setProxied, KeyType: nftables.TypeIPAddr}
 }
 
+// installSets writes the shared sets: the always-denied ranges (rewritten)
+// and the sandboxes map (kept: it confines running sandboxes).
+func (r *nftRules) installSets(exists bool) (reserved, sandboxes *nftables.Set, _ error) {
+	c := r.conn
+	reserved = r.reservedSet()
+	if err := c.AddSet(reserved, nil); err != nil {
+		return nil, nil, err
+	}
+	if exists {
+		c.FlushSet(reserved)
+	}
+	if err := c.SetAddElements(reserved, intervalElements(r.reserved)); err != nil {
+		return nil, nil, err
+	}
+	sandboxes = r.sandboxesMap()
+	if err := c.AddSet(sandboxes, nil); err != nil {
+		return nil, nil, err
+	}
+	return reserved, sandboxes, nil
+}
+
+type hostPort struct {
+	proto byte
+	port  uint16
+}
+
+// hostPorts are what sandboxes may reach on the gateway: the resolver and,
+// when there is one, the egress proxy.
+func (r *nftRules) hostPorts() []hostPort {
+	ps := []hostPort{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}}
+	if r.proxyPort != 0 {
+		ps = append(ps, hostPort{unix.IPPROTO_TCP, r.proxyPort})
+	}
+	return ps
+}
+
 // installProxy adds the proxy's redirect chain and the set of proxied
-// sandboxes (kept across restarts, as the sandboxes map is).
+// sandboxes (kept across restarts, as the sandboxes map is), when there is
+// a proxy.
 func (r *nftRules) installProxy(exists bool) error {
+	if r.proxyPort == 0 {
+		return nil
+	}
 	c := r.conn
 	proxied := r.proxiedSet()
 	if err := c.AddSet(proxied, nil); err != nil {
@@ -193,18 +233,11 @@ func (r *nftRules) install() error {
 			c.FlushChain(ch)
 		}
 	}
-	reserved := r.reservedSet()
-	if err := c.AddSet(reserved, nil); err != nil {
+	reserved, sandboxes, err := r.installSets(exists)
+	if err != nil {
 		return err
 	}
-	if exists {
-		c.FlushSet(reserved)
-	}
-	if err := c.SetAddElements(reserved, intervalElements(r.reserved)); err != nil {
-		return err
-	}
-	sandboxes := r.sandboxesMap()
-	if err := c.AddSet(sandboxes, nil); err != nil {
+	if err := r.installProxy(exists); err != nil {
 		return err
 	}
 
@@ -233,14 +266,8 @@ func (r *nftRules) install() error {
 
 	add(chToHost, cat(ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept))...)
 	gw := r.gateway.As4()
-	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-		add(chToHost, cat(nfproto(unix.NFPROTO_IPV4, true), daddr(), eq(gw[:]), l4proto(proto), dport(53), verdict(expr.VerdictAccept))...)
-	}
-	if r.proxyPort != 0 {
-		add(chToHost, cat(nfproto(unix.NFPROTO_IPV4, true), daddr(), eq(gw[:]), l4proto(unix.IPPROTO_TCP), dport(r.proxyPort), verdict(expr.VerdictAccept))...)
-		if err := r.installProxy(exists); err != nil {
-			return err
-		}
+	for _, p := range r.hostPorts() {
+		add(chToHost, cat(nfproto(unix.NFPROTO_IPV4, true), daddr(), eq(gw[:]), l4proto(p.proto), dport(p.port), verdict(expr.VerdictAccept))...)
 	}
 	// Broadcast and multicast (DHCP, mDNS) are dropped quietly: they are not
 	// connections and would flood the audit.

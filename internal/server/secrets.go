@@ -27,6 +27,15 @@ type secretRoutes struct {
 	secrets Secrets
 }
 
+// routes registers /secrets.
+func (s *secretRoutes) routes(m *routeMux, auth func(http.HandlerFunc) http.Handler) {
+	m.Handle("POST /secrets", auth(s.create))
+	m.Handle("GET /secrets", auth(s.list))
+	m.Handle("GET /secrets/{ref}", auth(s.get))
+	m.Handle("POST /secrets/{ref}", auth(s.update))
+	m.Handle("DELETE /secrets/{ref}", auth(s.remove))
+}
+
 // maxSecretBody leaves room for a value at its bound and metadata, so that
 // an over-long value is told as such rather than as an over-long body.
 const maxSecretBody = 2 << 20

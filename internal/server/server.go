@@ -250,11 +250,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
-	m.Handle("POST /secrets", auth(s.secrets.create))
-	m.Handle("GET /secrets", auth(s.secrets.list))
-	m.Handle("GET /secrets/{ref}", auth(s.secrets.get))
-	m.Handle("POST /secrets/{ref}", auth(s.secrets.update))
-	m.Handle("DELETE /secrets/{ref}", auth(s.secrets.remove))
+	s.secrets.routes(m, auth)
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))
 	m.Handle("GET /api-keys", auth(adminOnly(s.admin.listKeys)))
 	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))
