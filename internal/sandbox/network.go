@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -352,9 +353,29 @@ func (nw *sandboxNetworks) attachTrust(id string, rs *runtime.Spec) error {
 	if st, err := os.Lstat(filepath.Join(rs.RootFS, system)); err == nil && st.Mode().IsRegular() {
 		rs.Mounts = append(rs.Mounts, runtime.Mount{Source: bundle, Destination: system, ReadOnly: true})
 	}
-	inside := AgentRunDir + "/" + trustBundleName
-	rs.Env = append(rs.Env, "SSL_CERT_FILE="+inside, "NODE_EXTRA_CA_CERTS="+inside, "REQUESTS_CA_BUNDLE="+inside, "CURL_CA_BUNDLE="+inside)
+	for k, v := range trustEnv() {
+		rs.Env = append(rs.Env, k+"="+v)
+	}
 	return nil
+}
+
+// trustEnv names the trust bundle for the TLS clients that read a
+// variable (OpenSSL and curl, Node, Python's requests).
+func trustEnv() map[string]string {
+	inside := AgentRunDir + "/" + trustBundleName
+	return map[string]string{"SSL_CERT_FILE": inside, "NODE_EXTRA_CA_CERTS": inside, "REQUESTS_CA_BUNDLE": inside, "CURL_CA_BUNDLE": inside}
+}
+
+// withTrustEnv adds trustEnv to env (its own values win) when sandbox id
+// was given the trust bundle: a warm-pool sandbox's claim replaces the
+// environment its agent started with.
+func withTrustEnv(sockets agentSockets, id string, env map[string]string) map[string]string {
+	if _, err := os.Stat(filepath.Join(sockets.dir(id), trustBundleName)); err != nil {
+		return env
+	}
+	out := trustEnv()
+	maps.Copy(out, env)
+	return out
 }
 
 // UpdateNetwork replaces a networked sandbox's egress policy in place:

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -341,6 +343,10 @@ func TestEgressRulesBusybox(t *testing.T) {
 	if err != nil || !strings.Contains(body, "X-Rule: r1") || !strings.Contains(body, "Authorization: Bearer bb-value-77") {
 		t.Fatalf("HTTPS through the proxy: %v %q", err, body)
 	}
+	// An upgrade passes: after the 101, bytes go both ways.
+	if got, err := upgradeFromSandbox(t, d, runDir, sb.SandboxID); err != nil || got != "ping over the upgrade" {
+		t.Fatalf("upgrade through the proxy: %q %v", got, err)
+	}
 	// A destination the policy denies stays denied through the proxy.
 	if body, err := get("denied.example", fakenet.Servers[1]); err == nil {
 		t.Fatalf("a denied destination answered through the proxy: %q", body)
@@ -402,4 +408,36 @@ func httpsFromSandbox(t *testing.T, d *daemon, runDir, id, host, ip string) (str
 		return err
 	})
 	return body, err
+}
+
+// upgradeFromSandbox asks allowed.example to switch protocols (its echo
+// upgrade) through the proxy and returns what came back of a line sent
+// after the 101.
+func upgradeFromSandbox(t *testing.T, d *daemon, runDir, id string) (string, error) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(mustRead(t, filepath.Join(d.dataDir, "egress-ca", "ca.pem")))
+	var got string
+	err := fakenet.InNS(filepath.Join(runDir, "netns", id), func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp4", fakenet.Servers[0]+":443", &tls.Config{RootCAs: roots, ServerName: "allowed.example"})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprintf(conn, "GET /upgrade HTTP/1.1\r\nHost: allowed.example\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusSwitchingProtocols {
+			return fmt.Errorf("answered %s", resp.Status)
+		}
+		fmt.Fprintf(conn, "ping over the upgrade\n")
+		got, err = br.ReadString('\n')
+		got = strings.TrimSpace(got)
+		return err
+	})
+	return got, err
 }

@@ -79,6 +79,19 @@ func (in *Internet) ServeHTTPS(dir string) (string, error) {
 }
 
 func serveEchoHTTPS(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/upgrade" && strings.EqualFold(r.Header.Get("Upgrade"), "echo") {
+		// After a 101, whatever the client sends comes back (a stand-in
+		// for a websocket).
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_ = rw.Flush()
+		_, _ = io.Copy(conn, rw)
+		return
+	}
 	if r.URL.Path == "/download" {
 		n, _ := strconv.Atoi(r.URL.Query().Get("bytes"))
 		w.Header().Set("Content-Length", strconv.Itoa(n))
