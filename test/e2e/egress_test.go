@@ -351,6 +351,26 @@ func TestEgressRulesBusybox(t *testing.T) {
 	if body, err := get("denied.example", fakenet.Servers[1]); err == nil {
 		t.Fatalf("a denied destination answered through the proxy: %q", body)
 	}
+	// Rules change live (PUT /sandboxes/ID/network) ...
+	changed := client.NetworkRule{Transform: &client.NetworkTransform{Headers: map[string]string{"X-Rule": "r3"}}}
+	if err := c.Network.Update(ctx, sb.SandboxID, client.NetworkPolicy{AllowOut: []string{"allowed.example", "other.example"}, DenyOut: []string{"0.0.0.0/0"},
+		Rules: map[string][]client.NetworkRule{"allowed.example": {changed}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.run("nslookup allowed.example >/dev/null")
+	if body, err := get("allowed.example", fakenet.Servers[0]); err != nil || !strings.Contains(body, "X-Rule: r3") || strings.Contains(body, "bb-value") {
+		t.Fatalf("after a rules update: %v %q", err, body)
+	}
+	// ... and without rules nothing is intercepted: the upstream's own
+	// certificate reaches the sandbox, which warren's CA alone does not
+	// verify.
+	if err := c.Network.Update(ctx, sb.SandboxID, client.NetworkPolicy{AllowOut: []string{"allowed.example"}, DenyOut: []string{"0.0.0.0/0"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.run("nslookup allowed.example >/dev/null")
+	if body, err := get("allowed.example", fakenet.Servers[0]); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without rules the proxy still answered: %v %q", err, body)
+	}
 }
 
 // mustHTTPS starts the fake internet's HTTPS echo servers
