@@ -363,7 +363,9 @@ func (p *Proxy) transport(dst netip.AddrPort, secure bool) *http.Transport {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 5 * time.Minute,
 		DisableCompression:    true,
-		Proxy:                 nil,
+		// HTTP/2 toward upstreams that offer it (the sandbox's side stays
+		// HTTP/1.1); websocket upgrades go over HTTP/1.1.
+		ForceAttemptHTTP2: true,
 	}
 	p.transports[k] = t
 	return t

@@ -340,7 +340,7 @@ func TestEgressRulesBusybox(t *testing.T) {
 	// HTTPS from the sandbox's namespace, trusting only warren's CA.
 	get := func(host, ip string) (string, error) { return httpsFromSandbox(t, d, runDir, sb.SandboxID, host, ip) }
 	body, err := get("allowed.example", fakenet.Servers[0])
-	if err != nil || !strings.Contains(body, "X-Rule: r1") || !strings.Contains(body, "Authorization: Bearer bb-value-77") {
+	if err != nil || !strings.Contains(body, "X-Rule: r1") || !strings.Contains(body, "Authorization: Bearer bb-value-77") || !strings.Contains(body, "over HTTP/2.0") {
 		t.Fatalf("HTTPS through the proxy: %v %q", err, body)
 	}
 	// An upgrade passes: after the 101, bytes go both ways.
@@ -445,7 +445,7 @@ func upgradeFromSandbox(t *testing.T, d *daemon, runDir, id string) (string, err
 		}
 		defer conn.Close()
 		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-		fmt.Fprintf(conn, "GET /upgrade HTTP/1.1\r\nHost: allowed.example\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		fmt.Fprintf(conn, "GET /upgrade HTTP/1.1\r\nHost: allowed.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 		br := bufio.NewReader(conn)
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {

@@ -67,7 +67,7 @@ func (in *Internet) ServeHTTPS(dir string) (string, error) {
 	for _, addr := range HTTPSNames {
 		err := in.Listen(in.UpstreamNS, addr+":443", func(ln net.Listener) io.Closer {
 			srv := &http.Server{Handler: http.HandlerFunc(serveEchoHTTPS), ReadHeaderTimeout: 10 * time.Second,
-				TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}}
+				TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}}
 			go func() { _ = srv.Serve(tls.NewListener(ln, srv.TLSConfig)) }()
 			return srv
 		})
@@ -79,15 +79,15 @@ func (in *Internet) ServeHTTPS(dir string) (string, error) {
 }
 
 func serveEchoHTTPS(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/upgrade" && strings.EqualFold(r.Header.Get("Upgrade"), "echo") {
+	if r.URL.Path == "/upgrade" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		// After a 101, whatever the client sends comes back (a stand-in
-		// for a websocket).
+		// for a websocket's frames).
 		conn, rw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
 		}
 		defer conn.Close()
-		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		_, _ = rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 		_ = rw.Flush()
 		_, _ = io.Copy(conn, rw)
 		return
@@ -110,5 +110,5 @@ func serveEchoHTTPS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sort.Strings(lines)
-	fmt.Fprintf(w, "upstream %s saw host %s\n%s\n", r.TLS.ServerName, r.Host, strings.Join(lines, "\n"))
+	fmt.Fprintf(w, "upstream %s saw host %s over %s\n%s\n", r.TLS.ServerName, r.Host, r.Proto, strings.Join(lines, "\n"))
 }
