@@ -68,7 +68,7 @@ func (o *EgressOptions) defaults() {
 		o.DownloadMB = 100
 	}
 	if o.Downloads <= 0 {
-		o.Downloads = 5
+		o.Downloads = 9
 	}
 }
 
