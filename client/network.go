@@ -23,6 +23,8 @@ type NetworkPolicy struct {
 	DenyOut             []string `json:"denyOut"`
 	// Rules replace the sandbox's network rules (nil: none).
 	Rules map[string][]NetworkRule `json:"rules,omitempty"`
+	// EgressProxy replaces the sandbox's SOCKS5 upstream (nil: none).
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
 }
 
 // NetworkEvent is one outbound connection attempt of a sandbox, or one

@@ -102,6 +102,17 @@ type Network struct {
 	// "*.example.com"), header transforms the egress proxy applies to the
 	// sandbox's HTTP(S) requests. A rule never allows a host by itself.
 	Rules map[string][]NetworkRule `json:"rules,omitempty"`
+	// EgressProxy tunnels the sandbox's allowed TCP through a SOCKS5
+	// server (E2B's egressProxy); egress fails when it is unreachable.
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
+}
+
+// EgressProxy is a SOCKS5 upstream (RFC 1928, RFC 1929 auth). Answers
+// never carry the password.
+type EgressProxy struct {
+	Address  string `json:"address"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
 }
 
 // NetworkRule is one rule of a domain.

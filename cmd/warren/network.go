@@ -17,6 +17,18 @@ type egressFlags struct {
 	allow, deny []string
 	headers     []string
 	internet    bool
+	socks       string
+	socksUser   string
+	getenv      func(string) string
+}
+
+// egressProxy is the --socks5 upstream; its password comes from the
+// environment (WARREN_SOCKS5_PASSWORD), never from an argument.
+func (e *egressFlags) egressProxy() *client.EgressProxy {
+	if e.socks == "" {
+		return nil
+	}
+	return &client.EgressProxy{Address: e.socks, Username: e.socksUser, Password: e.getenv("WARREN_SOCKS5_PASSWORD")}
 }
 
 // rules turns --header DOMAIN:NAME=VALUE flags into network rules: one
@@ -43,6 +55,8 @@ func (e *egressFlags) rules() (map[string][]client.NetworkRule, error) {
 func (e *egressFlags) register(cmd *cobra.Command, update bool) {
 	e.cmd = cmd
 	f := cmd.Flags()
+	f.StringVar(&e.socks, "socks5", "", "tunnel the sandbox's allowed TCP through this SOCKS5 server HOST:PORT (E2B's egressProxy; password from env WARREN_SOCKS5_PASSWORD)")
+	f.StringVar(&e.socksUser, "socks5-user", "", "username for --socks5 (RFC 1929)")
 	if update {
 		f.StringArrayVar(&e.allow, "allow-out", nil, "allowed destination: IPv4 address, CIDR, domain or *.domain (repeatable; replaces the list)")
 		f.StringArrayVar(&e.deny, "deny-out", nil, "denied destination, wins over --allow-out; 0.0.0.0/0 = only what --allow-out names (repeatable; replaces the list)")
@@ -65,23 +79,23 @@ func (e *egressFlags) apply(in *client.NewSandbox) error {
 	if err != nil {
 		return err
 	}
-	if len(e.allow) == 0 && len(e.deny) == 0 && rules == nil {
+	if len(e.allow) == 0 && len(e.deny) == 0 && rules == nil && e.socks == "" {
 		return nil
 	}
 	if in.Network == nil {
 		in.Network = &client.Network{}
 	}
-	in.Network.AllowOut, in.Network.DenyOut, in.Network.Rules = e.allow, e.deny, rules
+	in.Network.AllowOut, in.Network.DenyOut, in.Network.Rules, in.Network.EgressProxy = e.allow, e.deny, rules, e.egressProxy()
 	return nil
 }
 
 func (e *egressFlags) changed() bool {
 	f := e.cmd.Flags()
-	return f.Changed("allow-out") || f.Changed("deny-out") || f.Changed("internet") || f.Changed("header")
+	return f.Changed("allow-out") || f.Changed("deny-out") || f.Changed("internet") || f.Changed("header") || f.Changed("socks5")
 }
 
 func sandboxNetworkCmd(a *app) *cobra.Command {
-	var egress egressFlags
+	egress := egressFlags{getenv: a.getenv}
 	cmd := &cobra.Command{
 		Use:   "network ID [--allow-out DEST]... [--deny-out DEST]... [--internet[=false]]",
 		Short: "Show or replace a networked sandbox's egress policy (live: denied connections are cut)",
@@ -98,7 +112,7 @@ func sandboxNetworkCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				p := client.NetworkPolicy{AllowOut: egress.allow, DenyOut: egress.deny, Rules: rules}
+				p := client.NetworkPolicy{AllowOut: egress.allow, DenyOut: egress.deny, Rules: rules, EgressProxy: egress.egressProxy()}
 				if cmd.Flags().Changed("internet") {
 					p.AllowInternetAccess = &egress.internet
 				}
@@ -123,6 +137,9 @@ func sandboxNetworkCmd(a *app) *cobra.Command {
 			row(tw, "Internet access:", fmt.Sprint(p.AllowInternetAccess != nil && *p.AllowInternetAccess))
 			row(tw, "Allow out:", orDash(strings.Join(p.AllowOut, ", ")))
 			row(tw, "Deny out:", orDash(strings.Join(p.DenyOut, ", ")))
+			if p.EgressProxy != nil {
+				row(tw, "SOCKS5:", p.EgressProxy.Address+" "+p.EgressProxy.Username)
+			}
 			for d, rules := range p.Rules {
 				for _, r := range rules {
 					if r.Transform == nil {

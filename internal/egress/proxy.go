@@ -25,6 +25,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +84,7 @@ type Proxy struct {
 type transportKey struct {
 	dst    netip.AddrPort
 	secure bool
+	socks  network.EgressProxy // zero: none
 }
 
 // helloTimeout bounds the wait for a client's first bytes.
@@ -141,11 +143,61 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	ctx := context.Background()
-	if dst.Port() == 443 {
+	switch dst.Port() {
+	case 443:
 		p.https(ctx, tc, t, dst)
-		return
+	case 80:
+		p.serveHTTP(ctx, c, bufio.NewReader(c), t, dst, "", false)
+	default:
+		// Only a sandbox with a SOCKS5 upstream has its other ports sent
+		// here: tunnel them.
+		p.splice(ctx, tc, t, nil, dst)
 	}
-	p.serveHTTP(ctx, c, bufio.NewReader(c), t, dst, "", false)
+}
+
+// dial opens a connection to dst for sandbox target t: straight from the
+// host, or through its SOCKS5 upstream, with no fallback when that fails
+// (egress fails closed).
+func (p *Proxy) dial(ctx context.Context, t network.EgressTarget, dst netip.AddrPort) (net.Conn, error) {
+	ep := t.EgressProxy()
+	if ep == nil {
+		return p.Net.DialUpstream(ctx, dst)
+	}
+	server, err := p.resolveSOCKS(ctx, ep.Address)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.Net.DialUpstream(ctx, server)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy %s unreachable: %w", ep.Address, err)
+	}
+	if err := socksConnect(c, ep.Username, ep.Password, dst); err != nil {
+		c.Close()
+		// The error names the SOCKS server, never its password.
+		return nil, fmt.Errorf("through the egress proxy %s: %w", ep.Address, err)
+	}
+	return c, nil
+}
+
+// resolveSOCKS turns the SOCKS5 server's host:port into an address (a name
+// through the daemon's own resolver).
+func (p *Proxy) resolveSOCKS(ctx context.Context, addr string) (netip.AddrPort, error) {
+	if ap, err := netip.ParseAddrPort(addr); err == nil {
+		return ap, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip4", host)
+	if err != nil || len(ips) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("egress proxy: resolve %s: %w", host, err)
+	}
+	return netip.AddrPortFrom(ips[0], uint16(n)), nil
 }
 
 // https reads the client's SNI, then splices or intercepts.
@@ -155,7 +207,7 @@ func (p *Proxy) https(ctx context.Context, c *net.TCPConn, t network.EgressTarge
 	_ = c.SetReadDeadline(time.Time{})
 	host := strings.ToLower(strings.TrimSuffix(sni, "."))
 	if _, has := t.Rules(host); host == "" || !has {
-		p.splice(ctx, c, hello, dst)
+		p.splice(ctx, c, t, hello, dst)
 		return
 	}
 	srv := tls.Server(&prefixConn{Conn: c, r: io.MultiReader(bytes.NewReader(hello), c)}, &tls.Config{
@@ -173,8 +225,8 @@ func (p *Proxy) https(ctx context.Context, c *net.TCPConn, t network.EgressTarge
 }
 
 // splice copies bytes both ways, untouched, to the original destination.
-func (p *Proxy) splice(ctx context.Context, c *net.TCPConn, first []byte, dst netip.AddrPort) {
-	up, err := p.Net.DialUpstream(ctx, dst)
+func (p *Proxy) splice(ctx context.Context, c *net.TCPConn, t network.EgressTarget, first []byte, dst netip.AddrPort) {
+	up, err := p.dial(ctx, t, dst)
 	if err != nil {
 		_ = c.SetLinger(0)
 		return
@@ -242,7 +294,7 @@ func (p *Proxy) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, t n
 		if secure {
 			req.URL.Scheme = "https"
 		}
-		resp, err := p.transport(dst, secure).RoundTrip(req.WithContext(ctx))
+		resp, err := p.transport(t, dst, secure).RoundTrip(req.WithContext(ctx))
 		if err != nil {
 			p.Log.Debug("egress proxy: upstream", "sandbox", t.SandboxID, "host", host, "err", err)
 			writeRefusal(c, http.StatusBadGateway, "warren egress proxy: upstream "+host+": "+upstreamError(err))
@@ -343,10 +395,13 @@ func (p *Proxy) audit(e Event) {
 // transport returns the pooled upstream connections to dst: requests reuse
 // warm connections, and every connection goes to the destination the
 // sandbox's policy allowed, whatever the request names.
-func (p *Proxy) transport(dst netip.AddrPort, secure bool) *http.Transport {
+func (p *Proxy) transport(target network.EgressTarget, dst netip.AddrPort, secure bool) *http.Transport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := transportKey{dst, secure}
+	k := transportKey{dst: dst, secure: secure}
+	if ep := target.EgressProxy(); ep != nil {
+		k.socks = *ep
+	}
 	if t, ok := p.transports[k]; ok {
 		return t
 	}
@@ -355,7 +410,7 @@ func (p *Proxy) transport(dst netip.AddrPort, secure bool) *http.Transport {
 	}
 	t := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return p.Net.DialUpstream(ctx, dst)
+			return p.dial(ctx, target, dst)
 		},
 		TLSClientConfig:       &tls.Config{RootCAs: p.Roots, MinVersion: tls.VersionTLS12},
 		MaxIdleConnsPerHost:   16,

@@ -2,6 +2,8 @@ package network
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"sort"
 	"strings"
 
@@ -100,4 +102,43 @@ func (c *compiled) rulesFor(host string) ([]Rule, bool) {
 		}
 	}
 	return nil, false
+}
+
+// EgressProxy is E2B's network.egressProxy: a SOCKS5 server (RFC 1928,
+// with RFC 1929 username/password auth when Username is set) that every
+// TCP connection the sandbox's policy allows is tunnelled through, by the
+// egress proxy, after the rules' transforms. When it is unreachable the
+// sandbox's connections fail: nothing goes out directly.
+type EgressProxy struct {
+	Address  string `json:"address"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// checkEgressProxy validates an egressProxy: host:port, and credentials
+// within RFC 1929's 255 bytes.
+func checkEgressProxy(e *EgressProxy) error {
+	if e == nil {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(e.Address)
+	p, perr := strconv.Atoi(port)
+	if err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("egressProxy.address %q: want host:port, e.g. 203.0.113.7:1080: %w", truncate(e.Address, 64), errdefs.ErrInvalid)
+	}
+	if len(e.Username) > 255 || len(e.Password) > 255 {
+		return fmt.Errorf("egressProxy: username and password are at most 255 bytes each (RFC 1929): %w", errdefs.ErrInvalid)
+	}
+	if e.Password != "" && e.Username == "" {
+		return fmt.Errorf("egressProxy: a password needs a username: %w", errdefs.ErrInvalid)
+	}
+	return nil
+}
+
+// EgressProxy is the sandbox's SOCKS5 upstream, or nil.
+func (t EgressTarget) EgressProxy() *EgressProxy {
+	if t.pol == nil {
+		return nil
+	}
+	return t.pol.egressProxy
 }

@@ -52,3 +52,16 @@ func TestRulesValidate(t *testing.T) {
 		t.Error("a policy without rules is proxied")
 	}
 }
+
+func TestEgressProxyValidate(t *testing.T) {
+	for _, e := range []EgressProxy{{Address: "nope"}, {Address: ":1080"}, {Address: "h:0"}, {Address: "h:99999"},
+		{Address: "h:1080", Password: "p"}, {Address: "h:1080", Username: string(make([]byte, 256))}} {
+		if err := (Policy{EgressProxy: &e}).Validate(); !errdefs.IsInvalid(err) {
+			t.Errorf("%+v: %v, want invalid", e, err)
+		}
+	}
+	c, err := compile(Policy{EgressProxy: &EgressProxy{Address: "proxy.example:1080", Username: "u", Password: "p"}})
+	if err != nil || !c.proxied() || !c.tunnelled() {
+		t.Fatalf("a valid egressProxy: %v", err)
+	}
+}

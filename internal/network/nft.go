@@ -56,6 +56,7 @@ const (
 	setReserved  = "reserved"
 	chProxy      = "proxy"
 	setProxied   = "proxied"
+	setTunnelled = "tunnelled"
 	mapSandboxes = "sandboxes"
 	sbPrefix     = "sb_"
 	logPrefix    = "warren:"
@@ -97,6 +98,10 @@ type nftRules struct {
 
 func (r *nftRules) proxiedSet() *nftables.Set {
 	return &nftables.Set{Table: r.table, Name: setProxied, KeyType: nftables.TypeIPAddr}
+}
+
+func (r *nftRules) tunnelledSet() *nftables.Set {
+	return &nftables.Set{Table: r.table, Name: setTunnelled, KeyType: nftables.TypeIPAddr}
 }
 
 // installSets writes the shared sets: the always-denied ranges (rewritten)
@@ -143,8 +148,11 @@ func (r *nftRules) installProxy(exists bool) error {
 		return nil
 	}
 	c := r.conn
-	proxied := r.proxiedSet()
+	proxied, tunnelled := r.proxiedSet(), r.tunnelledSet()
 	if err := c.AddSet(proxied, nil); err != nil {
+		return err
+	}
+	if err := c.AddSet(tunnelled, nil); err != nil {
 		return err
 	}
 	accept := nftables.ChainPolicyAccept
@@ -160,23 +168,37 @@ func (r *nftRules) installProxy(exists bool) error {
 			&expr.Redir{RegisterProtoMin: 1},
 		)})
 	}
+	// A sandbox with a SOCKS5 upstream: all its TCP.
+	c.AddRule(&nftables.Rule{Table: r.table, Chain: ch, Exprs: cat(
+		ifname(expr.MetaKeyIIFNAME, r.bridge, true), nfproto(unix.NFPROTO_IPV4, true),
+		saddr(), lookup(tunnelled, false), l4proto(unix.IPPROTO_TCP),
+		&expr.Immediate{Register: 1, Data: binary.BigEndian.AppendUint16(nil, r.proxyPort)},
+		&expr.Redir{RegisterProtoMin: 1},
+	)})
 	return nil
 }
 
-// setProxied puts addr in the proxied set, or takes it out. Adding an
-// element that is there is no error, deleting one that is not is: so a
-// removal adds first, in the same transaction.
-func (r *nftRules) setProxied(addr netip.Addr, on bool) error {
+// setProxied puts addr in the proxied and tunnelled sets, or takes it
+// out. Adding an element that is there is no error, deleting one that is
+// not is: so a removal adds first, in the same transaction.
+func (r *nftRules) setProxied(addr netip.Addr, proxied, tunnelled bool) error {
 	if r.proxyPort == 0 {
 		return nil
 	}
 	a4 := addr.As4()
 	el := []nftables.SetElement{{Key: a4[:]}}
-	if err := r.conn.SetAddElements(r.proxiedSet(), el); err != nil {
-		return err
-	}
-	if !on {
-		return r.conn.SetDeleteElements(r.proxiedSet(), el)
+	for _, m := range []struct {
+		set *nftables.Set
+		on  bool
+	}{{r.proxiedSet(), proxied}, {r.tunnelledSet(), tunnelled}} {
+		if err := r.conn.SetAddElements(m.set, el); err != nil {
+			return err
+		}
+		if !m.on {
+			if err := r.conn.SetDeleteElements(m.set, el); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -327,7 +349,7 @@ func (r *nftRules) applySandbox(id string, addr netip.Addr, pol *compiled, dns [
 	} else {
 		add(r.log("D", ReasonDefault), gotoChain(chDeny))
 	}
-	if err := r.setProxied(addr, pol.proxied()); err != nil {
+	if err := r.setProxied(addr, pol.proxied(), pol.tunnelled()); err != nil {
 		return err
 	}
 	a4 := addr.As4()
@@ -451,7 +473,7 @@ func (r *nftRules) removeSandbox(id string, o *sandboxObjects) error {
 			return err
 		}
 		for _, a := range o.addrs {
-			if err := r.setProxied(a, false); err != nil {
+			if err := r.setProxied(a, false, false); err != nil {
 				return err
 			}
 		}

@@ -38,6 +38,9 @@ type Policy struct {
 	// proxy applies to HTTP(S) requests (egressrules.go). A sandbox with
 	// rules has its TCP to ports 80 and 443 sent through the proxy.
 	Rules map[string][]Rule `json:"rules,omitempty"`
+	// EgressProxy tunnels all the sandbox's allowed TCP through a SOCKS5
+	// server (egressrules.go).
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
 }
 
 // maxEntries bounds each list: every entry becomes kernel state.
@@ -56,11 +59,13 @@ type compiled struct {
 	allowNames   []namePattern
 	denyNames    []namePattern
 	rules        []ruleSet
+	egressProxy  *EgressProxy
 }
 
 // proxied reports whether the sandbox's web traffic goes through the
-// egress proxy.
-func (c *compiled) proxied() bool { return len(c.rules) > 0 }
+// egress proxy; tunnelled, whether all its TCP does.
+func (c *compiled) proxied() bool   { return len(c.rules) > 0 || c.egressProxy != nil }
+func (c *compiled) tunnelled() bool { return c.egressProxy != nil }
 
 type namePattern struct {
 	name     string // lower case, no trailing dot, without "*."
@@ -124,6 +129,10 @@ func compile(p Policy) (*compiled, error) {
 		return nil, err
 	}
 	c.rules = rules
+	if err := checkEgressProxy(p.EgressProxy); err != nil {
+		return nil, err
+	}
+	c.egressProxy = p.EgressProxy
 	return c, nil
 }
 

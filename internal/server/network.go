@@ -23,13 +23,30 @@ func createPolicy(body client.NewSandbox) *network.Policy {
 	internet := body.AllowInternetAccess != nil && *body.AllowInternetAccess
 	var allow, deny []string
 	var rules map[string][]client.NetworkRule
+	var ep *client.EgressProxy
 	if n := body.Network; n != nil {
-		allow, deny, rules = n.AllowOut, n.DenyOut, n.Rules
+		allow, deny, rules, ep = n.AllowOut, n.DenyOut, n.Rules, n.EgressProxy
 	}
-	if !internet && allow == nil && deny == nil && rules == nil {
+	if !internet && allow == nil && deny == nil && rules == nil && ep == nil {
 		return nil
 	}
-	return &network.Policy{AllowInternetAccess: internet, AllowOut: allow, DenyOut: deny, Rules: rulesIn(rules)}
+	return &network.Policy{AllowInternetAccess: internet, AllowOut: allow, DenyOut: deny, Rules: rulesIn(rules), EgressProxy: egressProxyIn(ep)}
+}
+
+func egressProxyIn(e *client.EgressProxy) *network.EgressProxy {
+	if e == nil {
+		return nil
+	}
+	return &network.EgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+}
+
+// egressProxyOut is what answers show of a SOCKS5 upstream: never its
+// password.
+func egressProxyOut(e *store.NetworkEgressProxy) *client.EgressProxy {
+	if e == nil {
+		return nil
+	}
+	return &client.EgressProxy{Address: e.Address, Username: e.Username}
 }
 
 // rulesIn and rulesOut convert network rules between the API's shape and
@@ -80,7 +97,7 @@ func describeNetwork(d *client.SandboxDetail, rec store.Sandbox) {
 	internet, public := rec.Network.AllowInternetAccess, rec.PublicPorts
 	d.AllowInternetAccess = &internet
 	d.Network = &client.Network{AllowPublicTraffic: &public, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut,
-		Rules: rulesOut(rec.Network.Rules)}
+		Rules: rulesOut(rec.Network.Rules), EgressProxy: egressProxyOut(rec.Network.EgressProxy)}
 }
 
 // networkUpdate is the body of PUT /sandboxes/{id}/network. E2B's SDK names
@@ -91,6 +108,7 @@ type networkUpdate struct {
 	AllowInternetAccess    *bool                           `json:"allowInternetAccess"`
 	AllowInternetAccessE2B *bool                           `json:"allow_internet_access"`
 	Rules                  map[string][]client.NetworkRule `json:"rules"`
+	EgressProxy            *client.EgressProxy             `json:"egressProxy"`
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: the lists replace the
@@ -106,7 +124,7 @@ func (s *networkRoutes) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if internet == nil {
 		internet = body.AllowInternetAccessE2B
 	}
-	p := network.Policy{AllowOut: body.AllowOut, DenyOut: body.DenyOut, Rules: rulesIn(body.Rules)}
+	p := network.Policy{AllowOut: body.AllowOut, DenyOut: body.DenyOut, Rules: rulesIn(body.Rules), EgressProxy: egressProxyIn(body.EgressProxy)}
 	if internet != nil {
 		p.AllowInternetAccess = *internet
 	} else {
@@ -139,7 +157,7 @@ func (s *networkRoutes) getNetwork(w http.ResponseWriter, r *http.Request) {
 	}
 	internet := rec.Network.AllowInternetAccess
 	out := client.NetworkPolicy{AllowInternetAccess: &internet, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut,
-		Rules: rulesOut(rec.Network.Rules)}
+		Rules: rulesOut(rec.Network.Rules), EgressProxy: egressProxyOut(rec.Network.EgressProxy)}
 	if out.AllowOut == nil {
 		out.AllowOut = []string{}
 	}

@@ -56,6 +56,7 @@ var openAPIGoTypes = map[string]reflect.Type{
 	"client.NetworkEvent":        reflect.TypeFor[client.NetworkEvent](),
 	"client.NetworkPolicy":       reflect.TypeFor[client.NetworkPolicy](),
 	"client.NetworkRule":         reflect.TypeFor[client.NetworkRule](),
+	"client.EgressProxy":         reflect.TypeFor[client.EgressProxy](),
 	"client.NetworkTransform":    reflect.TypeFor[client.NetworkTransform](),
 	"client.Secret":              reflect.TypeFor[client.Secret](),
 	"client.NewSecret":           reflect.TypeFor[client.NewSecret](),

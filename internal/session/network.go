@@ -31,6 +31,9 @@ func storedPolicy(p *network.Policy) *store.NetworkPolicy {
 		return nil
 	}
 	sp := store.NetworkPolicy{AllowInternetAccess: p.AllowInternetAccess, AllowOut: p.AllowOut, DenyOut: p.DenyOut}
+	if e := p.EgressProxy; e != nil {
+		sp.EgressProxy = &store.NetworkEgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+	}
 	if p.Rules != nil {
 		sp.Rules = make(map[string][]store.NetworkRule, len(p.Rules))
 		for d, rules := range p.Rules {
@@ -53,6 +56,9 @@ func policyOf(rec store.Sandbox) *network.Policy {
 	}
 	n := rec.Network
 	p := network.Policy{AllowInternetAccess: n.AllowInternetAccess, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
+	if e := n.EgressProxy; e != nil {
+		p.EgressProxy = &network.EgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+	}
 	if n.Rules != nil {
 		p.Rules = make(map[string][]network.Rule, len(n.Rules))
 		for d, rules := range n.Rules {
@@ -168,6 +174,9 @@ func describePolicy(p network.Policy) string {
 		}
 		sort.Strings(domains)
 		list("rules for", domains)
+	}
+	if p.EgressProxy != nil {
+		b.WriteString("; through the SOCKS5 proxy " + p.EgressProxy.Address)
 	}
 	return b.String()
 }

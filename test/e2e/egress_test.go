@@ -255,7 +255,7 @@ func TestEgressSecretsE2BSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSDK(t, dir)
-	d, runDir := busyboxEgressDaemon(t)
+	d, runDir, _ := busyboxEgressDaemon(t)
 	ctx := ctxT(t, 4*time.Minute)
 	sdk := func(args ...string) map[string]any {
 		t.Helper()
@@ -315,7 +315,7 @@ func TestEgressSecretsE2BSDK(t *testing.T) {
 // value; a destination the policy denies stays denied.
 func TestEgressRulesBusybox(t *testing.T) {
 	t.Parallel()
-	d, runDir := busyboxEgressDaemon(t)
+	d, runDir, _ := busyboxEgressDaemon(t)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 	if _, err := c.Secrets.Create(ctx, client.NewSecret{Name: "bb-token", Value: "bb-value-77", AllowedHosts: []string{"allowed.example"}}); err != nil {
@@ -386,7 +386,7 @@ func mustHTTPS(t *testing.T, in *fakenet.Internet, dir string) string {
 
 // busyboxEgressDaemon is a daemon with the busybox template on a fake
 // internet with HTTPS upstreams; it returns the network's run directory.
-func busyboxEgressDaemon(t *testing.T) (*daemon, string) {
+func busyboxEgressDaemon(t *testing.T) (*daemon, string, *fakenet.Internet) {
 	t.Helper()
 	dir := t.TempDir()
 	in, err := fakenet.New(dir)
@@ -405,7 +405,7 @@ func busyboxEgressDaemon(t *testing.T) (*daemon, string) {
 	caPath := mustHTTPS(t, in, dir)
 	d := busyboxDaemon(t, "--network-netns", in.HostNS, "--network-uplink", fakenet.UplinkName, "--network-dns", fakenet.UpstreamDNS,
 		"--network-run-dir", runDir, "--network-subnet", "10.88.0.0/24", "--egress-extra-roots", caPath)
-	return d, runDir
+	return d, runDir, in
 }
 
 // httpsFromSandbox GETs https://host/ at ip from the sandbox's network
@@ -460,4 +460,130 @@ func upgradeFromSandbox(t *testing.T, d *daemon, runDir, id string) (string, err
 		return err
 	})
 	return got, err
+}
+
+// TestEgressSOCKS5 checks network.egressProxy: a sandbox's allowed TCP goes
+// through a SOCKS5 server (with RFC 1929 auth) on the fake internet, never
+// around it; what the policy denies is not tunnelled either; the password
+// is never answered; when the server is gone, egress fails.
+func TestEgressSOCKS5(t *testing.T) {
+	t.Parallel()
+	d, _, in := busyboxEgressDaemon(t)
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	socksAddr := fakenet.Servers[2] + ":1080"
+	connects := make(chan string, 16)
+	var ln net.Listener
+	if err := fakenet.InNS(in.UpstreamNS, func() (err error) {
+		ln, err = net.Listen("tcp4", socksAddr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go serveSOCKS5(ln, in.UpstreamNS, "agent", "s3cret-pw", connects)
+
+	code, msg := d.postAPI(ctx, "/sandboxes", `{"templateID": "bb", "network": {"allowOut": ["198.51.100.10"], "egressProxy": {"address": "nope"}}}`)
+	if code != 400 || !strings.Contains(msg, "host:port") {
+		t.Fatalf("an egressProxy address that is not host:port: %d %s", code, msg)
+	}
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Network: &client.Network{AllowOut: []string{fakenet.Servers[0]}, DenyOut: []string{"0.0.0.0/0"},
+		EgressProxy: &client.EgressProxy{Address: socksAddr, Username: "agent", Password: "s3cret-pw"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Network.Policy(ctx, sb.SandboxID)
+	if err != nil || p.EgressProxy == nil || p.EgressProxy.Address != socksAddr || p.EgressProxy.Username != "agent" || p.EgressProxy.Password != "" {
+		t.Fatalf("GET network: %+v %v", p.EgressProxy, err)
+	}
+	s := sandboxNet{t, c, ctx, sb.SandboxID}
+	echo := fmt.Sprintf("echo tunnelled | timeout 10 nc %s %d", fakenet.Servers[0], fakenet.EchoPort)
+	if res := s.run(echo); !strings.Contains(res.Stdout, "hello from "+fakenet.Servers[0]) || !strings.Contains(res.Stdout, "tunnelled") {
+		t.Fatalf("TCP through the SOCKS5 server: %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	select {
+	case got := <-connects:
+		if got != fmt.Sprintf("agent %s:%d", fakenet.Servers[0], fakenet.EchoPort) {
+			t.Fatalf("the SOCKS5 server saw %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection did not go through the SOCKS5 server")
+	}
+	// Denied by the policy: reset by the proxy (which accepted the
+	// redirected connection) before any tunnel.
+	if res := s.run(fmt.Sprintf("echo x | timeout 10 nc %s %d", fakenet.Servers[1], fakenet.EchoPort)); strings.Contains(res.Stdout, "hello") {
+		t.Fatalf("a denied destination answered: %q", res.Stdout)
+	}
+	select {
+	case got := <-connects:
+		t.Fatalf("a denied destination was tunnelled: %s", got)
+	default:
+	}
+	// The server gone: egress fails closed.
+	ln.Close()
+	if res := s.run(echo); strings.Contains(res.Stdout, "hello") {
+		t.Fatalf("with the SOCKS5 server gone the connection went out: %q", res.Stdout)
+	}
+}
+
+// serveSOCKS5 is a minimal SOCKS5 server (RFC 1928 CONNECT to an IPv4
+// address, RFC 1929 auth) that dials from the namespace at nsPath and
+// reports each CONNECT as "user host:port".
+func serveSOCKS5(ln net.Listener, nsPath, user, pass string, connects chan<- string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+			br := bufio.NewReader(c)
+			buf := make([]byte, 512)
+			// greeting: VER NMETHODS METHODS; we want 0x02 (user/pass).
+			if _, err := io.ReadFull(br, buf[:2]); err != nil || buf[0] != 5 {
+				return
+			}
+			if _, err := io.ReadFull(br, buf[:buf[1]]); err != nil {
+				return
+			}
+			c.Write([]byte{5, 2})
+			// RFC 1929: VER ULEN UNAME PLEN PASSWD.
+			if _, err := io.ReadFull(br, buf[:2]); err != nil {
+				return
+			}
+			u := make([]byte, buf[1])
+			io.ReadFull(br, u)
+			io.ReadFull(br, buf[:1])
+			pw := make([]byte, buf[0])
+			io.ReadFull(br, pw)
+			if string(u) != user || string(pw) != pass {
+				c.Write([]byte{1, 1})
+				return
+			}
+			c.Write([]byte{1, 0})
+			// request: VER CMD RSV ATYP(1) ADDR(4) PORT(2).
+			if _, err := io.ReadFull(br, buf[:10]); err != nil || buf[1] != 1 || buf[3] != 1 {
+				return
+			}
+			target := fmt.Sprintf("%d.%d.%d.%d:%d", buf[4], buf[5], buf[6], buf[7], int(buf[8])<<8|int(buf[9]))
+			var up net.Conn
+			if err := fakenet.InNS(nsPath, func() (err error) {
+				up, err = net.DialTimeout("tcp4", target, 5*time.Second)
+				return err
+			}); err != nil {
+				c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
+				return
+			}
+			defer up.Close()
+			connects <- string(u) + " " + target
+			c.Write([]byte{5, 0, 0, 1, 0, 0, 0, 0, 0, 0})
+			_ = c.SetDeadline(time.Time{})
+			go func() {
+				_, _ = io.Copy(up, br)
+				_ = up.(*net.TCPConn).CloseWrite()
+			}()
+			_, _ = io.Copy(c, up)
+		}()
+	}
 }
