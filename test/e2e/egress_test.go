@@ -530,60 +530,59 @@ func TestEgressSOCKS5(t *testing.T) {
 // address, RFC 1929 auth) that dials from the namespace at nsPath and
 // reports each CONNECT as "user host:port".
 func serveSOCKS5(ln net.Listener, nsPath, user, pass string, connects chan<- string) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-			br := bufio.NewReader(c)
-			buf := make([]byte, 512)
-			// greeting: VER NMETHODS METHODS; we want 0x02 (user/pass).
-			if _, err := io.ReadFull(br, buf[:2]); err != nil || buf[0] != 5 {
-				return
-			}
-			if _, err := io.ReadFull(br, buf[:buf[1]]); err != nil {
-				return
-			}
-			c.Write([]byte{5, 2})
-			// RFC 1929: VER ULEN UNAME PLEN PASSWD.
-			if _, err := io.ReadFull(br, buf[:2]); err != nil {
-				return
-			}
-			u := make([]byte, buf[1])
-			io.ReadFull(br, u)
-			io.ReadFull(br, buf[:1])
-			pw := make([]byte, buf[0])
-			io.ReadFull(br, pw)
-			if string(u) != user || string(pw) != pass {
-				c.Write([]byte{1, 1})
-				return
-			}
-			c.Write([]byte{1, 0})
-			// request: VER CMD RSV ATYP(1) ADDR(4) PORT(2).
-			if _, err := io.ReadFull(br, buf[:10]); err != nil || buf[1] != 1 || buf[3] != 1 {
-				return
-			}
-			target := fmt.Sprintf("%d.%d.%d.%d:%d", buf[4], buf[5], buf[6], buf[7], int(buf[8])<<8|int(buf[9]))
-			var up net.Conn
-			if err := fakenet.InNS(nsPath, func() (err error) {
-				up, err = net.DialTimeout("tcp4", target, 5*time.Second)
-				return err
-			}); err != nil {
-				c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
-				return
-			}
-			defer up.Close()
-			connects <- string(u) + " " + target
-			c.Write([]byte{5, 0, 0, 1, 0, 0, 0, 0, 0, 0})
-			_ = c.SetDeadline(time.Time{})
-			go func() {
-				_, _ = io.Copy(up, br)
-				_ = up.(*net.TCPConn).CloseWrite()
-			}()
-			_, _ = io.Copy(c, up)
-		}()
+	for c, err := ln.Accept(); err == nil; c, err = ln.Accept() {
+		go socksSession(c, nsPath, user, pass, connects)
 	}
+}
+
+// socksSession serves one SOCKS5 client (see serveSOCKS5).
+func socksSession(c net.Conn, nsPath, user, pass string, connects chan<- string) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	br := bufio.NewReader(c)
+	buf := make([]byte, 512)
+	// greeting: VER NMETHODS METHODS; we want 0x02 (user/pass).
+	if _, err := io.ReadFull(br, buf[:2]); err != nil || buf[0] != 5 {
+		return
+	}
+	if _, err := io.ReadFull(br, buf[:buf[1]]); err != nil {
+		return
+	}
+	c.Write([]byte{5, 2})
+	// RFC 1929: VER ULEN UNAME PLEN PASSWD.
+	if _, err := io.ReadFull(br, buf[:2]); err != nil {
+		return
+	}
+	u := make([]byte, buf[1])
+	io.ReadFull(br, u)
+	io.ReadFull(br, buf[:1])
+	pw := make([]byte, buf[0])
+	io.ReadFull(br, pw)
+	if string(u) != user || string(pw) != pass {
+		c.Write([]byte{1, 1})
+		return
+	}
+	c.Write([]byte{1, 0})
+	// request: VER CMD RSV ATYP(1) ADDR(4) PORT(2).
+	if _, err := io.ReadFull(br, buf[:10]); err != nil || buf[1] != 1 || buf[3] != 1 {
+		return
+	}
+	target := fmt.Sprintf("%d.%d.%d.%d:%d", buf[4], buf[5], buf[6], buf[7], int(buf[8])<<8|int(buf[9]))
+	var up net.Conn
+	if err := fakenet.InNS(nsPath, func() (err error) {
+		up, err = net.DialTimeout("tcp4", target, 5*time.Second)
+		return err
+	}); err != nil {
+		c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
+		return
+	}
+	defer up.Close()
+	connects <- string(u) + " " + target
+	c.Write([]byte{5, 0, 0, 1, 0, 0, 0, 0, 0, 0})
+	_ = c.SetDeadline(time.Time{})
+	go func() {
+		_, _ = io.Copy(up, br)
+		_ = up.(*net.TCPConn).CloseWrite()
+	}()
+	_, _ = io.Copy(c, up)
 }
