@@ -304,6 +304,8 @@ func (p *Proxy) serveHTTP(ctx context.Context, c net.Conn, br *bufio.Reader, t n
 			p.upgraded(c, br, resp)
 			return
 		}
+		// The sandbox's side is HTTP/1.1 whatever the upstream spoke.
+		resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
 		err = resp.Write(c)
 		resp.Body.Close()
 		if err != nil || req.Close || resp.Close {
