@@ -45,6 +45,7 @@ type Client struct {
 	APIKeys   *APIKeysService
 	Teams     *TeamsService
 	Volumes   *VolumesService // shared volumes and their content
+	Secrets   *SecretsService // write-only secrets for the egress proxy
 }
 
 // transport is what every service shares: where the daemon is, the key to
@@ -92,6 +93,7 @@ func New(baseURL, apiKey string, opts ...Option) *Client {
 		APIKeys:   &APIKeysService{t: t},
 		Teams:     &TeamsService{t: t},
 		Volumes:   &VolumesService{t: t},
+		Secrets:   &SecretsService{t: t},
 	}
 	for _, o := range opts {
 		o(c)

@@ -21,6 +21,10 @@ type NetworkPolicy struct {
 	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
 	AllowOut            []string `json:"allowOut"`
 	DenyOut             []string `json:"denyOut"`
+	// Rules replace the sandbox's network rules (nil: none).
+	Rules map[string][]NetworkRule `json:"rules,omitempty"`
+	// EgressProxy replaces the sandbox's SOCKS5 upstream (nil: none).
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
 }
 
 // NetworkEvent is one outbound connection attempt of a sandbox, or one

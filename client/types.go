@@ -117,6 +117,32 @@ type Network struct {
 	// for the port (e.g. "localhost:${PORT}" for a dev server that checks
 	// Host); empty keeps the caller's.
 	MaskRequestHost string `json:"maskRequestHost,omitempty"`
+	// Rules are E2B's network rules: per domain ("api.example.com" or
+	// "*.example.com"), header transforms the egress proxy applies to the
+	// sandbox's HTTP(S) requests. A rule never allows a host by itself.
+	Rules map[string][]NetworkRule `json:"rules,omitempty"`
+	// EgressProxy tunnels the sandbox's allowed TCP through a SOCKS5
+	// server (E2B's egressProxy); egress fails when it is unreachable.
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
+}
+
+// EgressProxy is a SOCKS5 upstream (RFC 1928, RFC 1929 auth). Answers
+// never carry the password.
+type EgressProxy struct {
+	Address  string `json:"address"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// NetworkRule is one rule of a domain.
+type NetworkRule struct {
+	Transform *NetworkTransform `json:"transform,omitempty"`
+}
+
+// NetworkTransform sets request headers; values may hold secrets'
+// placeholders (see Placeholder).
+type NetworkTransform struct {
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // AutoResume is E2B's autoResume setting.

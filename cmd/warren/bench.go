@@ -47,6 +47,7 @@ type benchRun struct {
 	plot       string
 	table      bool
 	network    bench.NetworkOptions
+	egress     bench.EgressOptions
 	httpClient bool
 	debug      bool
 	placement  bench.PlacementOptions
@@ -56,7 +57,7 @@ type benchRun struct {
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), egress (the egress proxy: intercepted vs spliced HTTPS, spliced vs direct downloads), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all) or all")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
 	f.StringVar(&b.plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
@@ -112,9 +113,9 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "transfer", "density", "tools", "network", "gvisor", "placement", "fleet", "fairshare", "all":
+	case "core", "snapshots", "transfer", "density", "tools", "network", "egress", "gvisor", "placement", "fleet", "fairshare", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, gvisor, placement, fleet, fairshare or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, egress, gvisor, placement, fleet, fairshare or all", b.suite)
 	}
 	if b.quick {
 		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN)
@@ -288,6 +289,12 @@ func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer
 			o.Options, o.Creates, o.Claims, o.Progress = opts, opts.Creates, opts.PoolClaims, progress
 			o.DataDir = dataDir
 			return bench.RunNetwork(ctx, o)
+		}},
+		{"egress", func(dataDir string) (any, error) {
+			o := b.egress
+			o.Options, o.Progress, o.DataDir = opts, progress, dataDir
+			o.DownloadMB = b.network.DownloadMB
+			return bench.RunEgress(ctx, o)
 		}},
 		{"gvisor", func(dataDir string) (any, error) {
 			o := b.gvisor

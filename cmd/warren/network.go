@@ -15,44 +15,87 @@ import (
 type egressFlags struct {
 	cmd         *cobra.Command
 	allow, deny []string
+	headers     []string
 	internet    bool
+	socks       string
+	socksUser   string
+	getenv      func(string) string
+}
+
+// egressProxy is the --socks5 upstream; its password comes from the
+// environment (WARREN_SOCKS5_PASSWORD), never from an argument.
+func (e *egressFlags) egressProxy() *client.EgressProxy {
+	if e.socks == "" {
+		return nil
+	}
+	return &client.EgressProxy{Address: e.socks, Username: e.socksUser, Password: e.getenv("WARREN_SOCKS5_PASSWORD")}
+}
+
+// rules turns --header DOMAIN:NAME=VALUE flags into network rules: one
+// rule per domain whose transform sets every header given for it.
+func (e *egressFlags) rules() (map[string][]client.NetworkRule, error) {
+	if len(e.headers) == 0 {
+		return nil, nil
+	}
+	out := map[string][]client.NetworkRule{}
+	for _, h := range e.headers {
+		domain, kv, ok := strings.Cut(h, ":")
+		name, value, ok2 := strings.Cut(kv, "=")
+		if !ok || !ok2 || domain == "" || name == "" {
+			return nil, fmt.Errorf("--header %q: want DOMAIN:NAME=VALUE, e.g. api.example.com:Authorization='Bearer ${e2b.secrets.token}'", h)
+		}
+		if out[domain] == nil {
+			out[domain] = []client.NetworkRule{{Transform: &client.NetworkTransform{Headers: map[string]string{}}}}
+		}
+		out[domain][0].Transform.Headers[name] = value
+	}
+	return out, nil
 }
 
 func (e *egressFlags) register(cmd *cobra.Command, update bool) {
 	e.cmd = cmd
 	f := cmd.Flags()
+	f.StringVar(&e.socks, "socks5", "", "tunnel the sandbox's allowed TCP through this SOCKS5 server HOST:PORT (E2B's egressProxy; password from env WARREN_SOCKS5_PASSWORD)")
+	f.StringVar(&e.socksUser, "socks5-user", "", "username for --socks5 (RFC 1929)")
 	if update {
 		f.StringArrayVar(&e.allow, "allow-out", nil, "allowed destination: IPv4 address, CIDR, domain or *.domain (repeatable; replaces the list)")
 		f.StringArrayVar(&e.deny, "deny-out", nil, "denied destination, wins over --allow-out; 0.0.0.0/0 = only what --allow-out names (repeatable; replaces the list)")
 		f.BoolVar(&e.internet, "internet", false, "allow everything not denied (default: keep the sandbox's current setting)")
+		f.StringArrayVar(&e.headers, "header", nil, "network rule DOMAIN:NAME=VALUE: the egress proxy sets this header on requests to DOMAIN; VALUE may hold ${e2b.secrets.NAME} (repeatable; replaces the rules)")
 		return
 	}
+	f.StringArrayVar(&e.headers, "header", nil, "network rule DOMAIN:NAME=VALUE: the egress proxy sets this header on the sandbox's requests to DOMAIN; VALUE may hold ${e2b.secrets.NAME} (repeatable; a rule allows nothing by itself)")
 	f.StringArrayVar(&e.allow, "allow-out", nil, "give the sandbox a network that reaches this destination: IPv4 address, CIDR, domain or *.domain (repeatable)")
 	f.StringArrayVar(&e.deny, "deny-out", nil, "give the sandbox a network that never reaches this destination; wins over --allow-out (repeatable)")
 	f.BoolVar(&e.internet, "internet", false, "give the sandbox a network with internet access (everything not denied; private ranges and the host stay denied)")
 }
 
 // apply adds the flags to a create; without any the sandbox has no network.
-func (e *egressFlags) apply(in *client.NewSandbox) {
+func (e *egressFlags) apply(in *client.NewSandbox) error {
 	if e.internet {
 		in.AllowInternetAccess = &e.internet
 	}
-	if len(e.allow) == 0 && len(e.deny) == 0 {
-		return
+	rules, err := e.rules()
+	if err != nil {
+		return err
+	}
+	if len(e.allow) == 0 && len(e.deny) == 0 && rules == nil && e.socks == "" {
+		return nil
 	}
 	if in.Network == nil {
 		in.Network = &client.Network{}
 	}
-	in.Network.AllowOut, in.Network.DenyOut = e.allow, e.deny
+	in.Network.AllowOut, in.Network.DenyOut, in.Network.Rules, in.Network.EgressProxy = e.allow, e.deny, rules, e.egressProxy()
+	return nil
 }
 
 func (e *egressFlags) changed() bool {
 	f := e.cmd.Flags()
-	return f.Changed("allow-out") || f.Changed("deny-out") || f.Changed("internet")
+	return f.Changed("allow-out") || f.Changed("deny-out") || f.Changed("internet") || f.Changed("header") || f.Changed("socks5")
 }
 
 func sandboxNetworkCmd(a *app) *cobra.Command {
-	var egress egressFlags
+	egress := egressFlags{getenv: a.getenv}
 	cmd := &cobra.Command{
 		Use:   "network ID [--allow-out DEST]... [--deny-out DEST]... [--internet[=false]]",
 		Short: "Show or replace a networked sandbox's egress policy (live: denied connections are cut)",
@@ -65,7 +108,11 @@ func sandboxNetworkCmd(a *app) *cobra.Command {
 			c := a.client()
 			id := argv[0]
 			if egress.changed() {
-				p := client.NetworkPolicy{AllowOut: egress.allow, DenyOut: egress.deny}
+				rules, err := egress.rules()
+				if err != nil {
+					return err
+				}
+				p := client.NetworkPolicy{AllowOut: egress.allow, DenyOut: egress.deny, Rules: rules, EgressProxy: egress.egressProxy()}
 				if cmd.Flags().Changed("internet") {
 					p.AllowInternetAccess = &egress.internet
 				}
@@ -90,6 +137,19 @@ func sandboxNetworkCmd(a *app) *cobra.Command {
 			row(tw, "Internet access:", fmt.Sprint(p.AllowInternetAccess != nil && *p.AllowInternetAccess))
 			row(tw, "Allow out:", orDash(strings.Join(p.AllowOut, ", ")))
 			row(tw, "Deny out:", orDash(strings.Join(p.DenyOut, ", ")))
+			if p.EgressProxy != nil {
+				row(tw, "SOCKS5:", p.EgressProxy.Address+" "+p.EgressProxy.Username)
+			}
+			for d, rules := range p.Rules {
+				for _, r := range rules {
+					if r.Transform == nil {
+						continue
+					}
+					for name, v := range r.Transform.Headers {
+						row(tw, "Rule:", d+": "+name+": "+v)
+					}
+				}
+			}
 			return tw.Flush()
 		},
 	}

@@ -82,6 +82,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		volumeCmd(a),
 		keyCmd(a),
 		teamCmd(a),
+		secretCmd(a),
 		templateCmd(a),
 		snapshotCmd(a),
 		turnCmd(a),

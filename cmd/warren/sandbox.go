@@ -93,6 +93,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.StringVar(&o.rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
 	f.StringVar(&o.idemKey, "idempotency-key", "", "make at most one sandbox for this key (per team, 24 hours): running the same command again prints the first one's id")
 	f.BoolVar(&o.filesOnly, "files-only", false, "from a snapshot taken with memory (--template SNAP), take only its files: processes start afresh, on any runtime")
+	o.egress.getenv = a.getenv
 	o.egress.register(cmd, false)
 	return cmd
 }
@@ -137,7 +138,9 @@ func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error
 			in.Network.AllowPublicTraffic = &o.public
 		}
 	}
-	o.egress.apply(&in)
+	if err := o.egress.apply(&in); err != nil {
+		return in, err
+	}
 	in.SnapshotEveryToolCall = o.toolSnaps
 	in.Runtime = o.rtName
 	in.FilesOnly = o.filesOnly

@@ -51,7 +51,16 @@ type NetworkConfig struct {
 	RunDir string
 	// Pools are warm pools of networked sandboxes: TEMPLATE=MIN[:MAX[:TTL]].
 	Pools []string
+	// EgressProxyPort is the egress proxy's port on the bridge's address
+	// (0: no proxy; network rules and secrets then cannot apply).
+	EgressProxyPort uint16
+	// EgressExtraRoots is a PEM file of CAs the proxy trusts upstream
+	// besides the host's store (tests give their fake internet's CA).
+	EgressExtraRoots string
 }
+
+// DefaultEgressProxyPort is where the egress proxy listens on the bridge.
+const DefaultEgressProxyPort = 15080
 
 // DefaultNetworkSubnet is unlikely to clash with what a host already uses
 // (Docker takes 172.17/16, libvirt 192.168.122/24, Kubernetes 10.96/12 and
@@ -60,7 +69,8 @@ const DefaultNetworkSubnet = "10.88.0.0/16"
 
 func defaultNetwork() NetworkConfig {
 	n := NetworkConfig{Enabled: true, Subnet: DefaultNetworkSubnet, Bridge: network.DefaultBridge,
-		Table: network.DefaultTable, VethPrefix: network.DefaultVethPrefix, LogGroup: network.DefaultLogGroup}
+		Table: network.DefaultTable, VethPrefix: network.DefaultVethPrefix, LogGroup: network.DefaultLogGroup,
+		EgressProxyPort: DefaultEgressProxyPort}
 	env := func(name string, into *string) {
 		if v := os.Getenv(name); v != "" {
 			*into = v
@@ -74,6 +84,11 @@ func defaultNetwork() NetworkConfig {
 	env("WARREN_NETWORK_RUN_DIR", &n.RunDir)
 	env("WARREN_NETWORK_TABLE", &n.Table)
 	env("WARREN_NETWORK_VETH_PREFIX", &n.VethPrefix)
+	env("WARREN_EGRESS_EXTRA_ROOTS", &n.EgressExtraRoots)
+	if v := os.Getenv("WARREN_EGRESS_PROXY_PORT"); v != "" {
+		p, _ := strconv.ParseUint(v, 10, 16)
+		n.EgressProxyPort = uint16(p)
+	}
 	if v := os.Getenv("WARREN_NETWORK_LOG_GROUP"); v != "" {
 		// A malformed value becomes 0, which Validate refuses.
 		g, _ := strconv.ParseUint(v, 10, 16)
@@ -122,6 +137,14 @@ func (c *Config) validateNetwork() error {
 	}
 	if n.NetNS != "" && !filepath.IsAbs(n.NetNS) {
 		return fmt.Errorf("--network-netns %q: want an absolute path (e.g. /run/netns/NAME): %w", n.NetNS, errdefs.ErrInvalid)
+	}
+	if n.EgressProxyPort == 53 || n.EgressProxyPort == 80 || n.EgressProxyPort == 443 {
+		return fmt.Errorf("--egress-proxy-port %d: the resolver or the redirected ports use it; pick another (default %d): %w", n.EgressProxyPort, DefaultEgressProxyPort, errdefs.ErrInvalid)
+	}
+	if n.EgressExtraRoots != "" {
+		if _, err := os.Stat(n.EgressExtraRoots); err != nil {
+			return fmt.Errorf("--egress-extra-roots: %w: %w", err, errdefs.ErrInvalid)
+		}
 	}
 	n.RunDir = c.NetworkRunDir()
 	if !filepath.IsAbs(n.RunDir) {

@@ -30,6 +30,7 @@ import (
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/sandboxlog"
+	"github.com/warrenhq/warren/internal/secrets"
 	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/sharedvol"
@@ -64,6 +65,7 @@ type Daemon struct {
 	Metrics   *metrics.Metrics
 	Networks  *sandbox.Networks
 	Volumes   *sharedvol.Service
+	Secrets   *secrets.Service
 	audit     *networkAudit
 	runtimes  []client.RuntimeInfo // for GET /health
 	// share keeps the pool's reserve (nil: none); Serve runs it.
@@ -150,6 +152,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		return nil, err
 	}
 	d.Volumes = sharedvol.New(d.Storage, d.Store, cfg.VolumeSizeBytes, log)
+	if err := d.openEgress(cfg, log); err != nil {
+		return nil, err
+	}
 	hostCfg := sandbox.Config{
 		Network:     d.Networks,
 		Storage:     d.Storage,
@@ -275,6 +280,7 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		Files:          cmds,
 		Processes:      cmds,
 		Keys:           d.Store,
+		Secrets:        d.Secrets,
 		Templates:      d.Templates,
 		Volumes:        d.Volumes,
 		Procs:          d.Procs,

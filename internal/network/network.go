@@ -93,6 +93,10 @@ type Options struct {
 	// EventsPerSandbox bounds the audit events kept in memory for each
 	// sandbox (oldest dropped first). Default 4096.
 	EventsPerSandbox int
+	// ProxyPort is the egress proxy's port on the gateway (0: none). The
+	// TCP to ports 80 and 443 of sandboxes whose policy has rules is
+	// redirected to it; the caller serves it (ListenProxy).
+	ProxyPort uint16
 	// OnEvent, when set, is called with every audit event, from the
 	// audit's or resolver's goroutine: it must not block.
 	OnEvent func(Event)
@@ -249,7 +253,7 @@ func (m *Manager) installRules(createdBridge bool, reserved spans) error {
 	nft := &nftRules{
 		conn: conn, table: &nftables.Table{Name: m.opts.Table, Family: nftables.TableFamilyINet},
 		group: m.opts.LogGroup, bridge: m.opts.Bridge, gateway: m.host.gateway, subnet: m.opts.Subnet, reserved: reserved,
-		uplink: m.host.uplink, guardUplink: guard,
+		uplink: m.host.uplink, guardUplink: guard, proxyPort: m.opts.ProxyPort,
 	}
 	m.rules = &ruleset{nft: nft, reg: m.reg}
 	// Rules before forwarding: there is never a moment when the host

@@ -35,6 +35,10 @@ import (
 //	               default → log, accept | log, deny
 //	chain to_host  established → accept; DNS to the gateway → accept; else log, deny
 //	chain deny     tcp → reject with tcp reset; else reject with icmpx admin-prohibited
+//	chain proxy    (nat, hook prerouting; only with an egress proxy port)
+//	               iifname <bridge> ip saddr @proxied tcp dport {80, 443} redirect to :<proxy port>
+//	               (to_host then accepts TCP to the gateway's proxy port; the proxy checks the
+//	               sandbox's policy itself, since redirected connections never reach forward)
 //
 // Every log statement sends the packet's headers to an NFLOG group with a
 // prefix naming the verdict and the reason (see audit.go). Only packets that
@@ -50,6 +54,9 @@ const (
 	chToHost     = "to_host"
 	chDeny       = "deny"
 	setReserved  = "reserved"
+	chProxy      = "proxy"
+	setProxied   = "proxied"
+	setTunnelled = "tunnelled"
 	mapSandboxes = "sandboxes"
 	sbPrefix     = "sb_"
 	logPrefix    = "warren:"
@@ -85,6 +92,115 @@ type nftRules struct {
 	// without the guard, turning it on would also let the uplink's
 	// neighbours route through the host to its other networks.
 	guardUplink bool
+	// proxyPort is the egress proxy's port on the gateway (0: no proxy).
+	proxyPort uint16
+}
+
+func (r *nftRules) proxiedSet() *nftables.Set {
+	return &nftables.Set{Table: r.table, Name: setProxied, KeyType: nftables.TypeIPAddr}
+}
+
+func (r *nftRules) tunnelledSet() *nftables.Set {
+	return &nftables.Set{Table: r.table, Name: setTunnelled, KeyType: nftables.TypeIPAddr}
+}
+
+// installSets writes the shared sets: the always-denied ranges (rewritten)
+// and the sandboxes map (kept: it confines running sandboxes).
+func (r *nftRules) installSets(exists bool) (reserved, sandboxes *nftables.Set, _ error) {
+	c := r.conn
+	reserved = r.reservedSet()
+	if err := c.AddSet(reserved, nil); err != nil {
+		return nil, nil, err
+	}
+	if exists {
+		c.FlushSet(reserved)
+	}
+	if err := c.SetAddElements(reserved, intervalElements(r.reserved)); err != nil {
+		return nil, nil, err
+	}
+	sandboxes = r.sandboxesMap()
+	if err := c.AddSet(sandboxes, nil); err != nil {
+		return nil, nil, err
+	}
+	return reserved, sandboxes, nil
+}
+
+type hostPort struct {
+	proto byte
+	port  uint16
+}
+
+// hostPorts are what sandboxes may reach on the gateway: the resolver and,
+// when there is one, the egress proxy.
+func (r *nftRules) hostPorts() []hostPort {
+	ps := []hostPort{{unix.IPPROTO_UDP, 53}, {unix.IPPROTO_TCP, 53}}
+	if r.proxyPort != 0 {
+		ps = append(ps, hostPort{unix.IPPROTO_TCP, r.proxyPort})
+	}
+	return ps
+}
+
+// installProxy adds the proxy's redirect chain and the set of proxied
+// sandboxes (kept across restarts, as the sandboxes map is), when there is
+// a proxy.
+func (r *nftRules) installProxy(exists bool) error {
+	if r.proxyPort == 0 {
+		return nil
+	}
+	c := r.conn
+	proxied, tunnelled := r.proxiedSet(), r.tunnelledSet()
+	if err := c.AddSet(proxied, nil); err != nil {
+		return err
+	}
+	if err := c.AddSet(tunnelled, nil); err != nil {
+		return err
+	}
+	accept := nftables.ChainPolicyAccept
+	ch := c.AddChain(&nftables.Chain{Name: chProxy, Table: r.table, Type: nftables.ChainTypeNAT, Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept})
+	if exists {
+		c.FlushChain(ch)
+	}
+	for _, port := range []uint16{80, 443} {
+		c.AddRule(&nftables.Rule{Table: r.table, Chain: ch, Exprs: cat(
+			ifname(expr.MetaKeyIIFNAME, r.bridge, true), nfproto(unix.NFPROTO_IPV4, true),
+			saddr(), lookup(proxied, false), l4proto(unix.IPPROTO_TCP), dport(port),
+			&expr.Immediate{Register: 1, Data: binary.BigEndian.AppendUint16(nil, r.proxyPort)},
+			&expr.Redir{RegisterProtoMin: 1},
+		)})
+	}
+	// A sandbox with a SOCKS5 upstream: all its TCP.
+	c.AddRule(&nftables.Rule{Table: r.table, Chain: ch, Exprs: cat(
+		ifname(expr.MetaKeyIIFNAME, r.bridge, true), nfproto(unix.NFPROTO_IPV4, true),
+		saddr(), lookup(tunnelled, false), l4proto(unix.IPPROTO_TCP),
+		&expr.Immediate{Register: 1, Data: binary.BigEndian.AppendUint16(nil, r.proxyPort)},
+		&expr.Redir{RegisterProtoMin: 1},
+	)})
+	return nil
+}
+
+// setProxied puts addr in the proxied and tunnelled sets, or takes it
+// out. Adding an element that is there is no error, deleting one that is
+// not is: so a removal adds first, in the same transaction.
+func (r *nftRules) setProxied(addr netip.Addr, proxied, tunnelled bool) error {
+	if r.proxyPort == 0 {
+		return nil
+	}
+	a4 := addr.As4()
+	el := []nftables.SetElement{{Key: a4[:]}}
+	for _, m := range []struct {
+		set *nftables.Set
+		on  bool
+	}{{r.proxiedSet(), proxied}, {r.tunnelledSet(), tunnelled}} {
+		if err := r.conn.SetAddElements(m.set, el); err != nil {
+			return err
+		}
+		if !m.on {
+			if err := r.conn.SetDeleteElements(m.set, el); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (r *nftRules) chain(name string) *nftables.Chain {
@@ -139,18 +255,11 @@ func (r *nftRules) install() error {
 			c.FlushChain(ch)
 		}
 	}
-	reserved := r.reservedSet()
-	if err := c.AddSet(reserved, nil); err != nil {
+	reserved, sandboxes, err := r.installSets(exists)
+	if err != nil {
 		return err
 	}
-	if exists {
-		c.FlushSet(reserved)
-	}
-	if err := c.SetAddElements(reserved, intervalElements(r.reserved)); err != nil {
-		return err
-	}
-	sandboxes := r.sandboxesMap()
-	if err := c.AddSet(sandboxes, nil); err != nil {
+	if err := r.installProxy(exists); err != nil {
 		return err
 	}
 
@@ -179,8 +288,8 @@ func (r *nftRules) install() error {
 
 	add(chToHost, cat(ctState(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED), verdict(expr.VerdictAccept))...)
 	gw := r.gateway.As4()
-	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-		add(chToHost, cat(nfproto(unix.NFPROTO_IPV4, true), daddr(), eq(gw[:]), l4proto(proto), dport(53), verdict(expr.VerdictAccept))...)
+	for _, p := range r.hostPorts() {
+		add(chToHost, cat(nfproto(unix.NFPROTO_IPV4, true), daddr(), eq(gw[:]), l4proto(p.proto), dport(p.port), verdict(expr.VerdictAccept))...)
 	}
 	// Broadcast and multicast (DHCP, mDNS) are dropped quietly: they are not
 	// connections and would flood the audit.
@@ -239,6 +348,9 @@ func (r *nftRules) applySandbox(id string, addr netip.Addr, pol *compiled, dns [
 		add(r.log("A", ReasonDefault), verdict(expr.VerdictAccept))
 	} else {
 		add(r.log("D", ReasonDefault), gotoChain(chDeny))
+	}
+	if err := r.setProxied(addr, pol.proxied(), pol.tunnelled()); err != nil {
+		return err
 	}
 	a4 := addr.As4()
 	if err := c.SetAddElements(r.sandboxesMap(), []nftables.SetElement{{
@@ -359,6 +471,11 @@ func (r *nftRules) removeSandbox(id string, o *sandboxObjects) error {
 		}
 		if err := c.SetDeleteElements(r.sandboxesMap(), keys); err != nil {
 			return err
+		}
+		for _, a := range o.addrs {
+			if err := r.setProxied(a, false, false); err != nil {
+				return err
+			}
 		}
 	}
 	if o.chain {

@@ -34,6 +34,13 @@ type Policy struct {
 	AllowInternetAccess bool     `json:"allowInternetAccess"`
 	AllowOut            []string `json:"allowOut,omitempty"`
 	DenyOut             []string `json:"denyOut,omitempty"`
+	// Rules are E2B's network rules: per domain, transforms the egress
+	// proxy applies to HTTP(S) requests (egressrules.go). A sandbox with
+	// rules has its TCP to ports 80 and 443 sent through the proxy.
+	Rules map[string][]Rule `json:"rules,omitempty"`
+	// EgressProxy tunnels all the sandbox's allowed TCP through a SOCKS5
+	// server (egressrules.go).
+	EgressProxy *EgressProxy `json:"egressProxy,omitempty"`
 }
 
 // maxEntries bounds each list: every entry becomes kernel state.
@@ -51,7 +58,14 @@ type compiled struct {
 	allow, deny  spans
 	allowNames   []namePattern
 	denyNames    []namePattern
+	rules        []ruleSet
+	egressProxy  *EgressProxy
 }
+
+// proxied reports whether the sandbox's web traffic goes through the
+// egress proxy; tunnelled, whether all its TCP does.
+func (c *compiled) proxied() bool   { return len(c.rules) > 0 || c.egressProxy != nil }
+func (c *compiled) tunnelled() bool { return c.egressProxy != nil }
 
 type namePattern struct {
 	name     string // lower case, no trailing dot, without "*."
@@ -110,6 +124,15 @@ func compile(p Policy) (*compiled, error) {
 			c.deny = spansOf(prefixes...)
 		}
 	}
+	rules, err := checkRules(p.Rules)
+	if err != nil {
+		return nil, err
+	}
+	c.rules = rules
+	if err := checkEgressProxy(p.EgressProxy); err != nil {
+		return nil, err
+	}
+	c.egressProxy = p.EgressProxy
 	return c, nil
 }
 

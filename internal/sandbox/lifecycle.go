@@ -304,6 +304,7 @@ func (l *lifecycle) Reconcile(ctx context.Context, keep map[string]bool) error {
 // running sandbox starts from (those a create gives): a warm-pool sandbox
 // is started with none and gets its claimer's.
 func (l *lifecycle) SetEnv(ctx context.Context, sb *Sandbox, env map[string]string) error {
+	env = withTrustEnv(l.sockets, sb.ID, env)
 	if _, err := sb.Agent.Process().SetEnv(ctx, connect.NewRequest(&agentv1.SetEnvRequest{Env: env})); err != nil {
 		return fmt.Errorf("set the sandbox's environment: %w", err)
 	}

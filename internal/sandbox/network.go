@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -24,9 +25,16 @@ type Networks struct {
 	// Owner names the daemon (its data directory) in the run directory's
 	// record, so that tearing down another data directory leaves it alone.
 	Owner string
+	// TrustBundle is the PEM put in every networked sandbox's trust store
+	// (the host's CAs and the egress proxy's), or nil.
+	TrustBundle []byte
+	// OnStart runs once the manager is up (the egress proxy starts
+	// there); the function it returns runs before the manager closes.
+	OnStart func(*network.Manager) (stop func(), err error)
 
 	mu        sync.Mutex
 	m         *network.Manager
+	stop      func()
 	lastErr   error // why networking was found unavailable, until checkedAt+recheckAfter
 	checkedAt time.Time
 }
@@ -70,6 +78,15 @@ func (n *Networks) Start() (*network.Manager, error) {
 	if err := writeNetworkOptions(n.Options, n.Owner); err != nil {
 		m.Close()
 		return nil, err
+	}
+	if n.OnStart != nil {
+		stop, err := n.OnStart(m)
+		if err != nil {
+			m.Close()
+			n.lastErr, n.checkedAt = err, time.Now()
+			return nil, fmt.Errorf("sandbox networking is unavailable on this server: %w: %w", err, errdefs.ErrUnsupported)
+		}
+		n.stop = stop
 	}
 	n.m, n.lastErr = m, nil
 	return m, nil
@@ -223,6 +240,10 @@ func (n *Networks) Close() error {
 	if n.m == nil {
 		return nil
 	}
+	if n.stop != nil {
+		n.stop()
+		n.stop = nil
+	}
 	err := n.m.Close()
 	n.m = nil
 	return err
@@ -305,7 +326,56 @@ func (nw *sandboxNetworks) attachNetwork(id string, rs *runtime.Spec) error {
 	}
 	rs.NetNS = att.NetNSPath
 	rs.Mounts = append(rs.Mounts, runtime.Mount{Source: resolv, Destination: "/etc/resolv.conf", ReadOnly: true})
+	return nw.attachTrust(id, rs)
+}
+
+// trustBundleName is the trust bundle's name in the agent's run directory.
+const trustBundleName = "ca-certificates.crt"
+
+// attachTrust puts the trust bundle (the host's CAs and the egress proxy's
+// CA) where the sandbox's TLS clients look: over the system bundle when
+// the template has one, and named by the variables OpenSSL, Node and
+// Python's requests read. It is written to the agent's run directory,
+// mounted read-only, so the sandbox cannot change what it trusts for
+// others.
+func (nw *sandboxNetworks) attachTrust(id string, rs *runtime.Spec) error {
+	if len(nw.networks.TrustBundle) == 0 {
+		return nil
+	}
+	bundle := filepath.Join(nw.sockets.dir(id), trustBundleName)
+	if err := os.WriteFile(bundle, nw.networks.TrustBundle, 0o644); err != nil {
+		return fmt.Errorf("write the trust bundle of sandbox %s: %w", id, err)
+	}
+	const system = "/etc/ssl/certs/ca-certificates.crt"
+	// Only a regular file is mounted over (libcontainer resolves the
+	// destination inside the root, so a symlink could not lead out, but
+	// it would not be the bundle either).
+	if st, err := os.Lstat(filepath.Join(rs.RootFS, system)); err == nil && st.Mode().IsRegular() {
+		rs.Mounts = append(rs.Mounts, runtime.Mount{Source: bundle, Destination: system, ReadOnly: true})
+	}
+	for k, v := range trustEnv() {
+		rs.Env = append(rs.Env, k+"="+v)
+	}
 	return nil
+}
+
+// trustEnv names the trust bundle for the TLS clients that read a
+// variable (OpenSSL and curl, Node, Python's requests).
+func trustEnv() map[string]string {
+	inside := AgentRunDir + "/" + trustBundleName
+	return map[string]string{"SSL_CERT_FILE": inside, "NODE_EXTRA_CA_CERTS": inside, "REQUESTS_CA_BUNDLE": inside, "CURL_CA_BUNDLE": inside}
+}
+
+// withTrustEnv adds trustEnv to env (its own values win) when sandbox id
+// was given the trust bundle: a warm-pool sandbox's claim replaces the
+// environment its agent started with.
+func withTrustEnv(sockets agentSockets, id string, env map[string]string) map[string]string {
+	if _, err := os.Stat(filepath.Join(sockets.dir(id), trustBundleName)); err != nil {
+		return env
+	}
+	out := trustEnv()
+	maps.Copy(out, env)
+	return out
 }
 
 // UpdateNetwork replaces a networked sandbox's egress policy in place:

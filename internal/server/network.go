@@ -22,13 +22,71 @@ type networkRoutes struct {
 func createPolicy(body client.NewSandbox) *network.Policy {
 	internet := body.AllowInternetAccess != nil && *body.AllowInternetAccess
 	var allow, deny []string
+	var rules map[string][]client.NetworkRule
+	var ep *client.EgressProxy
 	if n := body.Network; n != nil {
-		allow, deny = n.AllowOut, n.DenyOut
+		allow, deny, rules, ep = n.AllowOut, n.DenyOut, n.Rules, n.EgressProxy
 	}
-	if !internet && allow == nil && deny == nil {
+	if !internet && allow == nil && deny == nil && rules == nil && ep == nil {
 		return nil
 	}
-	return &network.Policy{AllowInternetAccess: internet, AllowOut: allow, DenyOut: deny}
+	return &network.Policy{AllowInternetAccess: internet, AllowOut: allow, DenyOut: deny, Rules: rulesIn(rules), EgressProxy: egressProxyIn(ep)}
+}
+
+func egressProxyIn(e *client.EgressProxy) *network.EgressProxy {
+	if e == nil {
+		return nil
+	}
+	return &network.EgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+}
+
+// egressProxyOut is what answers show of a SOCKS5 upstream: never its
+// password.
+func egressProxyOut(e *store.NetworkEgressProxy) *client.EgressProxy {
+	if e == nil {
+		return nil
+	}
+	return &client.EgressProxy{Address: e.Address, Username: e.Username}
+}
+
+// rulesIn and rulesOut convert network rules between the API's shape and
+// the network package's.
+func rulesIn(in map[string][]client.NetworkRule) map[string][]network.Rule {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string][]network.Rule, len(in))
+	for d, rules := range in {
+		list := make([]network.Rule, 0, len(rules))
+		for _, r := range rules {
+			var nr network.Rule
+			if r.Transform != nil {
+				nr.Transform = &network.Transform{Headers: r.Transform.Headers}
+			}
+			list = append(list, nr)
+		}
+		out[d] = list
+	}
+	return out
+}
+
+func rulesOut(in map[string][]store.NetworkRule) map[string][]client.NetworkRule {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string][]client.NetworkRule, len(in))
+	for d, rules := range in {
+		list := make([]client.NetworkRule, 0, len(rules))
+		for _, r := range rules {
+			var cr client.NetworkRule
+			if r.Transform != nil {
+				cr.Transform = &client.NetworkTransform{Headers: r.Transform.Headers}
+			}
+			list = append(list, cr)
+		}
+		out[d] = list
+	}
+	return out
 }
 
 // describeNetwork fills a sandbox's answer with its egress policy.
@@ -42,16 +100,19 @@ func describeNetwork(d *client.SandboxDetail, rec store.Sandbox) {
 	}
 	internet := rec.Network.AllowInternetAccess
 	d.AllowInternetAccess = &internet
-	d.Network = &client.Network{AllowPublicTraffic: &public, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut, MaskRequestHost: rec.MaskRequestHost}
+	d.Network = &client.Network{AllowPublicTraffic: &public, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut, MaskRequestHost: rec.MaskRequestHost,
+		Rules: rulesOut(rec.Network.Rules), EgressProxy: egressProxyOut(rec.Network.EgressProxy)}
 }
 
 // networkUpdate is the body of PUT /sandboxes/{id}/network. E2B's SDK names
 // the default allow_internet_access; warren's client allowInternetAccess.
 type networkUpdate struct {
-	AllowOut               []string `json:"allowOut"`
-	DenyOut                []string `json:"denyOut"`
-	AllowInternetAccess    *bool    `json:"allowInternetAccess"`
-	AllowInternetAccessE2B *bool    `json:"allow_internet_access"`
+	AllowOut               []string                        `json:"allowOut"`
+	DenyOut                []string                        `json:"denyOut"`
+	AllowInternetAccess    *bool                           `json:"allowInternetAccess"`
+	AllowInternetAccessE2B *bool                           `json:"allow_internet_access"`
+	Rules                  map[string][]client.NetworkRule `json:"rules"`
+	EgressProxy            *client.EgressProxy             `json:"egressProxy"`
 }
 
 // updateNetwork serves PUT /sandboxes/{id}/network: the lists replace the
@@ -67,7 +128,7 @@ func (s *networkRoutes) updateNetwork(w http.ResponseWriter, r *http.Request) {
 	if internet == nil {
 		internet = body.AllowInternetAccessE2B
 	}
-	p := network.Policy{AllowOut: body.AllowOut, DenyOut: body.DenyOut}
+	p := network.Policy{AllowOut: body.AllowOut, DenyOut: body.DenyOut, Rules: rulesIn(body.Rules), EgressProxy: egressProxyIn(body.EgressProxy)}
 	if internet != nil {
 		p.AllowInternetAccess = *internet
 	} else {
@@ -99,7 +160,8 @@ func (s *networkRoutes) getNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	internet := rec.Network.AllowInternetAccess
-	out := client.NetworkPolicy{AllowInternetAccess: &internet, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut}
+	out := client.NetworkPolicy{AllowInternetAccess: &internet, AllowOut: rec.Network.AllowOut, DenyOut: rec.Network.DenyOut,
+		Rules: rulesOut(rec.Network.Rules), EgressProxy: egressProxyOut(rec.Network.EgressProxy)}
 	if out.AllowOut == nil {
 		out.AllowOut = []string{}
 	}

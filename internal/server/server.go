@@ -88,6 +88,8 @@ type Deps struct {
 	// MaxImportBytes bounds one snapshot bundle an import reads (0:
 	// defaultMaxImport).
 	MaxImportBytes int64
+	// Secrets keeps the teams' secrets (nil: /secrets answers 501).
+	Secrets Secrets
 	// Pull lets POST /snapshots/pull fetch snapshots from peers (node
 	// mode; a nil FleetKey answers 501).
 	Pull PullConfig
@@ -123,6 +125,7 @@ type Server struct {
 	replicas  *replicaRoutes
 	volumes   *volumeRoutes
 	ca        *caRoutes
+	secrets   *secretRoutes
 }
 
 // New builds the API's handler.
@@ -160,6 +163,7 @@ func New(deps Deps) *Server {
 	s.snapshots = &snapshotRoutes{sandboxViews: views, snapshots: snapshots, deleteTemplate: adminOnly(s.admin.deleteTemplate), maxImport: maxImport, log: deps.Log}
 	s.snapshots.pull = &puller{PullConfig: deps.Pull, snapshots: snapshots, maxImport: maxImport, http: &http.Client{}, log: deps.Log}
 	s.networks = &networkRoutes{networks: networks}
+	s.secrets = &secretRoutes{secrets: deps.Secrets}
 	mover, _ := deps.Sessions.(Mover)
 	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
 	replicator, _ := deps.Sessions.(Replicator)
@@ -263,6 +267,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	s.volumes.routes(m, auth)
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
+	s.secrets.routes(m, auth)
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))
 	m.Handle("GET /api-keys", auth(adminOnly(s.admin.listKeys)))
 	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -29,7 +30,22 @@ func storedPolicy(p *network.Policy) *store.NetworkPolicy {
 	if p == nil {
 		return nil
 	}
-	sp := store.NetworkPolicy(*p)
+	sp := store.NetworkPolicy{AllowInternetAccess: p.AllowInternetAccess, AllowOut: p.AllowOut, DenyOut: p.DenyOut}
+	if e := p.EgressProxy; e != nil {
+		sp.EgressProxy = &store.NetworkEgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+	}
+	if p.Rules != nil {
+		sp.Rules = make(map[string][]store.NetworkRule, len(p.Rules))
+		for d, rules := range p.Rules {
+			for _, r := range rules {
+				var sr store.NetworkRule
+				if r.Transform != nil {
+					sr.Transform = &store.NetworkTransform{Headers: r.Transform.Headers}
+				}
+				sp.Rules[d] = append(sp.Rules[d], sr)
+			}
+		}
+	}
 	return &sp
 }
 
@@ -38,7 +54,23 @@ func policyOf(rec store.Sandbox) *network.Policy {
 	if rec.Network == nil {
 		return nil
 	}
-	p := network.Policy(*rec.Network)
+	n := rec.Network
+	p := network.Policy{AllowInternetAccess: n.AllowInternetAccess, AllowOut: n.AllowOut, DenyOut: n.DenyOut}
+	if e := n.EgressProxy; e != nil {
+		p.EgressProxy = &network.EgressProxy{Address: e.Address, Username: e.Username, Password: e.Password}
+	}
+	if n.Rules != nil {
+		p.Rules = make(map[string][]network.Rule, len(n.Rules))
+		for d, rules := range n.Rules {
+			for _, r := range rules {
+				var nr network.Rule
+				if r.Transform != nil {
+					nr.Transform = &network.Transform{Headers: r.Transform.Headers}
+				}
+				p.Rules[d] = append(p.Rules[d], nr)
+			}
+		}
+	}
 	return &p
 }
 
@@ -135,5 +167,16 @@ func describePolicy(p network.Policy) string {
 	}
 	list("allow", p.AllowOut)
 	list("deny", p.DenyOut)
+	if len(p.Rules) > 0 {
+		var domains []string
+		for d := range p.Rules {
+			domains = append(domains, d)
+		}
+		sort.Strings(domains)
+		list("rules for", domains)
+	}
+	if p.EgressProxy != nil {
+		b.WriteString("; through the SOCKS5 proxy " + p.EgressProxy.Address)
+	}
 	return b.String()
 }

@@ -253,6 +253,27 @@ var migrations = []string{
 	// 55: the Host its port routes hand the server inside ('' = the
 	// caller's; E2B's network.maskRequestHost, "${PORT}" for the port).
 	`ALTER TABLE sandboxes ADD COLUMN mask_request_host TEXT NOT NULL DEFAULT ''`,
+	// 56: a team's secrets (E2B's /secrets) and warren's allowedHosts;
+	// the values live encrypted in secret_versions, one row per version.
+	`CREATE TABLE secrets (
+		id TEXT PRIMARY KEY,
+		team TEXT NOT NULL,
+		name TEXT NOT NULL,
+		current_version INTEGER NOT NULL,
+		metadata TEXT NOT NULL DEFAULT '{}',
+		allowed_hosts TEXT NOT NULL DEFAULT '[]',
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL,
+		UNIQUE (team, name)
+	)`,
+	// 57: each version's value, sealed with AES-256-GCM (internal/secrets).
+	`CREATE TABLE secret_versions (
+		secret_id TEXT NOT NULL REFERENCES secrets (id) ON DELETE CASCADE,
+		version INTEGER NOT NULL,
+		sealed BLOB NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (secret_id, version)
+	)`,
 }
 
 // SchemaVersion is the schema version this build writes.

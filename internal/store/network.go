@@ -17,6 +17,28 @@ type NetworkPolicy struct {
 	AllowInternetAccess bool     `json:"allowInternetAccess"`
 	AllowOut            []string `json:"allowOut,omitempty"`
 	DenyOut             []string `json:"denyOut,omitempty"`
+	// Rules are E2B's network rules: per domain, header transforms.
+	Rules map[string][]NetworkRule `json:"rules,omitempty"`
+	// EgressProxy mirrors internal/network's EgressProxy.
+	EgressProxy *NetworkEgressProxy `json:"egressProxy,omitempty"`
+}
+
+// NetworkEgressProxy is a SOCKS5 upstream. Its password is kept so that a
+// restarted daemon can tunnel again; no API answer carries it.
+type NetworkEgressProxy struct {
+	Address  string `json:"address"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// NetworkRule mirrors internal/network's Rule.
+type NetworkRule struct {
+	Transform *NetworkTransform `json:"transform,omitempty"`
+}
+
+// NetworkTransform mirrors internal/network's Transform.
+type NetworkTransform struct {
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // maxNetworkPolicyBytes bounds an encoded policy (the network package

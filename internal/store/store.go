@@ -54,6 +54,7 @@ type Store struct {
 	keyTable
 	teamTable
 	volumeTable
+	secretTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -72,6 +73,7 @@ type (
 	networkEventTable struct{ *conns }
 	keyTable          struct{ *conns }
 	volumeTable       struct{ *conns }
+	secretTable       struct{ *conns }
 )
 
 func newStore(c *conns) *Store {
@@ -85,6 +87,7 @@ func newStore(c *conns) *Store {
 		teamTable:         teamTable{c},
 		keyTable:          keyTable{c},
 		volumeTable:       volumeTable{c},
+		secretTable:       secretTable{c},
 	}
 }
 
