@@ -41,7 +41,7 @@ func (r *Runtime) buildConfig(spec runtime.Spec) (*configs.Config, error) {
 	}
 	// Sandboxes must outlive the daemon: no parent-death signal.
 	cfg.ParentDeathSignal = 0
-	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(bootIDPath(r.stateDir, spec.ID))}}
+	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(r.bootIDFile(spec))}}
 	return cfg, nil
 }
 
@@ -69,7 +69,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 		swap := mem
 		res.Memory.Swap = &swap
 	}
-	return &specs.Spec{
+	out := &specs.Spec{
 		Version:  specs.Version,
 		Root:     &specs.Root{Path: spec.RootFS, Readonly: false},
 		Hostname: hostname,
@@ -101,6 +101,36 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 			RootfsPropagation: "rprivate",
 			Seccomp:           defaultSeccomp(),
 		},
+	}
+	if spec.UserNS != nil {
+		inUserNS(out, *spec.UserNS, spec.NetNS != "")
+	}
+	return out
+}
+
+// inUserNS puts the sandbox into a user namespace mapping its ids 0..Size-1
+// to u's host range. Bind mounts are idmapped with the same map, so the
+// host's root-owned agent binary, socket directory and resolv.conf are
+// root's inside, as they are without a namespace. (The root filesystem is
+// idmapped by Start: see userns.go.)
+func inUserNS(s *specs.Spec, u runtime.IDRange, joinsNetNS bool) {
+	m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: u.HostID, Size: u.Size}}
+	s.Linux.UIDMappings = m
+	s.Linux.GIDMappings = m
+	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+	for i, mnt := range s.Mounts {
+		switch {
+		case mnt.Type == "bind":
+			s.Mounts[i].Options = append(mnt.Options, "idmap")
+		case mnt.Type == "sysfs" && joinsNetNS:
+			// The kernel lets a user namespace mount sysfs only over a
+			// network namespace it owns, and a networked sandbox joins
+			// one the daemon made. The host's /sys, read-only through and
+			// through, stands in (as with rootless containers): it shows
+			// the host's network interfaces under /sys/class/net.
+			s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: "/sys",
+				Options: []string{"rbind", "nosuid", "noexec", "nodev", "rro"}}
+		}
 	}
 }
 

@@ -1,0 +1,160 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/warrenhq/warren/internal/runtime"
+)
+
+// #include <stdlib.h>
+// int warren_userns_spawn(void);
+import "C"
+
+// A sandbox started with a user namespace (runtime.Spec.UserNS) sees its
+// root filesystem through an idmapped mount: a file owned by 0 on disk is
+// owned by the sandbox's root, whose uid on the host is the range's first.
+// Files stay as they were on disk, so snapshots, forks, templates and the
+// host-side files API (which works on the subvolume itself) need no chown,
+// and a fork can take a different range from its parent.
+//
+// libcontainer idmaps bind mounts but not the root, so the runtime makes
+// the root's mount itself, before the container exists: a clone of the
+// subvolume's tree, idmapped, moved to <usernsDir>/<id>/root. Every
+// directory on that path must be searchable by the sandbox's root (an
+// unmapped uid on the host), which is why it lives under its own 0711
+// directory and not under the data directory. The boot id that the
+// createContainer hook mounts (from inside the namespace) sits beside it
+// for the same reason.
+
+const (
+	usernsRootName   = "root"
+	usernsBootIDName = "boot_id"
+)
+
+// usernsDirFor is the default place of idmapped roots for a runtime
+// keeping its state in stateDir: under /run (a tmpfs, so a reboot, which
+// ends every sandbox anyway, leaves nothing mounted), one directory per
+// state directory so that several daemons on one host keep apart.
+func usernsDirFor(stateDir string) string {
+	return filepath.Join("/run/warren-userns", strconv.FormatUint(fnv64(stateDir), 16))
+}
+
+func fnv64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+func (r *Runtime) usernsSandboxDir(id string) string { return filepath.Join(r.usernsDir, id) }
+
+// idmappedRoot mounts rootfs, idmapped by u, at <usernsDir>/<id>/root and
+// returns that path. The directories it makes are searchable by anyone and
+// readable by no one but root; a mount left by a crashed start is replaced.
+func (r *Runtime) idmappedRoot(id, rootfs string, u runtime.IDRange) (string, error) {
+	dir := r.usernsSandboxDir(id)
+	target := filepath.Join(dir, usernsRootName)
+	if err := mkdir0711(filepath.Dir(r.usernsDir), r.usernsDir, dir, target); err != nil {
+		return "", err
+	}
+	// A leftover from a start that did not finish: never stack mounts.
+	_ = unix.Unmount(target, unix.MNT_DETACH)
+	ns, err := openUserNS(u)
+	if err != nil {
+		return "", err
+	}
+	defer ns.Close()
+	tree, err := unix.OpenTree(unix.AT_FDCWD, rootfs, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return "", fmt.Errorf("clone the mount of %s: %w", rootfs, err)
+	}
+	defer unix.Close(tree)
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{
+		Attr_set:  unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_NODEV,
+		Userns_fd: uint64(ns.Fd()),
+	}); err != nil {
+		return "", fmt.Errorf("idmap the mount of %s (the filesystem must support idmapped mounts): %w", rootfs, err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return "", fmt.Errorf("mount %s at %s: %w", rootfs, target, err)
+	}
+	return target, nil
+}
+
+func mkdir0711(paths ...string) error {
+	for _, p := range paths {
+		if err := os.Mkdir(p, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("make %s: %w", p, err)
+		}
+		// MkdirAll's umask or an older mode must not leave it unsearchable.
+		if err := os.Chmod(p, 0o711); err != nil {
+			return fmt.Errorf("chmod %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// removeUserNS unmounts sandbox id's idmapped root and removes its
+// directory; a sandbox without one is left as it is.
+func (r *Runtime) removeUserNS(id string) error {
+	dir := r.usernsSandboxDir(id)
+	target := filepath.Join(dir, usernsRootName)
+	// Unmount every layer (a crashed start may have stacked one); EINVAL
+	// says nothing is mounted there any more.
+	for {
+		err := unix.Unmount(target, unix.MNT_DETACH)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("unmount %s: %w", target, err)
+		}
+	}
+	// Never RemoveAll here: through a mount it would delete the sandbox's
+	// files. Plain removes fail on anything unexpected instead.
+	for _, p := range []string{filepath.Join(dir, usernsBootIDName), target, dir} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// openUserNS returns an fd of a new user namespace with u's mapping, for
+// MOUNT_ATTR_IDMAP. The namespace lives as long as a mount or fd holds it;
+// the process made to create it is gone when this returns.
+func openUserNS(u runtime.IDRange) (*os.File, error) {
+	pid, errno := C.warren_userns_spawn()
+	if pid < 0 {
+		return nil, fmt.Errorf("clone a user namespace: %w", errno)
+	}
+	defer func() {
+		_ = unix.Kill(int(pid), unix.SIGKILL)
+		var ws unix.WaitStatus
+		for {
+			if _, err := unix.Wait4(int(pid), &ws, 0, nil); !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	}()
+	m := fmt.Appendf(nil, "0 %d %d\n", u.HostID, u.Size)
+	proc := "/proc/" + strconv.Itoa(int(pid))
+	for _, f := range []string{"uid_map", "gid_map"} {
+		if err := os.WriteFile(proc+"/"+f, m, 0); err != nil {
+			return nil, fmt.Errorf("write %s of a new user namespace: %w", f, err)
+		}
+	}
+	ns, err := os.Open(proc + "/ns/user")
+	if err != nil {
+		return nil, fmt.Errorf("open a new user namespace: %w", err)
+	}
+	return ns, nil
+}
