@@ -161,6 +161,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()
 	}
+	if cfg.UserNS {
+		hostCfg.UserNS = usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots}
+	}
 	d.Host = sandbox.New(hostCfg)
 	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(session.Config{

@@ -109,6 +109,7 @@ type Capabilities struct {
 	Pause          bool // freeze and thaw all processes
 	MemorySnapshot bool // checkpoint a sandbox's memory
 	Network        bool // per-sandbox network namespace
+	UserNS         bool // Spec.UserNS: a host user namespace per sandbox
 }
 
 // Runtime starts, finds and destroys sandboxes.

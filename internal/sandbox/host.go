@@ -4,6 +4,7 @@
 package sandbox
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -52,6 +53,17 @@ type Config struct {
 	// no_new_privs (setuid binaries such as sudo then raise nothing); it
 	// is asked at every start. nil: never.
 	NoNewPrivileges func(template string) bool
+	// UserNS, if set, starts every sandbox whose runtime can
+	// (Capabilities().UserNS) in a user namespace over the host id range
+	// it hands out (docs/security.md). nil: no user namespaces.
+	UserNS UserNSRanges
+}
+
+// UserNSRanges hands out the host id ranges of sandboxes' user namespaces.
+type UserNSRanges interface {
+	// Range is sandbox id's range, the same at every start until Release.
+	Range(ctx context.Context, id string) (runtime.IDRange, error)
+	Release(ctx context.Context, id string) error
 }
 
 // Host creates, recovers and destroys sandboxes on this machine. Each job
@@ -93,7 +105,8 @@ func New(c Config) *Host {
 	nets := &sandboxNetworks{networks: c.Network, sockets: sockets}
 	memory := &memoryImages{dir: images, runtime: c.Runtime, pool: pool, syncs: writeBacks, sockets: sockets, log: c.Log}
 	launch := &launcher{runtime: c.Runtime, sockets: sockets, logDir: c.LogDir, agentBinary: c.AgentBinary,
-		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges}
+		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges,
+		userns: c.UserNS}
 	memory.specs = launch
 	return &Host{
 		lifecycle: &lifecycle{pool: pool, runtime: c.Runtime, launch: launch, sockets: sockets, net: nets,

@@ -94,6 +94,7 @@ type launcher struct {
 	restorer    imageRestorer
 	// noNewPrivileges: see Config.NoNewPrivileges.
 	noNewPrivileges func(template string) bool
+	userns          UserNSRanges
 }
 
 // start starts the sandbox's processes on root, or restores them from the
@@ -110,6 +111,13 @@ func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.S
 		}
 		return st, nil
 	}
+	if l.usesUserNS(spec.Runtime) {
+		r, err := l.userns.Range(ctx, spec.ID)
+		if err != nil {
+			return runtime.Status{}, fmt.Errorf("user namespace: %w", err)
+		}
+		rs.UserNS = &r
+	}
 	var st runtime.Status
 	if c, ok := l.runtime.(runtimeChooser); ok {
 		st, err = c.StartOn(ctx, spec.Runtime, rs)
@@ -120,6 +128,27 @@ func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.S
 		return runtime.Status{}, fmt.Errorf("start sandbox: %w", err)
 	}
 	return st, nil
+}
+
+// usesUserNS says whether a sandbox on the runtime named name ("" the
+// default) starts in a user namespace: when they are on and the runtime
+// can.
+func (l *launcher) usesUserNS(name string) bool {
+	if l.userns == nil {
+		return false
+	}
+	if set, ok := l.runtime.(interface {
+		CapabilitiesOf(name string) (runtime.Capabilities, bool)
+		Name() string
+	}); ok {
+		if name == "" {
+			name = set.Name()
+		}
+		caps, ok := set.CapabilitiesOf(name)
+		return ok && caps.UserNS
+	}
+	rt, ok := l.runtime.(interface{ Capabilities() runtime.Capabilities })
+	return ok && rt.Capabilities().UserNS
 }
 
 // runtimeSpec is what the runtime is told to run for spec on root.

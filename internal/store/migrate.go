@@ -232,6 +232,11 @@ var migrations = []string{
 	// 50: an auto-pause may keep only the files (E2B's autoPauseMemory:
 	// false).
 	`ALTER TABLE sandboxes ADD COLUMN auto_pause_files_only INTEGER NOT NULL DEFAULT 0`,
+	// 51: the block of host ids (slot × 65536 above the configured base)
+	// each sandbox's user namespace maps to, kept across restarts so that
+	// a restarted sandbox's processes keep their host uid. Warm-pool
+	// sandboxes have no sandboxes row yet, hence no foreign key.
+	`CREATE TABLE userns_slots (slot INTEGER PRIMARY KEY, sandbox_id TEXT NOT NULL UNIQUE)`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -42,7 +42,8 @@ const readConns = 4
 // sandboxTable (sandboxes.go, sandbox_lineage.go, the policy in network.go),
 // snapshotTable (snapshots.go), historyTables (events, lineage edges and
 // tool calls: events.go, lineage.go, toolcalls.go), templateTable
-// (templates.go), networkEventTable (network.go) and keyTable (keys.go).
+// (templates.go), networkEventTable (network.go), keyTable (keys.go) and
+// usernsTable (userns.go).
 type Store struct {
 	*conns
 	sandboxTable
@@ -51,6 +52,7 @@ type Store struct {
 	templateTable
 	networkEventTable
 	keyTable
+	usernsTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -68,6 +70,7 @@ type (
 	templateTable     struct{ *conns }
 	networkEventTable struct{ *conns }
 	keyTable          struct{ *conns }
+	usernsTable       struct{ *conns }
 )
 
 func newStore(c *conns) *Store {
@@ -79,6 +82,7 @@ func newStore(c *conns) *Store {
 		templateTable:     templateTable{c},
 		networkEventTable: networkEventTable{c},
 		keyTable:          keyTable{c},
+		usernsTable:       usernsTable{c},
 	}
 }
 

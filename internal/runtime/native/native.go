@@ -109,9 +109,10 @@ func New(opts Options) (*Runtime, error) {
 func (r *Runtime) Name() string { return "native" }
 
 // Capabilities: the freezer gives Pause; memory cannot be checkpointed
-// (no CRIU); each sandbox has its own network namespace.
+// (no CRIU); each sandbox has its own network namespace, and may have its
+// own user namespace.
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{Pause: true, MemorySnapshot: false, Network: true}
+	return runtime.Capabilities{Pause: true, MemorySnapshot: false, Network: true, UserNS: true}
 }
 
 // List returns the ids of every sandbox with a state directory, whatever its
