@@ -21,7 +21,19 @@ func (u usernsRanges) Range(ctx context.Context, id string) (runtime.IDRange, er
 	if err != nil {
 		return runtime.IDRange{}, err
 	}
-	return runtime.IDRange{HostID: u.base + uint32(slot)*config.UserNSSize, Size: config.UserNSSize}, nil
+	return u.of(slot), nil
+}
+
+func (u usernsRanges) Lookup(ctx context.Context, id string) (runtime.IDRange, bool, error) {
+	slot, ok, err := u.store.UserNSSlotOf(ctx, id)
+	if err != nil || !ok {
+		return runtime.IDRange{}, false, err
+	}
+	return u.of(slot), true, nil
+}
+
+func (u usernsRanges) of(slot int) runtime.IDRange {
+	return runtime.IDRange{HostID: u.base + uint32(slot)*config.UserNSSize, Size: config.UserNSSize}
 }
 
 func (u usernsRanges) Release(ctx context.Context, id string) error {

@@ -63,6 +63,8 @@ type Config struct {
 type UserNSRanges interface {
 	// Range is sandbox id's range, the same at every start until Release.
 	Range(ctx context.Context, id string) (runtime.IDRange, error)
+	// Lookup is sandbox id's range if it has one, allocating nothing.
+	Lookup(ctx context.Context, id string) (runtime.IDRange, bool, error)
 	Release(ctx context.Context, id string) error
 }
 
@@ -96,7 +98,7 @@ type Host struct {
 // New makes a Host of c's parts.
 func New(c Config) *Host {
 	pool := &volumes{st: c.Storage}
-	sockets := agentSockets{runDir: c.RunDir, readyTimeout: c.ReadyTimeout, log: c.Log}
+	sockets := agentSockets{runDir: c.RunDir, readyTimeout: c.ReadyTimeout, log: c.Log, userns: c.UserNS}
 	images := memoryDir(c.MemoryDir)
 	writeBacks := &writeBackTickets{paths: c.Storage, log: c.Log}
 	if dr, ok := c.Runtime.(runtime.DirtyReader); ok {

@@ -22,6 +22,9 @@ type agentSockets struct {
 	// to connect (0: 10 s).
 	readyTimeout time.Duration
 	log          *slog.Logger
+	// userns: the sandboxes' user namespace ranges, whose root's uid
+	// may dial in (nil: none).
+	userns UserNSRanges
 }
 
 func (a agentSockets) timeout() time.Duration {
@@ -43,6 +46,16 @@ func (a agentSockets) listen(ctx context.Context, id string) (*agentconn.Conn, e
 	conn, err := agentconn.Listen(ctx, filepath.Join(sockDir, AgentSocketName), a.log.With("sandbox", id))
 	if err != nil {
 		return nil, fmt.Errorf("listen for agent: %w", err)
+	}
+	if a.userns != nil {
+		r, ok, err := a.userns.Lookup(ctx, id)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("user namespace of %s: %w", id, err)
+		}
+		if ok {
+			conn.AllowRoot(r.HostID)
+		}
 	}
 	return conn, nil
 }

@@ -51,3 +51,16 @@ func (s usernsTable) ReleaseUserNSSlot(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// UserNSSlotOf returns sandbox id's slot, if it has one.
+func (s usernsTable) UserNSSlotOf(ctx context.Context, id string) (int, bool, error) {
+	var slot int
+	err := s.r.QueryRowContext(ctx, `SELECT slot FROM userns_slots WHERE sandbox_id = ?`, id).Scan(&slot)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read user namespace slot of %s: %w", id, dbErr(err))
+	}
+	return slot, true, nil
+}

@@ -35,6 +35,9 @@ func TestUserNSSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if _, ok, err := s.UserNSSlotOf(ctx, "b"); ok || err != nil {
+		t.Errorf("released b still has a slot (%v)", err)
+	}
 	if d := get("d"); d != 1 {
 		t.Errorf("after releasing b's slot 1, d got %d; want 1", d)
 	}
