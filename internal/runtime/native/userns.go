@@ -125,6 +125,10 @@ func (r *Runtime) removeUserNS(id string) error {
 			return fmt.Errorf("remove %s: %w", p, err)
 		}
 	}
+	// The runtime's own directory goes with its last sandbox (it fails,
+	// harmlessly, while others remain): nothing is left in /run by a
+	// daemon whose sandboxes are all gone.
+	_ = os.Remove(r.usernsDir)
 	return nil
 }
 
