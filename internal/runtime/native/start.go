@@ -34,8 +34,14 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 	defer unlock()
 	r.forget(spec.ID)
 
+	var ns *os.File
 	if spec.UserNS != nil {
-		root, err := r.idmappedRoot(spec.ID, spec.RootFS, *spec.UserNS)
+		var err error
+		if ns, err = openUserNS(*spec.UserNS); err != nil {
+			return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
+		}
+		defer ns.Close()
+		root, err := r.idmappedRoot(spec.ID, spec.RootFS, ns)
 		if err != nil {
 			_ = r.removeUserNS(spec.ID)
 			return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
@@ -46,6 +52,9 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 	if err != nil {
 		_ = r.removeUserNS(spec.ID)
 		return runtime.Status{}, fmt.Errorf("sandbox %s: build container config: %w: %w", spec.ID, err, errdefs.ErrInvalid)
+	}
+	if ns != nil {
+		idmapMountsWith(cfg, ns)
 	}
 	c, err := libcontainer.Create(r.stateDir, spec.ID, cfg)
 	if errors.Is(err, libcontainer.ErrExist) {

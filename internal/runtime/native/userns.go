@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/runtime"
@@ -56,10 +57,11 @@ func fnv64(s string) uint64 {
 
 func (r *Runtime) usernsSandboxDir(id string) string { return filepath.Join(r.usernsDir, id) }
 
-// idmappedRoot mounts rootfs, idmapped by u, at <usernsDir>/<id>/root and
-// returns that path. The directories it makes are searchable by anyone and
-// readable by no one but root; a mount left by a crashed start is replaced.
-func (r *Runtime) idmappedRoot(id, rootfs string, u runtime.IDRange) (string, error) {
+// idmappedRoot mounts rootfs, idmapped by the user namespace ns, at
+// <usernsDir>/<id>/root and returns that path. The directories it makes
+// are searchable by anyone and readable by no one but root; a mount left by
+// a crashed start is replaced.
+func (r *Runtime) idmappedRoot(id, rootfs string, ns *os.File) (string, error) {
 	dir := r.usernsSandboxDir(id)
 	target := filepath.Join(dir, usernsRootName)
 	if err := mkdir0711(filepath.Dir(r.usernsDir), r.usernsDir, dir, target); err != nil {
@@ -67,11 +69,6 @@ func (r *Runtime) idmappedRoot(id, rootfs string, u runtime.IDRange) (string, er
 	}
 	// A leftover from a start that did not finish: never stack mounts.
 	_ = unix.Unmount(target, unix.MNT_DETACH)
-	ns, err := openUserNS(u)
-	if err != nil {
-		return "", err
-	}
-	defer ns.Close()
 	tree, err := unix.OpenTree(unix.AT_FDCWD, rootfs, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return "", fmt.Errorf("clone the mount of %s: %w", rootfs, err)
@@ -100,6 +97,19 @@ func mkdir0711(paths ...string) error {
 		}
 	}
 	return nil
+}
+
+// idmapMountsWith makes cfg's idmapped mounts take their mapping from ns,
+// the namespace the root's was made with: libcontainer would otherwise
+// spawn a process of its own to make one more (a few ms of every start).
+// libcontainer opens the path in this process, at Start only.
+func idmapMountsWith(cfg *configs.Config, ns *os.File) {
+	for _, m := range cfg.Mounts {
+		if m.IsIDMapped() {
+			m.IDMapping.UserNSPath = "/proc/self/fd/" + strconv.Itoa(int(ns.Fd()))
+			m.IDMapping.UIDMappings, m.IDMapping.GIDMappings = nil, nil
+		}
+	}
 }
 
 // removeUserNS unmounts sandbox id's idmapped root and removes its
