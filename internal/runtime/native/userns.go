@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"unsafe"
 
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"golang.org/x/sys/unix"
@@ -14,7 +15,7 @@ import (
 )
 
 // #include <stdlib.h>
-// int warren_userns_spawn(void);
+// int warren_userns_spawn(void **stack);
 import "C"
 
 // A sandbox started with a user namespace (runtime.Spec.UserNS) sees its
@@ -146,7 +147,8 @@ func (r *Runtime) removeUserNS(id string) error {
 // MOUNT_ATTR_IDMAP. The namespace lives as long as a mount or fd holds it;
 // the process made to create it is gone when this returns.
 func openUserNS(u runtime.IDRange) (*os.File, error) {
-	pid, errno := C.warren_userns_spawn()
+	var stack unsafe.Pointer
+	pid, errno := C.warren_userns_spawn(&stack)
 	if pid < 0 {
 		return nil, fmt.Errorf("clone a user namespace: %w", errno)
 	}
@@ -155,9 +157,11 @@ func openUserNS(u runtime.IDRange) (*os.File, error) {
 		var ws unix.WaitStatus
 		for {
 			if _, err := unix.Wait4(int(pid), &ws, 0, nil); !errors.Is(err, unix.EINTR) {
-				return
+				break
 			}
 		}
+		// Reaped: nothing runs on the child's stack any more.
+		C.free(stack)
 	}()
 	m := fmt.Appendf(nil, "0 %d %d\n", u.HostID, u.Size)
 	proc := "/proc/" + strconv.Itoa(int(pid))
