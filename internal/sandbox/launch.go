@@ -164,6 +164,21 @@ func (l *launcher) usesUserNS(name string) bool {
 	return ok && rt.Capabilities().UserNS
 }
 
+// reserveUserNS gives a new sandbox that will run in a user namespace its
+// range (released by undo) and lets its root's host uid dial conn.
+func (l *launcher) reserveUserNS(ctx context.Context, spec Spec, conn *agentconn.Conn, undo *cleanups) error {
+	if !l.usesUserNS(spec.Runtime) {
+		return nil
+	}
+	r, err := l.userns.Range(ctx, spec.ID)
+	if err != nil {
+		return fmt.Errorf("user namespace: %w", err)
+	}
+	undo.add("release user namespace range", func(ctx context.Context) error { return l.userns.Release(ctx, spec.ID) })
+	conn.AllowRoot(r.HostID)
+	return nil
+}
+
 // runtimeSpec is what the runtime is told to run for spec on root.
 func (l *launcher) runtimeSpec(spec Spec, root string) (runtime.Spec, error) {
 	logPath := ""

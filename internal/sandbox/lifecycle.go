@@ -110,13 +110,8 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 	if spec.Hibernate {
 		return l.createHibernated(spec, conn, &undo)
 	}
-	if l.launch.usesUserNS(spec.Runtime) {
-		r, err := l.launch.userns.Range(ctx, spec.ID)
-		if err != nil {
-			return nil, fmt.Errorf("user namespace: %w", err)
-		}
-		undo.add("release user namespace range", func(ctx context.Context) error { return l.launch.userns.Release(ctx, spec.ID) })
-		conn.AllowRoot(r.HostID)
+	if err := l.launch.reserveUserNS(ctx, spec, conn, &undo); err != nil {
+		return nil, err
 	}
 	st, err := l.launch.start(ctx, spec, root)
 	if err != nil {

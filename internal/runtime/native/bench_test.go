@@ -121,13 +121,13 @@ func BenchmarkIdmappedRoot(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, err = r.idmappedRoot("bench", rootfs, ns)
+		_, err = r.roots.mount("bench", rootfs, ns)
 		ns.Close()
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		if err := r.removeUserNS("bench"); err != nil {
+		if err := r.roots.remove("bench"); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -42,14 +42,14 @@ const (
 // bootIDPath is where the boot id of sandbox id is kept under stateDir.
 func bootIDPath(stateDir, id string) string { return filepath.Join(stateDir, id, bootIDFile) }
 
-// bootIDFile is where spec's boot id is kept: in the state directory, or,
+// bootIDSource is where spec's boot id is kept: in the state directory, or,
 // for a sandbox in a user namespace, whose root cannot search the state
 // directory to mount it, beside its idmapped root (userns.go).
-func (r *Runtime) bootIDFile(spec runtime.Spec) string {
+func bootIDSource(stateDir string, roots idmappedRoots, spec runtime.Spec) string {
 	if spec.UserNS != nil {
-		return filepath.Join(r.usernsSandboxDir(spec.ID), usernsBootIDName)
+		return filepath.Join(roots.dir(spec.ID), usernsBootIDName)
 	}
-	return bootIDPath(r.stateDir, spec.ID)
+	return bootIDPath(stateDir, spec.ID)
 }
 
 // bootIDHook is the createContainer hook that mounts src over the sandbox's

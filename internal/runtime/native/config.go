@@ -41,7 +41,7 @@ func (r *Runtime) buildConfig(spec runtime.Spec) (*configs.Config, error) {
 	}
 	// Sandboxes must outlive the daemon: no parent-death signal.
 	cfg.ParentDeathSignal = 0
-	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(r.bootIDFile(spec))}}
+	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(bootIDSource(r.stateDir, r.roots, spec))}}
 	return cfg, nil
 }
 

@@ -53,7 +53,7 @@ type Options struct {
 type Runtime struct {
 	stateDir     string
 	cgroupParent string
-	usernsDir    string
+	roots        idmappedRoots
 	log          *slog.Logger
 	host         hostFacts
 	locks        keylock.Locks
@@ -99,7 +99,7 @@ func New(opts Options) (*Runtime, error) {
 	return &Runtime{
 		stateDir:     opts.StateDir,
 		cgroupParent: opts.CgroupParent,
-		usernsDir:    opts.UserNSDir,
+		roots:        idmappedRoots(opts.UserNSDir),
 		log:          opts.Logger.With("runtime", "native"),
 		host:         host,
 	}, nil

@@ -214,7 +214,7 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		if _, serr := os.Stat(dir); serr != nil {
 			// An idmapped root can outlive the state (a start killed
 			// between the two): it goes, the answer stays NotFound.
-			if uerr := r.removeUserNS(id); uerr != nil {
+			if uerr := r.roots.remove(id); uerr != nil {
 				r.log.Warn("remove idmapped root", "sandbox", id, "err", uerr)
 			}
 			return err

@@ -41,16 +41,16 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 			return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
 		}
 		defer ns.Close()
-		root, err := r.idmappedRoot(spec.ID, spec.RootFS, ns)
+		root, err := r.roots.mount(spec.ID, spec.RootFS, ns)
 		if err != nil {
-			_ = r.removeUserNS(spec.ID)
+			_ = r.roots.remove(spec.ID)
 			return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
 		}
 		spec.RootFS = root
 	}
 	cfg, err := r.buildConfig(spec)
 	if err != nil {
-		_ = r.removeUserNS(spec.ID)
+		_ = r.roots.remove(spec.ID)
 		return runtime.Status{}, fmt.Errorf("sandbox %s: build container config: %w: %w", spec.ID, err, errdefs.ErrInvalid)
 	}
 	if ns != nil {
@@ -64,11 +64,11 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 	}
 	if err != nil {
 		// Create makes the state directory last; nothing else to undo.
-		_ = r.removeUserNS(spec.ID)
+		_ = r.roots.remove(spec.ID)
 		return runtime.Status{}, fmt.Errorf("sandbox %s: create container: %w", spec.ID, err)
 	}
 
-	proc, err := r.bootAndRun(c, spec, r.bootIDFile(spec))
+	proc, err := r.bootAndRun(c, spec, bootIDSource(r.stateDir, r.roots, spec))
 	if err != nil {
 		if cerr := r.teardown(c); cerr != nil {
 			r.log.Warn("undo failed start", "sandbox", spec.ID, "err", cerr)

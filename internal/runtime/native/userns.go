@@ -56,16 +56,19 @@ func fnv64(s string) uint64 {
 	return h
 }
 
-func (r *Runtime) usernsSandboxDir(id string) string { return filepath.Join(r.usernsDir, id) }
+// idmappedRoots is the directory of a runtime's idmapped roots.
+type idmappedRoots string
 
-// idmappedRoot mounts rootfs, idmapped by the user namespace ns, at
+func (d idmappedRoots) dir(id string) string { return filepath.Join(string(d), id) }
+
+// mount mounts rootfs, idmapped by the user namespace ns, at
 // <usernsDir>/<id>/root and returns that path. The directories it makes
 // are searchable by anyone and readable by no one but root; a mount left by
 // a crashed start is replaced.
-func (r *Runtime) idmappedRoot(id, rootfs string, ns *os.File) (string, error) {
-	dir := r.usernsSandboxDir(id)
+func (d idmappedRoots) mount(id, rootfs string, ns *os.File) (string, error) {
+	dir := d.dir(id)
 	target := filepath.Join(dir, usernsRootName)
-	if err := mkdir0711(filepath.Dir(r.usernsDir), r.usernsDir, dir, target); err != nil {
+	if err := mkdir0711(filepath.Dir(string(d)), string(d), dir, target); err != nil {
 		return "", err
 	}
 	// A leftover from a start that did not finish: never stack mounts.
@@ -113,10 +116,10 @@ func idmapMountsWith(cfg *configs.Config, ns *os.File) {
 	}
 }
 
-// removeUserNS unmounts sandbox id's idmapped root and removes its
+// remove unmounts sandbox id's idmapped root and removes its
 // directory; a sandbox without one is left as it is.
-func (r *Runtime) removeUserNS(id string) error {
-	dir := r.usernsSandboxDir(id)
+func (d idmappedRoots) remove(id string) error {
+	dir := d.dir(id)
 	target := filepath.Join(dir, usernsRootName)
 	// Unmount every layer (a crashed start may have stacked one); EINVAL
 	// says nothing is mounted there any more.
@@ -139,7 +142,7 @@ func (r *Runtime) removeUserNS(id string) error {
 	// The runtime's own directory goes with its last sandbox (it fails,
 	// harmlessly, while others remain): nothing is left in /run by a
 	// daemon whose sandboxes are all gone.
-	_ = os.Remove(r.usernsDir)
+	_ = os.Remove(string(d))
 	return nil
 }
 

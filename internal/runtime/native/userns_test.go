@@ -70,7 +70,7 @@ func TestUserNS(t *testing.T) {
 	}
 	// On disk the files keep their in-sandbox owners; through the
 	// sandbox's idmapped root the host sees the mapped ids.
-	mapped := filepath.Join(r.usernsSandboxDir(b.Spec.ID), usernsRootName)
+	mapped := filepath.Join(r.roots.dir(b.Spec.ID), usernsRootName)
 	for _, c := range []struct {
 		path string
 		uid  uint32
@@ -90,7 +90,7 @@ func TestUserNS(t *testing.T) {
 	if err := r.Destroy(t.Context(), b.Spec.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(r.usernsSandboxDir(b.Spec.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(r.roots.dir(b.Spec.ID)); !os.IsNotExist(err) {
 		t.Errorf("the idmapped root's directory outlived Destroy: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(rootfs, "made-by-root")); err != nil {
