@@ -1,6 +1,8 @@
 package native
 
 import (
+	"path/filepath"
+
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -103,7 +105,11 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 		},
 	}
 	if spec.UserNS != nil {
-		inUserNS(out, *spec.UserNS, spec.NetNS != "")
+		sys := ""
+		if spec.NetNS != "" {
+			sys = filepath.Join(r.roots.dir(spec.ID), usernsSysfsName)
+		}
+		inUserNS(out, *spec.UserNS, sys)
 	}
 	return out
 }
@@ -112,8 +118,10 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 // to u's host range. Bind mounts are idmapped with the same map, so the
 // host's root-owned agent binary, socket directory and resolv.conf are
 // root's inside, as they are without a namespace. (The root filesystem is
-// idmapped by Start: see userns.go.)
-func inUserNS(s *specs.Spec, u runtime.IDRange, joinsNetNS bool) {
+// idmapped by Start: see userns.go.) sysfs, if not "", is the sysfs mount
+// Start made for a sandbox joining a network namespace (sysfs.go): a bind
+// of it stands for the sysfs mount the kernel would refuse.
+func inUserNS(s *specs.Spec, u runtime.IDRange, sysfs string) {
 	m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: u.HostID, Size: u.Size}}
 	s.Linux.UIDMappings = m
 	s.Linux.GIDMappings = m
@@ -122,14 +130,10 @@ func inUserNS(s *specs.Spec, u runtime.IDRange, joinsNetNS bool) {
 		switch {
 		case mnt.Type == "bind":
 			s.Mounts[i].Options = append(mnt.Options, "idmap")
-		case mnt.Type == "sysfs" && joinsNetNS:
-			// The kernel lets a user namespace mount sysfs only over a
-			// network namespace it owns, and a networked sandbox joins
-			// one the daemon made. The host's /sys, read-only through and
-			// through, stands in (as with rootless containers): it shows
-			// the host's network interfaces under /sys/class/net.
-			s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: "/sys",
-				Options: []string{"rbind", "nosuid", "noexec", "nodev", "rro"}}
+		case mnt.Type == "sysfs" && sysfs != "":
+			// sysfs has no idmapped mounts; it is read-only anyway.
+			s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: sysfs,
+				Options: []string{"bind", "nosuid", "noexec", "nodev", "ro"}}
 		}
 	}
 }

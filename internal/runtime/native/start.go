@@ -47,6 +47,12 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 			return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
 		}
 		spec.RootFS = root
+		if spec.NetNS != "" {
+			if _, err := r.roots.sysfs(spec.ID, spec.NetNS); err != nil {
+				_ = r.roots.remove(spec.ID)
+				return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
+			}
+		}
 	}
 	cfg, err := r.buildConfig(spec)
 	if err != nil {

@@ -90,6 +90,20 @@ func (d idmappedRoots) mount(id, rootfs string, ns *os.File) (string, error) {
 	return target, nil
 }
 
+// unmountAll unmounts every layer at path (a crashed start may have
+// stacked one); EINVAL says nothing is mounted there any more.
+func unmountAll(path string) error {
+	for {
+		err := unix.Unmount(path, unix.MNT_DETACH)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("unmount %s: %w", path, err)
+		}
+	}
+}
+
 func mkdir0711(paths ...string) error {
 	for _, p := range paths {
 		if err := os.Mkdir(p, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
@@ -121,20 +135,15 @@ func idmapMountsWith(cfg *configs.Config, ns *os.File) {
 func (d idmappedRoots) remove(id string) error {
 	dir := d.dir(id)
 	target := filepath.Join(dir, usernsRootName)
-	// Unmount every layer (a crashed start may have stacked one); EINVAL
-	// says nothing is mounted there any more.
-	for {
-		err := unix.Unmount(target, unix.MNT_DETACH)
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("unmount %s: %w", target, err)
+	sys := filepath.Join(dir, usernsSysfsName)
+	for _, m := range []string{target, sys} {
+		if err := unmountAll(m); err != nil {
+			return err
 		}
 	}
 	// Never RemoveAll here: through a mount it would delete the sandbox's
 	// files. Plain removes fail on anything unexpected instead.
-	for _, p := range []string{filepath.Join(dir, usernsBootIDName), target, dir} {
+	for _, p := range []string{filepath.Join(dir, usernsBootIDName), target, sys, dir} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", p, err)
 		}
