@@ -161,9 +161,10 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()
 	}
-	if cfg.UserNS {
-		hostCfg.UserNS = usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots}
-	}
+	// Always: a sandbox started with --userns is recovered (and freed)
+	// by a daemon started without it.
+	hostCfg.UserNS = usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots}
+	hostCfg.UserNSOn = cfg.UserNS
 	d.Host = sandbox.New(hostCfg)
 	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(session.Config{

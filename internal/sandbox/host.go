@@ -53,10 +53,14 @@ type Config struct {
 	// no_new_privs (setuid binaries such as sudo then raise nothing); it
 	// is asked at every start. nil: never.
 	NoNewPrivileges func(template string) bool
-	// UserNS, if set, starts every sandbox whose runtime can
-	// (Capabilities().UserNS) in a user namespace over the host id range
-	// it hands out (docs/security.md). nil: no user namespaces.
-	UserNS UserNSRanges
+	// UserNS holds the host id ranges of sandboxes' user namespaces. With
+	// UserNSOn every sandbox whose runtime can (Capabilities().UserNS)
+	// starts in one (docs/security.md); without, new starts have none, but
+	// a sandbox started with one while it was on is still recovered (its
+	// agent dials from its range) and its range freed at destroy. nil:
+	// neither.
+	UserNS   UserNSRanges
+	UserNSOn bool
 }
 
 // UserNSRanges hands out the host id ranges of sandboxes' user namespaces.
@@ -108,7 +112,7 @@ func New(c Config) *Host {
 	memory := &memoryImages{dir: images, runtime: c.Runtime, pool: pool, syncs: writeBacks, sockets: sockets, log: c.Log}
 	launch := &launcher{runtime: c.Runtime, sockets: sockets, logDir: c.LogDir, agentBinary: c.AgentBinary,
 		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges,
-		userns: c.UserNS}
+		userns: c.UserNS, usernsOn: c.UserNSOn}
 	memory.specs = launch
 	return &Host{
 		lifecycle: &lifecycle{pool: pool, runtime: c.Runtime, launch: launch, sockets: sockets, net: nets,

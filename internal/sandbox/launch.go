@@ -108,6 +108,7 @@ type launcher struct {
 	// noNewPrivileges: see Config.NoNewPrivileges.
 	noNewPrivileges func(template string) bool
 	userns          UserNSRanges
+	usernsOn        bool
 }
 
 // start starts the sandbox's processes on root, or restores them from the
@@ -147,7 +148,7 @@ func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.S
 // default) starts in a user namespace: when they are on and the runtime
 // can.
 func (l *launcher) usesUserNS(name string) bool {
-	if l.userns == nil {
+	if l.userns == nil || !l.usernsOn {
 		return false
 	}
 	if set, ok := l.runtime.(interface {

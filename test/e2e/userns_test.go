@@ -23,7 +23,8 @@ const usernsBase = 3_100_000_000
 // (the host's view of the subvolume), the mapped uid through the sandbox's
 // idmapped root; the files API writes with the owners a sandbox without a
 // namespace gets; snapshot, fork (a range of its own), rollback and a
-// daemon restart keep all of it.
+// daemon restart keep all of it, and so does a restart without --userns,
+// whose new sandboxes have no namespace.
 func TestUserNS(t *testing.T) {
 	t.Parallel()
 	d := busyboxDaemon(t, "--userns", "--userns-base", strconv.Itoa(usernsBase))
@@ -115,6 +116,25 @@ func TestUserNS(t *testing.T) {
 	}
 	if got := hostUIDs(t, initPID(t, d.dataDir, id)); got != first {
 		t.Errorf("after a daemon restart PID 1 runs as %d; want %d", got, first)
+	}
+	// Turned off: the namespaced sandbox is recovered as it is, and a new
+	// one has no namespace.
+	d.stop(syscall.SIGKILL)
+	d.args = []string{"--userns-base", strconv.Itoa(usernsBase)}
+	d.start()
+	if got := strings.TrimSpace(execAs(t, ctx, c, id, "root", "id -u").Stdout); got != "0" {
+		t.Errorf("after a restart without --userns: %q", got)
+	}
+	plain, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (Unless the whole suite runs with WARREN_USERNS set.)
+	if got := hostUIDs(t, initPID(t, d.dataDir, plain.SandboxID)); got != 0 && os.Getenv("WARREN_USERNS") == "" {
+		t.Errorf("a sandbox made without --userns runs as host uid %d; want 0", got)
+	}
+	if err := c.Sandboxes.Delete(ctx, plain.SandboxID); err != nil {
+		t.Fatal(err)
 	}
 	if err := c.Sandboxes.Delete(ctx, fork); err != nil {
 		t.Fatal(err)
