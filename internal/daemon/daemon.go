@@ -157,14 +157,13 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		NoNewPrivileges: func(template string) bool {
 			return noNewPrivileges(cfg.NoNewPrivileges, d.Store, template, log)
 		},
+		// Set without --userns too: its sandboxes are recovered and freed.
+		UserNS:   usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots},
+		UserNSOn: cfg.UserNS,
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()
 	}
-	// Always: a sandbox started with --userns is recovered (and freed)
-	// by a daemon started without it.
-	hostCfg.UserNS = usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots}
-	hostCfg.UserNSOn = cfg.UserNS
 	d.Host = sandbox.New(hostCfg)
 	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(session.Config{
