@@ -3,6 +3,7 @@ package native
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,16 +45,9 @@ const (
 // ends every sandbox anyway, leaves nothing mounted), one directory per
 // state directory so that several daemons on one host keep apart.
 func usernsDirFor(stateDir string) string {
-	return filepath.Join("/run/warren-userns", strconv.FormatUint(fnv64(stateDir), 16))
-}
-
-func fnv64(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
+	h := fnv.New64a()
+	h.Write([]byte(stateDir))
+	return filepath.Join("/run/warren-userns", strconv.FormatUint(h.Sum64(), 16))
 }
 
 // idmappedRoots is the directory of a runtime's idmapped roots.
