@@ -52,12 +52,14 @@ type benchRun struct {
 	debug      bool
 	placement  bench.PlacementOptions
 	fleet      bench.FleetOptions
+	userns     bench.UserNSOptions
 }
 
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), egress (the egress proxy: intercepted vs spliced HTTPS, spliced vs direct downloads), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), egress (the egress proxy: intercepted vs spliced HTTPS, spliced vs direct downloads), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all), userns (create and fork with and without --userns) or all")
+	f.IntVar(&b.userns.Rounds, "userns-rounds", 30, "userns: creates and forks timed with and without user namespaces")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
 	f.StringVar(&b.plot, "plot", "", "also draw every figure's distribution (min–max, p50–p90, p99, log scale) into this SVG file")
@@ -113,12 +115,12 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "transfer", "density", "tools", "network", "egress", "gvisor", "placement", "fleet", "fairshare", "all":
+	case "core", "snapshots", "transfer", "density", "tools", "network", "egress", "gvisor", "placement", "fleet", "fairshare", "userns", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, egress, gvisor, placement, fleet, fairshare or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, egress, gvisor, placement, fleet, fairshare, userns or all", b.suite)
 	}
 	if b.quick {
-		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN)
+		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN, &b.userns.Rounds)
 		if !cmd.Flags().Changed("placement-decisions") {
 			b.placement.Decisions = 200
 		}
@@ -309,6 +311,11 @@ func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer
 			o.DataDir = dataDir
 			return bench.RunFairShare(ctx, o)
 		}},
+		{"userns", func(dataDir string) (any, error) {
+			o := b.userns
+			o.Options, o.DataDir = opts, dataDir
+			return bench.RunUserNS(ctx, o)
+		}},
 	}
 	out := map[string]any{}
 	for _, s := range suites {
@@ -355,7 +362,7 @@ func reportOf(suite string, out map[string]any) any {
 // quickSizes shrinks every suite to a smoke run, leaving alone what the
 // command line set explicitly.
 func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOptions, transfer *bench.TransferOptions, tools *bench.ToolsOptions,
-	network *bench.NetworkOptions, gvisor *bench.GVisorOptions, densityN *int) {
+	network *bench.NetworkOptions, gvisor *bench.GVisorOptions, densityN, userns *int) {
 	set := func(name string, p *int, v int) {
 		if !cmd.Flags().Changed(name) {
 			*p = v
@@ -371,6 +378,7 @@ func quickSizes(cmd *cobra.Command, opts *bench.Options, snap *bench.SnapshotOpt
 	set("execs-each", &opts.ExecsEach, 5)
 	set("file-ops", &opts.FileOps, 5)
 	set("fork-rounds", &opts.ForkRounds, 1)
+	set("userns-rounds", userns, 3)
 	set("files", &snap.Files, 500)
 	set("workspace-mb", &snap.WorkspaceMB, 8)
 	set("turns", &snap.Turns, 6)

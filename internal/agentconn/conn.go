@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -59,6 +60,7 @@ type Conn struct {
 	closed  bool
 
 	acceptDone chan struct{}
+	nsRoot     atomic.Int64 // see AllowRoot; 0: none
 	process    agentv1connect.ProcessServiceClient
 	files      agentv1connect.FilesServiceClient
 	tools      agentv1connect.ToolsServiceClient
@@ -166,7 +168,7 @@ func (c *Conn) acceptLoop() {
 			time.Sleep(50 * time.Millisecond) // e.g. EMFILE: do not spin
 			continue
 		}
-		if uid, ok := peerUID(nc); !ok || uid != 0 {
+		if uid, ok := peerUID(nc); !ok || !c.rootUID(uid) {
 			c.log.Warn("refused an agent connection from a non-root peer", "uid", uid, "known", ok)
 			nc.Close()
 			continue
@@ -174,6 +176,22 @@ func (c *Conn) acceptLoop() {
 		c.adopt(nc)
 	}
 }
+
+// rootUID says whether uid is root's: the host's, or that of the
+// sandbox's root in its user namespace (AllowRoot).
+func (c *Conn) rootUID(uid int) bool {
+	if uid == 0 {
+		return true
+	}
+	r := c.nsRoot.Load()
+	return r > 0 && int64(uid) == r
+}
+
+// AllowRoot accepts agent connections from uid too: the host uid of the
+// sandbox's root when it runs in a user namespace. That uid is the
+// sandbox's alone (its range is no one else's), and its unprivileged users
+// have other uids, so the link stays root's.
+func (c *Conn) AllowRoot(uid uint32) { c.nsRoot.Store(int64(uid)) }
 
 // peerUID returns the uid of the process at the other end of a unix
 // connection (SO_PEERCRED: its credentials when it connected).

@@ -118,6 +118,14 @@ type Config struct {
 	// by default, as in E2B, where `user` has passwordless sudo; root in a
 	// sandbox is one API call away anyway (docs/security.md).
 	NoNewPrivileges bool
+	// UserNS starts every native sandbox in a user namespace: its root is
+	// an unprivileged host uid, from a block of UserNSSize ids of its own
+	// (slot n: UserNSBase + n*UserNSSize), recorded in the metadata so that
+	// a restart keeps it; files keep their in-sandbox owners on disk
+	// through idmapped mounts (docs/security.md). Off by default for now.
+	UserNS      bool
+	UserNSBase  uint32
+	UserNSSlots int
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
@@ -159,6 +167,8 @@ func Default() Config {
 		BuildBase:          true,
 		CgroupFavorDynmods: true,
 		CgroupParent:       "warren",
+		UserNSBase:         1 << 31,
+		UserNSSlots:        16384,
 		Network:            defaultNetwork(),
 		Cluster:            defaultCluster(),
 	}
@@ -190,6 +200,9 @@ func Default() Config {
 	if v := os.Getenv("WARREN_NO_NEW_PRIVILEGES"); v != "" {
 		c.NoNewPrivileges = v == "true" || v == "1" || v == "on"
 	}
+	if v := os.Getenv("WARREN_USERNS"); v != "" {
+		c.UserNS = v == "true" || v == "1" || v == "on"
+	}
 	if v := os.Getenv("WARREN_CGROUP_PARENT"); v != "" {
 		c.CgroupParent = v
 	}
@@ -211,6 +224,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--data-dir %q: %w", c.DataDir, err)
 	}
 	c.DataDir = abs
+	if err := c.validateUserNS(); err != nil {
+		return err
+	}
 	if err := c.validateServing(); err != nil {
 		return err
 	}
@@ -388,4 +404,21 @@ func (c *Config) SandboxLogDir() string   { return filepath.Join(c.DataDir, "san
 // were last made under.
 func (c *Config) CgroupParentPath() string {
 	return filepath.Join(c.DataDir, "runtime", "cgroup-parent")
+}
+
+// UserNSSize is how many ids each sandbox's user namespace maps: 0-65535,
+// every uid a Linux distribution hands out.
+const UserNSSize = 65536
+
+// validateUserNS checks that the ranges sit above the host's own users
+// (below 65536) and end before 2^32-1, the kernel's invalid id.
+func (c *Config) validateUserNS() error {
+	if c.UserNSBase < UserNSSize {
+		return fmt.Errorf("--userns-base %d must be at least %d, above the host's own uids: %w", c.UserNSBase, UserNSSize, errdefs.ErrInvalid)
+	}
+	if c.UserNSSlots < 1 || uint64(c.UserNSBase)+uint64(c.UserNSSlots)*UserNSSize > 1<<32-1 {
+		return fmt.Errorf("--userns-slots %d: need at least 1, and base %d + slots × %d must stay below 2^32-1: %w",
+			c.UserNSSlots, c.UserNSBase, UserNSSize, errdefs.ErrInvalid)
+	}
+	return nil
 }

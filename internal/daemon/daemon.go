@@ -169,6 +169,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 			return noNewPrivileges(cfg.NoNewPrivileges, d.Store, template, log)
 		},
 		VolumeMounts: d.Volumes.MountsOf,
+		// Set without --userns too: its sandboxes are recovered and freed.
+		UserNS:   usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots},
+		UserNSOn: cfg.UserNS,
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()

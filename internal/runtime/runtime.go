@@ -71,6 +71,19 @@ type Spec struct {
 	// root, which never holds more than the capability bounding set and
 	// stays under the seccomp filter (docs/security.md).
 	NoNewPrivileges bool
+	// UserNS, if set, runs the sandbox in a user namespace: its ids 0 to
+	// Size-1 are HostID to HostID+Size-1 on the host, so its root is an
+	// unprivileged uid outside. Files keep their in-sandbox ids on disk
+	// (the root filesystem and the mounts are idmapped, not chown'd).
+	// Runtimes that cannot do it refuse the spec (ErrUnsupported).
+	UserNS *IDRange
+}
+
+// IDRange is a block of host uids and gids (the same numbers for both)
+// that a sandbox's ids 0..Size-1 map to.
+type IDRange struct {
+	HostID uint32
+	Size   uint32
 }
 
 // State is the observed state of a sandbox's processes.
@@ -96,6 +109,7 @@ type Capabilities struct {
 	Pause          bool // freeze and thaw all processes
 	MemorySnapshot bool // checkpoint a sandbox's memory
 	Network        bool // per-sandbox network namespace
+	UserNS         bool // Spec.UserNS: a host user namespace per sandbox
 }
 
 // Runtime starts, finds and destroys sandboxes.
@@ -172,6 +186,9 @@ func (spec Spec) Validate() error {
 		if !filepath.IsAbs(m.Destination) || filepath.Clean(m.Destination) == "/" {
 			return fmt.Errorf("mount destination %q must be an absolute path other than /", m.Destination)
 		}
+	}
+	if u := spec.UserNS; u != nil && (u.HostID == 0 || u.Size == 0 || uint64(u.HostID)+uint64(u.Size) > 1<<32-1) {
+		return fmt.Errorf("user namespace range %d+%d must be non-empty, start above 0 and end below 2^32-1", u.HostID, u.Size)
 	}
 	lim := spec.Limits
 	if lim.MemoryBytes < 0 || lim.CPUMillis < 0 || lim.Pids < 0 {

@@ -56,6 +56,23 @@ type Config struct {
 	// VolumeMounts returns the shared volumes a sandbox mounts (bind
 	// mounts, read-write), asked at every start of it. nil: none.
 	VolumeMounts func(ctx context.Context, id string) ([]runtime.Mount, error)
+	// UserNS holds the host id ranges of sandboxes' user namespaces. With
+	// UserNSOn every sandbox whose runtime can (Capabilities().UserNS)
+	// starts in one (docs/security.md); without, new starts have none, but
+	// a sandbox started with one while it was on is still recovered (its
+	// agent dials from its range) and its range freed at destroy. nil:
+	// neither.
+	UserNS   UserNSRanges
+	UserNSOn bool
+}
+
+// UserNSRanges hands out the host id ranges of sandboxes' user namespaces.
+type UserNSRanges interface {
+	// Range is sandbox id's range, the same at every start until Release.
+	Range(ctx context.Context, id string) (runtime.IDRange, error)
+	// Lookup is sandbox id's range if it has one, allocating nothing.
+	Lookup(ctx context.Context, id string) (runtime.IDRange, bool, error)
+	Release(ctx context.Context, id string) error
 }
 
 // Host creates, recovers and destroys sandboxes on this machine. Each job
@@ -88,7 +105,7 @@ type Host struct {
 // New makes a Host of c's parts.
 func New(c Config) *Host {
 	pool := &volumes{st: c.Storage}
-	sockets := agentSockets{runDir: c.RunDir, readyTimeout: c.ReadyTimeout, log: c.Log}
+	sockets := agentSockets{runDir: c.RunDir, readyTimeout: c.ReadyTimeout, log: c.Log, userns: c.UserNS}
 	images := memoryDir(c.MemoryDir)
 	writeBacks := &writeBackTickets{paths: c.Storage, log: c.Log}
 	if dr, ok := c.Runtime.(runtime.DirtyReader); ok {
@@ -98,7 +115,8 @@ func New(c Config) *Host {
 	memory := &memoryImages{dir: images, runtime: c.Runtime, pool: pool, syncs: writeBacks, sockets: sockets, log: c.Log}
 	launch := &launcher{runtime: c.Runtime, sockets: sockets, logDir: c.LogDir, agentBinary: c.AgentBinary,
 		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges,
-		volumeMounts: c.VolumeMounts}
+		volumeMounts: c.VolumeMounts,
+		userns:       c.UserNS, usernsOn: c.UserNSOn}
 	memory.specs = launch
 	return &Host{
 		lifecycle: &lifecycle{pool: pool, runtime: c.Runtime, launch: launch, sockets: sockets, net: nets,

@@ -22,6 +22,9 @@ type agentSockets struct {
 	// to connect (0: 10 s).
 	readyTimeout time.Duration
 	log          *slog.Logger
+	// userns: the sandboxes' user namespace ranges, whose root's uid
+	// may dial in (nil: none).
+	userns UserNSRanges
 }
 
 func (a agentSockets) timeout() time.Duration {
@@ -43,6 +46,16 @@ func (a agentSockets) listen(ctx context.Context, id string) (*agentconn.Conn, e
 	conn, err := agentconn.Listen(ctx, filepath.Join(sockDir, AgentSocketName), a.log.With("sandbox", id))
 	if err != nil {
 		return nil, fmt.Errorf("listen for agent: %w", err)
+	}
+	if a.userns != nil {
+		r, ok, err := a.userns.Lookup(ctx, id)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("user namespace of %s: %w", id, err)
+		}
+		if ok {
+			conn.AllowRoot(r.HostID)
+		}
 	}
 	return conn, nil
 }
@@ -96,6 +109,8 @@ type launcher struct {
 	noNewPrivileges func(template string) bool
 	// volumeMounts: see Config.VolumeMounts.
 	volumeMounts func(ctx context.Context, id string) ([]runtime.Mount, error)
+	userns       UserNSRanges
+	usernsOn     bool
 }
 
 // start starts the sandbox's processes on root, or restores them from the
@@ -112,6 +127,13 @@ func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.S
 		}
 		return st, nil
 	}
+	if l.usesUserNS(spec.Runtime) {
+		r, err := l.userns.Range(ctx, spec.ID)
+		if err != nil {
+			return runtime.Status{}, fmt.Errorf("user namespace: %w", err)
+		}
+		rs.UserNS = &r
+	}
 	var st runtime.Status
 	if c, ok := l.runtime.(runtimeChooser); ok {
 		st, err = c.StartOn(ctx, spec.Runtime, rs)
@@ -122,6 +144,42 @@ func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.S
 		return runtime.Status{}, fmt.Errorf("start sandbox: %w", err)
 	}
 	return st, nil
+}
+
+// usesUserNS says whether a sandbox on the runtime named name ("" the
+// default) starts in a user namespace: when they are on and the runtime
+// can.
+func (l *launcher) usesUserNS(name string) bool {
+	if l.userns == nil || !l.usernsOn {
+		return false
+	}
+	if set, ok := l.runtime.(interface {
+		CapabilitiesOf(name string) (runtime.Capabilities, bool)
+		Name() string
+	}); ok {
+		if name == "" {
+			name = set.Name()
+		}
+		caps, ok := set.CapabilitiesOf(name)
+		return ok && caps.UserNS
+	}
+	rt, ok := l.runtime.(interface{ Capabilities() runtime.Capabilities })
+	return ok && rt.Capabilities().UserNS
+}
+
+// reserveUserNS gives a new sandbox that will run in a user namespace its
+// range (released by undo) and lets its root's host uid dial conn.
+func (l *launcher) reserveUserNS(ctx context.Context, spec Spec, conn *agentconn.Conn, undo *cleanups) error {
+	if !l.usesUserNS(spec.Runtime) {
+		return nil
+	}
+	r, err := l.userns.Range(ctx, spec.ID)
+	if err != nil {
+		return fmt.Errorf("user namespace: %w", err)
+	}
+	undo.add("release user namespace range", func(ctx context.Context) error { return l.userns.Release(ctx, spec.ID) })
+	conn.AllowRoot(r.HostID)
+	return nil
 }
 
 // runtimeSpec is what the runtime is told to run for spec on root.

@@ -110,6 +110,9 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 	if spec.Hibernate {
 		return l.createHibernated(spec, conn, &undo)
 	}
+	if err := l.launch.reserveUserNS(ctx, spec, conn, &undo); err != nil {
+		return nil, err
+	}
 	st, err := l.launch.start(ctx, spec, root)
 	if err != nil {
 		return nil, err
@@ -208,6 +211,12 @@ func (l *lifecycle) Destroy(ctx context.Context, id string, conn *agentconn.Conn
 	}
 	if err := l.runtime.Destroy(ctx, id); err != nil && !errdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("destroy processes: %w", err))
+	}
+	if l.launch.userns != nil {
+		// Its processes are gone: the range can go to another sandbox.
+		if err := l.launch.userns.Release(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	// After the processes: nothing is left to send through it.
 	if err := l.net.teardownNetwork(ctx, id); err != nil {

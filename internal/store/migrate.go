@@ -274,6 +274,11 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		PRIMARY KEY (secret_id, version)
 	)`,
+	// 58: the block of host ids (slot × 65536 above the configured base)
+	// each sandbox's user namespace maps to, kept across restarts so that
+	// a restarted sandbox's processes keep their host uid. Warm-pool
+	// sandboxes have no sandboxes row yet, hence no foreign key.
+	`CREATE TABLE userns_slots (slot INTEGER PRIMARY KEY, sandbox_id TEXT NOT NULL UNIQUE)`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -43,7 +43,8 @@ const readConns = 4
 // snapshotTable (snapshots.go), historyTables (events, lineage edges and
 // tool calls: events.go, lineage.go, toolcalls.go), templateTable
 // (templates.go), networkEventTable (network.go), keyTable (keys.go) and
-// teamTable (teams.go) and volumeTable (volumes.go).
+// teamTable (teams.go), volumeTable (volumes.go), secretTable (secrets.go)
+// and usernsTable (userns.go).
 type Store struct {
 	*conns
 	sandboxTable
@@ -55,6 +56,7 @@ type Store struct {
 	teamTable
 	volumeTable
 	secretTable
+	usernsTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -74,6 +76,7 @@ type (
 	keyTable          struct{ *conns }
 	volumeTable       struct{ *conns }
 	secretTable       struct{ *conns }
+	usernsTable       struct{ *conns }
 )
 
 func newStore(c *conns) *Store {
@@ -88,6 +91,7 @@ func newStore(c *conns) *Store {
 		keyTable:          keyTable{c},
 		volumeTable:       volumeTable{c},
 		secretTable:       secretTable{c},
+		usernsTable:       usernsTable{c},
 	}
 }
 

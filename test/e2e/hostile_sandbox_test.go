@@ -22,7 +22,8 @@ import (
 // 1) gets the sandbox marked failed with the reason, and nothing leaks.
 // Both privilege modes: with --no-new-privileges the attacker is root
 // through the API; with setuid allowed (the default) it is the sandbox's
-// user raised to root through a setuid-root helper.
+// user raised to root through a setuid-root helper. A third run adds
+// --userns to the default.
 func TestHostileSandbox(t *testing.T) {
 	t.Parallel()
 	for _, nnp := range []bool{false, true} {
@@ -31,10 +32,14 @@ func TestHostileSandbox(t *testing.T) {
 			hostileSandbox(t, nnp)
 		})
 	}
+	t.Run("userns", func(t *testing.T) {
+		t.Parallel()
+		hostileSandbox(t, false, "--userns")
+	})
 }
 
-func hostileSandbox(t *testing.T, nnp bool) {
-	d := busyboxDaemon(t, privilegeArgs(nnp)...)
+func hostileSandbox(t *testing.T, nnp bool, args ...string) {
+	d := busyboxDaemon(t, append(privilegeArgs(nnp), args...)...)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})

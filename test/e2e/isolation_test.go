@@ -13,8 +13,9 @@ import (
 // daemon and agent, in both privilege modes: with the server's defaults
 // (no no_new_privs: sudo works) and with --no-new-privileges. Each probe
 // runs as root and as the sandbox's user raised through a setuid-root
-// helper; every one must fail either way. (The runtimes' own suites run a
-// wider set against bare libcontainer and runsc.)
+// helper; every one must fail either way. A third run has setuid allowed
+// and --userns: root inside is an unprivileged uid on the host. (The
+// runtimes' own suites run a wider set against bare libcontainer and runsc.)
 func TestIsolation(t *testing.T) {
 	t.Parallel()
 	for _, nnp := range []bool{false, true} {
@@ -23,6 +24,10 @@ func TestIsolation(t *testing.T) {
 			isolationProbes(t, nnp)
 		})
 	}
+	t.Run("userns", func(t *testing.T) {
+		t.Parallel()
+		isolationProbes(t, false, "--userns")
+	})
 }
 
 // privilegeMode names a no_new_privs mode in test names.
@@ -50,8 +55,8 @@ func asRaisedUser(cmd string) string {
 
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func isolationProbes(t *testing.T, nnp bool) {
-	d := busyboxDaemon(t, privilegeArgs(nnp)...)
+func isolationProbes(t *testing.T, nnp bool, args ...string) {
+	d := busyboxDaemon(t, append(privilegeArgs(nnp), args...)...)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})

@@ -31,6 +31,11 @@ func (l *lifecycle) start(ctx context.Context, spec runtime.Spec, image string) 
 	if err := checkInit(spec); err != nil {
 		return runtime.Status{}, fmt.Errorf("sandbox %s: %w: %w", spec.ID, err, errdefs.ErrInvalid)
 	}
+	if spec.UserNS != nil {
+		// gVisor's kernel is the wall; a host user namespace around it is
+		// not what this option is for.
+		return runtime.Status{}, fmt.Errorf("sandbox %s: host user namespaces are for native sandboxes only: %w", spec.ID, errdefs.ErrUnsupported)
+	}
 	if err := ctx.Err(); err != nil {
 		return runtime.Status{}, fmt.Errorf("sandbox %s: start: %w", spec.ID, err)
 	}

@@ -90,3 +90,46 @@ func BenchmarkPauseResume(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStartUserNS is BenchmarkStart in a user namespace (idmapped
+// root, the user namespace made for its mapping).
+func BenchmarkStartUserNS(b *testing.B) {
+	r, rootfs := benchRuntime(b)
+	ctx := context.Background()
+	for b.Loop() {
+		spec := benchSpec(rootfs)
+		u := testRange
+		spec.UserNS = &u
+		if _, err := r.Start(ctx, spec); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := r.Destroy(ctx, spec.ID); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkIdmappedRoot is the part of a start a user namespace adds
+// before libcontainer runs: a user namespace for the mapping and the
+// idmapped mount of the root.
+func BenchmarkIdmappedRoot(b *testing.B) {
+	r, rootfs := benchRuntime(b)
+	for b.Loop() {
+		ns, err := openUserNS(testRange)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = r.roots.mount("bench", rootfs, ns)
+		ns.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := r.roots.remove("bench"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

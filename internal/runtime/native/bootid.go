@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer/configs"
+
+	"github.com/warrenhq/warren/internal/runtime"
 )
 
 // Every start of a sandbox is a boot of its own: agents (and E2B's tests)
@@ -39,6 +41,16 @@ const (
 
 // bootIDPath is where the boot id of sandbox id is kept under stateDir.
 func bootIDPath(stateDir, id string) string { return filepath.Join(stateDir, id, bootIDFile) }
+
+// bootIDSource is where spec's boot id is kept: in the state directory, or,
+// for a sandbox in a user namespace, whose root cannot search the state
+// directory to mount it, beside its idmapped root (userns.go).
+func bootIDSource(stateDir string, roots idmappedRoots, spec runtime.Spec) string {
+	if spec.UserNS != nil {
+		return filepath.Join(roots.dir(spec.ID), usernsBootIDName)
+	}
+	return bootIDPath(stateDir, spec.ID)
+}
 
 // bootIDHook is the createContainer hook that mounts src over the sandbox's
 // boot_id.

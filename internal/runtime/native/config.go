@@ -1,6 +1,8 @@
 package native
 
 import (
+	"path/filepath"
+
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -41,7 +43,7 @@ func (r *Runtime) buildConfig(spec runtime.Spec) (*configs.Config, error) {
 	}
 	// Sandboxes must outlive the daemon: no parent-death signal.
 	cfg.ParentDeathSignal = 0
-	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(bootIDPath(r.stateDir, spec.ID))}}
+	cfg.Hooks = configs.Hooks{configs.CreateContainer: {bootIDHook(bootIDSource(r.stateDir, r.roots, spec))}}
 	return cfg, nil
 }
 
@@ -69,7 +71,7 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 		swap := mem
 		res.Memory.Swap = &swap
 	}
-	return &specs.Spec{
+	out := &specs.Spec{
 		Version:  specs.Version,
 		Root:     &specs.Root{Path: spec.RootFS, Readonly: false},
 		Hostname: hostname,
@@ -101,6 +103,38 @@ func (r *Runtime) ociSpec(spec runtime.Spec) *specs.Spec {
 			RootfsPropagation: "rprivate",
 			Seccomp:           defaultSeccomp(),
 		},
+	}
+	if spec.UserNS != nil {
+		sys := ""
+		if spec.NetNS != "" {
+			sys = filepath.Join(r.roots.dir(spec.ID), usernsSysfsName)
+		}
+		inUserNS(out, *spec.UserNS, sys)
+	}
+	return out
+}
+
+// inUserNS puts the sandbox into a user namespace mapping its ids 0..Size-1
+// to u's host range. Bind mounts are idmapped with the same map, so the
+// host's root-owned agent binary, socket directory and resolv.conf are
+// root's inside, as they are without a namespace. (The root filesystem is
+// idmapped by Start: see userns.go.) sysfs, if not "", is the sysfs mount
+// Start made for a sandbox joining a network namespace (sysfs.go): a bind
+// of it stands for the sysfs mount the kernel would refuse.
+func inUserNS(s *specs.Spec, u runtime.IDRange, sysfs string) {
+	m := []specs.LinuxIDMapping{{ContainerID: 0, HostID: u.HostID, Size: u.Size}}
+	s.Linux.UIDMappings = m
+	s.Linux.GIDMappings = m
+	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+	for i, mnt := range s.Mounts {
+		switch {
+		case mnt.Type == "bind":
+			s.Mounts[i].Options = append(mnt.Options, "idmap")
+		case mnt.Type == "sysfs" && sysfs != "":
+			// sysfs has no idmapped mounts; it is read-only anyway.
+			s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: sysfs,
+				Options: []string{"bind", "nosuid", "noexec", "nodev", "ro"}}
+		}
 	}
 }
 

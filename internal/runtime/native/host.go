@@ -113,6 +113,9 @@ func (r *Runtime) removeLeftovers(id string) error {
 	if err := os.RemoveAll(filepath.Join(r.stateDir, id)); err != nil {
 		errs = append(errs, fmt.Errorf("remove state dir: %w", err))
 	}
+	if err := r.roots.remove(id); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

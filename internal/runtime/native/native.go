@@ -43,12 +43,17 @@ type Options struct {
 	// Default "warren".
 	CgroupParent string
 	Logger       *slog.Logger
+	// UserNSDir holds the idmapped root filesystems of sandboxes started
+	// with a user namespace; every directory above it must be searchable by
+	// all. Default: /run/warren-userns/<hash of StateDir>.
+	UserNSDir string
 }
 
 // Runtime is the native (libcontainer) runtime.
 type Runtime struct {
 	stateDir     string
 	cgroupParent string
+	roots        idmappedRoots
 	log          *slog.Logger
 	host         hostFacts
 	locks        keylock.Locks
@@ -73,6 +78,9 @@ func New(opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.UserNSDir == "" {
+		opts.UserNSDir = usernsDirFor(opts.StateDir)
+	}
 	// Without the build tag libcontainer compiles a stub that cannot load a
 	// filter; fail here, loudly, rather than at the first Start.
 	if !seccomp.Enabled {
@@ -91,6 +99,7 @@ func New(opts Options) (*Runtime, error) {
 	return &Runtime{
 		stateDir:     opts.StateDir,
 		cgroupParent: opts.CgroupParent,
+		roots:        idmappedRoots(opts.UserNSDir),
 		log:          opts.Logger.With("runtime", "native"),
 		host:         host,
 	}, nil
@@ -100,9 +109,10 @@ func New(opts Options) (*Runtime, error) {
 func (r *Runtime) Name() string { return "native" }
 
 // Capabilities: the freezer gives Pause; memory cannot be checkpointed
-// (no CRIU); each sandbox has its own network namespace.
+// (no CRIU); each sandbox has its own network namespace, and may have its
+// own user namespace.
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{Pause: true, MemorySnapshot: false, Network: true}
+	return runtime.Capabilities{Pause: true, MemorySnapshot: false, Network: true, UserNS: true}
 }
 
 // List returns the ids of every sandbox with a state directory, whatever its

@@ -19,10 +19,18 @@ import (
 
 // A sandbox given a network namespace runs in it (with what was set up
 // there, not a fresh loopback-only one), and cannot reconfigure it: it has
-// no CAP_NET_ADMIN or CAP_NET_RAW over it.
+// no CAP_NET_ADMIN or CAP_NET_RAW over it. In a user namespace too, where
+// /sys is a sysfs the runtime mounts for it: it lists the namespace's
+// interfaces, not the host's.
 func TestJoinsGivenNetworkNamespace(t *testing.T) {
 	mk := newTestRuntime(t)
 	r := mk(t)
+	for _, userns := range []bool{false, true} {
+		t.Run("userns="+strconv.FormatBool(userns), func(t *testing.T) { joinsGivenNetNS(t, r, userns) })
+	}
+}
+
+func joinsGivenNetNS(t *testing.T, r *Runtime, userns bool) {
 	nsPath := filepath.Join(t.TempDir(), "sandbox-net")
 	if err := fakenet.CreateNS(nsPath); err != nil {
 		t.Fatal(err)
@@ -54,7 +62,13 @@ readlink /proc/self/ns/net > /results/ns
 ip addr add 10.99.0.2/32 dev probe0 2> /results/addr; echo $? >> /results/addr
 ip link set probe0 up 2> /results/up; echo $? >> /results/up
 ping -c 1 -W 1 127.0.0.1 > /results/ping 2>&1; echo $? >> /results/ping
-`, func(s *runtime.Spec) { s.NetNS = nsPath })
+`, func(s *runtime.Spec) {
+		s.NetNS = nsPath
+		if userns {
+			u := testRange
+			s.UserNS = &u
+		}
+	})
 	b.WaitDone(t, 20*time.Second)
 	read := func(name string) string {
 		data, err := os.ReadFile(filepath.Join(b.Results, name))
@@ -63,8 +77,8 @@ ping -c 1 -W 1 127.0.0.1 > /results/ping 2>&1; echo $? >> /results/ping
 		}
 		return string(data)
 	}
-	if ifs := strings.Fields(read("ifs")); !strings.Contains(strings.Join(ifs, " "), "probe0") {
-		t.Fatalf("interfaces inside: %v, want the namespace's probe0", ifs)
+	if ifs := strings.Join(strings.Fields(read("ifs")), " "); ifs != "lo probe0 probe1" {
+		t.Fatalf("interfaces inside: %q, want the namespace's: lo probe0 probe1", ifs)
 	}
 	if got, want := strings.TrimSpace(read("ns")), "net:["+strconv.FormatUint(st.Ino, 10)+"]"; got != want {
 		t.Fatalf("the sandbox's netns is %s, want %s", got, want)

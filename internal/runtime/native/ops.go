@@ -212,6 +212,11 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if errdefs.IsNotFound(err) {
 		dir := filepath.Join(r.stateDir, id)
 		if _, serr := os.Stat(dir); serr != nil {
+			// An idmapped root can outlive the state (a start killed
+			// between the two): it goes, the answer stays NotFound.
+			if uerr := r.roots.remove(id); uerr != nil {
+				r.log.Warn("remove idmapped root", "sandbox", id, "err", uerr)
+			}
 			return err
 		}
 		r.log.Warn("destroying half-made sandbox (state dir without state)", "sandbox", id)

@@ -34,21 +34,47 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 	defer unlock()
 	r.forget(spec.ID)
 
+	var ns *os.File
+	if spec.UserNS != nil {
+		var err error
+		if ns, err = openUserNS(*spec.UserNS); err != nil {
+			return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
+		}
+		defer ns.Close()
+		root, err := r.roots.mount(spec.ID, spec.RootFS, ns)
+		if err != nil {
+			_ = r.roots.remove(spec.ID)
+			return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
+		}
+		spec.RootFS = root
+		if spec.NetNS != "" {
+			if _, err := r.roots.sysfs(spec.ID, spec.NetNS); err != nil {
+				_ = r.roots.remove(spec.ID)
+				return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
+			}
+		}
+	}
 	cfg, err := r.buildConfig(spec)
 	if err != nil {
+		_ = r.roots.remove(spec.ID)
 		return runtime.Status{}, fmt.Errorf("sandbox %s: build container config: %w: %w", spec.ID, err, errdefs.ErrInvalid)
+	}
+	if ns != nil {
+		idmapMountsWith(cfg, ns)
 	}
 	c, err := libcontainer.Create(r.stateDir, spec.ID, cfg)
 	if errors.Is(err, libcontainer.ErrExist) {
-		// Not ours to undo: the existing sandbox stays as it is.
+		// Not ours to undo (its idmapped root was replaced by the same
+		// tree, mounted the same way): the existing sandbox stays as it is.
 		return runtime.Status{}, fmt.Errorf("sandbox %s: %w (destroy it first or pick another id)", spec.ID, errdefs.ErrAlreadyExists)
 	}
 	if err != nil {
-		// Create makes the state directory last; nothing to undo.
+		// Create makes the state directory last; nothing else to undo.
+		_ = r.roots.remove(spec.ID)
 		return runtime.Status{}, fmt.Errorf("sandbox %s: create container: %w", spec.ID, err)
 	}
 
-	proc, err := r.bootAndRun(c, spec)
+	proc, err := r.bootAndRun(c, spec, bootIDSource(r.stateDir, r.roots, spec))
 	if err != nil {
 		if cerr := r.teardown(c); cerr != nil {
 			r.log.Warn("undo failed start", "sandbox", spec.ID, "err", cerr)
@@ -72,8 +98,8 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 
 // bootAndRun writes the sandbox's new boot id, which its init's hook
 // mounts, and starts PID 1.
-func (r *Runtime) bootAndRun(c *libcontainer.Container, spec runtime.Spec) (*libcontainer.Process, error) {
-	if err := writeBootID(bootIDPath(r.stateDir, spec.ID)); err != nil {
+func (r *Runtime) bootAndRun(c *libcontainer.Container, spec runtime.Spec, bootID string) (*libcontainer.Process, error) {
+	if err := writeBootID(bootID); err != nil {
 		return nil, fmt.Errorf("write boot id: %w", err)
 	}
 	return r.run(c, spec)

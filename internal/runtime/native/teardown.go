@@ -67,5 +67,5 @@ func (r *Runtime) teardown(c *libcontainer.Container) error {
 	if err := c.Destroy(); err != nil {
 		return err
 	}
-	return nil
+	return r.roots.remove(c.ID())
 }

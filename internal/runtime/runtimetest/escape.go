@@ -80,6 +80,13 @@ func HostBait(t *testing.T) (marker, port string, accepted *atomic.Int32) {
 // raised process's status (suidstatus) and root's (status), then extra.
 func RunEscapeProbes(t *testing.T, rt runtime.Runtime, rootfs string, nnp bool, marker, port, extra string) *Box {
 	t.Helper()
+	return RunEscapeProbesWith(t, rt, rootfs, func(sp *runtime.Spec) { sp.NoNewPrivileges = nnp }, marker, port, extra)
+}
+
+// RunEscapeProbesWith is RunEscapeProbes with the spec adjusted by edit
+// (no_new_privs, a user namespace).
+func RunEscapeProbesWith(t *testing.T, rt runtime.Runtime, rootfs string, edit func(*runtime.Spec), marker, port, extra string) *Box {
+	t.Helper()
 	InstallSetuid(t, rootfs, SetidsBinary(t), "bin/setids")
 	if err := os.MkdirAll(filepath.Join(rootfs, "probes"), 0o755); err != nil {
 		t.Fatal(err)
@@ -95,7 +102,7 @@ func RunEscapeProbes(t *testing.T, rt runtime.Runtime, rootfs string, nnp bool, 
 	script += Probe("suid-whoami", SuidPrefix+"id -u") +
 		SuidPrefix + StatusLines + " > /results/suidstatus\n" +
 		StatusLines + " > /results/status\n" + extra
-	b := RunScript(t, rt, rootfs, script, func(sp *runtime.Spec) { sp.NoNewPrivileges = nnp })
+	b := RunScript(t, rt, rootfs, script, edit)
 	b.WaitDone(t, 90*time.Second)
 	return b
 }
