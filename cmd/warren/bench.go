@@ -255,12 +255,16 @@ func quickFleet(cmd *cobra.Command, o *bench.FleetOptions) {
 
 // runSuites runs the suite the flags name, or all of them in turn, in data
 // directory dir, and returns each one's report by name.
-func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer) (map[string]any, error) {
+// benchSuite is one suite: its name and how it runs in a data directory.
+type benchSuite struct {
+	name string
+	run  func(dataDir string) (any, error)
+}
+
+// suites are every suite --suite can name, in the order all runs them.
+func (b *benchRun) suites(ctx context.Context, progress io.Writer) []benchSuite {
 	opts := b.opts
-	suites := []struct {
-		name string
-		run  func(dataDir string) (any, error)
-	}{
+	return []benchSuite{
 		{"core", func(dataDir string) (any, error) {
 			o := opts
 			o.DataDir = dataDir
@@ -317,8 +321,11 @@ func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer
 			return bench.RunUserNS(ctx, o)
 		}},
 	}
+}
+
+func (b *benchRun) runSuites(ctx context.Context, dir string, progress io.Writer) (map[string]any, error) {
 	out := map[string]any{}
-	for _, s := range suites {
+	for _, s := range b.suites(ctx, progress) {
 		if b.suite != s.name && b.suite != "all" {
 			continue
 		}

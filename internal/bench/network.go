@@ -15,6 +15,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/config"
@@ -148,7 +149,7 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 		// After the daemon (deferred below, so run first): its sandboxes'
 		// namespaces are unmounted, then the fake host goes with
 		// everything in it.
-		retErr = errors.Join(retErr, fakenet.UnmountUnder(runDir), in.Close(), os.RemoveAll(netDir))
+		retErr = errors.Join(retErr, fakenet.UnmountUnder(runDir), in.Close(), removeNetDir(netDir, runDir))
 	}()
 
 	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
@@ -199,6 +200,22 @@ func RunNetwork(ctx context.Context, opts NetworkOptions) (_ NetworkReport, retE
 }
 
 // defaults fills in the network suite's sizes left at zero.
+// removeNetDir removes the bench's fake host. A namespace mount may still be
+// busy for a moment after the daemon's close (a sandbox's last process
+// leaving), so a busy mount point is detached again and retried for a
+// while rather than failing the run.
+func removeNetDir(netDir, runDir string) error {
+	var err error
+	for try := 0; try < 20; try++ {
+		if err = os.RemoveAll(netDir); err == nil || !errors.Is(err, unix.EBUSY) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+		_ = fakenet.UnmountUnder(runDir)
+	}
+	return err
+}
+
 func (opts *NetworkOptions) defaults() {
 	defaultSize(&opts.Creates, 30)
 	defaultSize(&opts.Claims, 20)

@@ -272,7 +272,40 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
 	}
 	cmds := commands.New(d.Sessions, d.Logs, d.Procs, d.cfg.OutputLimit)
-	api := server.New(server.Deps{
+	api := server.New(d.apiDeps(tokens, tools, caPEM, ln.Addr(), cmds))
+	srv := newHTTPServer(api)
+	// Node mode publishes the address the API listens on, so it starts
+	// once that is known, and before the first request.
+	if err := d.startCluster(ctx, ln.Addr().String()); err != nil {
+		ln.Close()
+		if tlsLn != nil {
+			tlsLn.Close()
+		}
+		return err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	d.Sessions.Start(runCtx)
+	shareDone := make(chan struct{})
+	go func() { defer close(shareDone); d.share.Run(runCtx, shareEvery) }()
+	defer func() { stop(); <-shareDone }()
+	d.stopMetrics = d.Metrics.Start(runCtx)
+	served := []listening{{srv, ln}}
+	if tlsLn != nil {
+		served = append(served, d.tlsServer(api, tlsLn, caPEM != nil))
+	}
+	d.log.Info("warren is serving", "addr", ln.Addr().String(), "data", d.cfg.DataDir, "storage", d.Storage.Name())
+	return serveUntil(ctx, served, func() {
+		if ready != nil {
+			ready(ln.Addr().String())
+		}
+	})
+}
+
+// apiDeps is what the API serves from: this daemon's services, the access
+// tokens, the tools' catalogue and the TLS CA (nil: none).
+func (d *Daemon) apiDeps(tokens *accesstoken.Issuer, tools []client.Tool, caPEM []byte, addr net.Addr, cmds *commands.Service) server.Deps {
+	return server.Deps{
 		Tokens:         tokens,
 		Domain:         d.cfg.Domain,
 		MaxUploadBytes: d.cfg.MaxUploadBytes,
@@ -302,37 +335,10 @@ func (d *Daemon) Serve(ctx context.Context, ready func(addr string)) error {
 		TLSCACert:     caPEM,
 		// The MCP endpoint drives this daemon's own API over loopback, as
 		// its caller (with the caller's key).
-		MCP: mcpserver.HTTPHandler(mcpserver.LoopbackURL(ln.Addr()), mcpserver.HTTPOptions{
+		MCP: mcpserver.HTTPHandler(mcpserver.LoopbackURL(addr), mcpserver.HTTPOptions{
 			Version: Version, Logger: d.log.With("component", "mcp"),
 		}),
-	})
-	srv := newHTTPServer(api)
-	// Node mode publishes the address the API listens on, so it starts
-	// once that is known, and before the first request.
-	if err := d.startCluster(ctx, ln.Addr().String()); err != nil {
-		ln.Close()
-		if tlsLn != nil {
-			tlsLn.Close()
-		}
-		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	d.Sessions.Start(runCtx)
-	shareDone := make(chan struct{})
-	go func() { defer close(shareDone); d.share.Run(runCtx, shareEvery) }()
-	defer func() { stop(); <-shareDone }()
-	d.stopMetrics = d.Metrics.Start(runCtx)
-	served := []listening{{srv, ln}}
-	if tlsLn != nil {
-		served = append(served, d.tlsServer(api, tlsLn, caPEM != nil))
-	}
-	d.log.Info("warren is serving", "addr", ln.Addr().String(), "data", d.cfg.DataDir, "storage", d.Storage.Name())
-	return serveUntil(ctx, served, func() {
-		if ready != nil {
-			ready(ln.Addr().String())
-		}
-	})
 }
 
 // listening is an HTTP server and the listener it serves.

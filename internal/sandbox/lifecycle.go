@@ -51,12 +51,8 @@ type lifecycle struct {
 // and waits for its agent. On error nothing is left behind.
 func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr error) {
 	// Refused before anything is made: an unknown or unavailable runtime.
-	if c, ok := l.runtime.(runtimeChooser); ok {
-		if err := c.Available(spec.Runtime); err != nil {
-			return nil, err
-		}
-	} else if spec.Runtime != "" && spec.Runtime != l.runtime.Name() {
-		return nil, fmt.Errorf("runtime %q: this server runs %s only: %w", spec.Runtime, l.runtime.Name(), errdefs.ErrInvalid)
+	if err := l.runtimeAvailable(spec.Runtime); err != nil {
+		return nil, err
 	}
 	var undo cleanups
 	began := time.Now()
@@ -129,6 +125,18 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
 	l.logs.Prepare(spec.ID)
 	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
+}
+
+// runtimeAvailable refuses a runtime this host does not run or cannot
+// start now.
+func (l *lifecycle) runtimeAvailable(name string) error {
+	if c, ok := l.runtime.(runtimeChooser); ok {
+		return c.Available(name)
+	}
+	if name != "" && name != l.runtime.Name() {
+		return fmt.Errorf("runtime %q: this server runs %s only: %w", name, l.runtime.Name(), errdefs.ErrInvalid)
+	}
+	return nil
 }
 
 // createHibernated ends a create of a sandbox made hibernated (see

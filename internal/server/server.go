@@ -255,13 +255,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("GET /snapshots/{id}/export", auth(s.snapshots.exportSnapshot))
 	m.Handle("POST /snapshots/import", auth(s.snapshots.importSnapshot))
 	m.Handle("POST /snapshots/pull", auth(adminOnly(s.snapshots.pullSnapshot)))
-	m.Handle("POST /sandboxes/{id}/export", auth(adminOnly(s.moves.exportSandbox)))
-	m.Handle("POST /sandboxes/adopt", auth(adminOnly(s.moves.adoptSandbox)))
-	m.Handle("POST /sandboxes/{id}/forget", auth(adminOnly(s.moves.forgetSandbox)))
-	m.Handle("POST /sandboxes/{id}/move", auth(adminOnly(s.moves.moveHere)))
-	m.Handle("POST /sandboxes/{id}/replica", auth(adminOnly(s.replicas.takeReplica)))
-	m.Handle("POST /sandboxes/{id}/replica/pull", auth(adminOnly(s.replicas.pullReplica)))
-	m.Handle("POST /sandboxes/{id}/restore", auth(adminOnly(s.replicas.restoreReplica)))
+	s.fleetRoutes(m, auth)
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	s.volumes.routes(m, auth)
@@ -273,6 +267,18 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))
 	m.Handle("PUT /teams/{team}/limits", auth(adminOnly(s.teams.setLimits)))
 	m.Handle("GET /teams/{team}/usage", auth(s.teams.usage))
+}
+
+// fleetRoutes are the calls a fleet makes of a node (admin key only):
+// moves and replicas.
+func (s *Server) fleetRoutes(m *routeMux, auth func(http.HandlerFunc) http.Handler) {
+	m.Handle("POST /sandboxes/{id}/export", auth(adminOnly(s.moves.exportSandbox)))
+	m.Handle("POST /sandboxes/adopt", auth(adminOnly(s.moves.adoptSandbox)))
+	m.Handle("POST /sandboxes/{id}/forget", auth(adminOnly(s.moves.forgetSandbox)))
+	m.Handle("POST /sandboxes/{id}/move", auth(adminOnly(s.moves.moveHere)))
+	m.Handle("POST /sandboxes/{id}/replica", auth(adminOnly(s.replicas.takeReplica)))
+	m.Handle("POST /sandboxes/{id}/replica/pull", auth(adminOnly(s.replicas.pullReplica)))
+	m.Handle("POST /sandboxes/{id}/restore", auth(adminOnly(s.replicas.restoreReplica)))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
