@@ -12,7 +12,7 @@ GO          ?= go
 GO_TAGS     := seccomp
 # warren-fleet is the same CLI built with the kube tag: the gateway, node drain|uncordon, node mode and
 # the fleet suite, which need client-go and controller-runtime. bin/warren links none of them, since
-# libcontainer re-executes it at every sandbox start (SPLIT-NOTES.md). Its tag-only packages:
+# libcontainer re-executes it at every sandbox start (docs/kubernetes-binsplit.md). Its tag-only packages:
 FLEET_TAGS  := seccomp,kube
 FLEET_PKGS  := ./cmd/warren ./internal/bench ./internal/daemon
 APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables patch libnss-myhostname

@@ -12,7 +12,7 @@ import (
 
 // nodeMode is what the daemon calls of node mode once it started: the
 // in-process node.Node in warren-fleet (built with the kube tag); the
-// warren binary has none yet (SPLIT-NOTES.md: a client of a node-mode
+// warren binary has none yet (docs/kubernetes-binsplit.md: a client of a node-mode
 // sidecar is to take its place).
 type nodeMode interface {
 	Nudge()

@@ -4,5 +4,5 @@
 // sandbox it starts, and every linked package's init runs before main
 // there; client-go's and controller-runtime's cost about 15 ms a start
 // under load. Those live in warren-fleet, the same CLI built with the kube
-// tag (SPLIT-NOTES.md).
+// tag (docs/kubernetes-binsplit.md).
 package linkcheck
