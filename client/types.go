@@ -365,4 +365,10 @@ type RuntimeInfo struct {
 	Version        string `json:"version,omitempty"`
 	Pause          bool   `json:"pause"`
 	MemorySnapshot bool   `json:"memorySnapshot"`
+	// UserNS: this runtime's sandboxes start in user namespaces of their
+	// own (root inside is an unprivileged host uid; native, the default).
+	// When false on a runtime that could, UserNSOff says why: turned off,
+	// or what the host lacks (the daemon fell back to none).
+	UserNS    bool   `json:"userns,omitempty"`
+	UserNSOff string `json:"usernsOff,omitempty"`
 }

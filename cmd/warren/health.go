@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/warrenhq/warren/client"
 )
 
 func healthCmd(a *app) *cobra.Command {
@@ -33,6 +35,9 @@ every team); others see how many there were.`,
 			row(tw, "version:", h.Version)
 			row(tw, "storage:", h.Storage)
 			row(tw, "runtime:", h.Runtime)
+			if mode := usernsMode(h.Capabilities); mode != "" {
+				row(tw, "user namespaces:", mode)
+			}
 			if h.Pool != nil {
 				row(tw, "pool:", fmt.Sprintf("%s of %s (%.1f%%)", fmtBytes(h.Pool.UsedBytes), fmtBytes(h.Pool.TotalBytes), h.Pool.UsedPct))
 			}
@@ -55,4 +60,21 @@ every team); others see how many there were.`,
 			return tw.Flush()
 		},
 	}
+}
+
+// usernsMode says whether the native runtime's sandboxes start in user
+// namespaces: "on", "off: <why>", or "" from a server that does not say.
+func usernsMode(c *client.Capabilities) string {
+	if c == nil {
+		return ""
+	}
+	for _, r := range c.Runtimes {
+		switch {
+		case r.UserNS:
+			return "on (" + r.Name + ")"
+		case r.UserNSOff != "":
+			return "off: " + r.UserNSOff
+		}
+	}
+	return ""
 }

@@ -68,6 +68,9 @@ func (o *serveFlags) serve(cmd *cobra.Command) error {
 	o.cfg.DefaultDiskBytes = autoMiB(o.diskMB)
 	o.cfg.DiskReserveBytes = autoMiB(o.reserveMB)
 	o.cfg.VolumeSizeBytes = o.volumeMB << 20
+	if cmd.Flags().Changed("userns") {
+		o.cfg.UserNSExplicit = true
+	}
 	if err := o.cfg.Validate(); err != nil {
 		return err
 	}
@@ -145,7 +148,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", o.cfg.CgroupParent, "relative cgroup path sandboxes' cgroups are made under (<parent>/<id>, gvisor's <parent>-gvisor/<id>), nested in the daemon's own cgroup; each daemon on a host needs its own (env WARREN_CGROUP_PARENT)")
 	f.BoolVar(&o.debug, "debug", false, "log every request")
 	f.BoolVar(&o.cfg.NoNewPrivileges, "no-new-privileges", o.cfg.NoNewPrivileges, "start every sandbox with no_new_privs: sudo and other setuid binaries fail inside (default off, as in E2B; a template can ask for it alone; env WARREN_NO_NEW_PRIVILEGES)")
-	f.BoolVar(&o.cfg.UserNS, "userns", o.cfg.UserNS, "start every native sandbox in a user namespace: root inside is an unprivileged host uid, files keep their owners through idmapped mounts (docs/security.md; env WARREN_USERNS)")
+	f.BoolVar(&o.cfg.UserNS, "userns", o.cfg.UserNS, "start every native sandbox in a user namespace: root inside is an unprivileged host uid, files keep their owners through idmapped mounts (default on: a host that cannot falls back to none with a warning, unless --userns is given explicitly; --userns=false opts out; docs/security.md; env WARREN_USERNS)")
 	f.Uint32Var(&o.cfg.UserNSBase, "userns-base", o.cfg.UserNSBase, "first host uid/gid of the sandboxes' user namespace ranges (65536 ids each)")
 	f.IntVar(&o.cfg.UserNSSlots, "userns-slots", o.cfg.UserNSSlots, "how many 65536-id ranges from --userns-base sandboxes may hold at once")
 	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")

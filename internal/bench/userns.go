@@ -48,6 +48,8 @@ func RunUserNS(ctx context.Context, o UserNSOptions) (_ UserNSReport, retErr err
 		return startHarness(ctx, opts, func(cfg *config.Config) {
 			cfg.ImageSize = 2 << 30
 			cfg.UserNS = userns
+			// A host that cannot must fail the suite, not time plain twice.
+			cfg.UserNSExplicit = userns
 		})
 	}
 	plain, err := open("plain", false)

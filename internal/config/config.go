@@ -122,10 +122,15 @@ type Config struct {
 	// an unprivileged host uid, from a block of UserNSSize ids of its own
 	// (slot n: UserNSBase + n*UserNSSize), recorded in the metadata so that
 	// a restart keeps it; files keep their in-sandbox owners on disk
-	// through idmapped mounts (docs/security.md). Off by default for now.
-	UserNS      bool
-	UserNSBase  uint32
-	UserNSSlots int
+	// through idmapped mounts (docs/security.md). On by default: the
+	// daemon probes the host at start and, unless UserNSExplicit, falls
+	// back to no namespace (with a warning) on a host that cannot.
+	UserNS bool
+	// UserNSExplicit: the operator asked for UserNS (flag or env), so a
+	// host that cannot is an error at start rather than a fallback.
+	UserNSExplicit bool
+	UserNSBase     uint32
+	UserNSSlots    int
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
@@ -167,6 +172,7 @@ func Default() Config {
 		BuildBase:          true,
 		CgroupFavorDynmods: true,
 		CgroupParent:       "warren",
+		UserNS:             true,
 		UserNSBase:         1 << 31,
 		UserNSSlots:        16384,
 		Network:            defaultNetwork(),
@@ -202,6 +208,7 @@ func Default() Config {
 	}
 	if v := os.Getenv("WARREN_USERNS"); v != "" {
 		c.UserNS = v == "true" || v == "1" || v == "on"
+		c.UserNSExplicit = true
 	}
 	if v := os.Getenv("WARREN_CGROUP_PARENT"); v != "" {
 		c.CgroupParent = v

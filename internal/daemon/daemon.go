@@ -141,6 +141,11 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		return nil, err
 	}
 	d.Runtime, d.runtimes = rt, runtimes
+	usernsOn, usernsOff, err := userNSMode(cfg, filepath.Dir(d.Storage.Path(storage.Key{Kind: storage.KindSandbox})), log)
+	if err != nil {
+		return nil, err
+	}
+	markUserNS(d.runtimes, rt.CapabilitiesOf, usernsOn, usernsOff)
 	d.Logs = sandboxlog.New(sandboxlog.Options{Dir: cfg.SandboxLogDir(), MaxBytes: cfg.SandboxLogBytes, Log: log})
 	d.Procs = procs.New(procs.Options{Dir: filepath.Join(cfg.DataDir, "procs"), Log: log, Sink: d.Logs, OnOutput: func(id string) {
 		if d.Sessions != nil {
@@ -171,7 +176,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		VolumeMounts: d.Volumes.MountsOf,
 		// Set without --userns too: its sandboxes are recovered and freed.
 		UserNS:   usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots},
-		UserNSOn: cfg.UserNS,
+		UserNSOn: usernsOn,
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()

@@ -13,9 +13,11 @@ import (
 // daemon and agent, in both privilege modes: with the server's defaults
 // (no no_new_privs: sudo works) and with --no-new-privileges. Each probe
 // runs as root and as the sandbox's user raised through a setuid-root
-// helper; every one must fail either way. A third run has setuid allowed
-// and --userns: root inside is an unprivileged uid on the host. (The
-// runtimes' own suites run a wider set against bare libcontainer and runsc.)
+// helper; every one must fail either way. Both run in user namespaces (the
+// default: root inside is an unprivileged uid on the host); a third run has
+// setuid allowed and --userns=false, the old mode, where only capabilities
+// and seccomp hold root back. (The runtimes' own suites run a wider set
+// against bare libcontainer and runsc.)
 func TestIsolation(t *testing.T) {
 	t.Parallel()
 	for _, nnp := range []bool{false, true} {
@@ -24,9 +26,9 @@ func TestIsolation(t *testing.T) {
 			isolationProbes(t, nnp)
 		})
 	}
-	t.Run("userns", func(t *testing.T) {
+	t.Run("no-userns", func(t *testing.T) {
 		t.Parallel()
-		isolationProbes(t, false, "--userns")
+		isolationProbes(t, false, "--userns=false")
 	})
 }
 

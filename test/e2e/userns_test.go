@@ -18,16 +18,17 @@ import (
 // ids they expect are their own.
 const usernsBase = 3_100_000_000
 
-// TestUserNS: with --userns a sandbox's processes run as its range's uid
+// TestUserNS: by default a sandbox's processes run as its range's uid
 // on the host; a file made by root inside is root's inside and 0 on disk
 // (the host's view of the subvolume), the mapped uid through the sandbox's
 // idmapped root; the files API writes with the owners a sandbox without a
 // namespace gets; snapshot, fork (a range of its own), rollback and a
-// daemon restart keep all of it, and so does a restart without --userns,
-// whose new sandboxes have no namespace.
+// daemon restart keep all of it, and so does a restart with
+// --userns=false, whose new sandboxes have no namespace.
 func TestUserNS(t *testing.T) {
 	t.Parallel()
-	d := busyboxDaemon(t, "--userns", "--userns-base", strconv.Itoa(usernsBase))
+	// No --userns: the namespaced mode is the default.
+	d := busyboxDaemon(t, "--userns-base", strconv.Itoa(usernsBase))
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
 	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
@@ -37,6 +38,7 @@ func TestUserNS(t *testing.T) {
 	id := sb.SandboxID
 	t.Cleanup(func() { c.Sandboxes.Delete(context.Background(), id) })
 
+	checkHealthUserNS(t, ctx, c, "on (native)")
 	first := hostUIDs(t, initPID(t, d.dataDir, id))
 	if first < usernsBase || (first-usernsBase)%65536 != 0 {
 		t.Fatalf("PID 1 runs as host uid %d; want a range start at or above %d", first, usernsBase)
@@ -120,17 +122,17 @@ func TestUserNS(t *testing.T) {
 	// Turned off: the namespaced sandbox is recovered as it is, and a new
 	// one has no namespace.
 	d.stop(syscall.SIGKILL)
-	d.args = []string{"--userns-base", strconv.Itoa(usernsBase)}
+	d.args = []string{"--userns=false", "--userns-base", strconv.Itoa(usernsBase)}
 	d.start()
 	if got := strings.TrimSpace(execAs(t, ctx, c, id, "root", "id -u").Stdout); got != "0" {
 		t.Errorf("after a restart without --userns: %q", got)
 	}
+	checkHealthUserNS(t, ctx, c, "off: turned off (--userns=false)")
 	plain, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// (Unless the whole suite runs with WARREN_USERNS set.)
-	if got := hostUIDs(t, initPID(t, d.dataDir, plain.SandboxID)); got != 0 && os.Getenv("WARREN_USERNS") == "" {
+	if got := hostUIDs(t, initPID(t, d.dataDir, plain.SandboxID)); got != 0 {
 		t.Errorf("a sandbox made without --userns runs as host uid %d; want 0", got)
 	}
 	if err := c.Sandboxes.Delete(ctx, plain.SandboxID); err != nil {
@@ -248,4 +250,31 @@ func ownerOf(t *testing.T, path string) uint32 {
 		t.Fatal(err)
 	}
 	return st.Uid
+}
+
+// checkHealthUserNS checks what GET /health says of the native runtime's
+// user namespaces, in `warren health`'s words.
+func checkHealthUserNS(t *testing.T, ctx context.Context, c *client.Client, want string) {
+	t.Helper()
+	h, err := c.Meta.Health(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Capabilities == nil {
+		t.Fatal("GET /health has no capabilities")
+	}
+	for _, r := range h.Capabilities.Runtimes {
+		if r.Name != "native" {
+			continue
+		}
+		got := "off: " + r.UserNSOff
+		if r.UserNS {
+			got = "on (native)"
+		}
+		if got != want {
+			t.Errorf("GET /health: native user namespaces %q; want %q", got, want)
+		}
+		return
+	}
+	t.Errorf("GET /health lists no native runtime: %+v", h.Capabilities)
 }
