@@ -42,7 +42,7 @@ func (l *lifecycle) ColdBoot(ctx context.Context, spec Spec, conn *agentconn.Con
 	}
 	began := time.Now()
 	spec.MemoryFrom = ""
-	if _, err := l.launch.start(ctx, spec, l.pool.st.Path(sandboxKey(spec.ID))); err != nil {
+	if _, err := l.launch.start(ctx, spec, l.pool.st.Path(sandboxKey(spec.ID)), conn); err != nil {
 		return 0, fmt.Errorf("boot sandbox %s: %w", spec.ID, err)
 	}
 	started := time.Now()

@@ -114,8 +114,11 @@ type launcher struct {
 }
 
 // start starts the sandbox's processes on root, or restores them from the
-// memory image spec names.
-func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.Status, error) {
+// memory image spec names. conn (nil: none yet) is the socket its agent
+// dials: in a user namespace the agent dials as the range's root, which a
+// sandbox that had no range before (made with them off, or by a release
+// without them) gets only here, at a rollback or a boot.
+func (l *launcher) start(ctx context.Context, spec Spec, root string, conn *agentconn.Conn) (runtime.Status, error) {
 	rs, err := l.runtimeSpec(ctx, spec, root)
 	if err != nil {
 		return runtime.Status{}, err
@@ -133,6 +136,9 @@ func (l *launcher) start(ctx context.Context, spec Spec, root string) (runtime.S
 			return runtime.Status{}, fmt.Errorf("user namespace: %w", err)
 		}
 		rs.UserNS = &r
+		if conn != nil {
+			conn.AllowRoot(r.HostID)
+		}
 	}
 	var st runtime.Status
 	if c, ok := l.runtime.(runtimeChooser); ok {

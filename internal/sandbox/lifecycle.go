@@ -109,7 +109,7 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 	if err := l.launch.reserveUserNS(ctx, spec, conn, &undo); err != nil {
 		return nil, err
 	}
-	st, err := l.launch.start(ctx, spec, root)
+	st, err := l.launch.start(ctx, spec, root, conn)
 	if err != nil {
 		return nil, err
 	}

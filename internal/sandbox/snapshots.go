@@ -52,7 +52,7 @@ type snapshots struct {
 	}
 	// launch restarts a rolled-back sandbox's processes (launcher).
 	launch interface {
-		start(ctx context.Context, spec Spec, root string) (runtime.Status, error)
+		start(ctx context.Context, spec Spec, root string, conn *agentconn.Conn) (runtime.Status, error)
 	}
 	sockets agentSockets
 	images  memoryDir
@@ -152,7 +152,7 @@ func (s *snapshots) Rollback(ctx context.Context, spec Spec, snapID string, conn
 	// thinking time), within bounds (see oldRootDrops).
 	s.pool.oldRoots.whenQuiet(spec.ID, func() { s.dropOldRoot(ctx, spec.ID, scratch) })
 	t2 := time.Now()
-	if _, err := s.launch.start(ctx, spec, s.pool.st.Path(sandboxKey(spec.ID))); err != nil {
+	if _, err := s.launch.start(ctx, spec, s.pool.st.Path(sandboxKey(spec.ID)), conn); err != nil {
 		return err
 	}
 	t3 := time.Now()

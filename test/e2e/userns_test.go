@@ -135,6 +135,7 @@ func TestUserNS(t *testing.T) {
 	if got := hostUIDs(t, initPID(t, d.dataDir, plain.SandboxID)); got != 0 {
 		t.Errorf("a sandbox made without --userns runs as host uid %d; want 0", got)
 	}
+	rangeAtNextStart(t, ctx, d, c, plain.SandboxID)
 	if err := c.Sandboxes.Delete(ctx, plain.SandboxID); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +147,35 @@ func TestUserNS(t *testing.T) {
 	}
 	if _, err := os.Stat(mapped); !os.IsNotExist(err) {
 		t.Errorf("the idmapped root %s outlived its sandbox: %v", mapped, err)
+	}
+}
+
+// rangeAtNextStart: a sandbox made without a user namespace (with
+// --userns=false, or by a release without them) keeps running as it is
+// when the daemon restarts in the default mode, and its next start (here a
+// rollback) takes a range, whose root's uid its agent may then dial from.
+func rangeAtNextStart(t *testing.T, ctx context.Context, d *daemon, c *client.Client, id string) {
+	t.Helper()
+	execAs(t, ctx, c, id, "root", "echo before > /plain-file")
+	snap, err := c.Snapshots.Turn(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.stop(syscall.SIGKILL)
+	d.args = []string{"--userns-base", strconv.Itoa(usernsBase)}
+	d.start()
+	if got := hostUIDs(t, initPID(t, d.dataDir, id)); got != 0 {
+		t.Errorf("after a restart with user namespaces, the running plain sandbox runs as %d; want 0 still", got)
+	}
+	execAs(t, ctx, c, id, "root", "echo after > /plain-file")
+	if _, err := c.Snapshots.Rollback(ctx, id, client.RollbackRequest{SnapshotID: snap.SnapshotID}); err != nil {
+		t.Fatalf("rollback of a sandbox that had no user namespace: %v", err)
+	}
+	if got := hostUIDs(t, initPID(t, d.dataDir, id)); got < usernsBase {
+		t.Errorf("after its rollback the plain sandbox runs as host uid %d; want a range", got)
+	}
+	if got := strings.TrimSpace(execAs(t, ctx, c, id, "root", "id -u; cat /plain-file; stat -c %u /plain-file").Stdout); got != "0\nbefore\n0" {
+		t.Errorf("after its rollback into a namespace: %q; want root owning the snapshot's file", got)
 	}
 }
 
