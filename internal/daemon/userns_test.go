@@ -40,7 +40,9 @@ func TestUserNSMode(t *testing.T) {
 	}
 
 	infos := []client.RuntimeInfo{{Name: "native"}, {Name: "gvisor"}}
-	caps := func(name string) (runtime.Capabilities, bool) { return runtime.Capabilities{UserNS: name == "native"}, true }
+	caps := func(name string) (runtime.Capabilities, bool) {
+		return runtime.Capabilities{UserNS: name == "native"}, true
+	}
 	markUserNS(infos, caps, false, "why")
 	if infos[0].UserNSOff != "why" || infos[1].UserNSOff != "" {
 		t.Errorf("marked %+v; want only native to say why it is off", infos)
