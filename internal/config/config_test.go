@@ -54,3 +54,18 @@ func TestValidateCgroupParent(t *testing.T) {
 		}
 	}
 }
+
+// User namespaces are on by default but not asked for; WARREN_USERNS, in
+// either direction, is an explicit choice.
+func TestUserNSDefault(t *testing.T) {
+	t.Setenv("WARREN_USERNS", "")
+	if c := Default(); !c.UserNS || c.UserNSExplicit {
+		t.Errorf("default: UserNS=%v explicit=%v; want on, not explicit", c.UserNS, c.UserNSExplicit)
+	}
+	for v, want := range map[string]bool{"false": false, "0": false, "true": true, "1": true} {
+		t.Setenv("WARREN_USERNS", v)
+		if c := Default(); c.UserNS != want || !c.UserNSExplicit {
+			t.Errorf("WARREN_USERNS=%s: UserNS=%v explicit=%v; want %v, explicit", v, c.UserNS, c.UserNSExplicit, want)
+		}
+	}
+}
