@@ -21,8 +21,8 @@ type MergeRequest struct {
 	Paths []string `json:"paths,omitempty"`
 	// DryRun reports what a merge would do without writing.
 	DryRun bool `json:"dryRun,omitempty"`
-	// Force merges even while commands run in the sandbox (they are
-	// killed), as a forced rollback does.
+	// Force merges even while commands run in the sandbox (they keep
+	// running and see their files change).
 	Force bool `json:"force,omitempty"`
 }
 

@@ -22,7 +22,7 @@ line; conflicts get markers (--strategy three-way, the default) or are resolved
 by --strategy ours, theirs or union. With --path, those paths are copied from
 the fork as they are (a cherry-pick). A turn snapshot is taken before and after:
 "warren rollback ID BEFORE" undoes the merge. --dry-run reports without writing.
-A sandbox running commands is refused unless --force, which kills them.`,
+A sandbox running commands is refused unless --force (they see the files change).`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			res, err := a.client().Snapshots.Merge(cmd.Context(), argv[0], in)
@@ -56,7 +56,7 @@ A sandbox running commands is refused unless --force, which kills them.`,
 	f.StringVar(&in.Strategy, "strategy", "three-way", "how conflicts are resolved: three-way (markers), ours, theirs or union")
 	f.StringArrayVar(&in.Paths, "path", nil, "cherry-pick this path as it is in the fork (repeatable)")
 	f.BoolVar(&in.DryRun, "dry-run", false, "report what would be merged without writing")
-	f.BoolVar(&in.Force, "force", false, "merge even while commands run (they are killed)")
+	f.BoolVar(&in.Force, "force", false, "merge even while commands run (they keep running)")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
 }

@@ -86,14 +86,16 @@ func (s *snapshots) Merge(ctx context.Context, team, id string, req MergeRequest
 		return MergeResult{}, err
 	}
 	if !req.DryRun {
+		// Forced, the commands in flight keep running and see the
+		// files change under them; new calls wait for the merge.
 		reopen, busy, err := s.closeAdmission(rec.ID, "merging", req.Force)
 		if err != nil {
 			return MergeResult{}, err
 		}
-		defer reopen()
 		if busy > 0 {
-			return MergeResult{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them, or merge with force (warren merge --force) to kill them: %w", rec.ID, busy, errdefs.ErrConflict)
+			return MergeResult{}, fmt.Errorf("sandbox %s has %d command(s) running; wait for them, or merge with force (warren merge --force), and they see their files change: %w", rec.ID, busy, errdefs.ErrConflict)
 		}
+		defer reopen()
 	}
 	ctx = context.WithoutCancel(ctx)
 	res := MergeResult{From: from.id, Base: base.id}

@@ -114,7 +114,7 @@ func Merge(ctx context.Context, req Request) ([]Entry, error) {
 	}
 	var ps []string
 	for _, c := range req.TheirsChanges {
-		if under(c.Path, req.Paths) && (len(ps) == 0 || ps[len(ps)-1] != c.Path) {
+		if c.Path != "/" && under(c.Path, req.Paths) && (len(ps) == 0 || ps[len(ps)-1] != c.Path) {
 			ps = append(ps, c.Path)
 		}
 	}
