@@ -163,8 +163,8 @@ func TestMergeClean(t *testing.T) {
 }
 
 // Conflicts: the same line, deletion against modification, a binary file,
-// a rename against an edit, under every strategy; a symlink out of the
-// sandbox is merged as a symlink.
+// under every strategy; a rename against an edit merges the edit into the
+// renamed file; a symlink out of the sandbox is merged as a symlink.
 func TestMergeConflicts(t *testing.T) {
 	t.Parallel()
 	d := busyboxDaemon(t)
@@ -187,8 +187,14 @@ func TestMergeConflicts(t *testing.T) {
 		t.Fatalf("a dry run wrote: %+v", dry)
 	}
 	res, entries := f.merge(f.parent, client.MergeRequest{From: fork})
-	for _, p := range []string{"/w/line.txt", "/w/del.txt", "/w/bin", "/w/r.txt"} {
+	for _, p := range []string{"/w/line.txt", "/w/del.txt", "/w/bin"} {
 		f.wantOutcome(entries, p, "conflict")
+	}
+	// Renamed here, edited there: the edit follows the rename.
+	f.wantOutcome(entries, "/w/r2.txt", "merged")
+	f.wantFile(f.parent, "/w/r2.txt", "1\n2 edited\n3\n")
+	if got := f.read(f.parent, "/w/r.txt"); !strings.HasPrefix(got, "<") {
+		t.Errorf("the renamed file's old path came back: %q", got)
 	}
 	f.wantOutcome(entries, "/w/out", "taken")
 	f.wantFile(f.parent, "/w/line.txt", "a\n<<<<<<< ours\nours\n=======\ntheirs\n>>>>>>> theirs\nc\n")

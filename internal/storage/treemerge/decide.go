@@ -14,6 +14,10 @@ type merger struct {
 	base, ours, theirs *tree
 	strategy           Strategy
 	dryRun             bool
+	// oursRenamed maps a file our side renamed (same content) to its new
+	// path; theirsRenamed theirs, for files our side changed.
+	oursRenamed, theirsRenamed map[string]string
+	theirsRenamedTo            map[string]string // theirsRenamed reversed
 }
 
 // open opens the trees (base may be "": a cherry-pick has none).
@@ -68,6 +72,9 @@ func (m *merger) decide(p string, oursChanged bool) (plan, error) {
 	if err != nil {
 		return plan{}, err
 	}
+	if pl, ok, err := m.renamed(p, b, o, t, oursChanged); ok || err != nil {
+		return pl, err
+	}
 	if o.typ == "dir" && t.typ == "dir" && (o.mode == t.mode || o.mode != b.mode) {
 		return plan{}, nil // kept: only its entries (or our mode) changed
 	}
@@ -102,14 +109,20 @@ func (m *merger) take(p string, o, t node, reason string) plan {
 
 // lineMerge merges text file p line by line (a binary one conflicts).
 func (m *merger) lineMerge(p string, b, o, t node) (plan, error) {
+	return m.lineMergeAt(p, [3]string{p, p, p}, b, o, t, "both sides changed it; a clean line merge")
+}
+
+// lineMergeAt merges base, ours and theirs versions read from src (a
+// rename puts a side's version at another path) into dst in ours.
+func (m *merger) lineMergeAt(dst string, src [3]string, b, o, t node, clean string) (plan, error) {
 	var data [3][]byte
 	for i, tr := range []*tree{m.base, m.ours, m.theirs} {
-		d, err := tr.read(p)
+		d, err := tr.read(src[i])
 		if err != nil {
 			return plan{}, err
 		}
 		if !linemerge.IsText(d) {
-			return m.conflict(p, b, o, t, "a binary file changed on both sides")
+			return m.conflict(dst, b, o, t, "a binary file changed on both sides")
 		}
 		data[i] = d
 	}
@@ -120,9 +133,9 @@ func (m *merger) lineMerge(p string, b, o, t node) (plan, error) {
 	if o.mode == b.mode || !b.exists() && m.strategy == Theirs {
 		n.mode = t.mode
 	}
-	e := Entry{Path: p, Outcome: Merged, Reason: "both sides changed it; a clean line merge"}
+	e := Entry{Path: dst, Outcome: Merged, Reason: clean}
 	if res.Conflicts > 0 {
-		e = Entry{Path: p, Outcome: Conflict, Resolution: string(m.strategy),
+		e = Entry{Path: dst, Outcome: Conflict, Resolution: string(m.strategy),
 			Reason: "both sides changed the same lines"}
 		if m.strategy == ThreeWay {
 			e.Resolution = "markers"
@@ -132,7 +145,7 @@ func (m *merger) lineMerge(p string, b, o, t node) (plan, error) {
 	if merged == nil {
 		merged = []byte{}
 	}
-	return plan{entry: e, act: func() error { return m.ours.writeFile(p, n, merged, nil) }}, nil
+	return plan{entry: e, act: func() error { return m.ours.writeFile(dst, n, merged, nil) }}, nil
 }
 
 // conflict plans a conflict that no line merge settles: the strategy picks

@@ -118,6 +118,9 @@ func Merge(ctx context.Context, req Request) ([]Entry, error) {
 			ps = append(ps, c.Path)
 		}
 	}
+	if err := m.detectRenames(req, oursChanged); err != nil {
+		return nil, err
+	}
 	var plans []plan
 	for _, p := range ps {
 		if err := ctx.Err(); err != nil {
@@ -132,6 +135,26 @@ func Merge(ctx context.Context, req Request) ([]Entry, error) {
 		}
 	}
 	return m.apply(ctx, plans)
+}
+
+// detectRenames finds the renames of files the other side edited.
+func (m *merger) detectRenames(req Request, oursChanged map[string]bool) error {
+	theirsChanged := map[string]bool{}
+	for _, c := range req.TheirsChanges {
+		theirsChanged[c.Path] = true
+	}
+	var err error
+	if m.oursRenamed, err = m.findRenames(m.ours, req.OursChanges, theirsChanged); err != nil {
+		return err
+	}
+	if m.theirsRenamed, err = m.findRenames(m.theirs, req.TheirsChanges, oursChanged); err != nil {
+		return err
+	}
+	m.theirsRenamedTo = map[string]string{}
+	for from, to := range m.theirsRenamed {
+		m.theirsRenamedTo[to] = from
+	}
+	return nil
 }
 
 // under says whether p is one of paths or below one (any p when paths is

@@ -131,3 +131,18 @@ func TestCherryPickAndPaths(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeRenames(t *testing.T) {
+	base := map[string]string{"r": "1\n2\n3\n", "s": "a\nb\nc\n"}
+	ours := map[string]string{"r2": "1\n2\n3\n", "s": "a\nours\nc\n"}
+	theirs := map[string]string{"r": "1\n2 edited\n3\n", "s2": "a\nb\nc\n"}
+	got, o := merge(t, base, ours, theirs, ThreeWay)
+	for p, w := range map[string]string{"r2": "1\n2 edited\n3\n", "r": "<none>", "s2": "a\nours\nc\n", "s": "<none>"} {
+		if r := read(t, o, p); r != w {
+			t.Errorf("%s holds %q, want %q (%+v)", p, r, w, got)
+		}
+	}
+	if got["/r2"].Outcome != Merged || got["/s2"].Outcome != Merged {
+		t.Errorf("entries %+v", got)
+	}
+}
