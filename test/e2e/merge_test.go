@@ -326,3 +326,34 @@ func TestForksSummary(t *testing.T) {
 	}
 	fmt.Println("verdicts:", sum)
 }
+
+// A gvisor sandbox caches its root in the sentry: a merge into it is
+// refused with a clear 409 and nothing written; a dry run answers.
+func TestMergeGVisorRefused(t *testing.T) {
+	t.Parallel()
+	d := gvisorDaemon(t)
+	ctx := ctxT(t, 5*time.Minute)
+	c := d.client()
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Sandboxes.Delete(context.Background(), sb.SandboxID) })
+	f := &mergeFamily{t: t, ctx: ctx, c: c, parent: sb.SandboxID}
+	f.write(f.parent, "/w/x", "x\n")
+	res, err := c.Snapshots.Fork(ctx, f.parent, client.ForkRequest{})
+	if err != nil || len(res) != 1 || res[0].Sandbox == nil {
+		t.Fatalf("fork: %v %+v", err, res)
+	}
+	fork := res[0].Sandbox.SandboxID
+	t.Cleanup(func() { _ = c.Sandboxes.Delete(context.Background(), fork) })
+	f.write(fork, "/w/x", "x from fork\n")
+	_, err = c.Snapshots.Merge(ctx, f.parent, client.MergeRequest{From: fork})
+	if client.StatusCode(err) != 409 || !strings.Contains(err.Error(), "gvisor") {
+		t.Errorf("merge into a gvisor sandbox: %v, want a 409 naming gvisor", err)
+	}
+	f.wantFile(f.parent, "/w/x", "x\n")
+	_, entries := f.merge(f.parent, client.MergeRequest{From: fork, DryRun: true})
+	f.wantOutcome(entries, "/w/x", "taken")
+	f.wantFile(f.parent, "/w/x", "x\n")
+}
