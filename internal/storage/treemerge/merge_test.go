@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -144,5 +145,22 @@ func TestMergeRenames(t *testing.T) {
 	}
 	if got["/r2"].Outcome != Merged || got["/s2"].Outcome != Merged {
 		t.Errorf("entries %+v", got)
+	}
+}
+
+func TestSameFileLarge(t *testing.T) {
+	big := strings.Repeat("0123456789abcdef", 40000) // 640 KB: several chunks
+	changed := big[:len(big)-1] + "X"
+	a := build(t, map[string]string{"f": big, "g": big}, nil)
+	b := build(t, map[string]string{"f": big, "g": changed}, nil)
+	ta, _ := openTree(a)
+	tb, _ := openTree(b)
+	defer ta.Close()
+	defer tb.Close()
+	if same, err := sameFile(ta, tb, "/f"); !same || err != nil {
+		t.Errorf("equal files: %v %v", same, err)
+	}
+	if same, err := sameFile(ta, tb, "/g"); same || err != nil {
+		t.Errorf("files differing in their last byte: %v %v", same, err)
 	}
 }

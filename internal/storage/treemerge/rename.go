@@ -23,7 +23,9 @@ func (m *merger) findRenames(side *tree, changes []storage.Change, wanted map[st
 	out := map[string]string{}
 	checks := 0
 	for _, c := range changes {
-		if c.Kind != storage.ChangeRemoved || c.Type != "file" || !wanted[c.Path] || len(added[c.OldSize]) == 0 {
+		// Only files a line merge can take are worth finding: the edit
+		// of a larger one conflicts anyway.
+		if c.Kind != storage.ChangeRemoved || c.Type != "file" || !wanted[c.Path] || len(added[c.OldSize]) == 0 || c.OldSize > maxLineMerge {
 			continue
 		}
 		old, err := m.base.read(c.Path)

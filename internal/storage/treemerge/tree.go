@@ -146,14 +146,42 @@ func sameContent(a, b *tree, p string, na, nb node) (bool, error) {
 		if na.size != nb.size {
 			return false, nil
 		}
-		da, err := a.read(p)
-		if err != nil {
-			return false, err
-		}
-		db, err := b.read(p)
-		return bytes.Equal(da, db), err
+		return sameFile(a, b, p)
 	}
 	return false, nil
+}
+
+// sameFile compares regular file p in trees a and b a chunk at a time.
+func sameFile(a, b *tree, p string) (bool, error) {
+	fa, err := a.openat(p, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return false, err
+	}
+	defer fa.Close()
+	fb, err := b.openat(p, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return false, err
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 256<<10), make([]byte, 256<<10)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		doneA := ea == io.EOF || ea == io.ErrUnexpectedEOF
+		doneB := eb == io.EOF || eb == io.ErrUnexpectedEOF
+		if doneA || doneB {
+			return doneA == doneB, nil
+		}
+		if ea != nil {
+			return false, ea
+		}
+		if eb != nil {
+			return false, eb
+		}
+	}
 }
 
 // entries lists the names in directory p (none if it is not a directory).
