@@ -264,6 +264,20 @@ func TestMergeCherryPickAndBadInput(t *testing.T) {
 	if _, err := f.c.Snapshots.ForksSummary(ctx, f.parent, 7); err == nil {
 		t.Error("threshold 7 was accepted")
 	}
+	// From a snapshot of the fork: the base is found through the
+	// snapshot's sandbox. And through the CLI.
+	snap, err := f.c.Snapshots.Create(ctx, fork, client.NewSnapshot{Name: "fork-state"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, entries = f.merge(f.parent, client.MergeRequest{From: snap.SnapshotID, DryRun: true})
+	f.wantOutcome(entries, "/w/not-picked", "taken")
+	if out := d.mustCLI("merge", f.parent, "--from", fork, "--dry-run"); !strings.Contains(out, "/w/not-picked") || !strings.Contains(out, "would merge") {
+		t.Errorf("warren merge --dry-run printed:\n%s", out)
+	}
+	if _, _, code := d.cli("", "merge", f.parent, "--from", fork, "--strategy", "octopus"); code == 0 {
+		t.Error("warren merge --strategy octopus succeeded")
+	}
 	if after := f.sh(f.parent, "cd /w && find . -type f | sort | xargs md5sum"); after != before {
 		t.Errorf("refused merges changed the tree:\n%s\nwant\n%s", after, before)
 	}
@@ -323,6 +337,9 @@ func TestForksSummary(t *testing.T) {
 	}
 	if v := got[f.forks[4]]; v.Removed == 0 || v.Divergence <= sum.Threshold {
 		t.Errorf("the fork that deleted its tree: %+v", v)
+	}
+	if out := d.mustCLI("forks", f.parent); !strings.Contains(out, "discard") || !strings.Contains(out, "review") {
+		t.Errorf("warren forks printed:\n%s", out)
 	}
 	fmt.Println("verdicts:", sum)
 }
