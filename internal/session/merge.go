@@ -107,6 +107,9 @@ func (s *snapshots) Merge(ctx context.Context, team, id string, req MergeRequest
 		res.Before = before.ID
 	}
 	if res.Entries, err = op.mergeTrees(ctx, mh, rec, from, base, strategy, req); err != nil {
+		if res.Before != "" {
+			return res, fmt.Errorf("the merge stopped part way (roll back to %s, the turn before it, to undo what it wrote): %w", res.Before, err)
+		}
 		return res, err
 	}
 	for _, e := range res.Entries {
