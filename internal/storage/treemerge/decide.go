@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warrenhq/warren/internal/linemerge"
 )
 
@@ -180,7 +182,9 @@ func conflictReason(b, o, t node) string {
 	return "changed on both sides"
 }
 
-// apply runs the plans (unless a dry run) and returns their entries.
+// apply runs the plans (unless a dry run) and returns their entries. A
+// write whose directory our side removed (a conflict kept ours) becomes a
+// conflict itself rather than an error.
 func (m *merger) apply(ctx context.Context, plans []plan) ([]Entry, error) {
 	out := make([]Entry, len(plans))
 	for i, pl := range plans {
@@ -190,21 +194,30 @@ func (m *merger) apply(ctx context.Context, plans []plan) ([]Entry, error) {
 		return out, nil
 	}
 	var errs []error
-	run := func(pl plan) {
-		if err := pl.act(); err != nil {
+	run := func(i int) {
+		err := plans[i].act()
+		switch {
+		case err == nil:
+		case errors.Is(err, unix.ENOENT) && plans[i].entry.Outcome != Conflict:
+			out[i].Outcome, out[i].Resolution = Conflict, "kept-ours"
+			out[i].Reason = "its directory is gone on our side"
+		default:
 			errs = append(errs, err)
 		}
 	}
-	for _, pl := range plans {
-		if pl.act != nil && !pl.late {
-			run(pl)
+	order := make([]int, len(plans))
+	for i := range order {
+		order[i] = i
+	}
+	for _, i := range order {
+		if plans[i].act != nil && !plans[i].late {
+			run(i)
 		}
 	}
-	late := slices.Clone(plans)
-	slices.SortFunc(late, func(a, b plan) int { return strings.Compare(b.entry.Path, a.entry.Path) })
-	for _, pl := range late {
-		if pl.act != nil && pl.late {
-			run(pl)
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(plans[b].entry.Path, plans[a].entry.Path) })
+	for _, i := range order {
+		if plans[i].act != nil && plans[i].late {
+			run(i)
 		}
 	}
 	return out, errors.Join(errs...)

@@ -164,3 +164,15 @@ func TestSameFileLarge(t *testing.T) {
 		t.Errorf("files differing in their last byte: %v %v", same, err)
 	}
 }
+
+func TestMergeIntoRemovedDir(t *testing.T) {
+	base := map[string]string{"d/a": "a\n"}
+	theirs := map[string]string{"d/a": "a\n", "d/new": "n\n"}
+	got, o := merge(t, base, map[string]string{"other": "o\n"}, theirs, ThreeWay)
+	if got["/d/new"].Outcome != Conflict {
+		t.Errorf("entries %+v", got)
+	}
+	if r := read(t, o, "d/new"); r != "<none>" {
+		t.Errorf("d/new holds %q", r)
+	}
+}
