@@ -255,6 +255,8 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("GET /snapshots/{id}/export", auth(s.snapshots.exportSnapshot))
 	m.Handle("POST /snapshots/import", auth(s.snapshots.importSnapshot))
 	m.Handle("POST /snapshots/pull", auth(adminOnly(s.snapshots.pullSnapshot)))
+	m.Handle("POST /sandboxes/{id}/merge", auth(s.snapshots.merge))
+	m.Handle("GET /sandboxes/{id}/forks/summary", auth(s.snapshots.forksSummary))
 	s.fleetRoutes(m, auth)
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 

@@ -62,6 +62,8 @@ type Snapshots interface {
 	Lineage(ctx context.Context, team, id string) (session.Lineage, error)
 	ExportSnapshot(ctx context.Context, team, id, base string, withMemory bool, start func(session.ExportInfo) (session.ExportSink, error)) error
 	ImportSnapshot(ctx context.Context, team string, req session.ImportRequest) (store.Snapshot, bool, error)
+	Merge(ctx context.Context, team, id string, req session.MergeRequest) (session.MergeResult, error)
+	ForksSummary(ctx context.Context, team, id string, threshold float64) ([]session.ForkVerdict, error)
 }
 
 // Networks is what the network routes need (networkRoutes).

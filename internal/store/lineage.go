@@ -20,12 +20,13 @@ const (
 	EdgeRolledBackTo EdgeKind = "rolled-back-to" // sandbox → the snapshot its tree was reset to
 	EdgePromotedFrom EdgeKind = "promoted-from"  // sandbox → the fork whose tree it took
 	EdgeCreatedFrom  EdgeKind = "created-from"   // sandbox → the template or snapshot it was created from
+	EdgeMergedFrom   EdgeKind = "merged-from"    // sandbox → the fork or snapshot whose changes it merged
 )
 
 // Valid reports whether k is one of the known kinds.
 func (k EdgeKind) Valid() bool {
 	switch k {
-	case EdgeSnapshotOf, EdgeForkedFrom, EdgeRolledBackTo, EdgePromotedFrom, EdgeCreatedFrom:
+	case EdgeSnapshotOf, EdgeForkedFrom, EdgeRolledBackTo, EdgePromotedFrom, EdgeCreatedFrom, EdgeMergedFrom:
 		return true
 	}
 	return false
