@@ -34,6 +34,9 @@ const droppedName = "vol"
 // DeleteAside implements storage.AsideDeleter: Delete, with the volume
 // first moved out of its kind's directory.
 func (v *volumes) DeleteAside(ctx context.Context, key storage.Key) error {
+	if v.inPlace.Load() {
+		return v.Delete(ctx, key)
+	}
 	if err := key.Validate(); err != nil {
 		return err
 	}
@@ -80,6 +83,10 @@ func (v *volumes) DeleteAside(ctx context.Context, key storage.Key) error {
 	v.cleaner.soon(v.root)
 	return nil
 }
+
+// SetDeleteInPlace makes DeleteAside a plain Delete (on) or not: the
+// snapshot bench's baseline, measured in the same run.
+func (v *volumes) SetDeleteInPlace(on bool) { v.inPlace.Store(on) }
 
 // sweepDropping drops what a crash left in droppingDir (volumes moved
 // there whose delete did not end), so that nothing in it outlives a start.
