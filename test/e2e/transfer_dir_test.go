@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // and a newer format are refused with a 4xx leaving nothing, importing
 // twice gives one snapshot, and the import is first-class on B: a sandbox
 // made from it has A's files (a symlink pointing out of the sandbox kept as
-// a symlink), it forks, and it diffs against another import.
+// a symlink), it forks, it keeps its family and template, and it diffs
+// against another import.
 func TestDirSnapshotTransfer(t *testing.T) {
 	dirDaemon := func() *daemon {
 		d := newDaemon(t, "--storage", "dir")
@@ -108,6 +110,11 @@ func TestDirSnapshotTransfer(t *testing.T) {
 	forks, err := cb.Snapshots.Fork(ctx, fork.SandboxID, client.ForkRequest{SnapshotID: t1})
 	if err != nil || len(forks) != 1 || forks[0].Error != nil {
 		t.Errorf("fork of the import on B: %+v, %v", forks, err)
+	}
+	lin, err := cb.Snapshots.Lineage(ctx, fork.SandboxID)
+	hasImport := slices.ContainsFunc(lin.Nodes, func(n client.LineageNode) bool { return n.ID == t1 })
+	if err != nil || lin.Family != sb.SandboxID || lin.Template != "bb" || !hasImport {
+		t.Errorf("lineage of the sandbox made from the import on B: %+v, %v (want family %s from bb, with %s)", lin, err, sb.SandboxID, t1)
 	}
 	d, err := cb.Snapshots.Diff(ctx, t1, t2, false)
 	if err != nil || len(d.Changes) == 0 {
