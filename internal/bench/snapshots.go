@@ -129,6 +129,12 @@ type SnapshotReport struct {
 	Rollback          Stats `json:"rollback"`
 	ExecAfterRollback Stats `json:"exec_true_after_rollback"`
 	RollbackArchived  Stats `json:"rollback_archived"`
+	// RollbackInHistory: Turns more turns with a rollback to the turn
+	// before the last after every third (rollback_history.go).
+	RollbackInHistory Stats `json:"rollback_in_history"`
+	// RollbackInHistoryInPlace is the same again with the old roots
+	// deleted in place: the baseline.
+	RollbackInHistoryInPlace Stats `json:"rollback_in_history_baseline_delete_in_place"`
 
 	// Concurrent: Concurrent forks of one turn (one call, timed), each
 	// writes one file, then each takes a turn, all at once.
@@ -166,6 +172,8 @@ type SnapshotTargets struct {
 	RollbackP50Ms       float64 `json:"rollback_p50_ms"`
 	RestoreArchivedMs   float64 `json:"rollback_archived_p50_ms"`
 	ConcurrentTurnP99Ms float64 `json:"concurrent_turn_p99_ms"`
+	HistoryRollbackP50  float64 `json:"rollback_in_history_p50_ms"`
+	HistoryRollbackP99  float64 `json:"rollback_in_history_p99_ms"`
 }
 
 // Check is one measured number next to its target (met when value ≤ target).
@@ -179,6 +187,7 @@ type Check struct {
 var snapshotTargets = SnapshotTargets{
 	TurnP50Ms: 15, TurnFlatness: 1.5, FrozenP50Ms: 5, DiffP50Ms: 20,
 	ForkP50Ms: 40, RollbackP50Ms: 50, RestoreArchivedMs: 1000, ConcurrentTurnP99Ms: 250,
+	HistoryRollbackP50: 40, HistoryRollbackP99: 100,
 }
 
 // snapSuite is one run of the snapshot suite.
@@ -238,6 +247,7 @@ func RunSnapshots(ctx context.Context, opts SnapshotOptions) (_ SnapshotReport, 
 		{"fork", s.runFork},
 		{"rollback", s.runRollback},
 		{"concurrent", s.runConcurrent},
+		{"rollback_in_history", s.runRollbackInHistory},
 		// Last: deleting 100k-file copies keeps btrfs's cleaner busy, which
 		// would disturb whatever came after.
 		{"fork_baseline_cp", s.runCopyBaseline},
@@ -780,6 +790,8 @@ func (r SnapshotReport) checks() []Check {
 		{Name: "rollback_p50_ms", Value: r.Rollback.P50, Target: t.RollbackP50Ms},
 		{Name: "rollback_archived_p50_ms", Value: r.RollbackArchived.P50, Target: t.RestoreArchivedMs},
 		{Name: "concurrent_turn_p99_ms", Value: r.ConcurrentTurn.P99, Target: t.ConcurrentTurnP99Ms},
+		{Name: "rollback_in_history_p50_ms", Value: r.RollbackInHistory.P50, Target: t.HistoryRollbackP50},
+		{Name: "rollback_in_history_p99_ms", Value: r.RollbackInHistory.P99, Target: t.HistoryRollbackP99},
 	}
 	if r.RollbackArchived.N == 0 { // a run too short to archive anything
 		out = slices.DeleteFunc(out, func(c Check) bool { return c.Name == "rollback_archived_p50_ms" })

@@ -166,7 +166,12 @@ func (s *snapshots) Rollback(ctx context.Context, spec Spec, snapID string, conn
 // into. A failure leaves it to the next start's reconcile.
 func (s *snapshots) dropOldRoot(ctx context.Context, id string, old storage.Key) {
 	began := time.Now()
-	if err := s.pool.st.Delete(ctx, old); err != nil && !errdefs.IsNotFound(err) {
+	del := s.pool.st.Delete
+	if a, ok := s.pool.st.(storage.AsideDeleter); ok {
+		// Out of scratch/ first: the next rollback's copy goes there.
+		del = a.DeleteAside
+	}
+	if err := del(ctx, old); err != nil && !errdefs.IsNotFound(err) {
 		s.log.Warn("drop the old root of a rolled-back sandbox", "sandbox", id, "volume", old.String(), "err", err)
 		return
 	}

@@ -89,6 +89,10 @@ type ExportSink interface {
 	BeginMemory() error
 }
 
+// wholeOnlyFormat is the transfer format that has no deltas: the dir
+// storage's tar.
+const wholeOnlyFormat = "tar"
+
 // maxExportLineage bounds the parent chain an export describes.
 const maxExportLineage = 1000
 
@@ -115,6 +119,11 @@ func (t *transfers) ExportSnapshot(ctx context.Context, team, id, base string, w
 	}
 	use := []store.Snapshot{snap}
 	if base != "" {
+		if host.TransferFormat() == wholeOnlyFormat {
+			// Refused here, before the answer starts: once the bundle's
+			// header is out, a failure can only cut the stream.
+			return fmt.Errorf("this daemon's storage exports whole snapshots only (a tar); export without base: %w", errdefs.ErrUnsupported)
+		}
 		if base == id {
 			return fmt.Errorf("base %s is the snapshot itself; export it without base: %w", base, errdefs.ErrInvalid)
 		}

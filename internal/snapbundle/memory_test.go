@@ -3,7 +3,10 @@ package snapbundle
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"strings"
 	"testing"
@@ -83,25 +86,55 @@ func TestMemoryRoundTrip(t *testing.T) {
 	}
 }
 
-// TestFilesOnlyStaysVersion2: a bundle without memory is written as
-// version 2 (older daemons read it), one with memory as version 3.
-func TestFilesOnlyStaysVersion2(t *testing.T) {
-	if !bytes.Contains(bundle(t, []byte("x")), []byte(`"version":2`)) {
-		t.Fatal("a bundle of files only is not version 2")
+// TestVersions: every bundle is written as version 4 (SHA-256 trailer);
+// the CRC-32C versions 2 (files only) and 3 (memory) still read, and a
+// version 2 header that claims memory, or a 3 that has none, is refused.
+func TestVersions(t *testing.T) {
+	if !bytes.Contains(bundle(t, []byte("x")), []byte(`"version":4`)) {
+		t.Fatal("a bundle of files only is not version 4")
 	}
 	b, err := memoryBundle(t, []byte("x"), []byte("y"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(b, []byte(`"version":3`)) {
-		t.Fatal("a bundle with memory is not version 3")
+	if !bytes.Contains(b, []byte(`"version":4`)) {
+		t.Fatal("a bundle with memory is not version 4")
 	}
-	// A version 2 header that claims memory, or a 3 that has none, is
-	// refused.
-	bad := bytes.Replace(b, []byte(`"version":3`), []byte(`"version":2`), 1)
-	if _, err := NewReader(bytes.NewReader(bad)); err == nil || !errdefs.IsInvalid(err) {
-		t.Fatalf("version 2 with memory: %v", err)
+	body := randomBytes(frameSize + 10)
+	v2 := crcBundle(t, `{"version":2,"format":"tar","snapshot":{"id":"s"}}`, body)
+	if _, got, err := readAll(v2); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("version 2 bundle: %v", err)
 	}
+	bad := bytes.Clone(v2)
+	bad[len(bad)-1] ^= 1
+	if _, _, err := readAll(bad); err == nil || !strings.Contains(err.Error(), "CRC-32C") {
+		t.Fatalf("version 2 with a bad CRC: %v", err)
+	}
+	for _, h := range []string{
+		`{"version":2,"format":"tar","snapshot":{"id":"s"},"memory":{"format":"tar"}}`,
+		`{"version":3,"format":"tar","snapshot":{"id":"s"}}`,
+	} {
+		if _, err := NewReader(bytes.NewReader(crcBundle(t, h, body))); err == nil || !errdefs.IsInvalid(err) {
+			t.Fatalf("%s: %v", h, err)
+		}
+	}
+}
+
+// crcBundle is a bundle as versions 2 and 3 wrote it: header js, body in
+// one end-framed section, a CRC-32C trailer.
+func crcBundle(t *testing.T, js string, body []byte) []byte {
+	t.Helper()
+	var b []byte
+	b = append(b, Magic...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(js)))
+	b = append(b, js...)
+	for len(body) > 0 {
+		n := min(len(body), frameSize)
+		b = binary.BigEndian.AppendUint32(b, uint32(n))
+		b, body = append(b, body[:n]...), body[n:]
+	}
+	b = binary.BigEndian.AppendUint32(b, 0)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
 func TestMemoryDamageRefused(t *testing.T) {
@@ -110,7 +143,7 @@ func TestMemoryDamageRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	memStart := len(good) - 4 - 4 - len(memory) - 8 // inside the memory section
+	memStart := len(good) - sha256.Size - 4 - len(memory) - 8 // inside the memory section
 	for _, at := range []int{memStart + 50, len(good) - 20} {
 		bad := bytes.Clone(good)
 		bad[at] ^= 0x40

@@ -3,6 +3,7 @@ package snapbundle
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"testing"
 	"time"
@@ -61,8 +62,8 @@ func TestResumeRefusesBadOffsets(t *testing.T) {
 	rand.Read(body)
 	full := bundle(t, body)
 	at, _ := Boundary(bytes.NewReader(full), int64(len(full)))
-	if at != int64(len(full))-4 {
-		t.Fatalf("boundary of a whole bundle is %d, want %d (before its trailer)", at, len(full)-4)
+	if at != int64(len(full))-sha256.Size {
+		t.Fatalf("boundary of a whole bundle is %d, want %d (before its trailer)", at, len(full)-sha256.Size)
 	}
 	for _, off := range []int64{3, frameSize + 100, int64(len(full)) + 10} {
 		if _, err := writeAt(t, body, off); !errors.Is(err, errdefs.ErrInvalid) {

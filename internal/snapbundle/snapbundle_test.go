@@ -143,12 +143,12 @@ func TestTruncationRefused(t *testing.T) {
 
 func TestNewerVersionRefused(t *testing.T) {
 	good := bundle(t, []byte("x"))
-	bad := bytes.Replace(good, []byte(`"version":2`), []byte(`"version":9`), 1)
+	bad := bytes.Replace(good, []byte(`"version":4`), []byte(`"version":9`), 1)
 	_, err := NewReader(bytes.NewReader(bad))
 	if err == nil || !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "newer") {
 		t.Fatalf("err %v, want a newer-version refusal", err)
 	}
-	old := bytes.Replace(good, []byte(`"version":2`), []byte(`"version":1`), 1)
+	old := bytes.Replace(good, []byte(`"version":4`), []byte(`"version":1`), 1)
 	_, err = NewReader(bytes.NewReader(old))
 	if err == nil || !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "export the snapshot again") {
 		t.Fatalf("err %v, want version 1 refused with what to do", err)

@@ -189,6 +189,16 @@ type VolumeLimiter interface {
 	SetVolumeLimit(ctx context.Context, key Key, bytes int64) error
 }
 
+// AsideDeleter is implemented by backends whose delete of a volume blocks
+// the making of other volumes beside it for as long as it takes (btrfs:
+// the kind directory's lock, held while the volume's cached inodes are
+// evicted). DeleteAside is Delete with the volume first moved where it
+// blocks nothing; a crash midway leaves it to the next open, which drops
+// it.
+type AsideDeleter interface {
+	DeleteAside(ctx context.Context, key Key) error
+}
+
 // Archiver is implemented by backends that can move a read-only volume out
 // of the pool into a compact incremental stream (relative to a parent volume
 // that stays in the pool) and bring it back. Keeping few volumes per lineage

@@ -189,8 +189,8 @@ func badMemoryBundles(t *testing.T, ctx context.Context, f *fleetT, holder *flee
 	}
 	good, err := io.ReadAll(r)
 	r.Close()
-	if err != nil || !bytes.Contains(good[:4096], []byte(`"version":3`)) {
-		t.Fatalf("export of a memory snapshot: %d bytes, %v; want a version 3 bundle", len(good), err)
+	if err != nil || !bytes.Contains(good[:4096], []byte(`"version":4`)) || !bytes.Contains(good[:4096], []byte(`"memory":{`)) {
+		t.Fatalf("export of a memory snapshot: %d bytes, %v; want a version 4 bundle with a memory section", len(good), err)
 	}
 	other := f.nodes[0]
 	if other == holder {

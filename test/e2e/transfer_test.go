@@ -85,8 +85,8 @@ func TestSnapshotTransfer(t *testing.T) {
 	}
 	refused("unknown base", cb, delta, 404, "import that one first", t2)
 	flipped := bytes.Clone(full)
-	flipped[len(flipped)-2] ^= 1 // in the CRC-32C trailer
-	refused("flipped trailer byte", cb, flipped, 400, "CRC-32C", t1)
+	flipped[len(flipped)-2] ^= 1 // in the SHA-256 trailer
+	refused("flipped trailer byte", cb, flipped, 400, "SHA-256", t1)
 	flipped = bytes.Clone(full)
 	flipped[len(flipped)/2] ^= 1 // the stream's own checksum may see it first
 	refused("flipped body byte", cb, flipped, 400, "", t1)

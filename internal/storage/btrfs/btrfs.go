@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -52,6 +53,7 @@ type volumes struct {
 	root    string
 	log     *slog.Logger
 	cleaner *cleanerWaker // woken after deletes
+	inPlace atomic.Bool   // DeleteAside deletes in place (SetDeleteInPlace)
 }
 
 // Name implements storage.Storage.

@@ -29,10 +29,22 @@ func (v *volumes) Delete(ctx context.Context, key storage.Key) error {
 		return err
 	}
 	defer dir.Close()
-	// Check what stands there through the directory we already hold (one
-	// syscall; the delete itself is only a few tens of microseconds).
+	if err := v.checkVolumeAt(dir, key); err != nil {
+		return err
+	}
+	if err := v.destroyAt(dir, key.Name); err != nil {
+		return fmt.Errorf("delete %s: %w", key, errnoKind(err))
+	}
+	v.cleaner.soon(v.root)
+	return nil
+}
+
+// checkVolumeAt checks that key, in its kind's open directory dir, is a
+// subvolume: through the directory already held, one syscall (the delete
+// itself is only a few tens of microseconds).
+func (v *volumes) checkVolumeAt(dir *os.File, key storage.Key) error {
 	var st unix.Stat_t
-	err = unix.Fstatat(int(dir.Fd()), key.Name, &st, unix.AT_SYMLINK_NOFOLLOW)
+	err := unix.Fstatat(int(dir.Fd()), key.Name, &st, unix.AT_SYMLINK_NOFOLLOW)
 	switch {
 	case errors.Is(err, unix.ENOENT):
 		return fmt.Errorf("delete %s: %w", key, errdefs.ErrNotFound)
@@ -43,27 +55,29 @@ func (v *volumes) Delete(ctx context.Context, key storage.Key) error {
 	case st.Ino != firstFreeObjectID:
 		return fmt.Errorf("delete %s: %s is a plain directory, not a btrfs subvolume; remove it by hand: %w", key, v.Path(key), errdefs.ErrConflict)
 	}
-	err = snapDestroy(int(dir.Fd()), key.Name)
+	return nil
+}
+
+// destroyAt drops the subvolume name in the open directory dir.
+func (v *volumes) destroyAt(dir *os.File, name string) error {
+	path := filepath.Join(dir.Name(), name)
+	err := snapDestroy(int(dir.Fd()), name)
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EROFS) {
 		// Kernels that refuse to drop a read-only subvolume even for root:
 		// make it writable and try again.
-		if err = clearReadOnly(v.Path(key)); err == nil {
-			err = snapDestroy(int(dir.Fd()), key.Name)
+		if err = clearReadOnly(path); err == nil {
+			err = snapDestroy(int(dir.Fd()), name)
 		}
 	}
 	if errors.Is(err, unix.ENOTEMPTY) {
 		// Code inside a sandbox may create subvolumes of its own (no
 		// privilege needed); the kernel will not drop a subvolume that
 		// holds others, so drop those first. This is the rare, slow path.
-		if err = v.deleteNested(v.Path(key)); err == nil {
-			err = snapDestroy(int(dir.Fd()), key.Name)
+		if err = v.deleteNested(path); err == nil {
+			err = snapDestroy(int(dir.Fd()), name)
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("delete %s: %w", key, errnoKind(err))
-	}
-	v.cleaner.soon(v.root)
-	return nil
+	return err
 }
 
 // deleteNested destroys every subvolume below top (not top itself), deepest

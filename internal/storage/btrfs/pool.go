@@ -364,6 +364,10 @@ func (p *pool) initRoot(ownPool bool) error {
 			return err
 		}
 	}
+	// A crash between a DeleteAside's move and its delete (aside.go).
+	if err := (&volumes{root: p.root, log: p.log, cleaner: p.cleaner}).sweepDropping(); err != nil {
+		p.log.Warn("could not drop every volume left being deleted", "err", err)
+	}
 	return nil
 }
 
