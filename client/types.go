@@ -85,6 +85,10 @@ type NewSandbox struct {
 	// name, at absolute paths inside the sandbox.
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 	// warren extensions
+	// Devices are host devices by CDI name (vendor.com/class=name, GET
+	// /devices lists them), held until the sandbox's delete; a fork asks
+	// for its own.
+	Devices []string `json:"devices,omitempty"`
 	Limits *Limits `json:"limits,omitempty"`
 	// SnapshotEveryToolCall takes a turn snapshot after every tool call
 	// (POST /sandboxes/{id}/tools/{name}), as if each asked for turn.

@@ -148,6 +148,8 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.BoolVar(&o.cfg.UserNS, "userns", o.cfg.UserNS, "start every native sandbox in a user namespace: root inside is an unprivileged host uid, files keep their owners through idmapped mounts (docs/security.md; env WARREN_USERNS)")
 	f.Uint32Var(&o.cfg.UserNSBase, "userns-base", o.cfg.UserNSBase, "first host uid/gid of the sandboxes' user namespace ranges (65536 ids each)")
 	f.IntVar(&o.cfg.UserNSSlots, "userns-slots", o.cfg.UserNSSlots, "how many 65536-id ranges from --userns-base sandboxes may hold at once")
+	f.StringSliceVar(&o.cfg.CDISpecDirs, "cdi-spec-dirs", o.cfg.CDISpecDirs, "directories of CDI specs naming the host devices sandboxes may ask for (docs/devices.md)")
+	f.StringSliceVar(&o.cfg.CDITrustedHookDirs, "cdi-trusted-hook-dirs", nil, "CDI spec directories whose specs may run hooks (host programs, as root) at a sandbox's start; devices with hooks from elsewhere are refused")
 	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &o.cfg.Network)
 	clusterFlags(cmd, &o.cfg.Cluster)

@@ -68,6 +68,27 @@ type memoryImages struct {
 	}
 	sockets agentSockets
 	log     *slog.Logger
+	// devices: see Config.Devices.
+	devices func(ctx context.Context, id string) (*runtime.Devices, error)
+}
+
+// refuseDevices refuses to save the memory of a sandbox holding devices:
+// a device's state (a GPU's memory, its driver's handles) is not in the
+// image, so a restore would resume processes against a device that
+// forgot them.
+func (m *memoryImages) refuseDevices(ctx context.Context, id string) error {
+	if m.devices == nil {
+		return nil
+	}
+	d, err := m.devices(ctx, id)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		return fmt.Errorf("sandbox %s holds devices (%s) whose state a memory image cannot hold; take a filesystem snapshot or pause instead: %w",
+			id, strings.Join(d.Names, ", "), errdefs.ErrUnsupported)
+	}
+	return nil
 }
 
 func (m *memoryImages) memoryRuntime() (memoryRuntime, error) {
@@ -174,6 +195,9 @@ func (m *memoryImages) SnapshotMemory(ctx context.Context, id, snapID, group str
 	if err != nil {
 		return SnapshotResult{}, 0, err
 	}
+	if err := m.refuseDevices(ctx, id); err != nil {
+		return SnapshotResult{}, 0, err
+	}
 	if err := os.MkdirAll(string(m.dir), 0o700); err != nil {
 		return SnapshotResult{}, 0, fmt.Errorf("make memory dir: %w", err)
 	}
@@ -235,6 +259,9 @@ func (m *memoryImages) SnapshotMemory(ctx context.Context, id, snapID, group str
 func (m *memoryImages) Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error) {
 	mr, err := m.memoryRuntime()
 	if err != nil {
+		return runtime.CheckpointInfo{}, err
+	}
+	if err := m.refuseDevices(ctx, id); err != nil {
 		return runtime.CheckpointInfo{}, err
 	}
 	if err := os.MkdirAll(string(m.dir), 0o700); err != nil {

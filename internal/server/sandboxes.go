@@ -79,6 +79,8 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Network: createPolicy(body),
 
 		IdempotencyKey: r.Header.Get(idempotencyKeyHeader),
+
+		Devices: body.Devices,
 	}
 	for _, m := range body.VolumeMounts {
 		req.VolumeMounts = append(req.VolumeMounts, store.VolumeMount{Name: m.Name, Path: m.Path})

@@ -78,7 +78,7 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		rec.EndAt = now.Add(timeout)
 	}
 
-	if spec.Snapshot == "" && len(rec.VolumeMounts) == 0 {
+	if spec.Snapshot == "" && len(rec.VolumeMounts) == 0 && len(req.Devices) == 0 {
 		// A pooled sandbox started without volumes.
 		if e, ok := l.warm.claim(ctx, req, rec.Runtime, tmpl); ok {
 			return l.warm.claimed(ctx, e, rec, now)
@@ -96,9 +96,13 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 	if err := l.reserve(ctx, rec); err != nil {
 		return store.Sandbox{}, err
 	}
+	if err := l.claimDevices(ctx, req, rec, spec); err != nil {
+		return store.Sandbox{}, err
+	}
 	sb, err := l.host.Create(ctx, spec)
 	if err != nil {
 		bg := context.WithoutCancel(ctx)
+		l.releaseDevices(bg, rec.ID)
 		if errdefs.IsNotFound(err) || errdefs.IsInvalid(err) || errdefs.IsUnsupported(err) {
 			// The request was wrong: leave no trace of it.
 			if derr := l.store.DeleteSandbox(bg, rec.ID); derr != nil {
@@ -309,6 +313,7 @@ func (l *lifecycle) destroy(ctx context.Context, rec store.Sandbox, cause string
 		l.log.Error("destroy sandbox", "sandbox", rec.ID, "err", err)
 		return fmt.Errorf("destroy sandbox %s: %w", rec.ID, err)
 	}
+	l.releaseDevices(ctx, rec.ID)
 	return l.store.DeleteSandbox(ctx, rec.ID)
 }
 

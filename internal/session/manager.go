@@ -168,6 +168,18 @@ type Config struct {
 	// Volumes checks a create's volume mounts and finds the volumes (nil:
 	// a create that asks for any is ErrUnsupported).
 	Volumes VolumeResolver
+	// Devices gives sandboxes host devices (nil: a create that asks for
+	// any is ErrUnsupported).
+	Devices DeviceClaimer
+}
+
+// DeviceClaimer records which sandbox holds which host device
+// (internal/devices): a create's claim, all or none, is ErrInvalid for
+// names the host has not or the runtime cannot pass, ErrConflict for a
+// device another sandbox holds; a delete releases them.
+type DeviceClaimer interface {
+	Claim(ctx context.Context, id, runtimeName string, names []string) error
+	Release(ctx context.Context, id string) error
 }
 
 // VolumeResolver checks the volume mounts a create asks for (names, paths,
@@ -215,6 +227,10 @@ type CreateRequest struct {
 	// VolumeMounts are the shared volumes to mount (by name and path);
 	// every start of the sandbox mounts them (Config.Volumes).
 	VolumeMounts []store.VolumeMount
+	// Devices are the host devices (CDI names) the sandbox gets, held
+	// until its delete. A fork asks for its own: it gets none of its
+	// parent's.
+	Devices []string
 	// IdempotencyKey makes CreateOnce answer a retry with the sandbox the
 	// first attempt made ("" = every create makes one).
 	IdempotencyKey string
