@@ -108,6 +108,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		nodeCmd(a),
 	)
 	root.AddCommand(processCmds(a)...)
+	root.AddCommand(devicesCmd(a))
 	return root
 }
 
