@@ -91,6 +91,16 @@ type Devices struct {
 	Apply func(*specs.Spec) error
 }
 
+// Env is base with the devices' env edits applied, for a runtime that
+// gives PID 1 its environment other than through the OCI spec.
+func (d *Devices) Env(base []string) ([]string, error) {
+	scratch := &specs.Spec{Process: &specs.Process{Env: append([]string(nil), base...)}, Linux: &specs.Linux{}}
+	if err := d.Apply(scratch); err != nil {
+		return nil, err
+	}
+	return scratch.Process.Env, nil
+}
+
 // IDRange is a block of host uids and gids (the same numbers for both)
 // that a sandbox's ids 0..Size-1 map to.
 type IDRange struct {

@@ -54,6 +54,15 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status,
 			}
 		}
 	}
+	if spec.Devices != nil {
+		// PID 1's env is libcontainer's Process's, not the OCI spec's.
+		env, err := spec.Devices.Env(spec.Env)
+		if err != nil {
+			_ = r.roots.remove(spec.ID)
+			return runtime.Status{}, fmt.Errorf("sandbox %s: device env: %w", spec.ID, err)
+		}
+		spec.Env = env
+	}
 	cfg, err := r.buildConfig(spec)
 	if err != nil {
 		_ = r.roots.remove(spec.ID)
