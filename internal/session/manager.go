@@ -169,7 +169,10 @@ type Config struct {
 	// a create that asks for any is ErrUnsupported).
 	Volumes VolumeResolver
 	// Devices gives sandboxes host devices (nil: a create that asks for
-	// any is ErrUnsupported).
+	// any is ErrUnsupported). A sandbox holds them while it may run:
+	// through pause, a files-only pause and restarts, until its stop or
+	// delete (a failed one until its delete, which ends what is left of
+	// its processes).
 	Devices DeviceClaimer
 }
 

@@ -170,8 +170,48 @@ func TestDevices(t *testing.T) {
 	if h := heldBy(t, ctx, c); !slices.Equal(h[testDevice], []string{e.SandboxID}) || !slices.Equal(h[testShared], []string{b.SandboxID}) {
 		t.Errorf("GET /devices after the delete: %v", h)
 	}
+	devicesFollowLifecycle(t, ctx, c, e.SandboxID)
 }
 
+// devicesFollowLifecycle: the claim of id (holding testDevice) stays
+// through a pause, and its forks ask for their own: one asking for none
+// gets none, one asking for the held device is refused with 409. A stop
+// (the sandbox never runs again) frees the device.
+func devicesFollowLifecycle(t *testing.T, ctx context.Context, c *client.Client, id string) {
+	t.Helper()
+	if err := c.Lifecycle.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if h := heldBy(t, ctx, c); !slices.Equal(h[testDevice], []string{id}) {
+		t.Errorf("a paused sandbox's claim: %v", h)
+	}
+	if _, err := c.Lifecycle.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	checkDeviceInside(t, ctx, c, id)
+	forks, err := c.Snapshots.Fork(ctx, id, client.ForkRequest{})
+	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
+		t.Fatalf("fork without devices: %+v %v", forks, err)
+	}
+	if res := execAs(t, ctx, c, forks[0].Sandbox.SandboxID, "root", "ls /dev/warren-test-null"); res.ExitCode == 0 {
+		t.Errorf("a fork that asked for no device has its parent's")
+	}
+	forks, err = c.Snapshots.Fork(ctx, id, client.ForkRequest{Devices: []string{testDevice}})
+	if err != nil || len(forks) != 1 || forks[0].Error == nil || forks[0].Error.Code != 409 {
+		t.Errorf("fork asking for its parent's exclusive device: %+v %v; want a 409", forks, err)
+	}
+	if _, err := c.Lifecycle.Stop(ctx, id, 0, true); err != nil {
+		t.Fatal(err)
+	}
+	if h := heldBy(t, ctx, c); len(h[testDevice]) != 0 {
+		t.Errorf("a stopped sandbox still holds its device: %v", h)
+	}
+	forks, err = c.Snapshots.Fork(ctx, id, client.ForkRequest{Devices: []string{testDevice}})
+	if err != nil || len(forks) != 1 || forks[0].Sandbox == nil {
+		t.Fatalf("fork of a stopped sandbox, with its freed device: %+v %v", forks, err)
+	}
+	checkDeviceInside(t, ctx, c, forks[0].Sandbox.SandboxID)
+}
 func heldBy(t *testing.T, ctx context.Context, c *client.Client) map[string][]string {
 	t.Helper()
 	ds, err := c.Meta.Devices(ctx)
