@@ -27,6 +27,7 @@ type lifecycle struct {
 	volumes *archiver  // a snapshot's volume in the pool while a create copies it
 	warm    *warmPools // ready sandboxes a create may claim
 	net     *networks  // checks a create's network policy
+	devices deviceHolds
 }
 
 // Create makes and starts a sandbox and returns its record. The template
@@ -93,16 +94,13 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		}
 		defer release()
 	}
-	if err := l.reserve(ctx, rec); err != nil {
-		return store.Sandbox{}, err
-	}
-	if err := l.claimDevices(ctx, req, rec, spec); err != nil {
+	if err := l.reserve(ctx, rec, req, spec); err != nil {
 		return store.Sandbox{}, err
 	}
 	sb, err := l.host.Create(ctx, spec)
 	if err != nil {
 		bg := context.WithoutCancel(ctx)
-		l.releaseDevices(bg, rec.ID)
+		l.devices.release(bg, rec.ID)
 		if errdefs.IsNotFound(err) || errdefs.IsInvalid(err) || errdefs.IsUnsupported(err) {
 			// The request was wrong: leave no trace of it.
 			if derr := l.store.DeleteSandbox(bg, rec.ID); derr != nil {
@@ -274,9 +272,13 @@ func (l *lifecycle) snapshotAsSource(ctx context.Context, team, name string) (*s
 	return &snap, nil
 }
 
-// reserve inserts the record in "creating" unless the sandbox limit is hit.
-func (l *lifecycle) reserve(ctx context.Context, rec store.Sandbox) error {
-	return l.reserveWith(ctx, rec, func() error { return l.store.CreateSandbox(ctx, rec) })
+// reserve inserts the record in "creating" unless the sandbox limit is
+// hit, and claims the devices the create asks for.
+func (l *lifecycle) reserve(ctx context.Context, rec store.Sandbox, req CreateRequest, spec sandbox.Spec) error {
+	if err := l.reserveWith(ctx, rec, func() error { return l.store.CreateSandbox(ctx, rec) }); err != nil {
+		return err
+	}
+	return l.devices.claim(ctx, req, rec, spec)
 }
 
 // Delete destroys a team's sandbox and forgets it.
@@ -313,7 +315,7 @@ func (l *lifecycle) destroy(ctx context.Context, rec store.Sandbox, cause string
 		l.log.Error("destroy sandbox", "sandbox", rec.ID, "err", err)
 		return fmt.Errorf("destroy sandbox %s: %w", rec.ID, err)
 	}
-	l.releaseDevices(ctx, rec.ID)
+	l.devices.release(ctx, rec.ID)
 	return l.store.DeleteSandbox(ctx, rec.ID)
 }
 

@@ -3,16 +3,27 @@ package session
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/store"
 )
 
-// claimDevices gives a reserved sandbox the devices its create asks for;
-// if it cannot, the record goes and the error says why (a 400 or a 409).
-// A fork restoring memory gets none: a device's state is not in the image.
-func (l *lifecycle) claimDevices(ctx context.Context, req CreateRequest, rec store.Sandbox, spec sandbox.Spec) error {
+// deviceHolds gives sandboxes the devices their creates ask for and frees
+// them (Config.Devices; nil: none given).
+type deviceHolds struct {
+	claimer DeviceClaimer
+	records interface {
+		DeleteSandbox(ctx context.Context, id string) error
+	}
+	log *slog.Logger
+}
+
+// claim gives a reserved sandbox the devices its create asks for; if it
+// cannot, the record goes and the error says why (a 400 or a 409). A fork
+// restoring memory gets none: a device's state is not in the image.
+func (d deviceHolds) claim(ctx context.Context, req CreateRequest, rec store.Sandbox, spec sandbox.Spec) error {
 	if len(req.Devices) == 0 {
 		return nil
 	}
@@ -20,24 +31,24 @@ func (l *lifecycle) claimDevices(ctx context.Context, req CreateRequest, rec sto
 	switch {
 	case spec.MemoryFrom != "":
 		err = fmt.Errorf("snapshot %s holds memory, which cannot be restored onto devices; ask for filesOnly to start from its files with devices: %w", spec.MemoryFrom, errdefs.ErrInvalid)
-	case l.cfg.Devices != nil:
-		err = l.cfg.Devices.Claim(ctx, rec.ID, rec.Runtime, req.Devices)
+	case d.claimer != nil:
+		err = d.claimer.Claim(ctx, rec.ID, rec.Runtime, req.Devices)
 	}
 	if err != nil {
-		if derr := l.store.DeleteSandbox(context.WithoutCancel(ctx), rec.ID); derr != nil {
-			l.log.Warn("drop record of a sandbox refused its devices", "sandbox", rec.ID, "err", derr)
+		if derr := d.records.DeleteSandbox(context.WithoutCancel(ctx), rec.ID); derr != nil {
+			d.log.Warn("drop record of a sandbox refused its devices", "sandbox", rec.ID, "err", derr)
 		}
 	}
 	return err
 }
 
-// releaseDevices frees what sandbox id holds; a failure is logged (the
-// claim then names a gone sandbox until the next start's reconcile).
-func (l *lifecycle) releaseDevices(ctx context.Context, id string) {
-	if l.cfg.Devices == nil {
+// release frees what sandbox id holds; a failure is logged (the claim
+// then names a gone sandbox until the next start's reconcile).
+func (d deviceHolds) release(ctx context.Context, id string) {
+	if d.claimer == nil {
 		return
 	}
-	if err := l.cfg.Devices.Release(ctx, id); err != nil {
-		l.log.Warn("release devices", "sandbox", id, "err", err)
+	if err := d.claimer.Release(ctx, id); err != nil {
+		d.log.Warn("release devices", "sandbox", id, "err", err)
 	}
 }

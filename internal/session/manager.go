@@ -315,6 +315,7 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 		refill: make(chan struct{}, 1),
 	}
 	l := &lifecycle{registry: r, host: host, store: st, volumes: a, warm: w, net: n}
+	l.devices = deviceHolds{claimer: cfg.Devices, records: st, log: log}
 	r.autoResume = func(ctx context.Context, team, id string) error {
 		_, err := l.resumeHow(ctx, team, id, CauseAutoResume, false)
 		return err

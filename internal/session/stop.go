@@ -49,7 +49,7 @@ func (l *lifecycle) Stop(ctx context.Context, team, id string, grace time.Durati
 	}
 	// A stopped sandbox never runs again (its files stay for snapshots
 	// and forks, which ask for their own devices): its devices are free.
-	l.releaseDevices(bg, id)
+	l.devices.release(bg, id)
 	how := "killed"
 	if grace > 0 {
 		how = fmt.Sprintf("SIGTERM, exited within %s", grace)
