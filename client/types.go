@@ -291,6 +291,9 @@ type Template struct {
 	// NoNewPrivileges: the template's sandboxes start with no_new_privs,
 	// so sudo and other setuid binaries do not work in them.
 	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
+	// Devices are the host devices (CDI names) its sandboxes get when
+	// their create asks for none.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

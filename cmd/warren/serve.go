@@ -210,6 +210,7 @@ func templateBuildCmd() *cobra.Command {
 		storageB    string
 		runtimeName string
 		noNewPrivs  bool
+		devs        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "build NAME (--from-rootfs DIR|TAR | --debootstrap SUITE | --from-image REF | --busybox)",
@@ -239,7 +240,7 @@ func templateBuildCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			t, err := d.Templates.Build(ctx, args[0], src, daemon.BuildOptions{Replace: replace, Runtime: runtimeName, NoNewPrivileges: noNewPrivs, Progress: os.Stderr})
+			t, err := d.Templates.Build(ctx, args[0], src, daemon.BuildOptions{Replace: replace, Runtime: runtimeName, NoNewPrivileges: noNewPrivs, Devices: devs, Progress: os.Stderr})
 			if err != nil {
 				return err
 			}
@@ -260,6 +261,7 @@ func templateBuildCmd() *cobra.Command {
 	f.StringVar(&storageB, "storage", "", "storage backend (must match the daemon's)")
 	f.StringVar(&runtimeName, "runtime", "", "runtime every sandbox of this template must run on (native or gvisor; default: any, the create's or the server's)")
 	f.BoolVar(&noNewPrivs, "no-new-privileges", false, "start every sandbox of this template with no_new_privs: sudo and other setuid binaries fail in it (docs/security.md)")
+	f.StringArrayVar(&devs, "device", nil, "a host device (CDI name) every sandbox of this template gets unless its create asks for others (repeatable; docs/devices.md)")
 	return cmd
 }
 

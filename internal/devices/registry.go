@@ -115,25 +115,37 @@ func (r *Registry) describe(d *cdi.Device) Device {
 	}
 }
 
+// CheckNames checks that names are qualified CDI names, none twice,
+// without looking them up (a template's defaults are looked up at each
+// create, on the host it runs on).
+func CheckNames(names []string) error {
+	if len(names) > MaxPerSandbox {
+		return fmt.Errorf("%d devices asked for, at most %d allowed: %w", len(names), MaxPerSandbox, errdefs.ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for _, name := range names {
+		if _, _, _, err := parser.ParseQualifiedName(name); err != nil {
+			return fmt.Errorf("device %q is not a CDI name such as vendor.com/class=name (%v): %w", name, err, errdefs.ErrInvalid)
+		}
+		if seen[name] {
+			return fmt.Errorf("device %s is asked for twice: %w", name, errdefs.ErrInvalid)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
 // Resolve checks names: each must be a qualified CDI name
 // (vendor.com/class=name) of a device the host offers, none twice, and a
 // device whose edits run hooks must come from a trusted directory. Bad
 // input is ErrInvalid naming what the host has.
 func (r *Registry) Resolve(names []string) ([]Device, error) {
-	if len(names) > MaxPerSandbox {
-		return nil, fmt.Errorf("%d devices asked for, at most %d allowed: %w", len(names), MaxPerSandbox, errdefs.ErrInvalid)
+	if err := CheckNames(names); err != nil {
+		return nil, err
 	}
 	r.refresh()
 	out := make([]Device, 0, len(names))
-	seen := map[string]bool{}
 	for _, name := range names {
-		if _, _, _, err := parser.ParseQualifiedName(name); err != nil {
-			return nil, fmt.Errorf("device %q is not a CDI name such as vendor.com/class=name (%v): %w", name, err, errdefs.ErrInvalid)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("device %s is asked for twice: %w", name, errdefs.ErrInvalid)
-		}
-		seen[name] = true
 		d := r.cache.GetDevice(name)
 		if d == nil {
 			return nil, fmt.Errorf("this host has no device %s; it has %s: %w", name, r.available(), errdefs.ErrInvalid)

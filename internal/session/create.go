@@ -59,18 +59,9 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 	if err != nil {
 		return store.Sandbox{}, err
 	}
-	if need := tmpl.Runtime; need != "" {
-		if req.Runtime != "" && req.Runtime != need {
-			return store.Sandbox{}, fmt.Errorf("template %s requires the %s runtime; drop runtime %q or ask for %q: %w", rec.Template, need, req.Runtime, need, errdefs.ErrInvalid)
-		}
-		// A restore from memory stays on the runtime that saved it (the
-		// only one that can read the image), even if the template was
-		// rebuilt with another requirement since.
-		if spec.MemoryFrom == "" {
-			rec.Runtime = need
-		}
+	if err := settleTemplate(tmpl, &req, &rec, &spec); err != nil {
+		return store.Sandbox{}, err
 	}
-	spec.Runtime = rec.Runtime
 	timeout := l.cfg.DefaultTimeout
 	if req.Timeout != nil {
 		timeout = *req.Timeout
@@ -112,6 +103,28 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	return l.started(ctx, rec, spec, sb)
+}
+
+// settleTemplate applies what the template asks of its sandboxes: the
+// runtime it requires and, for a create that asks for none, its devices
+// (a fork asks for its own).
+func settleTemplate(tmpl store.Template, req *CreateRequest, rec *store.Sandbox, spec *sandbox.Spec) error {
+	if need := tmpl.Runtime; need != "" {
+		if req.Runtime != "" && req.Runtime != need {
+			return fmt.Errorf("template %s requires the %s runtime; drop runtime %q or ask for %q: %w", rec.Template, need, req.Runtime, need, errdefs.ErrInvalid)
+		}
+		// A restore from memory stays on the runtime that saved it (the
+		// only one that can read the image), even if the template was
+		// rebuilt with another requirement since.
+		if spec.MemoryFrom == "" {
+			rec.Runtime = need
+		}
+	}
+	spec.Runtime = rec.Runtime
+	if len(req.Devices) == 0 && spec.Snapshot == "" {
+		req.Devices = tmpl.Devices
+	}
+	return nil
 }
 
 // resolveVolumes checks the volumes a create mounts and puts them, with

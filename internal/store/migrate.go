@@ -287,6 +287,9 @@ var migrations = []string{
 		exclusive INTEGER NOT NULL,
 		PRIMARY KEY (device, sandbox_id)
 	)`,
+	// 60: the devices (CDI names, comma-separated) a template's sandboxes
+	// get when their create asks for none.
+	`ALTER TABLE templates ADD COLUMN devices TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

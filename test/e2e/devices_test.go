@@ -171,6 +171,19 @@ func TestDevices(t *testing.T) {
 		t.Errorf("GET /devices after the delete: %v", h)
 	}
 	devicesFollowLifecycle(t, ctx, c, e.SandboxID)
+
+	// A template's default devices: a create that asks for none gets them.
+	d.mustCLI("template", "build", "bbdev", "--busybox", "--device", testShared, "--data-dir", d.dataDir)
+	f, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bbdev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := execAs(t, ctx, c, f.SandboxID, "root", "head -c 1 /dev/warren-test-zero | od -An -tx1"); strings.TrimSpace(res.Stdout) != "00" {
+		t.Errorf("a sandbox of a template with a default device: %+v", res)
+	}
+	if _, _, code := d.cli("", "template", "build", "bbbad", "--busybox", "--device", "nonsense", "--data-dir", d.dataDir); code == 0 {
+		t.Errorf("a template with a malformed device name was built")
+	}
 }
 
 // devicesFollowLifecycle: the claim of id (holding testDevice) stays
