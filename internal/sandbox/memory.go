@@ -86,7 +86,7 @@ func (m *memoryImages) refuseDevices(ctx context.Context, id string) error {
 	}
 	if d != nil {
 		return fmt.Errorf("sandbox %s holds devices (%s) whose state a memory image cannot hold; take a filesystem snapshot or pause instead: %w",
-			id, strings.Join(d.Names, ", "), errdefs.ErrUnsupported)
+			id, strings.Join(d.Names, ", "), errdefs.ErrInvalid)
 	}
 	return nil
 }
@@ -191,11 +191,11 @@ func (m *memoryImages) recordRuntime(ctx context.Context, id, img string) {
 // Saving the kernel breaks the agent's connection: it is dropped first and
 // the agent's new one awaited before this returns (unless left paused).
 func (m *memoryImages) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (SnapshotResult, int64, error) {
-	mr, err := m.memoryRuntime()
-	if err != nil {
+	if err := m.refuseDevices(ctx, id); err != nil {
 		return SnapshotResult{}, 0, err
 	}
-	if err := m.refuseDevices(ctx, id); err != nil {
+	mr, err := m.memoryRuntime()
+	if err != nil {
 		return SnapshotResult{}, 0, err
 	}
 	if err := os.MkdirAll(string(m.dir), 0o700); err != nil {
@@ -257,11 +257,11 @@ func (m *memoryImages) SnapshotMemory(ctx context.Context, id, snapID, group str
 // files and that image, and survives a daemon restart or a reboot. Its
 // agent listener stays; Wake brings it back.
 func (m *memoryImages) Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error) {
-	mr, err := m.memoryRuntime()
-	if err != nil {
+	if err := m.refuseDevices(ctx, id); err != nil {
 		return runtime.CheckpointInfo{}, err
 	}
-	if err := m.refuseDevices(ctx, id); err != nil {
+	mr, err := m.memoryRuntime()
+	if err != nil {
 		return runtime.CheckpointInfo{}, err
 	}
 	if err := os.MkdirAll(string(m.dir), 0o700); err != nil {
