@@ -136,10 +136,6 @@ func TestDevices(t *testing.T) {
 			t.Errorf("device %q: %v; want 400 saying %q", name, err, want)
 		}
 	}
-	// (Without runsc here the create is refused for that first.)
-	if _, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor", Devices: []string{testShared}}); client.StatusCode(err) != 400 && !strings.Contains(fmt.Sprint(err), "runtime is not available") {
-		t.Errorf("a non-GPU device on gvisor: %v; want 400", err)
-	}
 	listed := d.mustCLI("devices")
 	if !strings.Contains(listed, testDevice) || !strings.Contains(listed, a.SandboxID) || !strings.Contains(listed, testHooked) {
 		t.Errorf("warren devices:\n%s", listed)
@@ -273,5 +269,41 @@ func checkDeviceInside(t *testing.T, ctx context.Context, c *client.Client, id s
 	rules := run("cat /sys/fs/cgroup/devices/devices.list 2>/dev/null || cat /sys/fs/cgroup/devices.list").Stdout
 	if !strings.Contains(rules, "c 1:3 rw") || strings.Contains(rules, "a *:* rwm") || strings.Contains(rules, "b 8:") || strings.Contains(rules, "c 1:1 ") {
 		t.Errorf("device cgroup rules of a sandbox holding 1:3:\n%s", rules)
+	}
+}
+
+// On gvisor, an NVIDIA GPU goes through runsc's nvproxy and any other
+// class is refused. This machine has no NVIDIA driver, so a spec naming a
+// fake nvidia.com/gpu device shows the path is taken: runsc, started with
+// --nvproxy, fails looking for /dev/nvidiactl, and the failed create frees
+// its claim. (On a host with the driver the sandbox starts.)
+func TestDevicesGVisor(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "gpu.yaml"), `cdiVersion: "0.6.0"
+kind: nvidia.com/gpu
+devices:
+- name: fake
+  containerEdits:
+    env: [WARREN_FAKE_GPU=1]
+`)
+	d := gvisorDaemon(t, "--cdi-spec-dirs", dir+","+strings.Split(testCDI(t), ",")[0])
+	c := d.client()
+	ctx := ctxT(t, 2*time.Minute)
+	if _, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor", Devices: []string{testDevice}}); client.StatusCode(err) != 400 || !strings.Contains(err.Error(), "nvidia.com/gpu") {
+		t.Errorf("a non-GPU device on gvisor: %v; want 400 naming the class it can pass", err)
+	}
+	_, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: "gvisor", Devices: []string{"nvidia.com/gpu=fake"}})
+	if _, statErr := os.Stat("/dev/nvidiactl"); statErr == nil {
+		if err != nil {
+			t.Fatalf("a GPU sandbox on a host with NVIDIA's driver: %v", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), "nvidiactl") {
+		t.Errorf("a fake GPU on gvisor without NVIDIA's driver: %v; want runsc's nvproxy failing on /dev/nvidiactl", err)
+	}
+	if h := heldBy(t, ctx, c); len(h["nvidia.com/gpu=fake"]) != 0 {
+		t.Errorf("a failed create still holds its device: %v", h)
 	}
 }
