@@ -88,7 +88,9 @@ type Spec struct {
 // device cgroup rules, mounts, env).
 type Devices struct {
 	Names []string
-	Apply func(*specs.Spec) error
+	// Apply is not serialised: a spec written down (a test's, a
+	// runtime's record) names the devices, and its reader asks again.
+	Apply func(*specs.Spec) error `json:"-"`
 }
 
 // Env is base with the devices' env edits applied, for a runtime that
