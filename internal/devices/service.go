@@ -113,3 +113,20 @@ func (s *Service) List(ctx context.Context) ([]Listed, error) {
 	slices.SortFunc(out, func(a, b Listed) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
+
+// Free names the devices a new sandbox could be given now: those the
+// host offers that are shareable or held by no sandbox (what a fleet node
+// publishes for placement).
+func (s *Service) Free(ctx context.Context) ([]string, error) {
+	list, err := s.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range list {
+		if d.Spec != "" && (d.Shareable || len(d.Holders) == 0) {
+			out = append(out, d.Name)
+		}
+	}
+	return out, nil
+}
