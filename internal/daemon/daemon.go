@@ -189,11 +189,13 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	d.Metrics = d.newMetrics(errs)
 	d.Sessions = session.New(d.sessionConfig(rt.Name(), defaultDisk), d.Store, d.Host, log)
 	d.reconcileStorage(ctx)
-	d.releaseOrphanDevices(ctx)
 	startNetworkIfNeeded(ctx, d.Networks, d.Store, log)
 	if err := d.Sessions.Recover(ctx); err != nil {
 		log.Warn("reconcile sandboxes", "err", err)
 	}
+	// After the reconcile, which forgets the sandboxes whose destroy a
+	// crash cut short.
+	d.releaseOrphanDevices(ctx)
 	return d, nil
 }
 
