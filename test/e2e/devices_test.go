@@ -180,6 +180,11 @@ func TestDevices(t *testing.T) {
 	if _, _, code := d.cli("", "template", "build", "bbbad", "--busybox", "--device", "nonsense", "--data-dir", d.dataDir); code == 0 {
 		t.Errorf("a template with a malformed device name was built")
 	}
+	// The CLI's --device.
+	id := strings.TrimSpace(d.mustCLI("sandbox", "create", "--template", "bb", "--device", testShared))
+	if h := heldBy(t, ctx, c); !slices.Contains(h[testShared], id) {
+		t.Errorf("warren sandbox create --device: %s not among the holders %v", id, h[testShared])
+	}
 }
 
 // devicesFollowLifecycle: the claim of id (holding testDevice) stays
