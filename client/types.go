@@ -204,6 +204,9 @@ type SandboxDetail struct {
 	MemorySnapshot bool `json:"memorySnapshot"`
 	// VolumeMounts are the shared volumes it mounts.
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+	// Devices are the host devices (CDI names) it holds (GET
+	// /sandboxes/{id} only).
+	Devices []string `json:"devices,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.

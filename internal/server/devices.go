@@ -13,6 +13,18 @@ import (
 // Devices is what the API needs of the host's devices (devices.Service).
 type Devices interface {
 	List(ctx context.Context) ([]devices.Listed, error)
+	// Held names the devices sandbox id holds.
+	Held(ctx context.Context, id string) ([]string, error)
+}
+
+// addDevices fills in the devices a sandbox holds, when they can be read.
+func addDevices(r *http.Request, devs Devices, d *client.SandboxDetail) {
+	if devs == nil {
+		return
+	}
+	if held, err := devs.Held(r.Context(), d.SandboxID); err == nil {
+		d.Devices = held
+	}
 }
 
 // deviceRoutes serve GET /devices.

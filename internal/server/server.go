@@ -153,7 +153,7 @@ func New(deps Deps) *Server {
 	maxUpload := uploadLimit(deps.MaxUploadBytes)
 	s.admin = &adminRoutes{templates: deps.Templates, keys: deps.Keys, authz: authz}
 	s.teams = &teamRoutes{teams: deps.Sessions}
-	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records}
+	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records, devices: deps.Devices}
 	if deps.Volumes != nil {
 		s.sandboxes.volumes = deps.Volumes
 	}

@@ -113,6 +113,9 @@ func TestDevices(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Sandboxes.Delete(context.Background(), a.SandboxID) })
 	checkDeviceInside(t, ctx, c, a.SandboxID)
+	if det, err := c.Sandboxes.Get(ctx, a.SandboxID); err != nil || !slices.Equal(det.Devices, []string{testDevice, testShared}) {
+		t.Errorf("GET /sandboxes/{id} devices: %v, %v", det.Devices, err)
+	}
 
 	// The exclusive device is a's; the shareable one may be held twice.
 	_, err = c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Devices: []string{testDevice}})
