@@ -78,6 +78,7 @@ require (
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
 	modernc.org/sqlite v1.61.1
 	sigs.k8s.io/controller-runtime v0.24.1
+	tags.cncf.io/container-device-interface v1.1.2
 )
 
 require (
@@ -112,6 +113,7 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
+	tags.cncf.io/container-device-interface/specs-go v1.1.1 // indirect
 )
 
 replace github.com/warrenhq/warren/api => ./api

@@ -84,6 +84,9 @@ type ForkRequest struct {
 	// taken with memory forks with memory anyway, unless FilesOnly.
 	Memory    bool `json:"memory,omitempty"`
 	FilesOnly bool `json:"filesOnly,omitempty"`
+	// Devices each fork asks for (CDI names): a fork gets none of its
+	// parent's, and an exclusive device goes to one fork at most.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // ForkResult is one element of the fork answer: a sandbox or an error

@@ -85,6 +85,10 @@ type NewSandbox struct {
 	// name, at absolute paths inside the sandbox.
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
 	// warren extensions
+	// Devices are host devices by CDI name (vendor.com/class=name, GET
+	// /devices lists them), held until the sandbox's delete; a fork asks
+	// for its own.
+	Devices []string `json:"devices,omitempty"`
 	Limits *Limits `json:"limits,omitempty"`
 	// SnapshotEveryToolCall takes a turn snapshot after every tool call
 	// (POST /sandboxes/{id}/tools/{name}), as if each asked for turn.
@@ -200,6 +204,9 @@ type SandboxDetail struct {
 	MemorySnapshot bool `json:"memorySnapshot"`
 	// VolumeMounts are the shared volumes it mounts.
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+	// Devices are the host devices (CDI names) it holds (GET
+	// /sandboxes/{id} only).
+	Devices []string `json:"devices,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.
@@ -287,6 +294,9 @@ type Template struct {
 	// NoNewPrivileges: the template's sandboxes start with no_new_privs,
 	// so sudo and other setuid binaries do not work in them.
 	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
+	// Devices are the host devices (CDI names) its sandboxes get when
+	// their create asks for none.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

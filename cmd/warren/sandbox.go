@@ -44,6 +44,7 @@ type sandboxCreateFlags struct {
 	egress         egressFlags
 	rtName         string
 	idemKey        string
+	devices        []string
 }
 
 func sandboxCreateCmd(a *app) *cobra.Command {
@@ -56,7 +57,8 @@ func sandboxCreateCmd(a *app) *cobra.Command {
   warren sandbox create --allow-out pypi.org --allow-out files.pythonhosted.org
   warren sandbox create --internet --deny-out 203.0.113.0/24
   warren sandbox create --runtime gvisor
-  warren sandbox create --volume data:/data`,
+  warren sandbox create --volume data:/data
+  warren sandbox create --device nvidia.com/gpu=0`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			in, err := o.request(cmd.Flags().Changed("timeout"))
@@ -92,6 +94,7 @@ func sandboxCreateCmd(a *app) *cobra.Command {
 	f.StringArrayVar(&o.volumes, "volume", nil, "mount the shared volume NAME read-write at /PATH: NAME:/PATH (repeatable; warren volume create)")
 	f.StringVar(&o.rtName, "runtime", "", "runtime: native, or gvisor for gVisor's stronger isolation (default: the server's; GET /health lists the runtimes)")
 	f.StringVar(&o.idemKey, "idempotency-key", "", "make at most one sandbox for this key (per team, 24 hours): running the same command again prints the first one's id")
+	f.StringArrayVar(&o.devices, "device", nil, "give the sandbox a host device by CDI name, e.g. nvidia.com/gpu=0 (repeatable; warren devices lists them)")
 	f.BoolVar(&o.filesOnly, "files-only", false, "from a snapshot taken with memory (--template SNAP), take only its files: processes start afresh, on any runtime")
 	o.egress.getenv = a.getenv
 	o.egress.register(cmd, false)
@@ -144,6 +147,7 @@ func (o *sandboxCreateFlags) request(withTimeout bool) (client.NewSandbox, error
 	in.SnapshotEveryToolCall = o.toolSnaps
 	in.Runtime = o.rtName
 	in.FilesOnly = o.filesOnly
+	in.Devices = o.devices
 	if in.VolumeMounts, err = parseVolumeMounts(o.volumes); err != nil {
 		return in, err
 	}

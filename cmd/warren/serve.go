@@ -151,6 +151,8 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.BoolVar(&o.cfg.UserNS, "userns", o.cfg.UserNS, "start every native sandbox in a user namespace: root inside is an unprivileged host uid, files keep their owners through idmapped mounts (default on: a host that cannot falls back to none with a warning, unless --userns is given explicitly; --userns=false opts out; docs/security.md; env WARREN_USERNS)")
 	f.Uint32Var(&o.cfg.UserNSBase, "userns-base", o.cfg.UserNSBase, "first host uid/gid of the sandboxes' user namespace ranges (65536 ids each)")
 	f.IntVar(&o.cfg.UserNSSlots, "userns-slots", o.cfg.UserNSSlots, "how many 65536-id ranges from --userns-base sandboxes may hold at once")
+	f.StringSliceVar(&o.cfg.CDISpecDirs, "cdi-spec-dirs", o.cfg.CDISpecDirs, "directories of CDI specs naming the host devices sandboxes may ask for (docs/devices.md)")
+	f.StringSliceVar(&o.cfg.CDITrustedHookDirs, "cdi-trusted-hook-dirs", nil, "CDI spec directories whose specs may run hooks (host programs, as root) at a sandbox's start; devices with hooks from elsewhere are refused")
 	f.BoolVar(&o.cfg.AgentLogs, "agent-logs", false, "keep each sandbox agent's output in <data-dir>/logs (debugging only: a sandbox's root can write to those host files)")
 	networkFlags(cmd, &o.cfg.Network)
 	clusterFlags(cmd, &o.cfg.Cluster)
@@ -211,6 +213,7 @@ func templateBuildCmd() *cobra.Command {
 		storageB    string
 		runtimeName string
 		noNewPrivs  bool
+		devs        []string
 	)
 	cmd := &cobra.Command{
 		Use:   "build NAME (--from-rootfs DIR|TAR | --debootstrap SUITE | --from-image REF | --busybox)",
@@ -240,7 +243,7 @@ func templateBuildCmd() *cobra.Command {
 				return err
 			}
 			defer d.Close()
-			t, err := d.Templates.Build(ctx, args[0], src, daemon.BuildOptions{Replace: replace, Runtime: runtimeName, NoNewPrivileges: noNewPrivs, Progress: os.Stderr})
+			t, err := d.Templates.Build(ctx, args[0], src, daemon.BuildOptions{Replace: replace, Runtime: runtimeName, NoNewPrivileges: noNewPrivs, Devices: devs, Progress: os.Stderr})
 			if err != nil {
 				return err
 			}
@@ -261,6 +264,7 @@ func templateBuildCmd() *cobra.Command {
 	f.StringVar(&storageB, "storage", "", "storage backend (must match the daemon's)")
 	f.StringVar(&runtimeName, "runtime", "", "runtime every sandbox of this template must run on (native or gvisor; default: any, the create's or the server's)")
 	f.BoolVar(&noNewPrivs, "no-new-privileges", false, "start every sandbox of this template with no_new_privs: sudo and other setuid binaries fail in it (docs/security.md)")
+	f.StringArrayVar(&devs, "device", nil, "a host device (CDI name) every sandbox of this template gets unless its create asks for others (repeatable; docs/devices.md)")
 	return cmd
 }
 

@@ -249,6 +249,7 @@ func forkCmd(a *app) *cobra.Command {
 		timeout   int64
 		memory    bool
 		filesOnly bool
+		devices   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "fork ID [SNAP]",
@@ -261,7 +262,7 @@ own line; a fork that failed is reported on stderr and makes the exit status 1.`
   warren fork $ID --memory -n 3   # gvisor: each fork carries on with ID's processes`,
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			in := client.ForkRequest{Count: count, Memory: memory, FilesOnly: filesOnly}
+			in := client.ForkRequest{Count: count, Memory: memory, FilesOnly: filesOnly, Devices: devices}
 			if count < 1 {
 				return usageError{fmt.Errorf("-n %d: want at least 1 fork", count)}
 			}
@@ -293,6 +294,7 @@ own line; a fork that failed is reported on stderr and makes the exit status 1.`
 	f.Int64Var(&timeout, "timeout", 0, "seconds until each new sandbox is killed; 0 = never (default: the server's)")
 	f.BoolVar(&memory, "memory", false, "fork the live state with its memory and processes (gvisor runtime)")
 	f.BoolVar(&filesOnly, "files-only", false, "from a snapshot taken with memory, take only its files: processes start afresh")
+	f.StringArrayVar(&devices, "device", nil, "give each fork this host device by CDI name (repeatable; forks get none of ID's)")
 	return cmd
 }
 

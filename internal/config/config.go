@@ -131,6 +131,11 @@ type Config struct {
 	UserNSExplicit bool
 	UserNSBase     uint32
 	UserNSSlots    int
+	// CDISpecDirs are where host devices' CDI specs are read from
+	// (docs/devices.md); CDITrustedHookDirs those of them whose specs may
+	// run hooks on the host.
+	CDISpecDirs        []string
+	CDITrustedHookDirs []string
 	// AgentLogs keeps each sandbox agent's own output in <data-dir>/logs.
 	// For debugging only: a sandbox's root can write to that host file.
 	AgentLogs bool
@@ -175,6 +180,7 @@ func Default() Config {
 		UserNS:             true,
 		UserNSBase:         1 << 31,
 		UserNSSlots:        16384,
+		CDISpecDirs:        []string{"/etc/cdi", "/var/run/cdi"},
 		Network:            defaultNetwork(),
 		Cluster:            defaultCluster(),
 	}

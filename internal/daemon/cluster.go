@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/devices"
 	"github.com/warrenhq/warren/internal/kube/fleet"
 	"github.com/warrenhq/warren/internal/kube/node"
 	"github.com/warrenhq/warren/internal/metrics"
@@ -59,10 +60,11 @@ type reporter struct {
 	runtimes     []string
 	poolPath     string
 	maxSandboxes int
+	devices      *devices.Service
 }
 
 func (d *Daemon) nodeReport() *reporter {
-	r := &reporter{store: d.Store, maxSandboxes: d.cfg.MaxSandboxes,
+	r := &reporter{store: d.Store, maxSandboxes: d.cfg.MaxSandboxes, devices: d.Devices,
 		poolPath: filepath.Dir(d.Storage.Path(storage.Key{Kind: storage.KindSandbox, Name: "x"}))}
 	for _, rt := range d.runtimes {
 		if rt.Available {
@@ -102,6 +104,11 @@ func (r *reporter) Report(ctx context.Context) (node.Report, error) {
 	}
 	for _, t := range tmpls {
 		rep.Templates = append(rep.Templates, t.Name)
+	}
+	if r.devices != nil {
+		if rep.Devices, err = r.devices.Free(ctx); err != nil {
+			return rep, err
+		}
 	}
 	rep.SnapshotCount, rep.SnapshotBytes, err = r.store.SnapshotTotals(ctx)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/devices"
 	"github.com/warrenhq/warren/internal/diskshare"
 	"github.com/warrenhq/warren/internal/mcpserver"
 	"github.com/warrenhq/warren/internal/metrics"
@@ -65,6 +66,7 @@ type Daemon struct {
 	Metrics   *metrics.Metrics
 	Networks  *sandbox.Networks
 	Volumes   *sharedvol.Service
+	Devices   *devices.Service
 	Secrets   *secrets.Service
 	audit     *networkAudit
 	runtimes  []client.RuntimeInfo // for GET /health
@@ -157,6 +159,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		return nil, err
 	}
 	d.Volumes = sharedvol.New(d.Storage, d.Store, cfg.VolumeSizeBytes, log)
+	d.Devices = newDevices(cfg, d.Store, log)
 	if err := d.openEgress(cfg, log); err != nil {
 		return nil, err
 	}
@@ -177,6 +180,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 		// Set without --userns too: its sandboxes are recovered and freed.
 		UserNS:   usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots},
 		UserNSOn: usernsOn,
+		Devices:  d.Devices.EditsOf,
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()
@@ -194,6 +198,9 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if err := d.Sessions.Recover(ctx); err != nil {
 		log.Warn("reconcile sandboxes", "err", err)
 	}
+	// After the reconcile, which forgets the sandboxes whose destroy a
+	// crash cut short.
+	d.releaseOrphanDevices(ctx)
 	return d, nil
 }
 
@@ -218,6 +225,7 @@ func (d *Daemon) sessionConfig(runtimeName string, defaultDisk int64) session.Co
 		OnEvent:         d.onEvent,
 		OnTimeout:       d.Metrics.CountTimeout,
 		Volumes:         d.Volumes,
+		Devices:         deviceClaimer{svc: d.Devices, runtime: d.Runtime},
 	}
 }
 
@@ -324,6 +332,7 @@ func (d *Daemon) apiDeps(tokens *accesstoken.Issuer, tools []client.Tool, caPEM 
 		Secrets:        d.Secrets,
 		Templates:      d.Templates,
 		Volumes:        d.Volumes,
+		Devices:        d.Devices,
 		Procs:          d.Procs,
 		Logs:           d.Logs,
 		Tools:          tools,

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/warrenhq/warren/internal/config"
+	"github.com/warrenhq/warren/internal/devices"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/storage"
@@ -61,11 +62,18 @@ type BuildOptions struct {
 	// NoNewPrivileges starts every sandbox of the template with
 	// no_new_privs (no sudo).
 	NoNewPrivileges bool
-	Progress        io.Writer
+	// Devices are the host devices (CDI names) its sandboxes get when
+	// their create asks for none; checked against the host's specs at
+	// each create.
+	Devices  []string
+	Progress io.Writer
 }
 
 // Build builds a template and records it.
 func (t *Templates) Build(ctx context.Context, name string, src template.Source, opts BuildOptions) (store.Template, error) {
+	if err := devices.CheckNames(opts.Devices); err != nil {
+		return store.Template{}, err
+	}
 	if opts.Runtime != "" {
 		// Checked before the build, which may take minutes.
 		if err := config.ValidateRuntime("template runtime", opts.Runtime); err != nil {
@@ -76,7 +84,7 @@ func (t *Templates) Build(ctx context.Context, name string, src template.Source,
 	if err != nil {
 		return store.Template{}, err
 	}
-	rec := store.Template{Name: info.Name, Source: info.Source, CreatedAt: info.Created, SizeBytes: info.SizeBytes, Runtime: opts.Runtime, NoNewPrivileges: opts.NoNewPrivileges}
+	rec := store.Template{Name: info.Name, Source: info.Source, CreatedAt: info.Created, SizeBytes: info.SizeBytes, Runtime: opts.Runtime, NoNewPrivileges: opts.NoNewPrivileges, Devices: opts.Devices}
 	if err := t.Store.PutTemplate(ctx, rec); err != nil {
 		return store.Template{}, fmt.Errorf("record template: %w", err)
 	}

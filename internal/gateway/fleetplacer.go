@@ -108,6 +108,7 @@ func (p *FleetPlacer) Place(_ context.Context, req PlaceRequest, nodes []Node) (
 		MilliCPU:    req.MilliCPU,
 		DiskBytes:   req.DiskBytes,
 		Snapshot:    req.FromSnapshot,
+		Devices:     req.Devices,
 	}
 	if req.FromSnapshot != "" {
 		// A snapshot id is no template name: the holder's node answers for

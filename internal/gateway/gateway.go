@@ -269,7 +269,7 @@ func placeRequestOf(body []byte) PlaceRequest {
 	if len(body) == 0 || json.Unmarshal(body, &in) != nil {
 		return PlaceRequest{}
 	}
-	req := PlaceRequest{Template: in.TemplateID, Runtime: in.Runtime}
+	req := PlaceRequest{Template: in.TemplateID, Runtime: in.Runtime, Devices: in.Devices}
 	if l := in.Limits; l != nil {
 		req.MemoryBytes = l.MemoryMB << 20
 		req.MilliCPU = int64(l.CPUCount * 1000)

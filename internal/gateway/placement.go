@@ -26,6 +26,8 @@ type PlaceRequest struct {
 	// Team is the caller's: a snapshot copied for the create is recorded
 	// under it on the chosen node.
 	Team string
+	// Devices the create asks for (CDI names).
+	Devices []string
 }
 
 // Placer chooses the node of a create among the fleet's nodes (Ready or

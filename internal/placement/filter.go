@@ -23,17 +23,18 @@ const (
 	NoCPU              Reason = "fewer CPUs than asked"
 	NoDisk             Reason = "not enough disk"
 	SandboxesFull      Reason = "at its sandbox limit"
+	NoDevices          Reason = "devices not free there"
 )
 
 // reasonOrder lists the reasons as the filter checks them (how an error
 // lists them too).
 var reasonOrder = []Reason{NotReady, LeaseExpired, Unschedulable, RuntimeUnsupported, TemplateMissing,
-	NoMemory, NoCPU, NoDisk, SandboxesFull}
+	NoMemory, NoCPU, NoDisk, SandboxesFull, NoDevices}
 
 // capacityReason says whether r only means "full now": such a node may
 // take the sandbox once others end.
 func capacityReason(r Reason) bool {
-	return r == NoMemory || r == NoDisk || r == SandboxesFull
+	return r == NoMemory || r == NoDisk || r == SandboxesFull || r == NoDevices
 }
 
 // check returns why n cannot take req, as 1 + its index in reasonOrder (a
@@ -62,12 +63,24 @@ func check(n *Node, req *Request) int {
 		return 8
 	case !fits(n.Capacity.Sandboxes, n.Used.Sandboxes, 1):
 		return 9
+	case !hasAll(n.Devices, req.Devices):
+		return 10
 	}
 	return 0
 }
 
+// hasAll says whether every one of want is in have.
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
 // counts are the nodes each reason filtered, indexed as check returns.
-type counts [10]int
+type counts [11]int
 
 // reasons turns counts into the map decisions and errors carry.
 func (c *counts) reasons() map[Reason]int {

@@ -44,8 +44,10 @@ type Node struct {
 	Unschedulable bool
 	Runtimes      []string
 	Templates     []string
-	Capacity      Resources
-	Used          Resources
+	// Devices a new sandbox can be given there now (CDI names).
+	Devices  []string
+	Capacity Resources
+	Used     Resources
 	// HasSnapshot says whether the node holds a snapshot; nil: none known.
 	HasSnapshot func(id string) bool
 }
@@ -78,6 +80,9 @@ type Request struct {
 	// Snapshot the sandbox starts from (a fork, a create from a snapshot,
 	// a resume): a node holding it starts it without a transfer.
 	Snapshot string
+	// Devices the sandbox asks for (CDI names): the node must have each
+	// free.
+	Devices []string
 }
 
 // Weights weigh the parts of a node's score.

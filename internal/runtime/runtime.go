@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // Limits are the resource limits of one sandbox.
@@ -77,6 +79,28 @@ type Spec struct {
 	// (the root filesystem and the mounts are idmapped, not chown'd).
 	// Runtimes that cannot do it refuse the spec (ErrUnsupported).
 	UserNS *IDRange
+	// Devices, if set, are host devices (CDI) the sandbox gets.
+	Devices *Devices
+}
+
+// Devices are the host devices a sandbox gets: their CDI names and the
+// edits that add them to the sandbox's OCI runtime spec (device nodes,
+// device cgroup rules, mounts, env).
+type Devices struct {
+	Names []string
+	// Apply is not serialised: a spec written down (a test's, a
+	// runtime's record) names the devices, and its reader asks again.
+	Apply func(*specs.Spec) error `json:"-"`
+}
+
+// Env is base with the devices' env edits applied, for a runtime that
+// gives PID 1 its environment other than through the OCI spec.
+func (d *Devices) Env(base []string) ([]string, error) {
+	scratch := &specs.Spec{Process: &specs.Process{Env: append([]string(nil), base...)}, Linux: &specs.Linux{}}
+	if err := d.Apply(scratch); err != nil {
+		return nil, err
+	}
+	return scratch.Process.Env, nil
 }
 
 // IDRange is a block of host uids and gids (the same numbers for both)
@@ -110,6 +134,9 @@ type Capabilities struct {
 	MemorySnapshot bool // checkpoint a sandbox's memory
 	Network        bool // per-sandbox network namespace
 	UserNS         bool // Spec.UserNS: a host user namespace per sandbox
+	// DeviceClasses are the CDI device classes (vendor.com/class) the
+	// runtime can pass through; nil: any.
+	DeviceClasses []string
 }
 
 // Runtime starts, finds and destroys sandboxes.

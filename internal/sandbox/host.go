@@ -64,6 +64,10 @@ type Config struct {
 	// neither.
 	UserNS   UserNSRanges
 	UserNSOn bool
+	// Devices returns the host devices (CDI) a sandbox holds, asked at
+	// every start of it and before its memory is saved (a sandbox holding
+	// devices has none saved). nil: none.
+	Devices func(ctx context.Context, id string) (*runtime.Devices, error)
 }
 
 // UserNSRanges hands out the host id ranges of sandboxes' user namespaces.
@@ -112,11 +116,11 @@ func New(c Config) *Host {
 		writeBacks.dirty = dr
 	}
 	nets := &sandboxNetworks{networks: c.Network, sockets: sockets}
-	memory := &memoryImages{dir: images, runtime: c.Runtime, pool: pool, syncs: writeBacks, sockets: sockets, log: c.Log}
+	memory := &memoryImages{dir: images, runtime: c.Runtime, pool: pool, syncs: writeBacks, sockets: sockets, log: c.Log, devices: c.Devices}
 	launch := &launcher{runtime: c.Runtime, sockets: sockets, logDir: c.LogDir, agentBinary: c.AgentBinary,
 		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges,
 		volumeMounts: c.VolumeMounts,
-		userns:       c.UserNS, usernsOn: c.UserNSOn}
+		userns:       c.UserNS, usernsOn: c.UserNSOn, devices: c.Devices}
 	memory.specs = launch
 	return &Host{
 		lifecycle: &lifecycle{pool: pool, runtime: c.Runtime, launch: launch, sockets: sockets, net: nets,

@@ -111,6 +111,8 @@ type launcher struct {
 	volumeMounts func(ctx context.Context, id string) ([]runtime.Mount, error)
 	userns       UserNSRanges
 	usernsOn     bool
+	// devices: see Config.Devices.
+	devices func(ctx context.Context, id string) (*runtime.Devices, error)
 }
 
 // start starts the sandbox's processes on root, or restores them from the
@@ -224,6 +226,13 @@ func (l *launcher) runtimeSpec(ctx context.Context, spec Spec, root string) (run
 			return runtime.Spec{}, fmt.Errorf("shared volumes of sandbox %s: %w", spec.ID, err)
 		}
 		rs.Mounts = append(rs.Mounts, vols...)
+	}
+	if l.devices != nil {
+		d, err := l.devices(ctx, spec.ID)
+		if err != nil {
+			return runtime.Spec{}, fmt.Errorf("devices of sandbox %s: %w", spec.ID, err)
+		}
+		rs.Devices = d
 	}
 	if spec.Network != nil {
 		if err := l.net.attachNetwork(spec.ID, &rs); err != nil {

@@ -68,6 +68,27 @@ type memoryImages struct {
 	}
 	sockets agentSockets
 	log     *slog.Logger
+	// devices: see Config.Devices.
+	devices func(ctx context.Context, id string) (*runtime.Devices, error)
+}
+
+// refuseDevices refuses to save the memory of a sandbox holding devices:
+// a device's state (a GPU's memory, its driver's handles) is not in the
+// image, so a restore would resume processes against a device that
+// forgot them.
+func (m *memoryImages) refuseDevices(ctx context.Context, id string) error {
+	if m.devices == nil {
+		return nil
+	}
+	d, err := m.devices(ctx, id)
+	if err != nil {
+		return err
+	}
+	if d != nil {
+		return fmt.Errorf("sandbox %s holds devices (%s) whose state a memory image cannot hold; take a filesystem snapshot or pause instead: %w",
+			id, strings.Join(d.Names, ", "), errdefs.ErrInvalid)
+	}
+	return nil
 }
 
 func (m *memoryImages) memoryRuntime() (memoryRuntime, error) {
@@ -170,6 +191,9 @@ func (m *memoryImages) recordRuntime(ctx context.Context, id, img string) {
 // Saving the kernel breaks the agent's connection: it is dropped first and
 // the agent's new one awaited before this returns (unless left paused).
 func (m *memoryImages) SnapshotMemory(ctx context.Context, id, snapID, group string, wasPaused bool, conn *agentconn.Conn) (SnapshotResult, int64, error) {
+	if err := m.refuseDevices(ctx, id); err != nil {
+		return SnapshotResult{}, 0, err
+	}
 	mr, err := m.memoryRuntime()
 	if err != nil {
 		return SnapshotResult{}, 0, err
@@ -233,6 +257,9 @@ func (m *memoryImages) SnapshotMemory(ctx context.Context, id, snapID, group str
 // files and that image, and survives a daemon restart or a reboot. Its
 // agent listener stays; Wake brings it back.
 func (m *memoryImages) Hibernate(ctx context.Context, id string) (runtime.CheckpointInfo, error) {
+	if err := m.refuseDevices(ctx, id); err != nil {
+		return runtime.CheckpointInfo{}, err
+	}
 	mr, err := m.memoryRuntime()
 	if err != nil {
 		return runtime.CheckpointInfo{}, err

@@ -22,7 +22,7 @@ func (s *adminRoutes) listTemplates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]client.Template, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, client.Template{TemplateID: t.Name, Source: t.Source, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Runtime: t.Runtime, NoNewPrivileges: t.NoNewPrivileges})
+		out = append(out, client.Template{TemplateID: t.Name, Source: t.Source, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Runtime: t.Runtime, NoNewPrivileges: t.NoNewPrivileges, Devices: t.Devices})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -69,6 +69,7 @@ var openAPIGoTypes = map[string]reflect.Type{
 	"client.NewVolume":           reflect.TypeFor[client.NewVolume](),
 	"client.Volume":              reflect.TypeFor[client.Volume](),
 	"client.VolumeAndToken":      reflect.TypeFor[client.VolumeAndToken](),
+	"client.Device":              reflect.TypeFor[client.Device](),
 	"client.VolumeEntry":         reflect.TypeFor[client.VolumeEntry](),
 	"client.VolumeMetadata":      reflect.TypeFor[client.VolumeMetadata](),
 	"client.VolumeMount":         reflect.TypeFor[client.VolumeMount](),

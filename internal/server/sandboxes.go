@@ -37,6 +37,8 @@ type sandboxRoutes struct {
 	records Records
 	// volumes reads the shared volumes a sandbox mounts (nil: none).
 	volumes VolumeAdmin
+	// devices says which devices a sandbox holds (nil: none).
+	devices Devices
 }
 
 // sandboxViews turns a sandbox's record into the API's answers: its
@@ -79,6 +81,8 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Network: createPolicy(body),
 
 		IdempotencyKey: r.Header.Get(idempotencyKeyHeader),
+
+		Devices: body.Devices,
 	}
 	for _, m := range body.VolumeMounts {
 		req.VolumeMounts = append(req.VolumeMounts, store.VolumeMount{Name: m.Name, Path: m.Path})
@@ -189,6 +193,7 @@ func (s *sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	addDiskUsage(r, s.records, &d)
+	addDevices(r, s.devices, &d)
 	if s.volumes != nil {
 		ms, err := s.volumes.SandboxMounts(r.Context(), rec.ID)
 		if err != nil {

@@ -61,6 +61,8 @@ type Deps struct {
 	Templates Templates
 	// Volumes are the shared volumes (nil: their routes answer 501).
 	Volumes Volumes
+	// Devices are the host's devices (nil: GET /devices answers 501).
+	Devices Devices
 	// Procs holds the output of sandboxes' background processes.
 	Procs *procs.Manager
 	// Logs holds each sandbox's log (process output and lifecycle).
@@ -124,6 +126,7 @@ type Server struct {
 	moves     *moveRoutes
 	replicas  *replicaRoutes
 	volumes   *volumeRoutes
+	devices   *deviceRoutes
 	ca        *caRoutes
 	secrets   *secretRoutes
 }
@@ -150,7 +153,7 @@ func New(deps Deps) *Server {
 	maxUpload := uploadLimit(deps.MaxUploadBytes)
 	s.admin = &adminRoutes{templates: deps.Templates, keys: deps.Keys, authz: authz}
 	s.teams = &teamRoutes{teams: deps.Sessions}
-	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records}
+	s.sandboxes = &sandboxRoutes{sandboxViews: views, records: records, devices: deps.Devices}
 	if deps.Volumes != nil {
 		s.sandboxes.volumes = deps.Volumes
 	}
@@ -169,6 +172,7 @@ func New(deps Deps) *Server {
 	replicator, _ := deps.Sessions.(Replicator)
 	s.replicas = &replicaRoutes{sandboxViews: views, replicator: replicator, snapshots: s.snapshots}
 	s.volumes = &volumeRoutes{volumes: deps.Volumes, maxUpload: maxUpload}
+	s.devices = &deviceRoutes{devices: deps.Devices}
 	s.commands = &commandRoutes{commands: deps.Commands}
 	s.tools = &toolRoutes{commands: deps.Commands, records: records, tools: deps.Tools}
 	s.files = &fileRoutes{files: deps.Files, log: deps.Log, maxUpload: maxUpload}
@@ -261,6 +265,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("DELETE /templates/{id}", auth(s.snapshots.deleteTemplateOrSnapshot))
 
 	s.volumes.routes(m, auth)
+	m.Handle("GET /devices", auth(s.devices.listDevices))
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
 	s.secrets.routes(m, auth)

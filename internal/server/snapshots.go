@@ -187,7 +187,7 @@ func (s *snapshotRoutes) fork(w http.ResponseWriter, r *http.Request) {
 		}
 		body.Count = *in.Count
 	}
-	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata, Memory: body.Memory, FilesOnly: body.FilesOnly}
+	req := session.ForkRequest{SnapshotID: body.SnapshotID, Count: body.Count, Metadata: body.Metadata, Memory: body.Memory, FilesOnly: body.FilesOnly, Devices: body.Devices}
 	timeout, err := runTimeout(s.snapshots, body.Timeout)
 	if err != nil {
 		writeError(w, r, err)

@@ -27,6 +27,7 @@ type lifecycle struct {
 	volumes *archiver  // a snapshot's volume in the pool while a create copies it
 	warm    *warmPools // ready sandboxes a create may claim
 	net     *networks  // checks a create's network policy
+	devices deviceHolds
 }
 
 // Create makes and starts a sandbox and returns its record. The template
@@ -58,18 +59,9 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 	if err != nil {
 		return store.Sandbox{}, err
 	}
-	if need := tmpl.Runtime; need != "" {
-		if req.Runtime != "" && req.Runtime != need {
-			return store.Sandbox{}, fmt.Errorf("template %s requires the %s runtime; drop runtime %q or ask for %q: %w", rec.Template, need, req.Runtime, need, errdefs.ErrInvalid)
-		}
-		// A restore from memory stays on the runtime that saved it (the
-		// only one that can read the image), even if the template was
-		// rebuilt with another requirement since.
-		if spec.MemoryFrom == "" {
-			rec.Runtime = need
-		}
+	if err := settleTemplate(tmpl, &req, &rec, &spec); err != nil {
+		return store.Sandbox{}, err
 	}
-	spec.Runtime = rec.Runtime
 	timeout := l.cfg.DefaultTimeout
 	if req.Timeout != nil {
 		timeout = *req.Timeout
@@ -78,7 +70,7 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		rec.EndAt = now.Add(timeout)
 	}
 
-	if spec.Snapshot == "" && len(rec.VolumeMounts) == 0 {
+	if spec.Snapshot == "" && len(rec.VolumeMounts) == 0 && len(req.Devices) == 0 {
 		// A pooled sandbox started without volumes.
 		if e, ok := l.warm.claim(ctx, req, rec.Runtime, tmpl); ok {
 			return l.warm.claimed(ctx, e, rec, now)
@@ -93,12 +85,13 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		}
 		defer release()
 	}
-	if err := l.reserve(ctx, rec); err != nil {
+	if err := l.reserve(ctx, rec, req, spec); err != nil {
 		return store.Sandbox{}, err
 	}
 	sb, err := l.host.Create(ctx, spec)
 	if err != nil {
 		bg := context.WithoutCancel(ctx)
+		l.devices.release(bg, rec.ID)
 		if errdefs.IsNotFound(err) || errdefs.IsInvalid(err) || errdefs.IsUnsupported(err) {
 			// The request was wrong: leave no trace of it.
 			if derr := l.store.DeleteSandbox(bg, rec.ID); derr != nil {
@@ -110,6 +103,28 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
 	return l.started(ctx, rec, spec, sb)
+}
+
+// settleTemplate applies what the template asks of its sandboxes: the
+// runtime it requires and, for a create that asks for none, its devices
+// (a fork asks for its own).
+func settleTemplate(tmpl store.Template, req *CreateRequest, rec *store.Sandbox, spec *sandbox.Spec) error {
+	if need := tmpl.Runtime; need != "" {
+		if req.Runtime != "" && req.Runtime != need {
+			return fmt.Errorf("template %s requires the %s runtime; drop runtime %q or ask for %q: %w", rec.Template, need, req.Runtime, need, errdefs.ErrInvalid)
+		}
+		// A restore from memory stays on the runtime that saved it (the
+		// only one that can read the image), even if the template was
+		// rebuilt with another requirement since.
+		if spec.MemoryFrom == "" {
+			rec.Runtime = need
+		}
+	}
+	spec.Runtime = rec.Runtime
+	if len(req.Devices) == 0 && spec.Snapshot == "" {
+		req.Devices = tmpl.Devices
+	}
+	return nil
 }
 
 // resolveVolumes checks the volumes a create mounts and puts them, with
@@ -270,9 +285,13 @@ func (l *lifecycle) snapshotAsSource(ctx context.Context, team, name string) (*s
 	return &snap, nil
 }
 
-// reserve inserts the record in "creating" unless the sandbox limit is hit.
-func (l *lifecycle) reserve(ctx context.Context, rec store.Sandbox) error {
-	return l.reserveWith(ctx, rec, func() error { return l.store.CreateSandbox(ctx, rec) })
+// reserve inserts the record in "creating" unless the sandbox limit is
+// hit, and claims the devices the create asks for.
+func (l *lifecycle) reserve(ctx context.Context, rec store.Sandbox, req CreateRequest, spec sandbox.Spec) error {
+	if err := l.reserveWith(ctx, rec, func() error { return l.store.CreateSandbox(ctx, rec) }); err != nil {
+		return err
+	}
+	return l.devices.claim(ctx, req, rec, spec)
 }
 
 // Delete destroys a team's sandbox and forgets it.
@@ -309,6 +328,7 @@ func (l *lifecycle) destroy(ctx context.Context, rec store.Sandbox, cause string
 		l.log.Error("destroy sandbox", "sandbox", rec.ID, "err", err)
 		return fmt.Errorf("destroy sandbox %s: %w", rec.ID, err)
 	}
+	l.devices.release(ctx, rec.ID)
 	return l.store.DeleteSandbox(ctx, rec.ID)
 }
 

@@ -168,6 +168,21 @@ type Config struct {
 	// Volumes checks a create's volume mounts and finds the volumes (nil:
 	// a create that asks for any is ErrUnsupported).
 	Volumes VolumeResolver
+	// Devices gives sandboxes host devices (nil: a create that asks for
+	// any is ErrUnsupported). A sandbox holds them while it may run:
+	// through pause, a files-only pause and restarts, until its stop or
+	// delete (a failed one until its delete, which ends what is left of
+	// its processes).
+	Devices DeviceClaimer
+}
+
+// DeviceClaimer records which sandbox holds which host device
+// (internal/devices): a create's claim, all or none, is ErrInvalid for
+// names the host has not or the runtime cannot pass, ErrConflict for a
+// device another sandbox holds; a delete releases them.
+type DeviceClaimer interface {
+	Claim(ctx context.Context, id, runtimeName string, names []string) error
+	Release(ctx context.Context, id string) error
 }
 
 // VolumeResolver checks the volume mounts a create asks for (names, paths,
@@ -215,6 +230,10 @@ type CreateRequest struct {
 	// VolumeMounts are the shared volumes to mount (by name and path);
 	// every start of the sandbox mounts them (Config.Volumes).
 	VolumeMounts []store.VolumeMount
+	// Devices are the host devices (CDI names) the sandbox gets, held
+	// until its delete. A fork asks for its own: it gets none of its
+	// parent's.
+	Devices []string
 	// IdempotencyKey makes CreateOnce answer a retry with the sandbox the
 	// first attempt made ("" = every create makes one).
 	IdempotencyKey string
@@ -296,6 +315,7 @@ func New(cfg Config, st Store, host Host, log *slog.Logger) *Manager {
 		refill: make(chan struct{}, 1),
 	}
 	l := &lifecycle{registry: r, host: host, store: st, volumes: a, warm: w, net: n}
+	l.devices = deviceHolds{claimer: cfg.Devices, records: st, log: log}
 	r.autoResume = func(ctx context.Context, team, id string) error {
 		_, err := l.resumeHow(ctx, team, id, CauseAutoResume, false)
 		return err

@@ -463,6 +463,8 @@ type ForkRequest struct {
 	// FilesOnly.
 	Memory    bool
 	FilesOnly bool
+	// Devices each fork asks for (none of its parent's).
+	Devices []string
 }
 
 // ForkResult is one fork: a sandbox or the error that stopped it.
@@ -546,6 +548,7 @@ func (s *snapshots) Fork(ctx context.Context, team, id string, req ForkRequest) 
 				// never copied (and a restore from memory needs the
 				// same mounts).
 				VolumeMounts: mountsByName(mounts),
+				Devices:      req.Devices,
 			})
 			results[i] = ForkResult{Sandbox: sb, Err: err}
 		}(i)

@@ -47,6 +47,9 @@ func (l *lifecycle) Stop(ctx context.Context, team, id string, grace time.Durati
 	if err := l.store.UpdateSandboxState(bg, id, []store.SandboxState{StateRunning, StatePaused, StateHibernated}, StateStopped, ""); err != nil {
 		return store.Sandbox{}, false, err
 	}
+	// A stopped sandbox never runs again (its files stay for snapshots
+	// and forks, which ask for their own devices): its devices are free.
+	l.devices.release(bg, id)
 	how := "killed"
 	if grace > 0 {
 		how = fmt.Sprintf("SIGTERM, exited within %s", grace)

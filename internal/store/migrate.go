@@ -279,6 +279,17 @@ var migrations = []string{
 	// a restarted sandbox's processes keep their host uid. Warm-pool
 	// sandboxes have no sandboxes row yet, hence no foreign key.
 	`CREATE TABLE userns_slots (slot INTEGER PRIMARY KEY, sandbox_id TEXT NOT NULL UNIQUE)`,
+	// 59: the CDI devices each sandbox holds (devices.go), kept across
+	// restarts; exclusive is 0 for a device its spec calls shareable.
+	`CREATE TABLE device_claims (
+		device TEXT NOT NULL,
+		sandbox_id TEXT NOT NULL,
+		exclusive INTEGER NOT NULL,
+		PRIMARY KEY (device, sandbox_id)
+	)`,
+	// 60: the devices (CDI names, comma-separated) a template's sandboxes
+	// get when their create asks for none.
+	`ALTER TABLE templates ADD COLUMN devices TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -44,7 +44,7 @@ const readConns = 4
 // tool calls: events.go, lineage.go, toolcalls.go), templateTable
 // (templates.go), networkEventTable (network.go), keyTable (keys.go) and
 // teamTable (teams.go), volumeTable (volumes.go), secretTable (secrets.go)
-// and usernsTable (userns.go).
+// and usernsTable (userns.go), deviceTable (devices.go).
 type Store struct {
 	*conns
 	sandboxTable
@@ -57,6 +57,7 @@ type Store struct {
 	volumeTable
 	secretTable
 	usernsTable
+	deviceTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -77,6 +78,7 @@ type (
 	volumeTable       struct{ *conns }
 	secretTable       struct{ *conns }
 	usernsTable       struct{ *conns }
+	deviceTable       struct{ *conns }
 )
 
 func newStore(c *conns) *Store {
@@ -92,6 +94,7 @@ func newStore(c *conns) *Store {
 		volumeTable:       volumeTable{c},
 		secretTable:       secretTable{c},
 		usernsTable:       usernsTable{c},
+		deviceTable:       deviceTable{c},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -26,6 +27,9 @@ type Template struct {
 	// no_new_privs: sudo and other setuid binaries give nothing (the
 	// server's --no-new-privileges does so for every template).
 	NoNewPrivileges bool
+	// Devices are the host devices (CDI names) its sandboxes get when
+	// their create asks for none.
+	Devices []string
 }
 
 // PutTemplate creates or replaces a template's record (a rebuild replaces
@@ -40,12 +44,12 @@ func (s *templateTable) PutTemplate(ctx context.Context, t Template) error {
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = time.Now()
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO templates (name, source, created_at, size_bytes, runtime, no_new_privileges)
-		VALUES (?, ?, ?, ?, ?, ?)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO templates (name, source, created_at, size_bytes, runtime, no_new_privileges, devices)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET source = excluded.source,
 			created_at = excluded.created_at, size_bytes = excluded.size_bytes, runtime = excluded.runtime,
-			no_new_privileges = excluded.no_new_privileges`,
-		t.Name, t.Source, toNanos(t.CreatedAt), t.SizeBytes, t.Runtime, t.NoNewPrivileges)
+			no_new_privileges = excluded.no_new_privileges, devices = excluded.devices`,
+		t.Name, t.Source, toNanos(t.CreatedAt), t.SizeBytes, t.Runtime, t.NoNewPrivileges, strings.Join(t.Devices, ","))
 	if err != nil {
 		return fmt.Errorf("put template %s: %w", t.Name, dbErr(err))
 	}
@@ -54,7 +58,7 @@ func (s *templateTable) PutTemplate(ctx context.Context, t Template) error {
 
 // GetTemplate returns one template, or ErrNotFound.
 func (s *templateTable) GetTemplate(ctx context.Context, name string) (Template, error) {
-	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes, runtime, no_new_privileges FROM templates WHERE name = ?`, name)
+	row := s.r.QueryRowContext(ctx, `SELECT name, source, created_at, size_bytes, runtime, no_new_privileges, devices FROM templates WHERE name = ?`, name)
 	t, err := scanTemplate(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Template{}, fmt.Errorf("template %s: %w", name, errdefs.ErrNotFound)
@@ -67,7 +71,7 @@ func (s *templateTable) GetTemplate(ctx context.Context, name string) (Template,
 
 // ListTemplates returns every template, by name.
 func (s *templateTable) ListTemplates(ctx context.Context) ([]Template, error) {
-	return queryAll(ctx, s.r, "list templates", scanTemplate, `SELECT name, source, created_at, size_bytes, runtime, no_new_privileges FROM templates ORDER BY name`)
+	return queryAll(ctx, s.r, "list templates", scanTemplate, `SELECT name, source, created_at, size_bytes, runtime, no_new_privileges, devices FROM templates ORDER BY name`)
 }
 
 // DeleteTemplate removes a template's record, or returns ErrNotFound.
@@ -79,8 +83,13 @@ func (s *templateTable) DeleteTemplate(ctx context.Context, name string) error {
 func scanTemplate(sc scanner) (Template, error) {
 	var t Template
 	var created int64
-	if err := sc.Scan(&t.Name, &t.Source, &created, &t.SizeBytes, &t.Runtime, &t.NoNewPrivileges); err != nil {
+	var devices string
+	if err := sc.Scan(&t.Name, &t.Source, &created, &t.SizeBytes, &t.Runtime, &t.NoNewPrivileges, &devices); err != nil {
 		return Template{}, err
+	}
+	if devices != "" {
+		// CDI names hold no commas.
+		t.Devices = strings.Split(devices, ",")
 	}
 	t.CreatedAt = fromNanos(created)
 	return t, nil

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestTemplates(t *testing.T) {
 		t.Fatalf("PutTemplate: %v", err)
 	}
 	got, err := s.GetTemplate(ctx, "base")
-	if err != nil || got != (Template{Name: "base", Source: "debootstrap:bookworm", CreatedAt: at, SizeBytes: 300 << 20}) {
+	if err != nil || !reflect.DeepEqual(got, Template{Name: "base", Source: "debootstrap:bookworm", CreatedAt: at, SizeBytes: 300 << 20}) {
 		t.Errorf("GetTemplate = %+v, %v", got, err)
 	}
 	// Put again replaces (a rebuild), its required runtime too.

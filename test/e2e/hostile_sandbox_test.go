@@ -37,13 +37,17 @@ func TestHostileSandbox(t *testing.T) {
 		t.Parallel()
 		hostileSandbox(t, false, "--userns=false")
 	})
+	t.Run("device", func(t *testing.T) {
+		t.Parallel()
+		hostileSandbox(t, false, "--cdi-spec-dirs", testCDI(t))
+	})
 }
 
 func hostileSandbox(t *testing.T, nnp bool, args ...string) {
 	d := busyboxDaemon(t, append(privilegeArgs(nnp), args...)...)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
-	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
+	sb, err := c.Sandboxes.Create(ctx, withTestDevice(client.NewSandbox{TemplateID: "bb"}, args))
 	if err != nil {
 		t.Fatal(err)
 	}

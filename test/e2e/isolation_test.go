@@ -30,6 +30,10 @@ func TestIsolation(t *testing.T) {
 		t.Parallel()
 		isolationProbes(t, false, "--userns=false")
 	})
+	t.Run("device", func(t *testing.T) {
+		t.Parallel()
+		isolationProbes(t, false, "--cdi-spec-dirs", testCDI(t))
+	})
 }
 
 // privilegeMode names a no_new_privs mode in test names.
@@ -61,7 +65,7 @@ func isolationProbes(t *testing.T, nnp bool, args ...string) {
 	d := busyboxDaemon(t, append(privilegeArgs(nnp), args...)...)
 	c := d.client()
 	ctx := ctxT(t, 3*time.Minute)
-	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}})
+	sb, err := c.Sandboxes.Create(ctx, withTestDevice(client.NewSandbox{TemplateID: "bb", Limits: &client.Limits{MemoryMB: 64, Pids: 64}}, args))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,13 @@ type WarrenNodeStatus struct {
 	// +listType=set
 	Templates []string `json:"templates,omitempty"`
 
+	// Devices a new sandbox can be given on the node now (CDI names,
+	// offered by its specs and not held exclusively): placement puts a
+	// create asking for devices on a node that has them all.
+	// +optional
+	// +listType=set
+	Devices []string `json:"devices,omitempty"`
+
 	// Snapshots the node holds, summarised (placement prefers the node
 	// that holds a fork's snapshot; the Sandbox objects say which).
 	// +optional

@@ -482,6 +482,11 @@ func (in *WarrenNodeStatus) DeepCopyInto(out *WarrenNodeStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.Devices != nil {
+		in, out := &in.Devices, &out.Devices
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	out.Snapshots = in.Snapshots
 	if in.LastHeartbeat != nil {
 		in, out := &in.LastHeartbeat, &out.LastHeartbeat

@@ -43,6 +43,7 @@ func NodeFromKube(wn *warrenv1.WarrenNode, lease *coordinationv1.Lease, now time
 		Unschedulable: fleet.Unschedulable(wn),
 		Runtimes:      interned(st.Runtimes),
 		Templates:     interned(st.Templates),
+		Devices:       st.Devices,
 		Capacity:      resources(st.Capacity),
 		Used:          resources(st.Used),
 		HasSnapshot:   hasSnapshot,

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -89,10 +90,10 @@ func TestRequestFromSandbox(t *testing.T) {
 		Limits: &warrenv1.SandboxLimits{Memory: quantity("512Mi"), CPU: quantity("500m"), Disk: quantity("2Gi")},
 	}}
 	want := placement.Request{Runtime: "gvisor", Snapshot: "snap9", MemoryBytes: 512 << 20, MilliCPU: 500, DiskBytes: 2 << 30}
-	if got := controller.RequestFromSandbox(sb); got != want {
+	if got := controller.RequestFromSandbox(sb); !reflect.DeepEqual(got, want) {
 		t.Fatalf("request %+v, want %+v", got, want)
 	}
-	if got := controller.RequestFromSandbox(&warrenv1.Sandbox{Spec: warrenv1.SandboxSpec{Template: "base"}}); got != (placement.Request{Template: "base"}) {
+	if got := controller.RequestFromSandbox(&warrenv1.Sandbox{Spec: warrenv1.SandboxSpec{Template: "base"}}); !reflect.DeepEqual(got, placement.Request{Template: "base"}) {
 		t.Fatalf("request %+v", got)
 	}
 }

@@ -106,7 +106,7 @@ type fakeReporter struct{}
 func (fakeReporter) Report(context.Context) (node.Report, error) {
 	return node.Report{
 		Capacity: node.Resources{MemoryBytes: 8 << 30, CPUMillis: 4000, DiskBytes: 100 << 30, Sandboxes: 10},
-		Runtimes: []string{"native"}, Templates: []string{"bb"},
+		Runtimes: []string{"native"}, Templates: []string{"bb"}, Devices: []string{"nvidia.com/gpu=0"},
 	}, nil
 }
 

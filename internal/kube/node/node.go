@@ -48,8 +48,10 @@ type Report struct {
 	Capacity, Used Resources
 	Runtimes       []string
 	Templates      []string
-	SnapshotCount  int64
-	SnapshotBytes  int64
+	// Devices a new sandbox can be given now (CDI names).
+	Devices       []string
+	SnapshotCount int64
+	SnapshotBytes int64
 }
 
 // Resources are amounts of what sandboxes take.

@@ -121,7 +121,7 @@ func TestLeaseNodeAndAdminKey(t *testing.T) {
 	eventually(t, "the WarrenNode's status", func() bool {
 		return f.c.Get(ctx, types.NamespacedName{Name: f.name}, &wn) == nil && wn.Status.LastHeartbeat != nil
 	})
-	if wn.Status.Endpoint != f.cfg.Endpoint || wn.Status.Capacity.Memory.Value() != 8<<30 || len(wn.Status.Templates) != 1 ||
+	if wn.Status.Endpoint != f.cfg.Endpoint || wn.Status.Capacity.Memory.Value() != 8<<30 || len(wn.Status.Templates) != 1 || len(wn.Status.Devices) != 1 ||
 		len(wn.Status.Conditions) != 1 || wn.Status.Conditions[0].Status != metav1.ConditionTrue {
 		t.Fatalf("WarrenNode status %+v", wn.Status)
 	}

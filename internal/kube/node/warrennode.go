@@ -47,6 +47,7 @@ func nodeStatus(old warrenv1.WarrenNodeStatus, rep Report, endpoint, version str
 		Used:          resources(rep.Used),
 		Runtimes:      rep.Runtimes,
 		Templates:     rep.Templates,
+		Devices:       rep.Devices,
 		Snapshots:     warrenv1.SnapshotSummary{Count: rep.SnapshotCount, Bytes: rep.SnapshotBytes},
 		LastHeartbeat: &heartbeat,
 		Conditions:    old.Conditions,

@@ -158,7 +158,7 @@ func (r *Runtime) Name() string { return "gvisor" }
 // checkpoint saves it with its memory (see Checkpoint). A sandbox joins a prepared network namespace
 // when its spec names one (gVisor's netstack takes over its interfaces).
 func (r *Runtime) Capabilities() runtime.Capabilities {
-	return runtime.Capabilities{Pause: true, MemorySnapshot: true, Network: true}
+	return runtime.Capabilities{Pause: true, MemorySnapshot: true, Network: true, DeviceClasses: []string{NVIDIAClass}}
 }
 
 // Runsc returns the runsc binary the runtime drives.

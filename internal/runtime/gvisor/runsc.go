@@ -162,6 +162,9 @@ func (rc *runsc) runDetached(ctx context.Context, bundle string, spec runtime.Sp
 		verb = []string{"restore", "--image-path=" + image}
 	}
 	args := append(rc.baseFlags(), network, "--log="+filepath.Join(bundle, "runsc.log"))
+	if spec.Devices != nil {
+		args = append(args, nvproxyFlags...)
+	}
 	args = append(args, verb...)
 	args = append(args, "--detach", "--bundle="+bundle, "--pid-file="+filepath.Join(bundle, "pid"), spec.ID)
 	ctx, cancel := context.WithTimeout(ctx, rc.deadline(longCallTimeout, rc.longCallTimeout))

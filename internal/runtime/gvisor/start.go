@@ -56,7 +56,11 @@ func (l *lifecycle) start(ctx context.Context, spec runtime.Spec, image string) 
 			}
 		}
 	}()
-	if err := writeSpec(filepath.Join(bundle, "config.json"), l.specs.ociSpec(spec)); err != nil {
+	oci := l.specs.ociSpec(spec)
+	if err := applyDevices(oci, spec.Devices); err != nil {
+		return runtime.Status{}, fmt.Errorf("sandbox %s: %w", spec.ID, err)
+	}
+	if err := writeSpec(filepath.Join(bundle, "config.json"), oci); err != nil {
 		return runtime.Status{}, fmt.Errorf("sandbox %s: write bundle: %w", spec.ID, err)
 	}
 	if err := l.bundles.writeLimits(spec.ID, spec.Limits.WithDefaults()); err != nil {

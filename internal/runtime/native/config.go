@@ -24,6 +24,13 @@ const wantNofile = 1 << 20
 // library's tested code rather than by hand.
 func (r *Runtime) buildConfig(spec runtime.Spec) (*configs.Config, error) {
 	oci := r.ociSpec(spec)
+	if d := spec.Devices; d != nil {
+		// CDI edits: device nodes (made in the sandbox's /dev), an allow
+		// rule per node after the deny-all above, mounts, env.
+		if err := d.Apply(oci); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{
 		CgroupName: spec.ID,
 		Spec:       oci,

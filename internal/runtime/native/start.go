@@ -16,16 +16,33 @@ import (
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// prepared checks spec and gives PID 1 its devices' env: libcontainer's
+// Process carries PID 1's env, not the OCI spec the CDI edits go to.
+func prepared(spec runtime.Spec) (runtime.Spec, error) {
+	if err := ids.Validate("sandbox id", spec.ID); err != nil {
+		return spec, err
+	}
+	if err := validateSpec(spec); err != nil {
+		return spec, fmt.Errorf("sandbox %s: %w: %w", spec.ID, err, errdefs.ErrInvalid)
+	}
+	if spec.Devices != nil {
+		env, err := spec.Devices.Env(spec.Env)
+		if err != nil {
+			return spec, fmt.Errorf("sandbox %s: devices: %w", spec.ID, err)
+		}
+		spec.Env = env
+	}
+	return spec, nil
+}
+
 // Start creates the sandbox and starts its PID 1. It returns once PID 1 has
 // been exec'd (libcontainer's exec fifo has been read); it does not wait for
 // PID 1 to do anything. On error nothing is left: no process, cgroup or
 // state directory.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.Status, error) {
-	if err := ids.Validate("sandbox id", spec.ID); err != nil {
+	spec, err := prepared(spec)
+	if err != nil {
 		return runtime.Status{}, err
-	}
-	if err := validateSpec(spec); err != nil {
-		return runtime.Status{}, fmt.Errorf("sandbox %s: %w: %w", spec.ID, err, errdefs.ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
 		return runtime.Status{}, fmt.Errorf("sandbox %s: start: %w", spec.ID, err)
