@@ -45,6 +45,15 @@ type GVisorReport struct {
 	ForkWithMemory5 Stats   `json:"fork_with_memory_x5"`
 	NativeFork5     Stats   `json:"native_fork_files_only_x5"`
 	RatioForkP50    float64 `json:"fork_x5_gvisor_memory_vs_native_p50"`
+	// StartCost: the CPU a create costs and creates per second at
+	// saturation, per runtime.
+	StartCost StartCostPair `json:"start_cost"`
+}
+
+// StartCostPair is the start-cost item on each runtime.
+type StartCostPair struct {
+	Native StartCost `json:"native"`
+	GVisor StartCost `json:"gvisor"`
 }
 
 // RuntimePair is one operation measured on each runtime.
@@ -80,6 +89,8 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 	if progress == nil {
 		progress = io.Discard
 	}
+	meter := startMeter(opts.Log)
+	defer func() { retErr = errors.Join(retErr, meter.stop()) }()
 	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
 		cfg.ImageSize = 8 << 30
 		cfg.MaxSandboxes = 40
@@ -104,6 +115,9 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 		return rep, err
 	}
 
+	if rep.StartCost, err = measureStartCosts(ctx, c, h.tmpl, meter, opts, progress); err != nil {
+		return rep, err
+	}
 	fmt.Fprintln(progress, "gvisor suite: idle sandbox checkpoints")
 	if rep.Idle, err = measureMemory(ctx, c, h.tmpl, 0, opts.Rounds); err != nil {
 		return rep, fmt.Errorf("idle: %w", err)
@@ -129,6 +143,24 @@ func (opts *GVisorOptions) defaults() {
 	defaultSize(&opts.Execs, 100)
 	defaultSize(&opts.Rounds, 5)
 	defaultSize(&opts.HeldMB, 256)
+	defaultSize(&opts.StartConcurrent, 4*numCPU())
+}
+
+// measureStartCosts measures the start-cost item on each runtime.
+func measureStartCosts(ctx context.Context, c *client.Client, tmpl string, m *cpuMeter, opts GVisorOptions, progress io.Writer) (StartCostPair, error) {
+	var out StartCostPair
+	for _, rt := range []struct {
+		name string
+		to   *StartCost
+	}{{"native", &out.Native}, {"gvisor", &out.GVisor}} {
+		fmt.Fprintf(progress, "gvisor suite: %s start cost, %d at once\n", rt.name, opts.StartConcurrent)
+		sc, err := measureStartCost(ctx, c, client.NewSandbox{TemplateID: tmpl, Runtime: rt.name}, m, opts.Creates, opts.StartConcurrent)
+		if err != nil {
+			return out, fmt.Errorf("%s start cost: %w", rt.name, err)
+		}
+		*rt.to = sc
+	}
+	return out, nil
 }
 
 // measureRuntimes times creates to first output and exec round trips on
