@@ -49,6 +49,10 @@ type Options struct {
 	// StartConcurrent is the create cycles in flight for the start-cost
 	// item's saturation figures (default 4 per CPU).
 	StartConcurrent int
+	// StartProfile, if set, is a file for a Go CPU profile of the bench's
+	// process (the daemon) during the start-cost item's one-at-a-time
+	// cycles.
+	StartProfile string
 	// WarrenBinary runs the runc-exec-style baseline (`warren exec-naive`);
 	// empty skips it.
 	WarrenBinary string
@@ -158,7 +162,7 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		return rep, err
 	}
 	keep := keepSB.SandboxID
-	if rep.StartCost, err = measureStartCost(ctx, c, client.NewSandbox{TemplateID: tmpl}, meter, opts.Creates, opts.StartConcurrent); err != nil {
+	if rep.StartCost, err = measureStartCost(ctx, c, client.NewSandbox{TemplateID: tmpl}, meter, opts); err != nil {
 		return rep, fmt.Errorf("start cost: %w", err)
 	}
 	if err := measureExecs(ctx, h, keep, opts, &rep); err != nil {

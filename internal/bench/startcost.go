@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -36,16 +38,21 @@ type StartCost struct {
 	CoresBusy               float64 `json:"cores_busy"`
 }
 
-// measureStartCost runs n cycles of create → first output → delete of in,
-// one after another, then n (at least 4 per worker) with concurrent at
-// once, reading meter around each.
-func measureStartCost(ctx context.Context, c *client.Client, in client.NewSandbox, m *cpuMeter, n, concurrent int) (StartCost, error) {
+// measureStartCost runs opts.Creates cycles of create → first output →
+// delete of in, one after another, then as many (at least 4 per worker)
+// with opts.StartConcurrent at once, reading meter around each.
+func measureStartCost(ctx context.Context, c *client.Client, in client.NewSandbox, m *cpuMeter, opts Options) (StartCost, error) {
+	n, concurrent := opts.Creates, opts.StartConcurrent
 	out := StartCost{Creates: n, Concurrent: concurrent}
 	if m.ok() {
 		out.Accounting = m.kind
 	}
 	cycle := func() error { _, err := createToFirstOutput(ctx, c, in, true); return err }
 	if err := cycle(); err != nil { // warms caches, as every suite's first sample
+		return out, err
+	}
+	stopProfile, err := startProfile(opts.StartProfile)
+	if err != nil {
 		return out, err
 	}
 	before, err := m.read()
@@ -58,6 +65,9 @@ func measureStartCost(ctx context.Context, c *client.Client, in client.NewSandbo
 		}
 	}
 	after, err := m.read()
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return out, err
 	}
@@ -90,6 +100,23 @@ func measureStartCost(ctx context.Context, c *client.Client, in client.NewSandbo
 		out.CoresBusy = round2(float64(after.total-before.total) / float64(wall))
 	}
 	return out, nil
+}
+
+// startProfile starts a Go CPU profile into path, if set, and returns what
+// stops it.
+func startProfile(path string) (func() error, error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() error { pprof.StopCPUProfile(); return f.Close() }, nil
 }
 
 // read samples the meter; a meter that accounts nothing gives the time
