@@ -86,7 +86,7 @@ func (b *benchRun) flags(cmd *cobra.Command) {
 	f.IntVar(&b.opts.ForkRounds, "fork-rounds", 5, "core: forks of the live state, of one and of ten")
 	f.IntVar(&b.opts.ExecsEach, "execs-each", 20, "core: execs, 4 KiB file writes and reads, and routed GETs each sandbox makes in the concurrency item (also the samples of its pause and resume)")
 	f.IntVar(&b.opts.StartConcurrent, "start-concurrent", 0, "core, gvisor: create → first output → delete cycles in flight for creates_per_second and the saturated CPU per create (default 4 per CPU)")
-	f.StringVar(&b.opts.StartProfile, "start-cpuprofile", "", "core, gvisor: write a Go CPU profile of the bench's process (the daemon) during the start-cost item's one-at-a-time creates to this file")
+	f.StringVar(&b.opts.StartProfile, "start-cpuprofile", "", "core, gvisor: write a Go CPU profile of the bench's process (the daemon) during the start-cost item's one-at-a-time creates to this file (gvisor: FILE.native and FILE.gvisor)")
 	f.IntVar(&b.opts.PortRequests, "port-requests", 300, "core: HTTP GETs of each kind through the port route and to the loopback baseline")
 	f.IntVar(&b.network.DownloadMB, "download-mb", 100, "network: size of each download in MB")
 	f.IntVar(&b.network.Downloads, "downloads", 21, "network: downloads of each kind (through a sandbox, plain namespaces, a plain routed path)")

@@ -165,7 +165,11 @@ func measureStartCosts(ctx context.Context, c *client.Client, tmpl string, m *cp
 		to   *StartCost
 	}{{"native", &out.Native}, {"gvisor", &out.GVisor}} {
 		fmt.Fprintf(progress, "gvisor suite: %s start cost, %d at once\n", rt.name, opts.StartConcurrent)
-		sc, err := measureStartCost(ctx, c, client.NewSandbox{TemplateID: tmpl, Runtime: rt.name}, m, opts.Options)
+		o := opts.Options
+		if o.StartProfile != "" {
+			o.StartProfile += "." + rt.name // one profile per runtime
+		}
+		sc, err := measureStartCost(ctx, c, client.NewSandbox{TemplateID: tmpl, Runtime: rt.name}, m, o)
 		if err != nil {
 			return out, fmt.Errorf("%s start cost: %w", rt.name, err)
 		}
