@@ -11,6 +11,10 @@ type PoolsService struct{ t *transport }
 // Pool describes one warm pool (GET /pools).
 type Pool struct {
 	TemplateID string `json:"templateID"`
+	// Runtime the pool's sandboxes run on (`--pool TEMPLATE@RUNTIME=N`
+	// names it; else the template's or the server's default, known once
+	// the pool started one); only creates on it claim them.
+	Runtime string `json:"runtime,omitempty"`
 	// Network pools hold sandboxes with a network (nothing open until a
 	// networked create claims one and its policy is applied).
 	Network bool `json:"network,omitempty"`

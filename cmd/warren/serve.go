@@ -143,7 +143,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.DurationVar(&o.cfg.IdleTimeout, "idle-timeout", 0, "pause (or kill, --idle-action) a sandbox with no API call, command or process output for this long (0 = never)")
 	f.StringVar(&o.cfg.IdleAction, "idle-action", "pause", "what the idle timeout does: pause, hibernate (gvisor sandboxes: memory saved to disk and freed; others are paused) or kill")
 	f.DurationVar(&o.cfg.PausedRetention, "paused-retention", 0, "kill a sandbox paused for this long (0 = never)")
-	f.StringArrayVar(&o.cfg.Pools, "pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]]: keep MIN ready sandboxes of TEMPLATE for fast creates, each replaced after TTL unclaimed (repeatable)")
+	f.StringArrayVar(&o.cfg.Pools, "pool", nil, "warm pool TEMPLATE[@RUNTIME]=MIN[:MAX[:TTL]]: keep MIN ready sandboxes of TEMPLATE (on RUNTIME, e.g. base@gvisor=2; default: the template's, else --default-runtime) for fast creates, each replaced after TTL unclaimed (repeatable; one pool per template and runtime)")
 	f.BoolVar(&o.cfg.CgroupFavorDynmods, "cgroup-favordynmods", o.cfg.CgroupFavorDynmods, "turn on the kernel's favordynmods cgroup option (host-wide; on kernel 6.18 it stays on until reboot): a sandbox start then skips an RCU grace period, about 10 ms")
 	f.StringVar(&o.cfg.CgroupParent, "cgroup-parent", o.cfg.CgroupParent, "relative cgroup path sandboxes' cgroups are made under (<parent>/<id>, gvisor's <parent>-gvisor/<id>), nested in the daemon's own cgroup; each daemon on a host needs its own (env WARREN_CGROUP_PARENT)")
 	f.BoolVar(&o.debug, "debug", false, "log every request")

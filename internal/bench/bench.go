@@ -46,6 +46,13 @@ type Options struct {
 	// ForkRounds the forks of one and of ten.
 	FileOps    int
 	ForkRounds int
+	// StartConcurrent is the create cycles in flight for the start-cost
+	// item's saturation figures (default 4 per CPU).
+	StartConcurrent int
+	// StartProfile, if set, is a file for a Go CPU profile of the bench's
+	// process (the daemon) during the start-cost item's one-at-a-time
+	// cycles.
+	StartProfile string
 	// WarrenBinary runs the runc-exec-style baseline (`warren exec-naive`);
 	// empty skips it.
 	WarrenBinary string
@@ -101,7 +108,10 @@ type Report struct {
 	// port route, turn, fork ×1 and delete with 1, 10 and 50 sandboxes at
 	// it at once.
 	Concurrency []ConcurrencyLevel `json:"concurrency"`
-	Targets     Targets            `json:"targets"`
+	// StartCost: the CPU a create costs and creates per second at
+	// saturation.
+	StartCost StartCost `json:"start_cost"`
+	Targets   Targets   `json:"targets"`
 }
 
 // Targets restates the goals the numbers are held against.
@@ -127,6 +137,8 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 	if err != nil {
 		return Report{}, err
 	}
+	meter := startMeter(opts.Log)
+	defer func() { retErr = errors.Join(retErr, meter.stop()) }()
 	h, err := startHarness(ctx, opts, func(cfg *config.Config) {
 		cfg.ImageSize = 4 << 30
 		// The pool's sandboxes, and its claims kept to the end, count; so
@@ -150,6 +162,9 @@ func Run(ctx context.Context, opts Options) (_ Report, retErr error) {
 		return rep, err
 	}
 	keep := keepSB.SandboxID
+	if rep.StartCost, err = measureStartCost(ctx, c, client.NewSandbox{TemplateID: tmpl}, meter, opts); err != nil {
+		return rep, fmt.Errorf("start cost: %w", err)
+	}
 	if err := measureExecs(ctx, h, keep, opts, &rep); err != nil {
 		return rep, err
 	}
@@ -195,6 +210,7 @@ func (opts *Options) defaults() {
 	defaultSize(&opts.ExecsEach, 20)
 	defaultSize(&opts.FileOps, 50)
 	defaultSize(&opts.ForkRounds, 5)
+	defaultSize(&opts.StartConcurrent, 4*numCPU())
 }
 
 // defaultSize sets *n to def when it is not positive.

@@ -45,6 +45,19 @@ type GVisorReport struct {
 	ForkWithMemory5 Stats   `json:"fork_with_memory_x5"`
 	NativeFork5     Stats   `json:"native_fork_files_only_x5"`
 	RatioForkP50    float64 `json:"fork_x5_gvisor_memory_vs_native_p50"`
+	// StartCost: the CPU a create costs and creates per second at
+	// saturation, per runtime.
+	StartCost StartCostPair `json:"start_cost"`
+	// PoolClaim: creates served from a gVisor warm pool
+	// (--pool TEMPLATE@gvisor=1), to first output, against the target for a
+	// gVisor create.
+	PoolClaim PoolClaimReport `json:"pool_claim_gvisor"`
+}
+
+// StartCostPair is the start-cost item on each runtime.
+type StartCostPair struct {
+	Native StartCost `json:"native"`
+	GVisor StartCost `json:"gvisor"`
 }
 
 // RuntimePair is one operation measured on each runtime.
@@ -80,9 +93,12 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 	if progress == nil {
 		progress = io.Discard
 	}
+	meter := startMeter(opts.Log)
+	defer func() { retErr = errors.Join(retErr, meter.stop()) }()
 	h, err := startHarness(ctx, opts.Options, func(cfg *config.Config) {
 		cfg.ImageSize = 8 << 30
-		cfg.MaxSandboxes = 40
+		cfg.MaxSandboxes = 40 + opts.Creates
+		cfg.Pools = []string{poolTemplate + "@gvisor=1"}
 	})
 	if err != nil {
 		return GVisorReport{}, err
@@ -104,6 +120,9 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 		return rep, err
 	}
 
+	if rep.StartCost, err = measureStartCosts(ctx, c, h.tmpl, meter, opts, progress); err != nil {
+		return rep, err
+	}
 	fmt.Fprintln(progress, "gvisor suite: idle sandbox checkpoints")
 	if rep.Idle, err = measureMemory(ctx, c, h.tmpl, 0, opts.Rounds); err != nil {
 		return rep, fmt.Errorf("idle: %w", err)
@@ -120,6 +139,12 @@ func RunGVisor(ctx context.Context, opts GVisorOptions) (_ GVisorReport, retErr 
 		return rep, fmt.Errorf("native fork: %w", err)
 	}
 	rep.RatioForkP50 = ratio(rep.ForkWithMemory5, rep.NativeFork5)
+	// Last: its claims stay until the end, and the pool only fills once
+	// its template is built, here.
+	fmt.Fprintln(progress, "gvisor suite: claims from a gVisor warm pool")
+	if rep.PoolClaim, err = measurePoolClaimsOn(ctx, h, opts.Creates, "gvisor", 150); err != nil {
+		return rep, fmt.Errorf("gvisor pool claims: %w", err)
+	}
 	return rep, nil
 }
 
@@ -129,6 +154,28 @@ func (opts *GVisorOptions) defaults() {
 	defaultSize(&opts.Execs, 100)
 	defaultSize(&opts.Rounds, 5)
 	defaultSize(&opts.HeldMB, 256)
+	defaultSize(&opts.StartConcurrent, 4*numCPU())
+}
+
+// measureStartCosts measures the start-cost item on each runtime.
+func measureStartCosts(ctx context.Context, c *client.Client, tmpl string, m *cpuMeter, opts GVisorOptions, progress io.Writer) (StartCostPair, error) {
+	var out StartCostPair
+	for _, rt := range []struct {
+		name string
+		to   *StartCost
+	}{{"native", &out.Native}, {"gvisor", &out.GVisor}} {
+		fmt.Fprintf(progress, "gvisor suite: %s start cost, %d at once\n", rt.name, opts.StartConcurrent)
+		o := opts.Options
+		if o.StartProfile != "" {
+			o.StartProfile += "." + rt.name // one profile per runtime
+		}
+		sc, err := measureStartCost(ctx, c, client.NewSandbox{TemplateID: tmpl, Runtime: rt.name}, m, o)
+		if err != nil {
+			return out, fmt.Errorf("%s start cost: %w", rt.name, err)
+		}
+		*rt.to = sc
+	}
+	return out, nil
 }
 
 // measureRuntimes times creates to first output and exec round trips on

@@ -30,18 +30,24 @@ type PoolClaimReport struct {
 // once the pool has refilled, and keeps them until the end so that no
 // teardown runs beside a claim.
 func measurePoolClaims(ctx context.Context, h *harness, n int) (PoolClaimReport, error) {
-	rep := PoolClaimReport{TargetP50Ms: 3}
+	return measurePoolClaimsOn(ctx, h, n, "", 3)
+}
+
+// measurePoolClaimsOn is measurePoolClaims of the pool of runtime rt (""
+// for the one that follows the template), against a target.
+func measurePoolClaimsOn(ctx context.Context, h *harness, n int, rt string, targetMs float64) (PoolClaimReport, error) {
+	rep := PoolClaimReport{TargetP50Ms: targetMs}
 	if _, err := h.d.Templates.Build(ctx, poolTemplate, template.Source{Busybox: true}, daemon.BuildOptions{Replace: true}); err != nil {
 		return rep, fmt.Errorf("build the pool's template: %w", err)
 	}
 	var total, create []time.Duration
 	for i := range n + 1 {
-		hits, err := untilPoolReady(ctx, h.c)
+		hits, err := untilPoolReady(ctx, h.c, rt)
 		if err != nil {
 			return rep, err
 		}
 		start := time.Now()
-		sb, err := h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: poolTemplate})
+		sb, err := h.c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: poolTemplate, Runtime: rt})
 		if err != nil {
 			return rep, fmt.Errorf("create from the pool: %w", err)
 		}
@@ -50,7 +56,7 @@ func measurePoolClaims(ctx context.Context, h *harness, n int) (PoolClaimReport,
 		if _, err := h.c.Commands.Exec(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "ready"}}, fw, io.Discard); err != nil {
 			return rep, fmt.Errorf("first exec: %w", err)
 		}
-		if now, err := poolOf(ctx, h.c); err != nil || now.Hits != hits+1 {
+		if now, err := poolOf(ctx, h.c, rt); err != nil || now.Hits != hits+1 {
 			return rep, fmt.Errorf("create %d was not served from the pool (hits %d, then %+v): %v", i, hits, now, err)
 		}
 		if i > 0 {
@@ -59,7 +65,7 @@ func measurePoolClaims(ctx context.Context, h *harness, n int) (PoolClaimReport,
 		}
 	}
 	// The refill after the last claim would run beside the next item.
-	if _, err := untilPoolReady(ctx, h.c); err != nil {
+	if _, err := untilPoolReady(ctx, h.c, rt); err != nil {
 		return rep, err
 	}
 	rep.ClaimToFirstOutput, rep.Create = Summarise(total), Summarise(create)
@@ -69,10 +75,10 @@ func measurePoolClaims(ctx context.Context, h *harness, n int) (PoolClaimReport,
 
 // untilPoolReady waits until the pool has a ready sandbox and returns its
 // hits so far.
-func untilPoolReady(ctx context.Context, c *client.Client) (int64, error) {
+func untilPoolReady(ctx context.Context, c *client.Client, rt string) (int64, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		p, err := poolOf(ctx, c)
+		p, err := poolOf(ctx, c, rt)
 		if err != nil {
 			return 0, err
 		}
@@ -90,13 +96,14 @@ func untilPoolReady(ctx context.Context, c *client.Client) (int64, error) {
 	}
 }
 
-func poolOf(ctx context.Context, c *client.Client) (client.Pool, error) {
+// poolOf is the pool of poolTemplate on runtime rt ("": any).
+func poolOf(ctx context.Context, c *client.Client, rt string) (client.Pool, error) {
 	pools, err := c.Pools.List(ctx)
 	if err != nil {
 		return client.Pool{}, err
 	}
 	for _, p := range pools {
-		if p.TemplateID == poolTemplate {
+		if p.TemplateID == poolTemplate && (rt == "" || p.Runtime == rt) {
 			return p, nil
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
@@ -64,9 +63,23 @@ func envOr(name, def string) string {
 	return def
 }
 
-// dnsLabel is a Kubernetes name that is also a valid label value (the
-// node's name labels its Sandbox objects).
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`)
+// isDNSLabel: s is a Kubernetes name that is also a valid label value
+// (the node's name labels its Sandbox objects): 1–63 of [a-z0-9.-],
+// beginning and ending with a letter or digit. Not a regexp: `{0,61}`
+// compiles into 61 copies of its class at every start of the binary,
+// sandbox inits included.
+func isDNSLabel(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !alnum(c) && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return alnum(s[0]) && alnum(s[len(s)-1])
+}
 
 // validateCluster checks node mode's settings and fills its defaults.
 func (c *Config) validateCluster() error {
@@ -88,10 +101,10 @@ func (c *Config) validateCluster() error {
 		}
 		k.NodeName = strings.ToLower(host)
 	}
-	if !dnsLabel.MatchString(k.NodeName) {
+	if !isDNSLabel(k.NodeName) {
 		return fmt.Errorf("--node-name %q: want at most 63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit: %w", k.NodeName, errdefs.ErrInvalid)
 	}
-	if !dnsLabel.MatchString(k.Namespace) || strings.Contains(k.Namespace, ".") {
+	if !isDNSLabel(k.Namespace) || strings.Contains(k.Namespace, ".") {
 		return fmt.Errorf("--kube-namespace %q: want a Kubernetes namespace name (lowercase letters, digits and '-'): %w", k.Namespace, errdefs.ErrInvalid)
 	}
 	if k.LeaseDuration < 3*time.Second {

@@ -53,3 +53,14 @@ func TestAdvertise(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestIsDNSLabel(t *testing.T) {
+	for s, want := range map[string]bool{
+		"a": true, "node-1": true, "n.example": true, "0": true, strings.Repeat("a", 63): true,
+		"": false, "-a": false, "a-": false, "a.": false, "A": false, "a_b": false, strings.Repeat("a", 64): false,
+	} {
+		if got := isDNSLabel(s); got != want {
+			t.Errorf("isDNSLabel(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

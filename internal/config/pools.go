@@ -10,9 +10,13 @@ import (
 	"github.com/warrenhq/warren/internal/ids"
 )
 
-// Pool is one parsed --pool (or --network-pool) TEMPLATE=MIN[:MAX[:TTL]].
+// Pool is one parsed --pool (or --network-pool)
+// TEMPLATE[@RUNTIME]=MIN[:MAX[:TTL]].
 type Pool struct {
 	Template string
+	// Runtime of the pooled sandboxes ("" = the template's, else the
+	// server's default); a template can have a pool per runtime.
+	Runtime  string
 	Min, Max int
 	// TTL replaces a ready sandbox that waited this long for a claim (0 =
 	// never), so that claims get recently started ones.
@@ -47,14 +51,20 @@ func (c *Config) ParsePools() ([]Pool, error) {
 		s := f.s
 		tmpl, sizes, ok := strings.Cut(s, "=")
 		if !ok {
-			return nil, fmt.Errorf("--pool %q: want TEMPLATE=MIN, TEMPLATE=MIN:MAX or TEMPLATE=MIN:MAX:TTL: %w", s, errdefs.ErrInvalid)
+			return nil, fmt.Errorf("--pool %q: want TEMPLATE[@RUNTIME]=MIN, TEMPLATE=MIN:MAX or TEMPLATE=MIN:MAX:TTL: %w", s, errdefs.ErrInvalid)
 		}
+		tmpl, rt, withRuntime := strings.Cut(tmpl, "@")
 		if err := ids.ValidateName("--pool template", tmpl); err != nil {
 			return nil, err
 		}
+		if withRuntime {
+			if err := ValidateRuntime(fmt.Sprintf("--pool %q: runtime", s), rt); err != nil {
+				return nil, err
+			}
+		}
 		parts := strings.Split(sizes, ":")
 		if len(parts) > 3 {
-			return nil, fmt.Errorf("--pool %q: want TEMPLATE=MIN[:MAX[:TTL]]: %w", s, errdefs.ErrInvalid)
+			return nil, fmt.Errorf("--pool %q: want TEMPLATE[@RUNTIME]=MIN[:MAX[:TTL]]: %w", s, errdefs.ErrInvalid)
 		}
 		lo, err := strconv.Atoi(parts[0])
 		if err != nil || lo < 0 || lo > maxPoolSize {
@@ -72,12 +82,12 @@ func (c *Config) ParsePools() ([]Pool, error) {
 				return nil, fmt.Errorf("--pool %q: TTL must be a duration of at least %v (e.g. 10m), or 0 for none: %w", s, minPoolTTL, errdefs.ErrInvalid)
 			}
 		}
-		key := Pool{Template: tmpl, Network: f.network}
+		key := Pool{Template: tmpl, Runtime: rt, Network: f.network}
 		if seen[key] {
 			return nil, fmt.Errorf("--pool names template %q twice: %w", tmpl, errdefs.ErrInvalid)
 		}
 		seen[key] = true
-		out = append(out, Pool{Template: tmpl, Min: lo, Max: hi, TTL: ttl, Network: f.network})
+		out = append(out, Pool{Template: tmpl, Runtime: rt, Min: lo, Max: hi, TTL: ttl, Network: f.network})
 	}
 	return out, nil
 }

@@ -23,6 +23,17 @@ func TestParsePools(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
+	c = Config{Pools: []string{"a=1", "a@gvisor=2", "a@native=1"}}
+	got, err = c.ParsePools()
+	if err != nil || len(got) != 3 || got[1] != (Pool{Template: "a", Runtime: "gvisor", Min: 2, Max: 2}) || got[2].Runtime != "native" {
+		t.Fatalf("a pool per runtime of one template: %+v %v", got, err)
+	}
+	for _, bad := range []string{"a@=1", "a@kata=1", "a@gvisor@native=1"} {
+		c := Config{Pools: []string{bad}}
+		if _, err := c.ParsePools(); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
 	c = Config{Pools: []string{"a=1", "a=2"}}
 	if _, err := c.ParsePools(); err == nil {
 		t.Error("duplicate template accepted")

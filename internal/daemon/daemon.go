@@ -422,7 +422,7 @@ func sessionPools(cfg config.Config) []session.PoolConfig {
 	pools, _ := cfg.ParsePools()
 	out := make([]session.PoolConfig, 0, len(pools))
 	for _, p := range pools {
-		out = append(out, session.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max, TTL: p.TTL, Network: p.Network})
+		out = append(out, session.PoolConfig{Template: p.Template, Min: p.Min, Max: p.Max, TTL: p.TTL, Network: p.Network, Runtime: p.Runtime})
 	}
 	return out
 }

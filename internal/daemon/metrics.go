@@ -45,7 +45,7 @@ func (d *Daemon) newMetrics(errs *metrics.Errors) *metrics.Metrics {
 		Pools: func() []metrics.PoolStat {
 			var out []metrics.PoolStat
 			for _, p := range d.Sessions.PoolStats() {
-				out = append(out, metrics.PoolStat{Template: p.Template, Network: p.Network, Ready: p.Ready, Min: p.Min, Max: p.Max, Hits: p.Hits, Misses: p.Misses})
+				out = append(out, metrics.PoolStat{Template: p.Template, Network: p.Network, Runtime: p.PinnedRuntime, Ready: p.Ready, Min: p.Min, Max: p.Max, Hits: p.Hits, Misses: p.Misses})
 			}
 			return out
 		},

@@ -44,8 +44,12 @@ type Metrics struct {
 
 // PoolStat is one warm pool as the metrics show it.
 type PoolStat struct {
-	Template     string
-	Network      bool // the pool holds networked sandboxes
+	Template string
+	Network  bool // the pool holds networked sandboxes
+	// Runtime the pool names (--pool TEMPLATE@RUNTIME; "" for one that
+	// follows its template or the default): a template has a pool per
+	// runtime.
+	Runtime      string
 	Ready        int
 	Min, Max     int
 	Hits, Misses int64

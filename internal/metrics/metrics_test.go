@@ -24,14 +24,14 @@ func TestPrometheusPoolsAndTimeouts(t *testing.T) {
 	out := scrape(t, m, false)
 	for _, want := range []string{
 		"# TYPE warren_warm_pool_hits_total counter\n" +
-			`warren_warm_pool_hits_total{network="false",template="base"} 3` + "\n" +
-			`warren_warm_pool_hits_total{network="false",template="web"} 0`,
-		`warren_warm_pool_ready{network="false",template="base"} 2`,
-		`warren_warm_pool_min{network="false",template="base"} 2`,
-		`warren_warm_pool_max{network="false",template="base"} 4`,
-		`warren_warm_pool_misses_total{network="false",template="base"} 1`,
-		`warren_warm_pool_hit_ratio{network="false",template="base"} 0.75`,
-		`warren_warm_pool_hit_ratio{network="false",template="web"} 0`,
+			`warren_warm_pool_hits_total{network="false",runtime="",template="base"} 3` + "\n" +
+			`warren_warm_pool_hits_total{network="false",runtime="",template="web"} 0`,
+		`warren_warm_pool_ready{network="false",runtime="",template="base"} 2`,
+		`warren_warm_pool_min{network="false",runtime="",template="base"} 2`,
+		`warren_warm_pool_max{network="false",runtime="",template="base"} 4`,
+		`warren_warm_pool_misses_total{network="false",runtime="",template="base"} 1`,
+		`warren_warm_pool_hit_ratio{network="false",runtime="",template="base"} 0.75`,
+		`warren_warm_pool_hit_ratio{network="false",runtime="",template="web"} 0`,
 		"# TYPE warren_timeouts_fired_total counter\n" +
 			`warren_timeouts_fired_total{action="kill",timeout="run"} 2` + "\n" +
 			`warren_timeouts_fired_total{action="pause",timeout="idle"} 1`,

@@ -105,9 +105,9 @@ func (m *Metrics) poolFill() prometheus.Collector {
 // warmPools are the warm pools' series; hits and misses are the pools'
 // own counters, read, not counted again here.
 func (m *Metrics) warmPools() prometheus.Collector {
-	return newTable([]string{"template", "network"},
+	return newTable([]string{"template", "network", "runtime"},
 		func() ([]PoolStat, error) { return m.opts.Pools(), nil },
-		func(p PoolStat) []string { return []string{p.Template, strconv.FormatBool(p.Network)} },
+		func(p PoolStat) []string { return []string{p.Template, strconv.FormatBool(p.Network), p.Runtime} },
 		gauge("warren_warm_pool_ready", "Ready sandboxes in the warm pool.", func(p PoolStat) float64 { return float64(p.Ready) }),
 		gauge("warren_warm_pool_min", "Ready sandboxes the warm pool refills to.", func(p PoolStat) float64 { return float64(p.Min) }),
 		gauge("warren_warm_pool_max", "Most sandboxes the warm pool holds.", func(p PoolStat) float64 { return float64(p.Max) }),

@@ -12,6 +12,7 @@ func (s *healthRoutes) listPools(w http.ResponseWriter, r *http.Request) {
 	for _, p := range stats {
 		out = append(out, client.Pool{
 			TemplateID:  p.Template,
+			Runtime:     p.Runtime,
 			Network:     p.Network,
 			Min:         p.Min,
 			Max:         p.Max,

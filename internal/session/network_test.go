@@ -142,8 +142,8 @@ func TestNetworkPool(t *testing.T) {
 	for _, p := range m.pools {
 		m.fillPool(ctx, p)
 	}
-	pooledNet := m.pools[poolKey("base", true)].ready[0].sb.ID
-	pooledPlain := m.pools[poolKey("base", false)].ready[0].sb.ID
+	pooledNet := m.pools[poolKey("base", true, "")].ready[0].sb.ID
+	pooledPlain := m.pools[poolKey("base", false, "")].ready[0].sb.ID
 	if got, ok := h.network(pooledNet); !ok || got.AllowInternetAccess || len(got.AllowOut) != 0 {
 		t.Fatalf("a networked pool's sandbox starts with %+v %v, want nothing open", got, ok)
 	}

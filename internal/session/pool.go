@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -65,8 +66,12 @@ type PoolConfig struct {
 }
 
 // poolKey names the pool of a template's sandboxes with or without a
-// network.
-func poolKey(template string, network bool) string {
+// network, on a runtime the pool names ("" for one that follows the
+// template or the server's default).
+func poolKey(template string, network bool, runtime string) string {
+	if runtime != "" {
+		template += "@" + runtime
+	}
 	if network {
 		return template + " (network)"
 	}
@@ -75,16 +80,21 @@ func poolKey(template string, network bool) string {
 
 // PoolStats describes one warm pool.
 type PoolStats struct {
-	Template    string
-	Network     bool
-	Min, Max    int
-	TTL         time.Duration
-	Ready       int
-	Expired     int64
-	Hits        int64
-	Misses      int64
-	ClaimP50    time.Duration
-	LastFailure string
+	Template string
+	// Runtime: the pool's own, else the one its sandboxes were last started
+	// on ("" before the first); PinnedRuntime the pool's own ("" when it
+	// follows its template or the default).
+	Runtime       string
+	PinnedRuntime string
+	Network       bool
+	Min, Max      int
+	TTL           time.Duration
+	Ready         int
+	Expired       int64
+	Hits          int64
+	Misses        int64
+	ClaimP50      time.Duration
+	LastFailure   string
 }
 
 // pool holds started sandboxes that belong to nobody yet. They have no
@@ -100,6 +110,7 @@ type pool struct {
 	stale   []pooled        // set aside by claims: their template was rebuilt
 	claims  []time.Duration // recent claim latencies, bounded
 	lastErr string
+	runtime string // the runtime its sandboxes were last started on
 }
 
 // pooled is a ready sandbox, when it started, and when the template it was
@@ -123,7 +134,7 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 		if c.Max < c.Min {
 			c.Max = c.Min
 		}
-		out[poolKey(c.Template, c.Network)] = &pool{cfg: c}
+		out[poolKey(c.Template, c.Network, c.Runtime)] = &pool{cfg: c}
 	}
 	return out
 }
@@ -134,7 +145,12 @@ func newPools(cfgs []PoolConfig) map[string]*pool {
 // an older build of the template are set aside for the pool loop to
 // remove, never handed out.
 func (w *warmPools) claim(ctx context.Context, req CreateRequest, runtimeName string, tmpl store.Template) (pooled, bool) {
-	p := w.pool(poolKey(req.Template, req.Network != nil))
+	// A pool of the create's runtime by name, else the template's pool
+	// that follows the template or the default.
+	p := w.pool(poolKey(req.Template, req.Network != nil, runtimeName))
+	if p == nil {
+		p = w.pool(poolKey(req.Template, req.Network != nil, ""))
+	}
 	if p == nil {
 		return pooled{}, false
 	}
@@ -331,7 +347,7 @@ func (w *warmPools) fillPool(ctx context.Context, p *pool) {
 			w.log.Debug("warm pool: first command", "sandbox", sb.ID, "err", err)
 		}
 		p.mu.Lock()
-		p.lastErr = ""
+		p.lastErr, p.runtime = "", rt
 		p.ready = append(p.ready, pooled{sb: sb, started: w.cfg.Now(), built: tmpl.CreatedAt})
 		p.mu.Unlock()
 	}
@@ -399,7 +415,7 @@ func (w *warmPools) PoolStats() []PoolStats {
 	var out []PoolStats
 	for _, p := range w.allPools() {
 		p.mu.Lock()
-		st := PoolStats{Template: p.cfg.Template, Network: p.cfg.Network, Min: p.cfg.Min, Max: p.cfg.Max, TTL: p.cfg.TTL,
+		st := PoolStats{Template: p.cfg.Template, Runtime: cmp.Or(p.cfg.Runtime, p.runtime), PinnedRuntime: p.cfg.Runtime, Network: p.cfg.Network, Min: p.cfg.Min, Max: p.cfg.Max, TTL: p.cfg.TTL,
 			Ready: len(p.ready), Hits: p.hits, Misses: p.misses, Expired: p.expired, LastFailure: p.lastErr}
 		if len(p.claims) > 0 {
 			sorted := append([]time.Duration(nil), p.claims...)

@@ -39,31 +39,42 @@ func TestSetPools(t *testing.T) {
 	}
 }
 
-// A pool's runtime is its sandboxes' (not the server's default), a create
-// that resolves to another runtime does not claim them, a change of
-// runtime replaces the pool, and a runtime the template does not allow is
-// the pool's failure, not a sandbox.
+// A pool's runtime is its sandboxes' (not the server's default), a template
+// has a pool per runtime, a create claims from the pool of the runtime it
+// resolves to, a pool that goes is emptied, and a runtime the template
+// does not allow is the pool's failure, not a sandbox.
 func TestPoolRuntime(t *testing.T) {
 	ctx := context.Background()
 	m, h, st := newManager(t, 20)
-	m.SetPools(ctx, []PoolConfig{{Template: "base", Min: 2, Runtime: "other"}})
-	p := m.pool("base")
+	m.SetPools(ctx, []PoolConfig{{Template: "base", Min: 2, Runtime: "other"}, {Template: "base", Min: 1}})
+	p, plain := m.pool("base@other"), m.pool("base")
 	m.fillPool(ctx, p)
 	if len(p.ready) != 2 || h.lastSpec.Runtime != "other" {
 		t.Fatalf("ready %d, last spec's runtime %q, want 2 of runtime other", len(p.ready), h.lastSpec.Runtime)
 	}
-	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base"}); err != nil || p.hits != 0 || p.misses != 1 {
-		t.Fatalf("a create of the default runtime: %v, hits %d misses %d, want a miss", err, p.hits, p.misses)
+	m.fillPool(ctx, plain)
+	if len(plain.ready) != 1 || h.lastSpec.Runtime != "fake" {
+		t.Fatalf("the template's other pool: ready %d, last spec's runtime %q, want 1 of the default fake", len(plain.ready), h.lastSpec.Runtime)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base"}); err != nil || p.hits != 0 || plain.hits != 1 {
+		t.Fatalf("a create of the default runtime: %v, hits %d and %d, want the default's pool", err, p.hits, plain.hits)
+	}
+	if _, err := m.Create(ctx, CreateRequest{Team: "a", Template: "base", Runtime: "other"}); err != nil || p.hits != 1 || len(p.ready) != 1 {
+		t.Fatalf("a create on runtime other: %v, hits %d, ready %d, want a claim from its pool", err, p.hits, len(p.ready))
+	}
+	stats := m.PoolStats()
+	if len(stats) != 2 || stats[0].Runtime != "fake" || stats[1].Runtime != "other" {
+		t.Fatalf("pool stats name runtimes %+v, want fake then other", stats)
 	}
 	m.SetPools(ctx, []PoolConfig{{Template: "base", Min: 2}})
-	if m.pool("base") == p || len(h.destroyed) != 2 {
-		t.Fatalf("after a change of runtime: same pool %v, destroyed %q", m.pool("base") == p, h.destroyed)
+	if m.pool("base@other") != nil || len(h.destroyed) != 1 {
+		t.Fatalf("after the runtime's pool went: still there %v, destroyed %q", m.pool("base@other") != nil, h.destroyed)
 	}
 	if err := st.PutTemplate(ctx, store.Template{Name: "strict", Source: "test", Runtime: "fake"}); err != nil {
 		t.Fatal(err)
 	}
 	m.SetPools(ctx, []PoolConfig{{Template: "strict", Min: 1, Runtime: "other"}})
-	strict := m.pool("strict")
+	strict := m.pool("strict@other")
 	m.fillPool(ctx, strict)
 	if len(strict.ready) != 0 || !strings.Contains(strict.lastErr, "requires runtime fake") {
 		t.Fatalf("a pool against its template's runtime: ready %d, last failure %q", len(strict.ready), strict.lastErr)

@@ -57,11 +57,11 @@ func TestWarmPool(t *testing.T) {
 	// /metrics shows the pool's size, hits and misses (hit ratio).
 	prom := httpGet(t, d, "/metrics", d.key, 200)
 	for _, want := range []string{
-		`warren_warm_pool_ready{network="false",template="bb"} 3`,
-		`warren_warm_pool_min{network="false",template="bb"} 3`,
-		`warren_warm_pool_hits_total{network="false",template="bb"} 3`,
-		`warren_warm_pool_misses_total{network="false",template="bb"} 0`,
-		`warren_warm_pool_hit_ratio{network="false",template="bb"} 1`,
+		`warren_warm_pool_ready{network="false",runtime="",template="bb"} 3`,
+		`warren_warm_pool_min{network="false",runtime="",template="bb"} 3`,
+		`warren_warm_pool_hits_total{network="false",runtime="",template="bb"} 3`,
+		`warren_warm_pool_misses_total{network="false",runtime="",template="bb"} 0`,
+		`warren_warm_pool_hit_ratio{network="false",runtime="",template="bb"} 1`,
 	} {
 		if !strings.Contains(prom, want) {
 			t.Errorf("/metrics lacks %q:\n%s", want, prom)
@@ -133,5 +133,51 @@ func TestWarmPool(t *testing.T) {
 		if err := c.Sandboxes.Delete(ctx, id); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestWarmPoolPerRuntime keeps a gVisor and a native pool of one template:
+// GET /pools names each one's runtime, and a create claims from the pool
+// of the runtime it asks for, getting a sandbox of that runtime.
+func TestWarmPoolPerRuntime(t *testing.T) {
+	t.Parallel()
+	d := gvisorDaemon(t, "--pool", "bb@gvisor=1", "--pool", "bb=1")
+	c := d.client()
+	ctx := ctxT(t, 3*time.Minute)
+	byRuntime := func() map[string]client.Pool {
+		pools, err := c.Pools.List(ctx)
+		if err != nil || len(pools) != 2 {
+			t.Fatalf("pools: %+v %v", pools, err)
+		}
+		out := map[string]client.Pool{}
+		for _, p := range pools {
+			out[p.Runtime] = p
+		}
+		return out
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for p := byRuntime(); p["gvisor"].Ready != 1 || p["native"].Ready != 1; p = byRuntime() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pools never filled: %+v", p)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, rt := range []string{"gvisor", "native"} {
+		sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb", Runtime: rt})
+		if err != nil {
+			t.Fatalf("create on %s: %v", rt, err)
+		}
+		det, err := c.Sandboxes.Get(ctx, sb.SandboxID)
+		if err != nil || det.Runtime != rt {
+			t.Fatalf("the %s claim runs on %q: %v", rt, det.Runtime, err)
+		}
+		res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"echo", "warm"}})
+		if err != nil || res.Stdout != "warm\n" {
+			t.Fatalf("exec in the %s claim: %+v %v", rt, res, err)
+		}
+	}
+	p := byRuntime()
+	if p["gvisor"].Hits != 1 || p["native"].Hits != 1 || p["gvisor"].Misses != 0 || p["native"].Misses != 0 {
+		t.Fatalf("each pool served its runtime's create once: %+v", p)
 	}
 }

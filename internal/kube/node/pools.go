@@ -69,7 +69,7 @@ func (n *Node) syncPools(ctx context.Context) error {
 
 // poolConfigs is the node's warm pools: base (its flags), then each
 // SandboxPool that selects a node with nodeLabels, unless a pool of the
-// same template and network came before it. selected names the objects
+// same template, network and runtime came before it. selected names the objects
 // whose pool the node keeps; refused, those that select it but ask for a
 // runtime it does not have (runtimes; nil: any), and why, for the pool's
 // status: such a pool is not kept rather than failing every refill.
@@ -79,12 +79,14 @@ func poolConfigs(base []session.PoolConfig, objs []warrenv1.SandboxPool, nodeLab
 		out = []session.PoolConfig{}
 	}
 	selected, refused = map[string]bool{}, map[string]string{}
-	taken := func(tmpl string, network bool) bool {
-		return slices.ContainsFunc(out, func(c session.PoolConfig) bool { return c.Template == tmpl && c.Network == network })
+	taken := func(tmpl string, network bool, runtime string) bool {
+		return slices.ContainsFunc(out, func(c session.PoolConfig) bool {
+			return c.Template == tmpl && c.Network == network && c.Runtime == runtime
+		})
 	}
 	for _, o := range objs {
 		s := o.Spec
-		if o.DeletionTimestamp != nil || s.MinPerNode < 0 || !selects(s.NodeSelector, nodeLabels) || taken(s.Template, s.Network) {
+		if o.DeletionTimestamp != nil || s.MinPerNode < 0 || !selects(s.NodeSelector, nodeLabels) || taken(s.Template, s.Network, s.Runtime) {
 			continue
 		}
 		if s.Runtime != "" && runtimes != nil && !slices.Contains(runtimes, s.Runtime) {
