@@ -15,6 +15,7 @@ import (
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/ui"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/sandboxlog"
@@ -125,6 +126,7 @@ type Server struct {
 	replicas  *replicaRoutes
 	volumes   *volumeRoutes
 	ca        *caRoutes
+	terminals *terminalRoutes
 	secrets   *secretRoutes
 }
 
@@ -179,6 +181,10 @@ func New(deps Deps) *Server {
 	s.stats = &metricsRoutes{records: records, metrics: deps.Metrics, public: deps.MetricsPublic, authz: authz}
 	s.ca = &caRoutes{pem: deps.TLSCACert}
 	s.routes(authz.requireKey)
+	s.terminals = &terminalRoutes{plane: plane, log: deps.Log}
+	s.mux.Handle("GET /sandboxes/{id}/terminal", keyFromProtocol(authz.requireKey(s.terminals.terminal)))
+	s.mux.Handle("GET /ui/", ui.Handler())
+	s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	if deps.MCP != nil {
 		s.mux.Handle("/mcp", authz.requireKey(deps.MCP.ServeHTTP)) // GET, POST and DELETE
 	}
