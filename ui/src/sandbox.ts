@@ -68,7 +68,7 @@ async function openFile(view: HTMLElement, enc: string, e: Entry) {
 interface Proc { pid: number; tag?: string; cmd: string[]; state: string; }
 
 async function processList(sec: HTMLElement, enc: string) {
-  const out = h("pre", { class: "output", id: "proc-output", tabindex: 0, "aria-label": "Process output" });
+  const out = h("pre", { class: "output", id: "proc-output", tabindex: 0, role: "log", "aria-label": "Process output" });
   try {
     const ps = await get<Proc[]>(`/sandboxes/${enc}/processes`);
     sec.append(h("ul", {}, ps.map((p) => h("li", {}, button(`${p.pid} ${p.cmd.join(" ")} (${p.state})`, async () => {
@@ -81,7 +81,7 @@ async function processList(sec: HTMLElement, enc: string) {
 interface Logs { logEntries: { timestamp: string; level: string; message: string }[]; nextCursor: number; }
 
 function followLog(sec: HTMLElement, enc: string): () => void {
-  const pre = h("pre", { class: "output", id: "log", tabindex: 0, "aria-label": "Sandbox log" });
+  const pre = h("pre", { class: "output", id: "log", tabindex: 0, role: "log", "aria-label": "Sandbox log" });
   sec.append(pre);
   let cursor = 0, stop = false;
   (async () => {
