@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/config"
 	"github.com/warrenhq/warren/internal/ui"
 )
 
@@ -66,7 +67,10 @@ func RunUI(ctx context.Context, o UIOptions) (_ UIReport, retErr error) {
 		return rep, err
 	}
 	rep.JSGzipKB = kb
-	h, err := startHarness(ctx, o.Options, nil)
+	h, err := startHarness(ctx, o.Options, func(c *config.Config) {
+		c.MaxSandboxes = max(c.MaxSandboxes, o.Sandboxes+4)
+		c.ImageSize = 8 << 30
+	})
 	if err != nil {
 		return rep, err
 	}
