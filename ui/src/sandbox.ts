@@ -1,6 +1,5 @@
 import { call, get, q, Sandbox, Metric, Entry } from "./api";
 import { h, clear, age, sparkline, button, status } from "./dom";
-import { openTerminal } from "./terminal";
 
 const TEXT_LIMIT = 1 << 20;
 
@@ -21,7 +20,12 @@ export async function sandboxPage(app: HTMLElement, id: string): Promise<() => v
     h("dl", { class: "meta" }, Object.entries(sb.metadata ?? {}).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
     termHost, files, procs, logs, metrics, events);
   const stops: (() => void)[] = [];
-  if (sb.state === "running") stops.push(openTerminal(termHost, id));
+  if (sb.state === "running") {
+    // xterm.js is most of the JavaScript: loaded only for a terminal, so the
+    // list's first paint does not wait for it.
+    const { openTerminal } = await import("./terminal");
+    stops.push(openTerminal(termHost, id));
+  }
   else termHost.append(h("p", {}, "The sandbox is not running."));
   fileBrowser(files, enc, "/home/user");
   processList(procs, enc);
