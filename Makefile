@@ -218,7 +218,7 @@ test-unit: envtest $(CONTROLLER_GEN)
 
 # The end-to-end tests of the real binaries (test/e2e), as root, four at a time (each daemon on its own data
 # directory, port, fake network host and cgroup parent).
-test-e2e: build e2b-deps runsc
+test-e2e: build e2b-deps ui-deps runsc
 	@test "$$(id -u)" = 0 || { echo "make test-e2e needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
 	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -parallel 4 ./test/e2e/

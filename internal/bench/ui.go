@@ -46,6 +46,8 @@ type UIReport struct {
 	// headless chromium; FirstPaintSkipped says why it was not measured.
 	FirstPaint        Stats   `json:"first_paint"`
 	FirstPaintSkipped string  `json:"first_paint_skipped,omitempty"`
+	// ListCall is the page's GET /sandboxes (one page of 50) within it.
+	ListCall Stats `json:"list_call"`
 	TargetFirstPaint  float64 `json:"target_first_paint_ms"`
 	// KeystrokeEcho is one byte sent to the shell until its echo is back,
 	// over the same WebSocket the dashboard's terminal uses.
@@ -85,8 +87,8 @@ func RunUI(ctx context.Context, o UIOptions) (_ UIReport, retErr error) {
 		return rep, err
 	}
 	rep.KeystrokeEcho = Summarise(echo)
-	paints, why := firstPaints(ctx, o, "http://"+h.addr, h.key)
-	rep.FirstPaint, rep.FirstPaintSkipped = Summarise(paints), why
+	paints, lists, why := firstPaints(ctx, o, "http://"+h.addr, h.key)
+	rep.FirstPaint, rep.ListCall, rep.FirstPaintSkipped = Summarise(paints), Summarise(lists), why
 	return rep, nil
 }
 
@@ -191,19 +193,20 @@ func readUntil(t *client.Terminal, want string) error {
 }
 
 // firstPaints runs firstpaint.mjs, which loads the dashboard in headless
-// chromium Paints times and prints each time to the first row as JSON.
-func firstPaints(ctx context.Context, o UIOptions, url, key string) ([]time.Duration, string) {
+// chromium Paints times and prints each time to the first row, and the list
+// call's, as JSON.
+func firstPaints(ctx context.Context, o UIOptions, url, key string) (paints, lists []time.Duration, why string) {
 	script := filepath.Join(o.BrowserDir, "firstpaint.mjs")
 	if _, err := os.Stat(filepath.Join(o.BrowserDir, "node_modules", "playwright-core")); err != nil {
-		return nil, fmt.Sprintf("no playwright-core in %s (make ui-deps; --ui-browser-dir)", o.BrowserDir)
+		return nil, nil, fmt.Sprintf("no playwright-core in %s (make ui-deps; --ui-browser-dir)", o.BrowserDir)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		return nil, "node is not installed"
+		return nil, nil, "node is not installed"
 	}
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
-		return nil, "chromium is not installed (make deps)"
+		return nil, nil, "chromium is not installed (make deps)"
 	}
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = o.BrowserDir
@@ -212,15 +215,19 @@ func firstPaints(ctx context.Context, o UIOptions, url, key string) ([]time.Dura
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Sprintf("firstpaint.mjs: %v: %s", err, strings.TrimSpace(stderr.String()))
+		return nil, nil, fmt.Sprintf("firstpaint.mjs: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	var ms []float64
+	var ms struct{ Paints, Lists []float64 }
 	if err := json.Unmarshal(out, &ms); err != nil {
-		return nil, fmt.Sprintf("firstpaint.mjs printed %q: %v", out, err)
+		return nil, nil, fmt.Sprintf("firstpaint.mjs printed %q: %v", out, err)
 	}
+	return durations(ms.Paints), durations(ms.Lists), ""
+}
+
+func durations(ms []float64) []time.Duration {
 	d := make([]time.Duration, len(ms))
 	for i, m := range ms {
 		d[i] = time.Duration(m * float64(time.Millisecond))
 	}
-	return d, ""
+	return d
 }
