@@ -48,6 +48,9 @@ type UIReport struct {
 	FirstPaintSkipped string  `json:"first_paint_skipped,omitempty"`
 	// ListCall is the page's GET /sandboxes (one page of 50) within it.
 	ListCall Stats `json:"list_call"`
+	// KeystrokeEchoBrowser is a key typed into the dashboard's terminal
+	// until xterm.js has drawn its echo.
+	KeystrokeEchoBrowser Stats `json:"keystroke_echo_browser"`
 	TargetFirstPaint  float64 `json:"target_first_paint_ms"`
 	// KeystrokeEcho is one byte sent to the shell until its echo is back,
 	// over the same WebSocket the dashboard's terminal uses.
@@ -87,8 +90,9 @@ func RunUI(ctx context.Context, o UIOptions) (_ UIReport, retErr error) {
 		return rep, err
 	}
 	rep.KeystrokeEcho = Summarise(echo)
-	paints, lists, why := firstPaints(ctx, o, "http://"+h.addr, h.key)
-	rep.FirstPaint, rep.ListCall, rep.FirstPaintSkipped = Summarise(paints), Summarise(lists), why
+	b, why := inBrowser(ctx, o, "http://"+h.addr, h.key)
+	rep.FirstPaint, rep.ListCall, rep.FirstPaintSkipped = Summarise(durations(b.Paints)), Summarise(durations(b.Lists)), why
+	rep.KeystrokeEchoBrowser = Summarise(durations(b.Echoes))
 	return rep, nil
 }
 
@@ -192,36 +196,38 @@ func readUntil(t *client.Terminal, want string) error {
 	return nil
 }
 
-// firstPaints runs firstpaint.mjs, which loads the dashboard in headless
-// chromium Paints times and prints each time to the first row, and the list
-// call's, as JSON.
-func firstPaints(ctx context.Context, o UIOptions, url, key string) (paints, lists []time.Duration, why string) {
+// browserTimes are firstpaint.mjs's figures, in milliseconds.
+type browserTimes struct{ Paints, Lists, Echoes []float64 }
+
+// inBrowser runs firstpaint.mjs, which loads the dashboard in headless
+// chromium Paints times (the time to the first row, and the list call's),
+// then times keystrokes' echoes in a terminal; "why" says why it did not run.
+func inBrowser(ctx context.Context, o UIOptions, url, key string) (b browserTimes, why string) {
 	script := filepath.Join(o.BrowserDir, "firstpaint.mjs")
 	if _, err := os.Stat(filepath.Join(o.BrowserDir, "node_modules", "playwright-core")); err != nil {
-		return nil, nil, fmt.Sprintf("no playwright-core in %s (make ui-deps; --ui-browser-dir)", o.BrowserDir)
+		return b, fmt.Sprintf("no playwright-core in %s (make ui-deps; --ui-browser-dir)", o.BrowserDir)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		return nil, nil, "node is not installed"
+		return b, "node is not installed"
 	}
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
-		return nil, nil, "chromium is not installed (make deps)"
+		return b, "chromium is not installed (make deps)"
 	}
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = o.BrowserDir
-	cmd.Env = append(os.Environ(), "WARREN_URL="+url, "WARREN_KEY="+key, "CHROMIUM="+chromium, fmt.Sprintf("PAINTS=%d", o.Paints))
+	cmd.Env = append(os.Environ(), "WARREN_URL="+url, "WARREN_KEY="+key, "CHROMIUM="+chromium, fmt.Sprintf("PAINTS=%d", o.Paints), fmt.Sprintf("ECHOES=%d", min(o.Keystrokes, 100)))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, nil, fmt.Sprintf("firstpaint.mjs: %v: %s", err, strings.TrimSpace(stderr.String()))
+		return b, fmt.Sprintf("firstpaint.mjs: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	var ms struct{ Paints, Lists []float64 }
-	if err := json.Unmarshal(out, &ms); err != nil {
-		return nil, nil, fmt.Sprintf("firstpaint.mjs printed %q: %v", out, err)
+	if err := json.Unmarshal(out, &b); err != nil {
+		return b, fmt.Sprintf("firstpaint.mjs printed %q: %v", out, err)
 	}
-	return durations(ms.Paints), durations(ms.Lists), ""
+	return b, ""
 }
 
 func durations(ms []float64) []time.Duration {
