@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -137,11 +138,11 @@ func termSizeOf(r *http.Request) (cols, rows uint32, err error) {
 		if v == "" {
 			continue
 		}
-		var n uint32
-		if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 1 || n > 1000 {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n < 1 || n > 1000 {
 			return 0, 0, fmt.Errorf("%s=%q: want 1..1000: %w", name, v, errdefs.ErrInvalid)
 		}
-		*p = n
+		*p = uint32(n)
 	}
 	return cols, rows, nil
 }
