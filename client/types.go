@@ -200,6 +200,8 @@ type SandboxDetail struct {
 	MemorySnapshot bool `json:"memorySnapshot"`
 	// VolumeMounts are the shared volumes it mounts.
 	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+	// Node is the fleet node that holds it, in a fleet gateway's lists.
+	Node string `json:"node,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.
