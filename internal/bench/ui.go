@@ -44,14 +44,14 @@ type UIReport struct {
 	Sandboxes int     `json:"sandboxes"`
 	// FirstPaint is navigation start to the list's first row drawn, in
 	// headless chromium; FirstPaintSkipped says why it was not measured.
-	FirstPaint        Stats   `json:"first_paint"`
-	FirstPaintSkipped string  `json:"first_paint_skipped,omitempty"`
+	FirstPaint        *Stats `json:"first_paint,omitempty"`
+	FirstPaintSkipped string `json:"first_paint_skipped,omitempty"`
 	// ListCall is the page's GET /sandboxes (one page of 50) within it.
-	ListCall Stats `json:"list_call"`
+	ListCall *Stats `json:"list_call,omitempty"`
 	// KeystrokeEchoBrowser is a key typed into the dashboard's terminal
 	// until xterm.js has drawn its echo.
-	KeystrokeEchoBrowser Stats `json:"keystroke_echo_browser"`
-	TargetFirstPaint  float64 `json:"target_first_paint_ms"`
+	KeystrokeEchoBrowser *Stats  `json:"keystroke_echo_browser,omitempty"`
+	TargetFirstPaint     float64 `json:"target_first_paint_ms"`
 	// KeystrokeEcho is one byte sent to the shell until its echo is back,
 	// over the same WebSocket the dashboard's terminal uses.
 	KeystrokeEcho       Stats   `json:"keystroke_echo"`
@@ -91,8 +91,12 @@ func RunUI(ctx context.Context, o UIOptions) (_ UIReport, retErr error) {
 	}
 	rep.KeystrokeEcho = Summarise(echo)
 	b, why := inBrowser(ctx, o, "http://"+h.addr, h.key)
-	rep.FirstPaint, rep.ListCall, rep.FirstPaintSkipped = Summarise(durations(b.Paints)), Summarise(durations(b.Lists)), why
-	rep.KeystrokeEchoBrowser = Summarise(durations(b.Echoes))
+	// Absent when skipped: a figure without samples.
+	rep.FirstPaintSkipped = why
+	if why == "" {
+		paint, list, echo := Summarise(durations(b.Paints)), Summarise(durations(b.Lists)), Summarise(durations(b.Echoes))
+		rep.FirstPaint, rep.ListCall, rep.KeystrokeEchoBrowser = &paint, &list, &echo
+	}
 	return rep, nil
 }
 

@@ -15,11 +15,11 @@ import (
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/accesstoken"
 	"github.com/warrenhq/warren/internal/errdefs"
-	"github.com/warrenhq/warren/internal/ui"
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/ui"
 )
 
 // AdminTeam is the team of the key the daemon makes on first start; only

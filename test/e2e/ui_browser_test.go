@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/testutil"
 )
