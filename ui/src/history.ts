@@ -8,6 +8,7 @@ export async function historyPage(app: HTMLElement, id: string): Promise<() => v
   const [, lin] = await Promise.all([get<Sandbox>(`/sandboxes/${enc}`), get<Lineage>(`/sandboxes/${enc}/lineage`)]);
   const snaps = await get<Snapshot[]>(`/snapshots${q({ sandboxID: id, limit: 1000 })}`).catch(() => [] as Snapshot[]);
   const mine = snaps.filter((x) => x.sandboxID === id).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  const calls = await get<ToolCall[]>(`/sandboxes/${enc}/tools/calls${q({ limit: 1000 })}`).catch(() => [] as ToolCall[]);
   const diffBox = h("section", { "aria-labelledby": "h-diff", id: "diff" }, h("h2", { id: "h-diff" }, "Diff"));
   const from = pointSelect("diff-from", mine, mine.at(-2)?.snapshotID);
   const to = pointSelect("diff-to", mine, "live");
@@ -15,12 +16,26 @@ export async function historyPage(app: HTMLElement, id: string): Promise<() => v
   app.append(
     h("h1", {}, `History of ${id}`),
     h("p", {}, h("a", { href: `#/sandbox/${enc}` }, "Back to the sandbox")),
-    h("section", { "aria-labelledby": "h-turns" }, h("h2", { id: "h-turns" }, "Turns"), timeline(mine)),
+    h("section", { "aria-labelledby": "h-turns" }, h("h2", { id: "h-turns" }, "Turns"), timeline(mine, callsByTurn(mine, calls))),
     h("form", { class: "filters", onsubmit: (e: Event) => { e.preventDefault(); showDiff(diffBox, from.value, to.value, enc); } },
       h("label", { for: "diff-from" }, "From"), from, h("label", { for: "diff-to" }, "To"), to, h("button", { type: "submit", id: "diff-go" }, "Show diff")),
     diffBox,
     h("section", { "aria-labelledby": "h-tree" }, h("h2", { id: "h-tree" }, "Lineage"), tree(lin, id, (n) => nodeActions(actions, n, enc)), actions));
   return () => {};
+}
+
+interface ToolCall { tool: string; at: string; isError: boolean; snapshotID?: string; }
+
+// callsByTurn gives each snapshot the tool calls made since the one before
+// it (a call that took the turn itself names it).
+function callsByTurn(snaps: Snapshot[], calls: ToolCall[]): Map<string, ToolCall[]> {
+  const out = new Map<string, ToolCall[]>();
+  for (const c of calls) {
+    const s = c.snapshotID ? snaps.find((x) => x.snapshotID === c.snapshotID) : snaps.find((x) => Date.parse(x.createdAt) >= Date.parse(c.at));
+    if (!s) continue;
+    out.set(s.snapshotID, [...(out.get(s.snapshotID) ?? []), c]);
+  }
+  return out;
 }
 
 function pointSelect(idAttr: string, snaps: Snapshot[], selected?: string): HTMLSelectElement {
@@ -35,7 +50,7 @@ function label(x: Snapshot): string {
 
 // timeline lists one mark per snapshot; only the visible rows are drawn
 // (a fixed row height and a scroll window), so 1,000 turns stay smooth.
-function timeline(snaps: Snapshot[]): HTMLElement {
+function timeline(snaps: Snapshot[], calls: Map<string, ToolCall[]>): HTMLElement {
   const ROW = 28, VISIBLE = 12;
   const inner = h("ol", { class: "timeline-inner", style: undefined });
   const box = h("div", { class: "timeline", id: "timeline", tabindex: 0, "aria-label": "Turn timeline" }, inner);
@@ -44,7 +59,9 @@ function timeline(snaps: Snapshot[]): HTMLElement {
   const draw = () => {
     const first = Math.floor(box.scrollTop / ROW);
     clear(inner, snaps.slice(first, first + VISIBLE + 2).map((x, i) => {
-      const li = h("li", { "data-snapshot": x.snapshotID }, h("span", { class: "mark", "aria-hidden": "true" }, "●"), ` ${label(x)} · ${new Date(x.createdAt).toISOString()}`);
+      const tools = (calls.get(x.snapshotID) ?? []).map((c) => c.tool + (c.isError ? " (error)" : ""));
+      const li = h("li", { "data-snapshot": x.snapshotID }, h("span", { class: "mark", "aria-hidden": "true" }, "●"),
+        ` ${label(x)} · ${new Date(x.createdAt).toISOString()}`, tools.length ? ` · tools: ${tools.join(", ")}` : "");
       li.style.top = `${(first + i) * ROW}px`;
       return li;
     }));
