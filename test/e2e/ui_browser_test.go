@@ -52,6 +52,11 @@ func TestUIBrowser(t *testing.T) {
 	d, ctx, id := busyboxSandbox(t, 10*time.Minute)
 	c := d.client()
 	fork := uiHistory(ctx, t, c, id)
+	// A process whose output the page follows live.
+	if _, err := c.Processes.Start(ctx, id, client.StartProcessRequest{Tag: "ticker",
+		ExecRequest: client.ExecRequest{Command: "i=0; while [ $i -lt 600 ]; do i=$((i+1)); echo tick-$i; sleep 1; done"}}); err != nil {
+		t.Fatal(err)
+	}
 	other := strings.TrimSpace(lastLine(d.mustCLI("key", "create", "--team", "others")))
 	uiTerminalRefusals(t, d, id, other)
 

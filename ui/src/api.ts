@@ -12,7 +12,7 @@ export class ApiError extends Error {
   constructor(public status: number, message: string) { super(message); }
 }
 
-export async function call(method: string, path: string, body?: unknown, raw = false): Promise<Response> {
+export async function call(method: string, path: string, body?: unknown, raw = false, signal?: AbortSignal): Promise<Response> {
   if (!path.startsWith("/") || path.startsWith("//")) throw new Error("same-origin paths only");
   const key = getKey();
   if (!key) throw new ApiError(401, "sign in with an API key");
@@ -22,7 +22,7 @@ export async function call(method: string, path: string, body?: unknown, raw = f
     if (raw) { payload = body as BodyInit; headers["Content-Type"] = "application/octet-stream"; }
     else { payload = JSON.stringify(body); headers["Content-Type"] = "application/json"; }
   }
-  const res = await fetch(path, { method, headers, body: payload, credentials: "omit", referrerPolicy: "no-referrer" });
+  const res = await fetch(path, { method, headers, body: payload, credentials: "omit", referrerPolicy: "no-referrer", signal });
   if (!res.ok) {
     let msg = res.statusText;
     try { const j = await res.json(); msg = j.message ?? msg; } catch { /* not JSON */ }

@@ -28,7 +28,7 @@ export async function sandboxPage(app: HTMLElement, id: string): Promise<() => v
   }
   else termHost.append(h("p", {}, "The sandbox is not running."));
   fileBrowser(files, enc, "/home/user");
-  processList(procs, enc);
+  stops.push(processList(procs, enc));
   stops.push(followLog(logs, enc));
   metricCharts(metrics, enc);
   clear(events, h("h2", { id: "h-events" }, "Events"),
@@ -71,15 +71,41 @@ async function openFile(view: HTMLElement, enc: string, e: Entry) {
 
 interface Proc { pid: number; tag?: string; cmd: string[]; state: string; }
 
-async function processList(sec: HTMLElement, enc: string) {
+// processList lists the processes; choosing one follows its output (the
+// API's NDJSON stream) until another is chosen or the page closes.
+function processList(sec: HTMLElement, enc: string): () => void {
   const out = h("pre", { class: "output", id: "proc-output", tabindex: 0, role: "log", "aria-label": "Process output" });
-  try {
-    const ps = await get<Proc[]>(`/sandboxes/${enc}/processes`);
-    sec.append(h("ul", {}, ps.map((p) => h("li", {}, button(`${p.pid} ${p.cmd.join(" ")} (${p.state})`, async () => {
-      const res = await call("GET", `/sandboxes/${enc}/processes/${p.tag || p.pid}/output`);
-      out.textContent = await res.text();
-    }, { class: "link" })))), out);
-  } catch (err) { sec.append(h("p", {}, (err as Error).message)); }
+  let following: AbortController | undefined;
+  const follow = async (ref: string) => {
+    following?.abort();
+    const ctl = (following = new AbortController());
+    out.textContent = "";
+    try {
+      const res = await call("GET", `/sandboxes/${enc}/processes/${encodeURIComponent(ref)}/output${q({ follow: "true" })}`, undefined, false, ctl.signal);
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        const lines = buf.split("\n");
+        buf = lines.pop() ?? "";
+        for (const l of lines.filter(Boolean)) {
+          const ev = JSON.parse(l) as { type: string; data?: string; exitCode?: number; error?: string };
+          if (ev.data) out.append(new TextDecoder().decode(Uint8Array.from(atob(ev.data), (c) => c.charCodeAt(0))));
+          if (ev.type === "exit") out.append(`\n[exited ${ev.exitCode ?? ""}]\n`);
+          if (ev.type === "error") out.append(`\n[${ev.error}]\n`);
+        }
+      }
+    } catch (err) { if (!ctl.signal.aborted) out.append(`\n[${(err as Error).message}]\n`); }
+  };
+  (async () => {
+    try {
+      const ps = await get<Proc[]>(`/sandboxes/${enc}/processes`);
+      sec.append(h("ul", {}, ps.map((p) => h("li", {}, button(`${p.pid} ${p.cmd.join(" ")} (${p.state})`, () => follow(p.tag || String(p.pid)), { class: "link" })))), out);
+    } catch (err) { sec.append(h("p", {}, (err as Error).message)); }
+  })();
+  return () => following?.abort();
 }
 
 interface Logs { logEntries: { timestamp: string; level: string; message: string }[]; nextCursor: number; }

@@ -123,6 +123,16 @@ await page.locator("#status").filter({ hasText: "saved /home/user/notes.txt" }).
 const back = await (await api(`/sandboxes/${SANDBOX}/files?path=/home/user/notes.txt`)).text();
 assert.equal(back, "edited in the browser\n");
 step("edited a file in the browser and read it back through the API");
+// Processes: follow one's output live (a new tick arrives while it is shown).
+await page.locator("#h-procs").scrollIntoViewIfNeeded();
+await page.getByRole("button", { name: /tick-/ }).click();
+await page.locator("#proc-output").filter({ hasText: "tick-1" }).waitFor();
+const ticks = async () => ((await page.locator("#proc-output").textContent()) ?? "").split("\n").filter((l) => l.startsWith("tick-")).length;
+const seen = await ticks();
+const until = Date.now() + T;
+while ((await ticks()) <= seen && Date.now() < until) await page.waitForTimeout(200);
+assert.ok((await ticks()) > seen, "the process's output did not follow");
+step("followed a process's output live");
 await axe("sandbox");
 await shot("sandbox");
 
