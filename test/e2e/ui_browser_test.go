@@ -146,7 +146,12 @@ func uiTerminalRefusals(t *testing.T, d *daemon, id, otherKey string) {
 			t.Errorf("terminal with %s: status %d, want %d", c.name, got, c.want)
 		}
 	}
-	// The CLI's way (warren shell): a header key, a command, its output.
+	// The CLI: warren shell, its stdin a pipe; it exits with the shell's code.
+	out, errOut, code := d.cli("echo shell-$((40+2))\nexit 3\n", "shell", id)
+	if code != 3 || !strings.Contains(out, "shell-42") {
+		t.Errorf("warren shell: exit %d, output %q, stderr %q: want 3 and shell-42", code, out, errOut)
+	}
+	// The client's way: a header key, a command, its output.
 	term, err := d.client().Sandboxes.Terminal(ctxT(t, time.Minute), id, 80, 24)
 	if err != nil {
 		t.Fatal(err)
@@ -155,19 +160,19 @@ func uiTerminalRefusals(t *testing.T, d *daemon, id, otherKey string) {
 	if _, err := term.Write([]byte("echo cli-$((40+2))\nexit 3\n")); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
+	var buf bytes.Buffer
 	for {
 		data, exit, err := term.Next()
 		if err != nil {
-			t.Fatalf("terminal: %v (output %q)", err, out.String())
+			t.Fatalf("terminal: %v (output %q)", err, buf.String())
 		}
 		if exit != nil {
-			if exit.Code != 3 || !strings.Contains(out.String(), "cli-42") {
-				t.Errorf("shell exit %+v, output %q: want 3 and cli-42", exit, out.String())
+			if exit.Code != 3 || !strings.Contains(buf.String(), "cli-42") {
+				t.Errorf("shell exit %+v, output %q: want 3 and cli-42", exit, buf.String())
 			}
 			break
 		}
-		out.Write(data)
+		buf.Write(data)
 	}
 }
 
