@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/warrenhq/warren/internal/testutil"
 )
 
 // uiDir is the dashboard's sources, ui/ at the repository's root.
@@ -24,7 +26,7 @@ func TestCommittedBuildIsFresh(t *testing.T) {
 	}
 	dir := uiDir(t)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err != nil {
-		t.Fatalf("ui/node_modules is missing: run make ui-deps (%v)", err)
+		testutil.Missing(t, "ui/node_modules is missing: make ui-deps installs the dashboard's build tools with npm (%v)", err)
 	}
 	out := t.TempDir()
 	cmd := exec.Command("npx", "--no-install", "vite", "build", "--outDir", out, "--emptyOutDir", "--logLevel", "warn")

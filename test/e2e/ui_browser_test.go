@@ -47,7 +47,7 @@ func TestUIBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "playwright-core")); err != nil {
-		t.Fatalf("test/e2e/ui/node_modules is missing: run make ui-deps (%v)", err)
+		testutil.Missing(t, "test/e2e/ui/node_modules is missing: make ui-deps installs playwright-core and axe-core with npm (%v)", err)
 	}
 	d, ctx, id := busyboxSandbox(t, 10*time.Minute)
 	c := d.client()
