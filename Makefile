@@ -15,7 +15,7 @@ GO_TAGS     := seccomp
 # libcontainer re-executes it at every sandbox start (docs/kubernetes-binsplit.md). Its tag-only packages:
 FLEET_TAGS  := seccomp,kube
 FLEET_PKGS  := ./cmd/warren ./internal/bench ./internal/daemon
-APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables patch libnss-myhostname
+APT_PKGS    := btrfs-progs libseccomp-dev debootstrap busybox-static pkg-config gcc iproute2 nftables patch libnss-myhostname chromium
 TEST_FLAGS  ?= -count=1 -timeout 40m
 # The packages with goroutines and locks of their own: make test-unit runs their tests under the race
 # detector (which needs cgo: gcc, from make deps). The store's are SQLite's, not its own.
@@ -36,6 +36,10 @@ FUZZTIME      ?= 5m
 E2B_DIR     := test/e2e/e2b
 # The MCP conformance test runs the real `@modelcontextprotocol/sdk` npm package, pinned the same way.
 MCP_DIR     := test/e2e/mcp
+# The web dashboard's sources (built into internal/ui/dist, committed) and its browser test, which drives
+# Debian's chromium with the `playwright-core` npm package (nothing downloads a browser).
+UI_DIR      := ui
+UI_TEST_DIR := test/e2e/ui
 # gVisor's runsc (the gvisor runtime), built once from the Go module proxy into the cache, outside the
 # clone (about 4 minutes, 80 MB). Static: a cgo build fails at run time.
 RUNSC_VERSION := v0.0.0-20260905035102-160fafc42237
@@ -65,7 +69,7 @@ BINDIR      ?= $(PREFIX)/bin
 DOCDIR      ?= $(PREFIX)/share/doc/warren
 UNITDIR     ?= /etc/systemd/system
 
-.PHONY: all build install deps e2b-deps runsc staticcheck controller-gen envtest run test test-unit test-e2e torture fuzz bench bench-e2b vet generate generate-proto generate-k8s clean
+.PHONY: all build install deps e2b-deps ui ui-deps runsc staticcheck controller-gen envtest run test test-unit test-e2e torture fuzz bench bench-e2b vet generate generate-proto generate-k8s clean
 
 all: build
 
@@ -104,6 +108,25 @@ e2b-deps:
 			(cd $$d && npm ci --no-audit --no-fund) || exit 1; \
 		fi; \
 	done
+
+# npm ci (npm's cache outside the clone) for the dashboard's build and its browser test, when node_modules
+# is missing or older than the lock file.
+ui-deps:
+	@command -v npm >/dev/null || { \
+		echo "npm not found: the dashboard's build check and browser test need node >= 20.19 and npm"; \
+		if [ "$$WARREN_TEST_ALLOW_SKIP" = 1 ]; then echo "WARREN_TEST_ALLOW_SKIP=1: those tests will be skipped"; exit 0; fi; \
+		exit 1; }
+	@command -v npm >/dev/null || exit 0; for d in $(UI_DIR) $(UI_TEST_DIR); do \
+		m=$$d/node_modules/.package-lock.json; \
+		if [ ! -f $$m ] || [ $$d/package-lock.json -nt $$m ] || [ $$d/package.json -nt $$m ]; then \
+			(cd $$d && npm ci --cache $(CACHE_DIR)/npm --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
+
+# Rebuild the dashboard into internal/ui/dist (commit the result: make run and go build need no node;
+# TestCommittedBuildIsFresh fails when it is stale).
+ui: ui-deps
+	cd $(UI_DIR) && npm run build
 
 build: deps
 	@mkdir -p bin
@@ -176,7 +199,7 @@ vet: $(STATICCHECK)
 # -race) and test/e2e (what make test-e2e runs) in one go test, two packages at a time and four parallel tests
 # of a package at a time (test/e2e's mostly wait on their daemons; each daemon has its own cgroup parent, which
 # its teardown removes), then the fuzzers.
-test: build vet e2b-deps runsc test-unit
+test: build vet e2b-deps ui-deps runsc test-unit
 	@test "$$(id -u)" = 0 || { echo "make test needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
 	cd agent && $(GO) test $(TEST_FLAGS) ./...
@@ -198,7 +221,7 @@ test-unit: envtest $(CONTROLLER_GEN)
 
 # The end-to-end tests of the real binaries (test/e2e), as root, four at a time (each daemon on its own data
 # directory, port, fake network host and cgroup parent).
-test-e2e: build e2b-deps runsc
+test-e2e: build e2b-deps ui-deps runsc
 	@test "$$(id -u)" = 0 || { echo "make test-e2e needs root (namespaces, cgroups, btrfs)"; exit 1; }
 	mkdir -p $(CACHE_DIR)
 	$(ROOT_TEST_ENV) $(GO) test -tags '$(GO_TAGS)' $(TEST_FLAGS) -parallel 4 ./test/e2e/

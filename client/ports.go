@@ -22,25 +22,9 @@ const portUpgrade = "warren-tcp"
 // { CloseWrite() error }. It dials the daemon directly (http or https), not
 // through the Client's http.Client: an upgraded connection is not a request.
 func (s *NetworkService) ConnectPort(ctx context.Context, id string, port int) (net.Conn, error) {
-	if s.t.base == nil || s.t.base.Host == "" || (s.t.base.Scheme != "http" && s.t.base.Scheme != "https") {
-		return nil, fmt.Errorf("invalid warren URL %q: want something like http://127.0.0.1:3000", s.t.baseString())
-	}
-	host := s.t.base.Host
-	if s.t.base.Port() == "" {
-		host = net.JoinHostPort(s.t.base.Hostname(), map[string]string{"http": "80", "https": "443"}[s.t.base.Scheme])
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", host)
+	conn, err := s.t.dial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach warren at %s (is `warren serve` running?): %w", s.t.baseString(), err)
-	}
-	if s.t.base.Scheme == "https" {
-		tc := tls.Client(conn, &tls.Config{ServerName: s.t.base.Hostname(), NextProtos: []string{"http/1.1"}})
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("TLS handshake with %s: %w", s.t.baseString(), err)
-		}
-		conn = tc
+		return nil, err
 	}
 	// A cancelled ctx must not leave us blocked in the handshake below.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
@@ -57,6 +41,32 @@ func (s *NetworkService) ConnectPort(ctx context.Context, id string, port int) (
 		return nil, err
 	}
 	return nc, nil
+}
+
+// dial opens a connection to the daemon (TLS for https) for a request
+// that upgrades it to another protocol.
+func (t *transport) dial(ctx context.Context) (net.Conn, error) {
+	if t.base == nil || t.base.Host == "" || (t.base.Scheme != "http" && t.base.Scheme != "https") {
+		return nil, fmt.Errorf("invalid warren URL %q: want something like http://127.0.0.1:3000", t.baseString())
+	}
+	host := t.base.Host
+	if t.base.Port() == "" {
+		host = net.JoinHostPort(t.base.Hostname(), map[string]string{"http": "80", "https": "443"}[t.base.Scheme])
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach warren at %s (is `warren serve` running?): %w", t.baseString(), err)
+	}
+	if t.base.Scheme == "https" {
+		tc := tls.Client(conn, &tls.Config{ServerName: t.base.Hostname(), NextProtos: []string{"http/1.1"}})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", t.baseString(), err)
+		}
+		conn = tc
+	}
+	return conn, nil
 }
 
 func (t *transport) upgradePort(conn net.Conn, id string, port int) (net.Conn, error) {

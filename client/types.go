@@ -207,6 +207,8 @@ type SandboxDetail struct {
 	// Devices are the host devices (CDI names) it holds (GET
 	// /sandboxes/{id} only).
 	Devices []string `json:"devices,omitempty"`
+	// Node is the fleet node that holds it, in a fleet gateway's lists.
+	Node string `json:"node,omitempty"`
 }
 
 // ListedSandbox is one element of GET /sandboxes and GET /v2/sandboxes.

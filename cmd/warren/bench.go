@@ -53,12 +53,13 @@ type benchRun struct {
 	placement  bench.PlacementOptions
 	fleet      bench.FleetOptions
 	userns     bench.UserNSOptions
+	ui         bench.UIOptions
 }
 
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), egress (the egress proxy: intercepted vs spliced HTTPS, spliced vs direct downloads), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all), userns (create and fork with and without --userns), merge (two forks' merges into a --files tree, a summary of 10 forks) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), egress (the egress proxy: intercepted vs spliced HTTPS, spliced vs direct downloads), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all), userns (create and fork with and without --userns), merge (two forks' merges into a --files tree, a summary of 10 forks), ui (the dashboard: first paint with many sandboxes, keystroke echo, JS size) or all")
 	f.IntVar(&b.userns.Rounds, "userns-rounds", 30, "userns: creates and forks timed with and without user namespaces")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
@@ -109,6 +110,7 @@ func (b *benchRun) flags(cmd *cobra.Command) {
 	// own, this binary run with --http-client.
 	f.BoolVar(&b.httpClient, "http-client", false, "time the GETs described on stdin and print the durations (used by the core suite)")
 	_ = f.MarkHidden("http-client")
+	b.uiFlags(f)
 }
 
 // run runs the suite the flags name and prints its report.
@@ -117,9 +119,9 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "transfer", "density", "tools", "network", "egress", "gvisor", "placement", "fleet", "fairshare", "userns", "merge", "all":
+	case "core", "snapshots", "transfer", "density", "tools", "network", "egress", "gvisor", "placement", "fleet", "fairshare", "userns", "merge", "ui", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, egress, gvisor, placement, fleet, fairshare, userns, merge or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, egress, gvisor, placement, fleet, fairshare, userns, merge, ui or all", b.suite)
 	}
 	if b.quick {
 		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN, &b.userns.Rounds)
@@ -127,6 +129,7 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 			b.placement.Decisions = 200
 		}
 		quickFleet(cmd, &b.fleet)
+		quickUI(cmd, b)
 	}
 	if b.suite == "placement" {
 		// A pure function timed on simulated nodes: no daemon, no data
@@ -323,6 +326,14 @@ func (b *benchRun) suites(ctx context.Context, progress io.Writer) []benchSuite 
 			return bench.RunUserNS(ctx, o)
 		}},
 		{"merge", func(dataDir string) (any, error) { return bench.RunMerge(ctx, b.mergeOptions(dataDir, progress)) }},
+		{"ui", func(dataDir string) (any, error) {
+			o := b.ui
+			o.Options, o.DataDir, o.Progress = opts, dataDir, progress
+			if o.BrowserDir == "" {
+				o.BrowserDir = uiBrowserDir()
+			}
+			return bench.RunUI(ctx, o)
+		}},
 	}
 }
 

@@ -104,6 +104,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 		healthCmd(a),
 		caCmd(a),
 		portForwardCmd(a),
+		shellCmd(a),
 		gatewayCmd(),
 		nodeCmd(a),
 	)

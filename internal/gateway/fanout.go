@@ -122,6 +122,9 @@ func (g *Gateway) serveList(w http.ResponseWriter, r *http.Request, kind listKin
 			writeError(w, fmt.Errorf("node %s: %v: %w", a.node.Name, err, errdefs.ErrUnavailable))
 			return
 		}
+		if kind == listSandboxes {
+			tagNode(page, a.node.Name)
+		}
 		pages = append(pages, page)
 		more = more || a.header.Get("X-Next-Token") != ""
 	}

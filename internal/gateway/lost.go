@@ -148,7 +148,7 @@ func lostMessage(id string, lost *warrenv1.Sandbox) string {
 
 // lostRecord is what GET /sandboxes/{id} answers for a Lost sandbox.
 func lostRecord(id string, lost *warrenv1.Sandbox) wapi.SandboxDetail {
-	d := wapi.SandboxDetail{Sandbox: wapi.Sandbox{SandboxID: id, TemplateID: lost.Spec.Template}, State: stateLost, Metadata: lost.Spec.Metadata}
+	d := wapi.SandboxDetail{Sandbox: wapi.Sandbox{SandboxID: id, TemplateID: lost.Spec.Template}, State: stateLost, Metadata: lost.Spec.Metadata, Node: lost.Status.Node}
 	// An object made before its node reported a start has none: its
 	// creation orders it in lists instead of the zero time.
 	d.StartedAt = lost.CreationTimestamp.Time

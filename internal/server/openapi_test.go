@@ -50,6 +50,7 @@ var openAPIGoTypes = map[string]reflect.Type{
 	"client.Lineage":             reflect.TypeFor[client.Lineage](),
 	"client.LineageEdge":         reflect.TypeFor[client.LineageEdge](),
 	"client.LineageNode":         reflect.TypeFor[client.LineageNode](),
+	"client.TerminalExit":        reflect.TypeFor[client.TerminalExit](),
 	"client.LogEntry":            reflect.TypeFor[client.LogEntry](),
 	"client.LogLine":             reflect.TypeFor[client.LogLine](),
 	"client.MoveRequest":         reflect.TypeFor[client.MoveRequest](),

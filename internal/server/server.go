@@ -19,6 +19,7 @@ import (
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/ui"
 )
 
 // AdminTeam is the team of the key the daemon makes on first start; only
@@ -128,6 +129,7 @@ type Server struct {
 	volumes   *volumeRoutes
 	devices   *deviceRoutes
 	ca        *caRoutes
+	terminals *terminalRoutes
 	secrets   *secretRoutes
 }
 
@@ -183,6 +185,10 @@ func New(deps Deps) *Server {
 	s.stats = &metricsRoutes{records: records, metrics: deps.Metrics, public: deps.MetricsPublic, authz: authz}
 	s.ca = &caRoutes{pem: deps.TLSCACert}
 	s.routes(authz.requireKey)
+	s.terminals = &terminalRoutes{plane: plane, log: deps.Log}
+	s.mux.Handle("GET /sandboxes/{id}/terminal", keyFromProtocol(authz.requireKey(s.terminals.terminal)))
+	s.mux.Handle("GET /ui/", ui.Handler())
+	s.mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	if deps.MCP != nil {
 		s.mux.Handle("/mcp", authz.requireKey(deps.MCP.ServeHTTP)) // GET, POST and DELETE
 	}
