@@ -89,7 +89,7 @@ type NewSandbox struct {
 	// /devices lists them), held until the sandbox's delete; a fork asks
 	// for its own.
 	Devices []string `json:"devices,omitempty"`
-	Limits *Limits `json:"limits,omitempty"`
+	Limits  *Limits  `json:"limits,omitempty"`
 	// SnapshotEveryToolCall takes a turn snapshot after every tool call
 	// (POST /sandboxes/{id}/tools/{name}), as if each asked for turn.
 	SnapshotEveryToolCall bool `json:"snapshotEveryToolCall,omitempty"`
