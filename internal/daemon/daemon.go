@@ -39,6 +39,7 @@ import (
 	"github.com/warrenhq/warren/internal/storage/dir"
 	"github.com/warrenhq/warren/internal/store"
 	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/tplbuild"
 )
 
 // The host exports and imports snapshots (session finds it by assertion).
@@ -333,6 +334,10 @@ func (d *Daemon) apiDeps(tokens *accesstoken.Issuer, tools []client.Tool, caPEM 
 		Metrics:       d.Metrics,
 		MetricsPublic: d.cfg.MetricsPublic,
 		TLSCACert:     caPEM,
+		TemplateBuilds: tplbuild.New(tplbuild.Config{
+			Store: d.Store, Sandboxes: d.Sessions, Commands: cmds,
+			Dir: filepath.Join(d.cfg.DataDir, "template-files"), Log: d.log.With("component", "tplbuild"),
+		}),
 		// The MCP endpoint drives this daemon's own API over loopback, as
 		// its caller (with the caller's key).
 		MCP: mcpserver.HTTPHandler(mcpserver.LoopbackURL(addr), mcpserver.HTTPOptions{

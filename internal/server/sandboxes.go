@@ -37,6 +37,9 @@ type sandboxRoutes struct {
 	records Records
 	// volumes reads the shared volumes a sandbox mounts (nil: none).
 	volumes VolumeAdmin
+	// builtTemplates resolves a template built from steps to its build's
+	// snapshot (templatebuilds.go).
+	builtTemplates *templateBuildRoutes
 }
 
 // sandboxViews turns a sandbox's record into the API's answers: its
@@ -107,6 +110,10 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
 		req.DiskBytes = l.DiskMB << 20
+	}
+	if req.Template, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template); err != nil {
+		writeError(w, r, err)
+		return
 	}
 	rec, replayed, err := s.records.CreateOnce(r.Context(), req)
 	if err != nil {
