@@ -60,7 +60,12 @@ func (s *Service) readyBuild(ctx context.Context, tmpl store.BuiltTemplate, tag 
 // template, or ErrPermissionDenied for another team's, or ErrNotFound.
 func (s *Service) AliasExists(ctx context.Context, team, alias string) (store.BuiltTemplate, error) {
 	tmpl, err := s.cfg.Store.GetBuiltTemplate(ctx, team, alias)
-	if err == nil || !errdefs.IsNotFound(err) {
+	if err == nil {
+		// A template whose builds all failed is no template yet.
+		_, err = s.readyBuild(ctx, tmpl, "", false)
+		return tmpl, err
+	}
+	if !errdefs.IsNotFound(err) {
 		return tmpl, err
 	}
 	owner, err := s.cfg.Store.BuiltTemplateOwner(ctx, alias)
