@@ -111,11 +111,15 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
 		req.DiskBytes = l.DiskMB << 20
 	}
-	if req.Template, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template); err != nil {
+	var built *store.TemplateBuild
+	if req.Template, built, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template); err != nil {
 		writeError(w, r, err)
 		return
 	}
 	rec, replayed, err := s.records.CreateOnce(r.Context(), req)
+	if err == nil && !replayed {
+		err = s.builtTemplates.started(r.Context(), req.Team, rec.ID, built, s.records.Delete)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return

@@ -28,6 +28,7 @@ type TemplateBuilds interface {
 	Tags(ctx context.Context, team, ref string) ([]store.TemplateTag, error)
 	Delete(ctx context.Context, team, ref string) error
 	Cache(ctx context.Context, team string) ([]tplbuild.CacheEntry, error)
+	Start(ctx context.Context, team, sandboxID string, b store.TemplateBuild) error
 }
 
 // templateBuildRoutes serve E2B's template build API.
@@ -245,15 +246,30 @@ func (s *templateBuildRoutes) stepCache(w http.ResponseWriter, r *http.Request) 
 }
 
 // resolveBuilt turns a create's templateID that names one of the team's
-// built templates into the snapshot its build left; anything else is
-// left as it is.
-func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref string) (string, error) {
+// built templates into the snapshot its build left, and the build (for
+// its start command); anything else is left as it is.
+func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref string) (string, *store.TemplateBuild, error) {
 	if s == nil || s.builds == nil || ref == "" {
-		return ref, nil
+		return ref, nil, nil
 	}
-	snap, _, ok, err := s.builds.Resolve(ctx, team, ref)
+	snap, b, ok, err := s.builds.Resolve(ctx, team, ref)
 	if err != nil || !ok {
-		return ref, err
+		return ref, nil, err
 	}
-	return snap, nil
+	return snap, &b, nil
+}
+
+// started runs a built template's start command in a sandbox just made
+// from it; a start that never gets ready deletes the sandbox.
+func (s *templateBuildRoutes) started(ctx context.Context, team, id string, b *store.TemplateBuild, del func(ctx context.Context, team, id string) error) error {
+	if b == nil || b.StartCmd == "" {
+		return nil
+	}
+	if err := s.builds.Start(ctx, team, id, *b); err != nil {
+		if derr := del(context.WithoutCancel(ctx), team, id); derr != nil && !errdefs.IsNotFound(derr) {
+			return fmt.Errorf("%w (and deleting the sandbox: %v)", err, derr)
+		}
+		return err
+	}
+	return nil
 }

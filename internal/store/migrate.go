@@ -244,7 +244,7 @@ var migrations = []string{
 	// 52-54: shared volumes (E2B's Volume), one name per team, and the
 	// volumes each sandbox mounts (one path each, one volume once).
 	`CREATE TABLE volumes (id TEXT PRIMARY KEY, team TEXT NOT NULL, name TEXT NOT NULL, token TEXT NOT NULL,
-		size_bytes INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, UNIQUE (name))`,
+		size_bytes INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, UNIQUE (team, name))`,
 	// 53
 	`CREATE TABLE sandbox_volume_mounts (sandbox_id TEXT NOT NULL, volume_id TEXT NOT NULL, path TEXT NOT NULL,
 		PRIMARY KEY (sandbox_id, path), UNIQUE (sandbox_id, volume_id))`,
@@ -291,6 +291,7 @@ var migrations = []string{
 		template_id TEXT NOT NULL REFERENCES built_templates (id) ON DELETE CASCADE,
 		status TEXT NOT NULL, snapshot_id TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '',
 		step TEXT NOT NULL DEFAULT '', start_cmd TEXT NOT NULL DEFAULT '', ready_cmd TEXT NOT NULL DEFAULT '',
+		user TEXT NOT NULL DEFAULT '', workdir TEXT NOT NULL DEFAULT '',
 		cached_steps INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL DEFAULT 0)`,
 	// 63
 	`CREATE TABLE template_tags (template_id TEXT NOT NULL REFERENCES built_templates (id) ON DELETE CASCADE,

@@ -22,14 +22,18 @@ type BuiltTemplate struct {
 // TemplateBuild is one build of a BuiltTemplate. A ready build's result is
 // SnapshotID, a files snapshot of the build sandbox.
 type TemplateBuild struct {
-	ID          string
-	TemplateID  string
-	Status      string // waiting, building, ready, error
-	SnapshotID  string
-	Reason      string
-	Step        string // the failed step ("0"-based index as a string)
-	StartCmd    string
-	ReadyCmd    string
+	ID         string
+	TemplateID string
+	Status     string // waiting, building, ready, error
+	SnapshotID string
+	Reason     string
+	Step       string // the failed step ("0"-based index as a string)
+	StartCmd   string
+	ReadyCmd   string
+	// User and Workdir are the last USER and WORKDIR of its steps: the
+	// start command runs as that user there.
+	User        string
+	Workdir     string
 	CachedSteps int
 	CreatedAt   time.Time
 	FinishedAt  time.Time
@@ -126,8 +130,8 @@ func (s *templateBuildTable) DeleteBuiltTemplate(ctx context.Context, id string)
 // PutTemplateBuild inserts or replaces a build's row.
 func (s *templateBuildTable) PutTemplateBuild(ctx context.Context, b TemplateBuild) error {
 	_, err := s.w.ExecContext(ctx, `INSERT OR REPLACE INTO template_builds (id, template_id, status, snapshot_id, reason, step,
-		start_cmd, ready_cmd, cached_steps, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		b.ID, b.TemplateID, b.Status, b.SnapshotID, b.Reason, b.Step, b.StartCmd, b.ReadyCmd, b.CachedSteps,
+		start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, b.TemplateID, b.Status, b.SnapshotID, b.Reason, b.Step, b.StartCmd, b.ReadyCmd, b.User, b.Workdir, b.CachedSteps,
 		toNanos(b.CreatedAt), toNanos(b.FinishedAt))
 	if err != nil {
 		return fmt.Errorf("store build %s: %w", b.ID, dbErr(err))
@@ -135,13 +139,13 @@ func (s *templateBuildTable) PutTemplateBuild(ctx context.Context, b TemplateBui
 	return nil
 }
 
-const buildCols = `id, template_id, status, snapshot_id, reason, step, start_cmd, ready_cmd, cached_steps, created_at, finished_at`
+const buildCols = `id, template_id, status, snapshot_id, reason, step, start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at`
 
 func scanBuild(sc interface{ Scan(...any) error }) (TemplateBuild, error) {
 	var b TemplateBuild
 	var created, finished int64
 	err := sc.Scan(&b.ID, &b.TemplateID, &b.Status, &b.SnapshotID, &b.Reason, &b.Step, &b.StartCmd, &b.ReadyCmd,
-		&b.CachedSteps, &created, &finished)
+		&b.User, &b.Workdir, &b.CachedSteps, &created, &finished)
 	b.CreatedAt, b.FinishedAt = fromNanos(created), fromNanos(finished)
 	return b, err
 }

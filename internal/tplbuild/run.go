@@ -50,7 +50,7 @@ func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate
 	l.add("info", "base", "Building template %s (build %s) from %s", tmpl.Name, b.ID, orBase(spec))
 	snap, cached, err := r.runAll(ctx, spec)
 	r.cleanup()
-	b.FinishedAt, b.CachedSteps = time.Now().UTC(), cached
+	b.FinishedAt, b.CachedSteps, b.User, b.Workdir = time.Now().UTC(), cached, r.user, r.workdir
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
 		b.Status, b.Reason = StatusError, err.Error()
@@ -98,7 +98,7 @@ func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
 		key = keys[i]
 	}
 	cached, last := r.cachedPrefix(ctx, spec, keys)
-	if cached == len(spec.Steps) && last != "" {
+	if cached == len(spec.Steps) && last != "" && spec.StartCmd == "" {
 		return last, cached, nil
 	}
 	if last != "" {
@@ -107,7 +107,7 @@ func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
 	if err := r.start(ctx, source); err != nil {
 		return "", cached, err
 	}
-	snap := ""
+	snap := last
 	for i := cached; i < len(spec.Steps); i++ {
 		st := spec.Steps[i]
 		label := r.label(i)
@@ -126,7 +126,7 @@ func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
 			return "", 0, err
 		}
 	}
-	return snap, cached, nil
+	return snap, cached, r.checkStart(ctx, spec)
 }
 
 func (r *runner) label(i int) string {
@@ -233,4 +233,20 @@ func describe(st Step) string {
 		return "COPY " + st.Args[0] + " " + st.Args[1]
 	}
 	return st.Type + " " + strings.Join(st.Args, " ")
+}
+
+// checkStart runs the start command after the steps (its files are
+// snapshotted already: a create runs it afresh) and fails the build when
+// its ready command never succeeds.
+func (r *runner) checkStart(ctx context.Context, spec Spec) error {
+	if spec.StartCmd == "" {
+		return nil
+	}
+	r.log.add("info", "finalize", "Running the start command %q until %q succeeds", spec.StartCmd, spec.ReadyCmd)
+	t0 := time.Now()
+	if err := r.s.startAndWait(ctx, r.team, r.sandbox, spec.StartCmd, spec.ReadyCmd, r.user, r.workdir, r.env); err != nil {
+		return &stepError{step: len(spec.Steps), msg: err.Error()}
+	}
+	r.log.add("info", "finalize", "Start command ready in %s", time.Since(t0).Round(time.Millisecond))
+	return nil
 }

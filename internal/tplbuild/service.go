@@ -52,6 +52,7 @@ type Sandboxes interface {
 type Commands interface {
 	ExecWait(ctx context.Context, team, id string, req client.ExecRequest) (client.ExecResult, error)
 	WriteFile(ctx context.Context, team, id string, req commands.WriteFileRequest, body io.Reader) (client.EntryInfo, error)
+	StartProcess(ctx context.Context, team, id string, req client.StartProcessRequest) (client.ProcessInfo, error)
 }
 
 // Config configures the build service.
