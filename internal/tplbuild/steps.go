@@ -27,7 +27,8 @@ tar -x${WB_Z}f "$WB_TAR" -C "$d" --no-same-owner
 src="$d/$WB_SRC"
 [ -e "$src" ] || [ -L "$src" ] || { echo "COPY: $WB_SRC is not in the uploaded files" >&2; exit 1; }
 if [ -d "$src" ] && [ ! -L "$src" ]; then
-	mkdir -p "$WB_DEST"
+	# A destination the copy makes is the step user's, as with COPY --chown.
+	[ -e "$WB_DEST" ] || { mkdir -p "$WB_DEST"; chown "$WB_USER:" "$WB_DEST"; }
 	set -- "$src"/* "$src"/.[!.]* "$src"/..?*
 	for f do
 		[ -e "$f" ] || [ -L "$f" ] || continue

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { Sandbox, Template, BuildError } from 'e2b'
+import { Sandbox, Template, BuildError, waitForURL } from 'e2b'
 import { track, killAll, runId, rawRequest, apiKey } from './helpers.mjs'
 
 after(killAll)
@@ -43,7 +43,11 @@ function recipe(version) {
 async function build(t, alias, opts = {}) {
   const logs = []
   const start = Date.now()
-  await Template.build(t, alias, { ...opts, onBuildLogs: (e) => logs.push(e) })
+  try {
+    await Template.build(t, alias, { ...opts, onBuildLogs: (e) => logs.push(e) })
+  } catch (err) {
+    throw new Error(`build of ${alias} failed: ${err.message}\n${logs.map((e) => `${e.level} ${e.message}`).join('\n')}`)
+  }
   return { logs: logs.map((e) => `${e.level} ${e.message}`), ms: Date.now() - start }
 }
 
@@ -109,6 +113,17 @@ describe('templates', () => {
     assert.ok(logs.some((l) => l.includes('this-went-wrong')), logs.join('\n'))
     assert.equal(await Template.exists(bad), false)
     await assert.rejects(Sandbox.create(bad))
+  })
+
+  test('a start command with a ready check: a create answers with the server up', async () => {
+    const t = Template()
+      .fromTemplate('base')
+      .runCmd('mkdir -p /srv/site && echo up-at-once > /srv/site/index.html', { user: 'root' })
+      .setStartCmd('python3 -m http.server 8000 --bind 127.0.0.1 --directory /srv/site', waitForURL('http://127.0.0.1:8000/'))
+    const { logs } = await build(t, `${name}-srv`)
+    assert.ok(logs.some((l) => l.includes('Start command ready')), logs.join('\n'))
+    const sbx = track(await Sandbox.create(`${name}-srv`))
+    assert.equal((await sbx.commands.run('curl -s http://127.0.0.1:8000/index.html')).stdout, 'up-at-once\n')
   })
 
   test('tags and aliases round-trip', async () => {
