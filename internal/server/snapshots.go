@@ -22,6 +22,9 @@ type snapshotRoutes struct {
 	// deleteTemplate serves DELETE /templates/{id} for an id that is no
 	// snapshot of the caller's team (the admin routes', admin keys only).
 	deleteTemplate http.HandlerFunc
+	// deleteBuilt deletes a template the team built from steps and
+	// reports whether the id named one (templatebuilds.go).
+	deleteBuilt func(w http.ResponseWriter, r *http.Request) bool
 	maxImport      int64 // bytes of one imported bundle (--max-import-mb)
 	log            *slog.Logger
 	pull           *puller
@@ -135,6 +138,9 @@ func (s *snapshotRoutes) deleteTemplateOrSnapshot(w http.ResponseWriter, r *http
 	id := r.PathValue("id")
 	if _, err := s.snapshots.GetSnapshot(r.Context(), teamOf(r), id); err == nil {
 		s.deleteSnapshot(w, r)
+		return
+	}
+	if s.deleteBuilt != nil && s.deleteBuilt(w, r) {
 		return
 	}
 	s.deleteTemplate(w, r)

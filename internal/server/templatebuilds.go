@@ -273,3 +273,21 @@ func (s *templateBuildRoutes) started(ctx context.Context, team, id string, b *s
 	}
 	return nil
 }
+
+// deleteBuilt serves DELETE /templates/{id} for a template the team
+// built from steps (by id or name): false when it is none.
+func (s *templateBuildRoutes) deleteBuilt(w http.ResponseWriter, r *http.Request) bool {
+	if s.builds == nil {
+		return false
+	}
+	err := s.builds.Delete(r.Context(), teamOf(r), r.PathValue("id"))
+	if errdefs.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		writeError(w, r, err)
+		return true
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return true
+}

@@ -141,6 +141,28 @@ describe('templates', () => {
     assert.deepEqual((await Template.getTags(name)).map((t) => t.tag).sort(), ['default', 'prod', 'v1'])
   })
 
+  test("another team's key: the name is taken, its builds and files are out of reach", async () => {
+    const made = await api('POST', '/api-keys', { team: `other-${runId}`, name: 'templates' })
+    assert.equal(made.status, 201, made.body)
+    const other = { apiKey: JSON.parse(made.body).key }
+    assert.equal(await Template.exists(name, other), true, 'E2B: 403 on the alias means the name is taken')
+    await assert.rejects(Template.build(Template().fromTemplate('base').runCmd('true'), name, other), /another team/)
+    await assert.rejects(Sandbox.create(name, other))
+    await assert.rejects(Template.getTags(name, other), /not found/i)
+    const { templateID } = JSON.parse((await api('GET', `/templates/aliases/${name}`)).body)
+    const peek = await rawRequest({ method: 'GET', path: `/templates/${templateID}/files/${'ab'.repeat(32)}`, headers: { 'X-API-Key': other.apiKey } })
+    assert.equal(peek.status, 404, peek.body)
+  })
+
+  test('DELETE /templates/{id} deletes a built template', async () => {
+    const gone = `${name}-gone`
+    await build(Template().fromTemplate('base').runCmd('echo x > /tmp/x'), gone)
+    const { templateID } = JSON.parse((await api('GET', `/templates/aliases/${gone}`)).body)
+    const del = await api('DELETE', `/templates/${templateID}`)
+    assert.equal(del.status, 204, del.body)
+    assert.equal(await Template.exists(gone), false)
+  })
+
   test('bad input: a bad name, an unknown step type, an archive escaping its directory', async () => {
     await assert.rejects(Template.build(Template().fromTemplate('base').runCmd('true'), 'Not A Name!'), /template name/)
     await assert.rejects(Template.build(Template().fromTemplate('base'), 'base'), /server's own templates/)
@@ -166,7 +188,9 @@ describe('templates', () => {
 })
 
 function api(method, p, body) {
-  return rawRequest({ method, path: p, headers: { 'X-API-Key': apiKey, 'Content-Type': 'application/json' }, body: JSON.stringify(body) })
+  const headers = { 'X-API-Key': apiKey }
+  if (body !== undefined) headers['Content-Type'] = 'application/json'
+  return rawRequest({ method, path: p, headers, body: body === undefined ? undefined : JSON.stringify(body) })
 }
 
 // tarOf is a one-entry tar (type '0' file, '3' character device) whose
