@@ -169,7 +169,10 @@ func tarContext(dir, src string) ([]byte, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), zw.Close()
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func copyFileInto(w io.Writer, p string) error {

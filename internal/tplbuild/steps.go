@@ -176,14 +176,13 @@ func (r *runner) resolveDest(p string) string {
 	return d
 }
 
-// setEnv appends the variables to envFile, quoted by bash itself.
+// setEnv appends the variables to envFile, single-quoted for any POSIX
+// shell (the file is read by login shells, bash or not).
 func (r *runner) setEnv(ctx context.Context, i int, args []string) error {
-	var script strings.Builder
-	env := map[string]string{}
+	var lines strings.Builder
 	for j := 0; j+1 < len(args); j += 2 {
-		k, v := fmt.Sprintf("WB_K%d", j/2), fmt.Sprintf("WB_V%d", j/2)
-		env[k], env[v] = args[j], args[j+1]
-		fmt.Fprintf(&script, "printf 'export %%s=%%q\\n' \"$%s\" \"$%s\" >>%s\n", k, v, envFile)
+		fmt.Fprintf(&lines, "export %s='%s'\n", args[j], strings.ReplaceAll(args[j+1], "'", `'\''`))
 	}
-	return r.exec(ctx, i, client.ExecRequest{Cmd: []string{"/bin/bash", "-c", script.String()}, User: "root", Cwd: "/", Env: env})
+	script := `mkdir -p "$(dirname ` + envFile + `)" && printf '%s' "$WB_LINES" >>` + envFile
+	return r.exec(ctx, i, client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}, User: "root", Cwd: "/", Env: map[string]string{"WB_LINES": lines.String()}})
 }
