@@ -163,7 +163,6 @@ func uploadCopy(ctx context.Context, api tplAPI, templateID string, mb int, rep 
 	return hash, nil
 }
 
-
 // tplAPI speaks the template build API as the SDK does.
 type tplAPI struct{ base, key string }
 

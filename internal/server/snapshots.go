@@ -22,12 +22,13 @@ type snapshotRoutes struct {
 	// deleteTemplate serves DELETE /templates/{id} for an id that is no
 	// snapshot of the caller's team (the admin routes', admin keys only).
 	deleteTemplate http.HandlerFunc
-	// deleteBuilt deletes a template the team built from steps and
-	// reports whether the id named one (templatebuilds.go).
-	deleteBuilt func(w http.ResponseWriter, r *http.Request) bool
 	maxImport      int64 // bytes of one imported bundle (--max-import-mb)
 	log            *slog.Logger
 	pull           *puller
+
+	// deleteBuilt deletes a template the team built from steps and
+	// reports whether the id named one (templatebuilds.go).
+	deleteBuilt func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func snapshotOf(s store.Snapshot) client.Snapshot {

@@ -259,3 +259,14 @@ func (s *templateBuildTable) DeleteStepCache(ctx context.Context, team, key stri
 	_, err := s.w.ExecContext(ctx, `DELETE FROM template_step_cache WHERE team = ? AND key = ?`, team, key)
 	return dbErr(err)
 }
+
+// FailUnfinishedBuilds ends every build still waiting or building (the
+// server that ran them stopped) with reason, and returns how many.
+func (s *templateBuildTable) FailUnfinishedBuilds(ctx context.Context, reason string) (int64, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE template_builds SET status = 'error', reason = ?, finished_at = ?
+		WHERE status IN ('waiting', 'building')`, reason, toNanos(time.Now().UTC()))
+	if err != nil {
+		return 0, dbErr(err)
+	}
+	return res.RowsAffected()
+}

@@ -36,6 +36,7 @@ type Store interface {
 	PutStepCache(ctx context.Context, e store.StepCacheEntry) error
 	ListStepCache(ctx context.Context, team string) ([]store.StepCacheEntry, error)
 	DeleteStepCache(ctx context.Context, team, key string) error
+	FailUnfinishedBuilds(ctx context.Context, reason string) (int64, error)
 }
 
 // Sandboxes is what a build needs of the session service: a sandbox to
@@ -104,6 +105,17 @@ func New(cfg Config) *Service {
 		cfg.Log = slog.Default()
 	}
 	return &Service{cfg: cfg, files: fileStore{dir: filepath.Clean(cfg.Dir)}, logs: map[string]*buildLog{}, pending: map[string][]string{}}
+}
+
+// Recover fails the builds a previous run of the server left unfinished:
+// their sandboxes went with it (a restart deletes no snapshot, so their
+// cached steps stay). Call it before serving.
+func (s *Service) Recover(ctx context.Context) error {
+	n, err := s.cfg.Store.FailUnfinishedBuilds(ctx, "the server stopped during the build: request a new one (the steps that finished are cached)")
+	if n > 0 {
+		s.cfg.Log.Info("failed template builds a restart interrupted", "builds", n)
+	}
+	return err
 }
 
 // Wait waits for the builds in flight (tests, shutdown).
