@@ -59,7 +59,7 @@ type benchRun struct {
 // flags binds b to the command's flags.
 func (b *benchRun) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), egress (the egress proxy: intercepted vs spliced HTTPS, spliced vs direct downloads), fairshare (create and fork with fair shares on and off), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all), userns (create and fork with and without --userns), merge (two forks' merges into a --files tree, a summary of 10 forks), ui (the dashboard: first paint with many sandboxes, keystroke echo, JS size) or all")
+	f.StringVar(&b.suite, "suite", "core", "which suite to run: core, snapshots, transfer (snapshot export piped into a second daemon's import, beside the disk's rates and btrfs send), density (memory per idle sandbox), tools (agent tool calls, grep vs GNU grep), network, gvisor (the gvisor runtime, memory snapshots, hibernation, fork with memory), placement (decision time on simulated fleets; needs no daemon), egress (the egress proxy: intercepted vs spliced HTTPS, spliced vs direct downloads), fairshare (create and fork with fair shares on and off), templates (template builds: a fully cached rebuild, one changed last step, an unchanged copy's upload), fleet (its own throwaway fleet: control plane, two node daemons, a gateway; not part of all), userns (create and fork with and without --userns), merge (two forks' merges into a --files tree, a summary of 10 forks), ui (the dashboard: first paint with many sandboxes, keystroke echo, JS size) or all")
 	f.IntVar(&b.userns.Rounds, "userns-rounds", 30, "userns: creates and forks timed with and without user namespaces")
 	f.BoolVar(&b.debug, "debug", false, "log the throwaway daemon's debug lines to stderr (each snapshot's phases, for one)")
 	f.BoolVar(&b.table, "table", true, "also print a readable table of every figure and ratio to stderr (stdout stays JSON)")
@@ -119,9 +119,9 @@ func (b *benchRun) run(cmd *cobra.Command) error {
 		return bench.RunHTTPClient(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout())
 	}
 	switch b.suite {
-	case "core", "snapshots", "transfer", "density", "tools", "network", "egress", "gvisor", "placement", "fleet", "fairshare", "userns", "merge", "ui", "all":
+	case "core", "snapshots", "transfer", "density", "tools", "network", "egress", "gvisor", "placement", "fleet", "fairshare", "userns", "merge", "ui", "templates", "all":
 	default:
-		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, egress, gvisor, placement, fleet, fairshare, userns, merge, ui or all", b.suite)
+		return fmt.Errorf("--suite %q: want core, snapshots, transfer, density, tools, network, egress, gvisor, placement, fleet, fairshare, userns, merge, ui, templates or all", b.suite)
 	}
 	if b.quick {
 		quickSizes(cmd, &b.opts, &b.snap, &b.transfer, &b.tools, &b.network, &b.gvisor, &b.densityN, &b.userns.Rounds)
@@ -319,6 +319,14 @@ func (b *benchRun) suites(ctx context.Context, progress io.Writer) []benchSuite 
 			o := opts
 			o.DataDir = dataDir
 			return bench.RunFairShare(ctx, o)
+		}},
+		{"templates", func(dataDir string) (any, error) {
+			o := bench.TemplatesOptions{Options: opts}
+			o.DataDir = dataDir
+			if b.quick {
+				o.Rounds, o.CopyMB = 2, 4
+			}
+			return bench.RunTemplates(ctx, o)
 		}},
 		{"userns", func(dataDir string) (any, error) {
 			o := b.userns

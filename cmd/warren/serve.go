@@ -206,8 +206,9 @@ func networkFlags(cmd *cobra.Command, n *config.NetworkConfig) {
 // templateBuildCmd builds a template into the local data directory. It runs
 // on the host (as root) rather than through the API because its sources
 // are host paths, which no API key should be able to name.
-func templateBuildCmd() *cobra.Command {
+func templateBuildCmd(a *app) *cobra.Command {
 	var (
+		file        fileBuild
 		src         template.Source
 		replace     bool
 		storageB    string
@@ -216,15 +217,19 @@ func templateBuildCmd() *cobra.Command {
 		devs        []string
 	)
 	cmd := &cobra.Command{
-		Use:   "build NAME (--from-rootfs DIR|TAR | --debootstrap SUITE | --from-image REF | --busybox)",
+		Use:   "build NAME (--from-rootfs DIR|TAR | --debootstrap SUITE | --from-image REF | --busybox | --file TEMPLATE.json)",
 		Short: "Build a template on this host (root; writes the local data directory)",
 		Example: `  warren template build base --debootstrap bookworm
   warren template build py --from-image ./python-oci-layout
   warren template build mini --busybox
   warren template build untrusted --busybox --runtime gvisor
-  warren template build locked --debootstrap bookworm --no-new-privileges`,
+  warren template build locked --debootstrap bookworm --no-new-privileges
+  warren template build my-env --file template.json --tag v1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if file.file != "" {
+				return file.run(cmd, a, args[0])
+			}
 			cfg := config.Default()
 			if v, _ := cmd.Flags().GetString("data-dir"); v != "" {
 				cfg.DataDir = v
@@ -254,6 +259,7 @@ func templateBuildCmd() *cobra.Command {
 			return nil
 		},
 	}
+	file.flags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&src.RootFS, "from-rootfs", "", "a root filesystem directory or tarball (.tar, .tar.gz)")
 	f.StringVar(&src.Debootstrap, "debootstrap", "", "a Debian/Ubuntu suite to debootstrap, e.g. bookworm")

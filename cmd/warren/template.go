@@ -12,7 +12,8 @@ func templateCmd(a *app) *cobra.Command {
 		Aliases: []string{"templates", "tpl"},
 		Short:   "List, build and remove templates",
 	}
-	cmd.AddCommand(templateListCmd(a), templateRemoveCmd(a), templateBuildCmd())
+	cmd.AddCommand(templateListCmd(a), templateRemoveCmd(a), templateBuildCmd(a))
+	cmd.AddCommand(templateCacheCmd(a))
 	return cmd
 }
 

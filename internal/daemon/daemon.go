@@ -40,6 +40,7 @@ import (
 	"github.com/warrenhq/warren/internal/storage/dir"
 	"github.com/warrenhq/warren/internal/store"
 	"github.com/warrenhq/warren/internal/template"
+	"github.com/warrenhq/warren/internal/tplbuild"
 )
 
 // The host exports and imports snapshots (session finds it by assertion).
@@ -347,12 +348,27 @@ func (d *Daemon) apiDeps(tokens *accesstoken.Issuer, tools []client.Tool, caPEM 
 		Metrics:       d.Metrics,
 		MetricsPublic: d.cfg.MetricsPublic,
 		TLSCACert:     caPEM,
+
+		TemplateBuilds: d.templateBuilds(cmds),
 		// The MCP endpoint drives this daemon's own API over loopback, as
 		// its caller (with the caller's key).
 		MCP: mcpserver.HTTPHandler(mcpserver.LoopbackURL(addr), mcpserver.HTTPOptions{
 			Version: Version, Logger: d.log.With("component", "mcp"),
 		}),
 	}
+}
+
+// templateBuilds is the template build service (E2B's Template SDK),
+// with the builds a previous run left unfinished failed.
+func (d *Daemon) templateBuilds(cmds *commands.Service) *tplbuild.Service {
+	b := tplbuild.New(tplbuild.Config{
+		Store: d.Store, Sandboxes: d.Sessions, Commands: cmds,
+		Dir: filepath.Join(d.cfg.DataDir, "template-files"), Log: d.log.With("component", "tplbuild"),
+	})
+	if err := b.Recover(context.Background()); err != nil {
+		d.log.Warn("fail the template builds a restart interrupted", "err", err)
+	}
+	return b
 }
 
 // listening is an HTTP server and the listener it serves.

@@ -39,6 +39,9 @@ type sandboxRoutes struct {
 	volumes VolumeAdmin
 	// devices says which devices a sandbox holds (nil: none).
 	devices Devices
+	// builtTemplates resolves a template built from steps to its build's
+	// snapshot (templatebuilds.go).
+	builtTemplates *templateBuildRoutes
 }
 
 // sandboxViews turns a sandbox's record into the API's answers: its
@@ -112,7 +115,15 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		req.Limits = runtime.Limits{MemoryBytes: l.MemoryMB << 20, CPUMillis: int64(l.CPUCount * 1000), Pids: l.Pids}
 		req.DiskBytes = l.DiskMB << 20
 	}
+	var built *store.TemplateBuild
+	if req.Template, built, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	rec, replayed, err := s.records.CreateOnce(r.Context(), req)
+	if err == nil && !replayed {
+		err = s.builtTemplates.started(r.Context(), req.Team, rec.ID, built, s.records.Delete)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return

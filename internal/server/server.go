@@ -99,6 +99,9 @@ type Deps struct {
 	// TLSCACert is the certificate (PEM) of warren's own CA, served at
 	// GET /tls/ca.pem (nil: none, 404).
 	TLSCACert []byte
+	// TemplateBuilds builds templates from steps, E2B's Template SDK
+	// (nil: its routes answer 501).
+	TemplateBuilds TemplateBuilds
 }
 
 // Server routes requests to handlers. Each route group is a type of its
@@ -131,6 +134,7 @@ type Server struct {
 	ca        *caRoutes
 	terminals *terminalRoutes
 	secrets   *secretRoutes
+	tplbuilds *templateBuildRoutes
 }
 
 // New builds the API's handler.
@@ -169,6 +173,9 @@ func New(deps Deps) *Server {
 	s.snapshots.pull = &puller{PullConfig: deps.Pull, snapshots: snapshots, maxImport: maxImport, http: &http.Client{}, log: deps.Log}
 	s.networks = &networkRoutes{networks: networks}
 	s.secrets = &secretRoutes{secrets: deps.Secrets}
+	s.tplbuilds = &templateBuildRoutes{builds: deps.TemplateBuilds, maxUpload: maxUpload}
+	s.sandboxes.builtTemplates = s.tplbuilds
+	s.snapshots.deleteBuilt = s.tplbuilds.deleteBuilt
 	mover, _ := deps.Sessions.(Mover)
 	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}
 	replicator, _ := deps.Sessions.(Replicator)
@@ -275,6 +282,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 
 	m.Handle("GET /templates", auth(s.admin.listTemplates))
 	s.secrets.routes(m, auth)
+	s.tplbuilds.routes(m, auth)
 	m.Handle("POST /api-keys", auth(adminOnly(s.admin.createKey)))
 	m.Handle("GET /api-keys", auth(adminOnly(s.admin.listKeys)))
 	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))

@@ -25,6 +25,10 @@ type snapshotRoutes struct {
 	maxImport      int64 // bytes of one imported bundle (--max-import-mb)
 	log            *slog.Logger
 	pull           *puller
+
+	// deleteBuilt deletes a template the team built from steps and
+	// reports whether the id named one (templatebuilds.go).
+	deleteBuilt func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func snapshotOf(s store.Snapshot) client.Snapshot {
@@ -135,6 +139,9 @@ func (s *snapshotRoutes) deleteTemplateOrSnapshot(w http.ResponseWriter, r *http
 	id := r.PathValue("id")
 	if _, err := s.snapshots.GetSnapshot(r.Context(), teamOf(r), id); err == nil {
 		s.deleteSnapshot(w, r)
+		return
+	}
+	if s.deleteBuilt != nil && s.deleteBuilt(w, r) {
 		return
 	}
 	s.deleteTemplate(w, r)

@@ -290,6 +290,26 @@ var migrations = []string{
 	// 60: the devices (CDI names, comma-separated) a template's sandboxes
 	// get when their create asks for none.
 	`ALTER TABLE templates ADD COLUMN devices TEXT NOT NULL DEFAULT ''`,
+	// 61-64: templates built from steps (E2B's Template SDK,
+	// internal/tplbuild): a team's named templates, their builds (the
+	// result is a files snapshot of the build sandbox), tags naming a
+	// build, and the step cache (a snapshot after each step, by key).
+	// 61
+	`CREATE TABLE built_templates (id TEXT PRIMARY KEY, team TEXT NOT NULL, name TEXT NOT NULL,
+		created_at INTEGER NOT NULL, UNIQUE (name))`,
+	// 62
+	`CREATE TABLE template_builds (id TEXT PRIMARY KEY,
+		template_id TEXT NOT NULL REFERENCES built_templates (id) ON DELETE CASCADE,
+		status TEXT NOT NULL, snapshot_id TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '',
+		step TEXT NOT NULL DEFAULT '', start_cmd TEXT NOT NULL DEFAULT '', ready_cmd TEXT NOT NULL DEFAULT '',
+		user TEXT NOT NULL DEFAULT '', workdir TEXT NOT NULL DEFAULT '',
+		cached_steps INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL DEFAULT 0)`,
+	// 63
+	`CREATE TABLE template_tags (template_id TEXT NOT NULL REFERENCES built_templates (id) ON DELETE CASCADE,
+		tag TEXT NOT NULL, build_id TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (template_id, tag))`,
+	// 64
+	`CREATE TABLE template_step_cache (team TEXT NOT NULL, key TEXT NOT NULL, snapshot_id TEXT NOT NULL,
+		bytes INTEGER NOT NULL DEFAULT 0, last_used INTEGER NOT NULL, PRIMARY KEY (team, key))`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -58,6 +58,7 @@ type Store struct {
 	secretTable
 	usernsTable
 	deviceTable
+	templateBuildTable
 }
 
 // conns are the database's connections, shared by every table's type.
@@ -69,32 +70,34 @@ type conns struct {
 // The tables' types: each holds the shared connections and the methods of
 // its table.
 type (
-	sandboxTable      struct{ *conns }
-	snapshotTable     struct{ *conns }
-	historyTables     struct{ *conns }
-	templateTable     struct{ *conns }
-	networkEventTable struct{ *conns }
-	keyTable          struct{ *conns }
-	volumeTable       struct{ *conns }
-	secretTable       struct{ *conns }
-	usernsTable       struct{ *conns }
-	deviceTable       struct{ *conns }
+	sandboxTable       struct{ *conns }
+	snapshotTable      struct{ *conns }
+	historyTables      struct{ *conns }
+	templateTable      struct{ *conns }
+	networkEventTable  struct{ *conns }
+	keyTable           struct{ *conns }
+	volumeTable        struct{ *conns }
+	secretTable        struct{ *conns }
+	usernsTable        struct{ *conns }
+	deviceTable        struct{ *conns }
+	templateBuildTable struct{ *conns } // templatebuilds.go
 )
 
 func newStore(c *conns) *Store {
 	return &Store{
-		conns:             c,
-		sandboxTable:      sandboxTable{c},
-		snapshotTable:     snapshotTable{c},
-		historyTables:     historyTables{c},
-		templateTable:     templateTable{c},
-		networkEventTable: networkEventTable{c},
-		teamTable:         teamTable{c},
-		keyTable:          keyTable{c},
-		volumeTable:       volumeTable{c},
-		secretTable:       secretTable{c},
-		usernsTable:       usernsTable{c},
-		deviceTable:       deviceTable{c},
+		conns:              c,
+		sandboxTable:       sandboxTable{c},
+		snapshotTable:      snapshotTable{c},
+		historyTables:      historyTables{c},
+		templateTable:      templateTable{c},
+		networkEventTable:  networkEventTable{c},
+		teamTable:          teamTable{c},
+		keyTable:           keyTable{c},
+		volumeTable:        volumeTable{c},
+		secretTable:        secretTable{c},
+		usernsTable:        usernsTable{c},
+		deviceTable:        deviceTable{c},
+		templateBuildTable: templateBuildTable{c},
 	}
 }
 

@@ -30,7 +30,7 @@ func TestBenchQuick(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("bench output is not JSON: %v\n%s", err, out.String())
 	}
-	for _, suite := range []string{"core", "snapshots", "density", "tools", "network", "gvisor", "merge", "ui"} {
+	for _, suite := range []string{"core", "snapshots", "density", "tools", "network", "gvisor", "merge", "ui", "templates"} {
 		if _, ok := rep[suite]; !ok {
 			t.Errorf("suite %s missing from the report", suite)
 		}

@@ -1,0 +1,68 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/warrenhq/warren/client"
+)
+
+// TestTemplateBuildFile builds a template from steps with the CLI, as the
+// SDK's Template.toJSON writes them (`warren template build --file`):
+// the build runs in a sandbox through the template build API, a second
+// build is all cached and uploads nothing, and a bad step is refused.
+func TestTemplateBuildFile(t *testing.T) {
+	t.Parallel()
+	d := newDaemon(t)
+	d.start()
+	d.mustCLI("template", "build", "mini", "--busybox", "--data-dir", d.dataDir)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "app", "a.txt"), []byte("from the context\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := `{"fromTemplate": "mini", "steps": [
+		{"type": "WORKDIR", "args": ["/"]},
+		{"type": "USER", "args": ["root"]},
+		{"type": "COPY", "args": ["app", "/app", "", ""]},
+		{"type": "ENV", "args": ["WHO", "cli"]},
+		{"type": "RUN", "args": ["cat /app/a.txt > /out && echo $WHO >> /out"]}
+	]}`
+	file := filepath.Join(dir, "template.json")
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, logs, code := d.cli("", "template", "build", "from-file", "--file", file, "--tag", "v1")
+	if code != 0 || !strings.Contains(out, "built template") {
+		t.Fatalf("first build: exit %d\n%s\n%s", code, out, logs)
+	}
+	out, logs, code = d.cli("", "template", "build", "from-file", "--file", file)
+	if code != 0 || strings.Count(logs, "CACHED") != 5 || !strings.Contains(logs, "skipping upload of app") {
+		t.Fatalf("second build: want every step cached and no upload: exit %d\n%s\n%s", code, out, logs)
+	}
+	ctx := context.Background()
+	c := d.client()
+	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "from-file:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Commands.ExecWait(ctx, sb.SandboxID, client.ExecRequest{Cmd: []string{"cat", "/out"}, User: "root"})
+	if err != nil || res.Stdout != "from the context\ncli\n" {
+		t.Fatalf("the template's file: %q %v", res.Stdout, err)
+	}
+	if cache := d.mustCLI("template", "cache"); strings.Count(cache, "\n") < 6 {
+		t.Errorf("warren template cache lists fewer than five entries:\n%s", cache)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"fromTemplate": "mini", "steps": [{"type": "FROB", "args": ["x"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := d.cli("", "template", "build", "bad-one", "--file", bad); code == 0 || !strings.Contains(errOut, "unknown step type") {
+		t.Errorf("an unknown step type: exit %d, %s", code, errOut)
+	}
+}
