@@ -29,6 +29,7 @@ import (
 	"github.com/warrenhq/warren/internal/metrics"
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/runtime/runtimeset"
 	"github.com/warrenhq/warren/internal/sandbox"
 	"github.com/warrenhq/warren/internal/sandboxlog"
 	"github.com/warrenhq/warren/internal/secrets"
@@ -164,6 +165,28 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if err := d.openEgress(cfg, log); err != nil {
 		return nil, err
 	}
+	d.Host = sandbox.New(d.hostConfig(cfg, rt, usernsOn, log))
+	share, defaultDisk, err := diskshare.New(ctx, d.Storage, diskshare.Options{DefaultQuota: cfg.DefaultDiskBytes, Reserve: cfg.DiskReserveBytes, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	d.share = share
+	d.Metrics = d.newMetrics(errs)
+	d.Sessions = session.New(d.sessionConfig(rt.Name(), defaultDisk), d.Store, d.Host, log)
+	d.reconcileStorage(ctx)
+	startNetworkIfNeeded(ctx, d.Networks, d.Store, log)
+	if err := d.Sessions.Recover(ctx); err != nil {
+		log.Warn("reconcile sandboxes", "err", err)
+	}
+	// After the reconcile, which forgets the sandboxes whose destroy a
+	// crash cut short.
+	d.releaseOrphanDevices(ctx)
+	return d, nil
+}
+
+// hostConfig is the sandbox host's configuration: the daemon's parts it
+// drives and the flags that shape each sandbox.
+func (d *Daemon) hostConfig(cfg config.Config, rt *runtimeset.Set, usernsOn bool, log *slog.Logger) sandbox.Config {
 	hostCfg := sandbox.Config{
 		Network:     d.Networks,
 		Storage:     d.Storage,
@@ -186,23 +209,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()
 	}
-	d.Host = sandbox.New(hostCfg)
-	share, defaultDisk, err := diskshare.New(ctx, d.Storage, diskshare.Options{DefaultQuota: cfg.DefaultDiskBytes, Reserve: cfg.DiskReserveBytes, Log: log})
-	if err != nil {
-		return nil, err
-	}
-	d.share = share
-	d.Metrics = d.newMetrics(errs)
-	d.Sessions = session.New(d.sessionConfig(rt.Name(), defaultDisk), d.Store, d.Host, log)
-	d.reconcileStorage(ctx)
-	startNetworkIfNeeded(ctx, d.Networks, d.Store, log)
-	if err := d.Sessions.Recover(ctx); err != nil {
-		log.Warn("reconcile sandboxes", "err", err)
-	}
-	// After the reconcile, which forgets the sandboxes whose destroy a
-	// crash cut short.
-	d.releaseOrphanDevices(ctx)
-	return d, nil
+	return hostCfg
 }
 
 // sessionConfig is the session service's configuration: the flags, the

@@ -250,13 +250,7 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin", auth(s.processes.processStdin))
 	m.Handle("POST /sandboxes/{id}/processes/{ref}/stdin/close", auth(s.processes.processCloseStdin))
 	m.Handle("POST /sandboxes/{id}/processes/{ref}/signal", auth(s.processes.processSignal))
-	m.Handle("GET /sandboxes/{id}/files", auth(s.files.readFile))
-	m.Handle("PUT /sandboxes/{id}/files", auth(s.files.writeFile))
-	m.Handle("DELETE /sandboxes/{id}/files", auth(s.files.removeFile))
-	m.Handle("GET /sandboxes/{id}/files/stat", auth(s.files.statFile))
-	m.Handle("GET /sandboxes/{id}/files/list", auth(s.files.listDir))
-	m.Handle("POST /sandboxes/{id}/files/mkdir", auth(s.files.makeDir))
-	m.Handle("POST /sandboxes/{id}/files/move", auth(s.files.moveFile))
+	s.fileRoutes(m, auth)
 	m.Handle("GET /sandboxes/{id}/ports/{port}/connect", auth(s.ports.connectPort))
 
 	m.Handle("POST /sandboxes/{id}/snapshots", auth(s.snapshots.createSnapshot))
@@ -288,6 +282,18 @@ func (s *Server) routes(auth func(http.HandlerFunc) http.Handler) {
 	m.Handle("DELETE /api-keys/{id}", auth(adminOnly(s.admin.revokeKey)))
 	m.Handle("PUT /teams/{team}/limits", auth(adminOnly(s.teams.setLimits)))
 	m.Handle("GET /teams/{team}/usage", auth(s.teams.usage))
+}
+
+// fileRoutes are the files API's calls (E2B's REST form is on the sandbox
+// plane, envd.go).
+func (s *Server) fileRoutes(m *routeMux, auth func(http.HandlerFunc) http.Handler) {
+	m.Handle("GET /sandboxes/{id}/files", auth(s.files.readFile))
+	m.Handle("PUT /sandboxes/{id}/files", auth(s.files.writeFile))
+	m.Handle("DELETE /sandboxes/{id}/files", auth(s.files.removeFile))
+	m.Handle("GET /sandboxes/{id}/files/stat", auth(s.files.statFile))
+	m.Handle("GET /sandboxes/{id}/files/list", auth(s.files.listDir))
+	m.Handle("POST /sandboxes/{id}/files/mkdir", auth(s.files.makeDir))
+	m.Handle("POST /sandboxes/{id}/files/move", auth(s.files.moveFile))
 }
 
 // fleetRoutes are the calls a fleet makes of a node (admin key only):
