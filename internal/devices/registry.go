@@ -18,6 +18,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
+	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 )
@@ -179,7 +180,60 @@ func (r *Registry) Apply(s *specs.Spec, names []string) error {
 	if _, err := r.cache.InjectDevices(s, names...); err != nil {
 		return fmt.Errorf("apply CDI devices %s: %w", strings.Join(names, ", "), err)
 	}
+	if inUserNS(s) {
+		bindDeviceNodes(s, r.deviceNodes(names))
+	}
 	return nil
+}
+
+// deviceNodes are the device nodes the named devices' edits make: each
+// device's own and its spec's.
+func (r *Registry) deviceNodes(names []string) []*cdispecs.DeviceNode {
+	var nodes []*cdispecs.DeviceNode
+	for _, name := range names {
+		d := r.cache.GetDevice(name)
+		if d == nil {
+			continue
+		}
+		nodes = append(nodes, d.ContainerEdits.DeviceNodes...)
+		if sp := d.GetSpec(); sp != nil && sp.Spec != nil {
+			nodes = append(nodes, sp.ContainerEdits.DeviceNodes...)
+		}
+	}
+	return nodes
+}
+
+func inUserNS(s *specs.Spec) bool {
+	if s.Linux == nil {
+		return false
+	}
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.UserNamespace {
+			return true
+		}
+	}
+	return false
+}
+
+// bindDeviceNodes turns the device nodes whose host path differs from the
+// sandbox's into bind mounts of the host's node. In a user namespace
+// libcontainer cannot mknod, so it bind-mounts each device from the host
+// path that equals the node's path inside; a spec that names another host
+// path (HostPath) would fail the start. The device cgroup rule the edits
+// added still decides what the sandbox may open.
+func bindDeviceNodes(s *specs.Spec, nodes []*cdispecs.DeviceNode) {
+	for _, n := range nodes {
+		if n.HostPath == "" || n.HostPath == n.Path {
+			continue
+		}
+		s.Linux.Devices = slices.DeleteFunc(s.Linux.Devices, func(d specs.LinuxDevice) bool { return d.Path == n.Path })
+		s.Mounts = append(s.Mounts, specs.Mount{
+			Destination: n.Path,
+			Source:      n.HostPath,
+			Type:        "bind",
+			Options:     []string{"bind", "nosuid", "noexec"},
+		})
+	}
 }
 
 // Class is a device name's vendor.com/class.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/warrenhq/warren/internal/errdefs"
 )
@@ -64,5 +65,34 @@ devices:
 	trusting := New(Options{SpecDirs: []string{hooked}, TrustedHookDirs: []string{hooked}})
 	if _, err := trusting.Resolve([]string{"test.warren.dev/hooked=one"}); err != nil {
 		t.Errorf("hook from a trusted dir: %v", err)
+	}
+}
+
+func TestBindDeviceNodes(t *testing.T) {
+	s := &specs.Spec{Linux: &specs.Linux{
+		Namespaces: []specs.LinuxNamespace{{Type: specs.UserNamespace}},
+		Devices:    []specs.LinuxDevice{{Path: "/dev/a"}, {Path: "/dev/same"}},
+	}}
+	if !inUserNS(s) {
+		t.Fatal("a spec with a user namespace is not seen as one")
+	}
+	bindDeviceNodes(s, []*cdispecs.DeviceNode{
+		{Path: "/dev/a", HostPath: "/srv/test/a"},
+		{Path: "/dev/same", HostPath: "/dev/same"},
+		{Path: "/dev/unset"},
+	})
+	if len(s.Linux.Devices) != 1 || s.Linux.Devices[0].Path != "/dev/same" {
+		t.Fatalf("devices left: %+v (want only /dev/same, which libcontainer binds itself)", s.Linux.Devices)
+	}
+	if len(s.Mounts) != 1 || s.Mounts[0].Source != "/srv/test/a" || s.Mounts[0].Destination != "/dev/a" {
+		t.Fatalf("mounts: %+v (want /srv/test/a bound on /dev/a)", s.Mounts)
+	}
+	for _, o := range s.Mounts[0].Options {
+		if o == "nodev" {
+			t.Fatal("a device's bind mount must not be nodev")
+		}
+	}
+	if inUserNS(&specs.Spec{Linux: &specs.Linux{}}) {
+		t.Fatal("a spec without a user namespace is seen as one")
 	}
 }

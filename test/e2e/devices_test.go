@@ -44,8 +44,14 @@ func testCDI(t *testing.T) string {
 	// Host nodes under test names with the numbers of /dev/null and
 	// /dev/zero; CDI reads their type and numbers from them.
 	for name, minor := range map[string]uint32{"null": 3, "zero": 5} {
-		if err := unix.Mknod(filepath.Join(root, "warren-test-"+name), unix.S_IFCHR|0o666, int(unix.Mkdev(1, minor))); err != nil {
+		node := filepath.Join(root, "warren-test-"+name)
+		if err := unix.Mknod(node, unix.S_IFCHR|0o666, int(unix.Mkdev(1, minor))); err != nil {
 			t.Fatalf("mknod: %v", err)
+		}
+		// 0666 as the real ones are, whatever the umask: in a user namespace
+		// the sandbox's root is no owner of a host node.
+		if err := os.Chmod(node, 0o666); err != nil {
+			t.Fatal(err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(drv, "lib.txt"), []byte(testDriverText), 0o644); err != nil {
