@@ -51,8 +51,10 @@ func (p *puller) resume(ctx context.Context, req pullRequest, key string) (*spoo
 	}
 	res, err := p.export(ctx, req, key, base, sp.size, sp.identity)
 	switch {
-	case errors.Is(err, errdefs.ErrConflict) || errors.Is(err, errdefs.ErrInvalid) || errors.Is(err, errdefs.ErrNotFound):
-		// The peer's bundle changed (or its base went): start again.
+	case errors.Is(err, errdefs.ErrConflict) || errors.Is(err, errdefs.ErrInvalid) || errors.Is(err, errdefs.ErrNotFound) ||
+		errors.Is(err, errdefs.ErrUnsupported):
+		// The peer's bundle changed (or its base went, or it now sends
+		// no deltas: dir storage answers 501): start again.
 		sp.f.Close()
 		os.Remove(path)
 		return nil, nil, nil
@@ -117,17 +119,41 @@ func (p *puller) start(ctx context.Context, req pullRequest, key string) (*spool
 	if err != nil {
 		return nil, nil, fmt.Errorf("the bundle header from peer %s: %w", req.From, err)
 	}
-	if base := p.nearestHeld(ctx, req.Team, br.Header.Snapshot.Lineage); base != "" {
-		if res, err := p.export(ctx, req, key, base, 0, ""); err == nil {
+	if base := p.deltaBase(ctx, req.Team, br.Header); base != "" {
+		res, err := p.export(ctx, req, key, base, 0, "")
+		if err == nil {
 			return p.newSpool(req, res)
 		}
-		// The peer cannot send the delta: take the whole bundle.
+		if !wholeAfterDelta(ctx, err) {
+			return nil, nil, err
+		}
+		p.log.Info("take a whole bundle: the peer sends no delta", "snapshot", req.Snapshot, "from", req.From, "base", base, "err", err)
 	}
 	res, err := p.export(ctx, req, key, "", 0, "")
 	if err != nil {
 		return nil, nil, err
 	}
 	return p.newSpool(req, res)
+}
+
+// deltaBase is the snapshot to ask the peer for a delta against, given
+// its bundle's header: the nearest ancestor held here, or "" for a whole
+// bundle. A peer on dir storage (format tar) exports whole snapshots only
+// and refuses a delta with 501, so it is not asked for one.
+func (p *puller) deltaBase(ctx context.Context, team string, hdr snapbundle.Header) string {
+	if hdr.Format == snapbundle.FormatTar {
+		return ""
+	}
+	return p.nearestHeld(ctx, team, hdr.Snapshot.Lineage)
+}
+
+// wholeAfterDelta says whether a refused delta export is worth asking
+// again whole: yes unless the pull itself was given up. A peer that
+// cannot send deltas (501: dir storage, perhaps of a different version
+// than its header said) or no longer holds the base still sends the whole
+// snapshot.
+func wholeAfterDelta(ctx context.Context, err error) bool {
+	return ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // nearestHeld is the first of lineage (nearest first) this node holds for
