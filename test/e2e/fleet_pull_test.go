@@ -28,14 +28,8 @@ import (
 // A's files. It measures a ~300 MB pull against the old pipe through a
 // third process, so it runs serially.
 func TestFleetSnapshotPull(t *testing.T) {
-	f := startFleet(t, 2, 0)
+	f, ctx := startKeyedFleet(t)
 	a, b := f.nodes[0].d, f.nodes[1].d
-	ctx := ctxT(t, 10*time.Minute)
-	fleetKey := f.adminKey(ctx)
-	waitFor(t, 30*time.Second, "node A to accept the fleet's key", func() bool {
-		_, _, err := client.New("http://"+a.addr, fleetKey).Snapshots.List(ctx, client.SnapshotListOptions{})
-		return err == nil
-	})
 	ca, cb := a.client(), b.client()
 	sb, err := ca.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "bb"})
 	if err != nil {

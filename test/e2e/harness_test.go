@@ -351,7 +351,11 @@ func busyboxDaemon(t *testing.T, args ...string) *daemon {
 	t.Helper()
 	d := newDaemon(t, args...)
 	d.start()
-	d.mustCLI("template", "build", "bb", "--busybox", "--data-dir", d.dataDir)
+	build := []string{"template", "build", "bb", "--busybox", "--data-dir", d.dataDir}
+	if i := slices.Index(args, "--storage"); i >= 0 && i+1 < len(args) {
+		build = append(build, args[i:i+2]...) // the template is built in the daemon's storage
+	}
+	d.mustCLI(build...)
 	return d
 }
 
