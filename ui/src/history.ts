@@ -1,4 +1,4 @@
-import { get, post, q, Sandbox, Snapshot, Lineage, LNode, Diff } from "./api";
+import { call, get, post, q, Sandbox, Snapshot, Lineage, LNode, Diff } from "./api";
 import { h, s, clear, button, status } from "./dom";
 
 // The history page: the turn timeline, a diff between two points, and the
@@ -6,7 +6,7 @@ import { h, s, clear, button, status } from "./dom";
 export async function historyPage(app: HTMLElement, id: string): Promise<() => void> {
   const enc = encodeURIComponent(id);
   const [, lin] = await Promise.all([get<Sandbox>(`/sandboxes/${enc}`), get<Lineage>(`/sandboxes/${enc}/lineage`)]);
-  const snaps = await get<Snapshot[]>(`/snapshots${q({ sandboxID: id, limit: 1000 })}`).catch(() => [] as Snapshot[]);
+  const snaps = await allSnapshots(id).catch(() => [] as Snapshot[]);
   const mine = snaps.filter((x) => x.sandboxID === id).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   const [calls, cmds] = await Promise.all([
     get<ToolCall[]>(`/sandboxes/${enc}/tools/calls${q({ limit: 1000 })}`).catch(() => [] as ToolCall[]),
@@ -24,6 +24,19 @@ export async function historyPage(app: HTMLElement, id: string): Promise<() => v
     diffBox,
     h("section", { "aria-labelledby": "h-tree" }, h("h2", { id: "h-tree" }, "Lineage"), tree(lin, id, (n) => nodeActions(actions, n, enc)), actions));
   return () => {};
+}
+
+// allSnapshots reads the sandbox's snapshots a page of 500 at a time (the
+// API's paging), so a long history is whole rather than cut at one page.
+async function allSnapshots(id: string): Promise<Snapshot[]> {
+  const out: Snapshot[] = [];
+  let token = "";
+  do {
+    const res = await call("GET", `/snapshots${q({ sandboxID: id, limit: 500, nextToken: token })}`);
+    out.push(...((await res.json()) as Snapshot[]));
+    token = res.headers.get("X-Next-Token") ?? "";
+  } while (token && out.length < 100_000);
+  return out;
 }
 
 interface ToolCall { tool: string; at: string; isError: boolean; snapshotID?: string; }
