@@ -9,31 +9,18 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	warrenv1 "github.com/warrenhq/warren/apis/warren/v1alpha1"
+	wapi "github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
 )
 
-// FleetNode is one node of GET /fleet/nodes: what the dashboard shows of the
-// fleet. It is read from the watch cache of WarrenNodes, so listing nodes
-// costs no node a request. The endpoint is left out: it is the fleet's
+// FleetNode and FleetNodeAmount are GET /fleet/nodes's shapes (the
+// client's). The list is read from the watch cache of WarrenNodes, so it
+// costs no node a request; the endpoint is left out: it is the fleet's
 // inside address, of no use to a caller outside it.
-type FleetNode struct {
-	Name          string          `json:"name"`
-	Ready         bool            `json:"ready"`
-	Unschedulable bool            `json:"unschedulable"`
-	Runtimes      []string        `json:"runtimes"`
-	Templates     []string        `json:"templates"`
-	Capacity      FleetNodeAmount `json:"capacity"`
-	Used          FleetNodeAmount `json:"used"`
-}
-
-// FleetNodeAmount is a node's capacity or use, in bytes and millicores;
-// 0 where the node did not say.
-type FleetNodeAmount struct {
-	MemoryBytes int64 `json:"memoryBytes"`
-	MilliCPU    int64 `json:"milliCPU"`
-	DiskBytes   int64 `json:"diskBytes"`
-	Sandboxes   int32 `json:"sandboxes"`
-}
+type (
+	FleetNode       = wapi.FleetNode
+	FleetNodeAmount = wapi.FleetNodeAmount
+)
 
 // serveFleetNodes answers GET /fleet/nodes for any valid key: nodes'
 // capacity and use hold no team's data, and a team deciding where its
