@@ -111,6 +111,7 @@ The API key comes from --api-key, else $WARREN_API_KEY, else <data-dir>/admin.ke
 	root.AddCommand(processCmds(a)...)
 	root.AddCommand(mergeCmds(a)...)
 	root.AddCommand(devicesCmd(a))
+	root.AddCommand(nodesCmd(a))
 	return root
 }
 

@@ -27,6 +27,7 @@ type UIOptions struct {
 	Sandboxes  int // listed when the dashboard first paints (default 500)
 	Keystrokes int // timed echoes in the terminal (default 200)
 	Paints     int // page loads timed (default 5)
+	Turns      int // turns taken in one sandbox before its history page is timed (default 1000)
 	// BrowserDir holds firstpaint.mjs and its node_modules (playwright-core):
 	// test/e2e/ui of the repository. Without it, node or chromium, the
 	// first-paint figure is skipped and says why.
@@ -56,6 +57,10 @@ type UIReport struct {
 	// over the same WebSocket the dashboard's terminal uses.
 	KeystrokeEcho       Stats   `json:"keystroke_echo"`
 	TargetKeystrokeEcho float64 `json:"target_keystroke_echo_ms"`
+	// HistoryPaint is navigation start to the history page's timeline and
+	// lineage tree drawn, for a sandbox with HistoryTurns turns.
+	HistoryTurns int    `json:"history_turns"`
+	HistoryPaint *Stats `json:"history_paint,omitempty"`
 }
 
 // RunUI measures the ui suite on a throwaway daemon under o.DataDir.
@@ -63,10 +68,11 @@ func RunUI(ctx context.Context, o UIOptions) (_ UIReport, retErr error) {
 	o.Sandboxes = cmpOr(o.Sandboxes, 500)
 	o.Keystrokes = cmpOr(o.Keystrokes, 200)
 	o.Paints = cmpOr(o.Paints, 5)
+	o.Turns = cmpOr(o.Turns, 1000)
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	rep := UIReport{Machine: machine(), TargetKB: 400, TargetFirstPaint: 1000, TargetKeystrokeEcho: 20, Sandboxes: o.Sandboxes}
+	rep := UIReport{Machine: machine(), TargetKB: 400, TargetFirstPaint: 1000, TargetKeystrokeEcho: 20, Sandboxes: o.Sandboxes, HistoryTurns: o.Turns}
 	kb, err := jsGzipKB()
 	if err != nil {
 		return rep, err
@@ -90,12 +96,20 @@ func RunUI(ctx context.Context, o UIOptions) (_ UIReport, retErr error) {
 		return rep, err
 	}
 	rep.KeystrokeEcho = Summarise(echo)
-	b, why := inBrowser(ctx, o, "http://"+h.addr, h.key)
+	fmt.Fprintf(o.Progress, "ui: taking %d turns\n", o.Turns)
+	for range o.Turns {
+		if _, err := h.c.Snapshots.Turn(ctx, ids[0]); err != nil {
+			return rep, fmt.Errorf("turn: %w", err)
+		}
+	}
+	b, why := inBrowser(ctx, o, "http://"+h.addr, h.key, ids[0])
 	// Absent when skipped: a figure without samples.
 	rep.FirstPaintSkipped = why
 	if why == "" {
 		paint, list, echo := Summarise(durations(b.Paints)), Summarise(durations(b.Lists)), Summarise(durations(b.Echoes))
 		rep.FirstPaint, rep.ListCall, rep.KeystrokeEchoBrowser = &paint, &list, &echo
+		hist := Summarise(durations(b.History))
+		rep.HistoryPaint = &hist
 	}
 	return rep, nil
 }
@@ -201,12 +215,13 @@ func readUntil(t *client.Terminal, want string) error {
 }
 
 // browserTimes are firstpaint.mjs's figures, in milliseconds.
-type browserTimes struct{ Paints, Lists, Echoes []float64 }
+type browserTimes struct{ Paints, Lists, Echoes, History []float64 }
 
 // inBrowser runs firstpaint.mjs, which loads the dashboard in headless
 // chromium Paints times (the time to the first row, and the list call's),
-// then times keystrokes' echoes in a terminal; "why" says why it did not run.
-func inBrowser(ctx context.Context, o UIOptions, url, key string) (b browserTimes, why string) {
+// then the history page of historyID as often, then times keystrokes'
+// echoes in a terminal; "why" says why it did not run.
+func inBrowser(ctx context.Context, o UIOptions, url, key, historyID string) (b browserTimes, why string) {
 	script := filepath.Join(o.BrowserDir, "firstpaint.mjs")
 	if _, err := os.Stat(filepath.Join(o.BrowserDir, "node_modules", "playwright-core")); err != nil {
 		return b, fmt.Sprintf("no playwright-core in %s (make ui-deps; --ui-browser-dir)", o.BrowserDir)
@@ -221,7 +236,7 @@ func inBrowser(ctx context.Context, o UIOptions, url, key string) (b browserTime
 	}
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = o.BrowserDir
-	cmd.Env = append(os.Environ(), "WARREN_URL="+url, "WARREN_KEY="+key, "CHROMIUM="+chromium, fmt.Sprintf("PAINTS=%d", o.Paints), fmt.Sprintf("ECHOES=%d", min(o.Keystrokes, 100)))
+	cmd.Env = append(os.Environ(), "WARREN_URL="+url, "WARREN_KEY="+key, "CHROMIUM="+chromium, fmt.Sprintf("PAINTS=%d", o.Paints), fmt.Sprintf("ECHOES=%d", min(o.Keystrokes, 100)), "HISTORY_ID="+historyID)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -124,6 +124,8 @@ func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route,
 		g.serveTemplate(w, r)
 	case routeKeys:
 		g.serveKeys(w, r, rt, k)
+	case routeNodes:
+		g.serveFleetNodes(w, r)
 	default:
 		g.serveAny(w, r, rt)
 	}

@@ -43,4 +43,5 @@ var routeNames = map[routeKind]string{
 	routeOther: "other", routePlane: "plane", routeSandbox: "sandbox", routeCreate: "create",
 	routeList: "list", routeSnapshot: "snapshot", routeImport: "import", routeTemplate: "template",
 	routeKeys: "api-keys", routeHealth: "health", routeMetrics: "metrics", routeUnrouted: "unrouted", routeSigned: "signed-url",
+	routeNodes: "fleet-nodes",
 }

@@ -24,6 +24,7 @@ const (
 	routeMetrics                   // GET /metrics: the gateway's own
 	routeUnrouted                  // no node can be named: answered here with an error
 	routeSigned                    // a signed /files URL naming no sandbox: to the node whose sandbox signed it
+	routeNodes                     // /fleet/nodes: the gateway's own, from the WarrenNode cache
 )
 
 // listKind is the kind of records a fanned-out list merges.
@@ -99,6 +100,8 @@ func classifyPath(method, path string) route {
 		return route{kind: routeMetrics}
 	case head == "api-keys" && len(segs) <= 2:
 		return route{kind: routeKeys, id: id}
+	case head == "fleet" && id == "nodes" && len(segs) == 2:
+		return route{kind: routeNodes}
 	case head == "sandboxes":
 		return sandboxesRoute(method, id)
 	case head == "snapshots":

@@ -32,6 +32,7 @@ func TestClassify(t *testing.T) {
 		{"DELETE", "/templates/base", "gw", "", "", route{kind: routeTemplate, id: "base"}},
 		{"POST", "/api-keys", "gw", "", "", route{kind: routeKeys}},
 		{"DELETE", "/api-keys/k1", "gw", "", "", route{kind: routeKeys, id: "k1"}},
+		{"GET", "/fleet/nodes", "gw", "", "", route{kind: routeNodes}},
 		{"GET", "/openapi.json", "gw", "", "", route{kind: routeOther}},
 		{"GET", "/tools", "gw", "", "", route{kind: routeOther}},
 		{"POST", "/mcp", "gw", "", "", route{kind: routeUnrouted}},

@@ -30,6 +30,8 @@ import (
 // the document).
 var openAPIGoTypes = map[string]reflect.Type{
 	"client.APIKey":              reflect.TypeFor[client.APIKey](),
+	"client.FleetNode":           reflect.TypeFor[client.FleetNode](),
+	"client.FleetNodeAmount":     reflect.TypeFor[client.FleetNodeAmount](),
 	"client.TeamLimits":          reflect.TypeFor[client.TeamLimits](),
 	"client.TeamUsage":           reflect.TypeFor[client.TeamUsage](),
 	"client.AutoResume":          reflect.TypeFor[client.AutoResume](),

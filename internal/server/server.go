@@ -306,6 +306,7 @@ func (s *Server) fleetRoutes(m *routeMux, auth func(http.HandlerFunc) http.Handl
 	m.Handle("POST /sandboxes/{id}/replica", auth(adminOnly(s.replicas.takeReplica)))
 	m.Handle("POST /sandboxes/{id}/replica/pull", auth(adminOnly(s.replicas.pullReplica)))
 	m.Handle("POST /sandboxes/{id}/restore", auth(adminOnly(s.replicas.restoreReplica)))
+	m.Handle("GET /fleet/nodes", auth(noFleetNodes))
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -87,6 +87,11 @@ func uiHistory(ctx context.Context, t *testing.T, c *client.Client, id string) s
 	var turns []client.Snapshot
 	for _, v := range []string{"v1", "v2", "v3"} {
 		write("/home/user/notes.txt", "line one\nversion "+v+"\n")
+		if v == "v2" { // a command the timeline shows in turn 2
+			if res, err := c.Commands.ExecWait(ctx, id, client.ExecRequest{Command: "echo turn-two-command"}); err != nil || res.ExitCode != 0 {
+				t.Fatalf("exec: %v %+v", err, res)
+			}
+		}
 		if v == "v3" { // a tool call the timeline shows in turn 3
 			if _, err := c.Tools.Call(ctx, id, "read", client.ToolCall{Params: []byte(`{"path":"/home/user/notes.txt"}`)}, nil); err != nil {
 				t.Fatalf("tool call: %v", err)

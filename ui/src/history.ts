@@ -1,4 +1,4 @@
-import { get, post, q, Sandbox, Snapshot, Lineage, LNode, Diff } from "./api";
+import { call, get, post, q, Sandbox, Snapshot, Lineage, LNode, Diff } from "./api";
 import { h, s, clear, button, status } from "./dom";
 
 // The history page: the turn timeline, a diff between two points, and the
@@ -6,9 +6,11 @@ import { h, s, clear, button, status } from "./dom";
 export async function historyPage(app: HTMLElement, id: string): Promise<() => void> {
   const enc = encodeURIComponent(id);
   const [, lin] = await Promise.all([get<Sandbox>(`/sandboxes/${enc}`), get<Lineage>(`/sandboxes/${enc}/lineage`)]);
-  const snaps = await get<Snapshot[]>(`/snapshots${q({ sandboxID: id, limit: 1000 })}`).catch(() => [] as Snapshot[]);
+  const snaps = await allSnapshots(id).catch(() => [] as Snapshot[]);
   const mine = snaps.filter((x) => x.sandboxID === id).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
-  const calls = await get<ToolCall[]>(`/sandboxes/${enc}/tools/calls${q({ limit: 1000 })}`).catch(() => [] as ToolCall[]);
+  const [calls, cmds] = await Promise.all([
+    get<ToolCall[]>(`/sandboxes/${enc}/tools/calls${q({ limit: 1000 })}`).catch(() => [] as ToolCall[]),
+    commandsRun(enc)]);
   const diffBox = h("section", { "aria-labelledby": "h-diff", id: "diff" }, h("h2", { id: "h-diff" }, "Diff"));
   const from = pointSelect("diff-from", mine, mine.at(-2)?.snapshotID);
   const to = pointSelect("diff-to", mine, "live");
@@ -16,7 +18,7 @@ export async function historyPage(app: HTMLElement, id: string): Promise<() => v
   app.append(
     h("h1", {}, `History of ${id}`),
     h("p", {}, h("a", { href: `#/sandbox/${enc}` }, "Back to the sandbox")),
-    h("section", { "aria-labelledby": "h-turns" }, h("h2", { id: "h-turns" }, "Turns"), timeline(mine, callsByTurn(mine, calls))),
+    h("section", { "aria-labelledby": "h-turns" }, h("h2", { id: "h-turns" }, "Turns"), timeline(mine, byTurn(mine, calls), byTurn(mine, cmds))),
     h("form", { class: "filters", onsubmit: (e: Event) => { e.preventDefault(); showDiff(diffBox, from.value, to.value, enc); } },
       h("label", { for: "diff-from" }, "From"), from, h("label", { for: "diff-to" }, "To"), to, h("button", { type: "submit", id: "diff-go" }, "Show diff")),
     diffBox,
@@ -24,12 +26,40 @@ export async function historyPage(app: HTMLElement, id: string): Promise<() => v
   return () => {};
 }
 
-interface ToolCall { tool: string; at: string; isError: boolean; snapshotID?: string; }
+// allSnapshots reads the sandbox's snapshots a page of 500 at a time (the
+// API's paging), so a long history is whole rather than cut at one page.
+async function allSnapshots(id: string): Promise<Snapshot[]> {
+  const out: Snapshot[] = [];
+  let token = "";
+  do {
+    const res = await call("GET", `/snapshots${q({ sandboxID: id, limit: 500, nextToken: token })}`);
+    out.push(...((await res.json()) as Snapshot[]));
+    token = res.headers.get("X-Next-Token") ?? "";
+  } while (token && out.length < 100_000);
+  return out;
+}
 
-// callsByTurn gives each snapshot the tool calls made since the one before
-// it (a call that took the turn itself names it).
-function callsByTurn(snaps: Snapshot[], calls: ToolCall[]): Map<string, ToolCall[]> {
-  const out = new Map<string, ToolCall[]>();
+interface ToolCall { tool: string; at: string; isError: boolean; snapshotID?: string; }
+interface Command { cmd: string; at: string; snapshotID?: string; }
+interface LogEntry { timestamp: string; message: string; fields?: Record<string, string>; }
+
+const STARTED = "started: ";
+
+// commandsRun reads the commands run in the sandbox from its log, where the
+// daemon writes a "started: ARGV" entry (with the process's pid) for every
+// command and process it runs; one call, paged by the log's own limit.
+async function commandsRun(enc: string): Promise<Command[]> {
+  try {
+    const page = await get<{ logEntries: LogEntry[] }>(`/sandboxes/${enc}/logs${q({ search: STARTED, limit: 10000 })}`);
+    return page.logEntries.filter((e) => e.fields?.pid && e.message.startsWith(STARTED))
+      .map((e) => ({ cmd: e.message.slice(STARTED.length), at: e.timestamp }));
+  } catch { return []; }
+}
+
+// byTurn gives each snapshot the tool calls (or commands) made since the
+// one before it (a call that took the turn itself names it).
+function byTurn<T extends { at: string; snapshotID?: string }>(snaps: Snapshot[], calls: T[]): Map<string, T[]> {
+  const out = new Map<string, T[]>();
   for (const c of calls) {
     const s = c.snapshotID ? snaps.find((x) => x.snapshotID === c.snapshotID) : snaps.find((x) => Date.parse(x.createdAt) >= Date.parse(c.at));
     if (!s) continue;
@@ -50,7 +80,7 @@ function label(x: Snapshot): string {
 
 // timeline lists one mark per snapshot; only the visible rows are drawn
 // (a fixed row height and a scroll window), so 1,000 turns stay smooth.
-function timeline(snaps: Snapshot[], calls: Map<string, ToolCall[]>): HTMLElement {
+function timeline(snaps: Snapshot[], calls: Map<string, ToolCall[]>, cmds: Map<string, Command[]>): HTMLElement {
   const ROW = 28, VISIBLE = 12;
   const inner = h("ol", { class: "timeline-inner", style: undefined });
   const box = h("div", { class: "timeline", id: "timeline", tabindex: 0, "aria-label": "Turn timeline" }, inner);
@@ -60,8 +90,10 @@ function timeline(snaps: Snapshot[], calls: Map<string, ToolCall[]>): HTMLElemen
     const first = Math.floor(box.scrollTop / ROW);
     clear(inner, snaps.slice(first, first + VISIBLE + 2).map((x, i) => {
       const tools = (calls.get(x.snapshotID) ?? []).map((c) => c.tool + (c.isError ? " (error)" : ""));
-      const li = h("li", { "data-snapshot": x.snapshotID }, h("span", { class: "mark", "aria-hidden": "true" }, "●"),
-        ` ${label(x)} · ${new Date(x.createdAt).toISOString()}`, tools.length ? ` · tools: ${tools.join(", ")}` : "");
+      const run = (cmds.get(x.snapshotID) ?? []).map((c) => c.cmd);
+      const li = h("li", { "data-snapshot": x.snapshotID, title: run.join("\n") }, h("span", { class: "mark", "aria-hidden": "true" }, "●"),
+        ` ${label(x)} · ${new Date(x.createdAt).toISOString()}`, tools.length ? ` · tools: ${tools.join(", ")}` : "",
+        run.length ? ` · commands: ${run.map((c) => (c.length > 60 ? c.slice(0, 59) + "…" : c)).join("; ")}` : "");
       li.style.top = `${(first + i) * ROW}px`;
       return li;
     }));

@@ -1,5 +1,6 @@
 import { call, get, post, json, q, Sandbox, Metric } from "./api";
 import { h, clear, age, sparkline, button, status } from "./dom";
+import { nodesPanel } from "./nodes";
 
 const PAGE = 50;
 
@@ -81,6 +82,7 @@ export async function sandboxesPage(app: HTMLElement): Promise<() => void> {
       h("thead", {}, h("tr", {}, ["Sandbox", "State", "Template", "Runtime", "Age", "Metadata", "Node", "CPU / memory", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
       tbody), pager);
   await load();
+  nodesPanel().then((p) => { if (p) app.append(p); });
   timer = window.setInterval(() => { if (document.visibilityState === "visible") load().catch(() => {}); }, 10000);
   return () => clearInterval(timer);
 }

@@ -3,7 +3,8 @@
 // from navigation start to the sandbox list's first row drawn, and the list
 // call's own time within it; then, in one sandbox's terminal, each of ECHOES
 // keystrokes until xterm.js has drawn its echo:
-// {"paints": [ms…], "lists": [ms…], "echoes": [ms…]}.
+// {"paints": [ms…], "lists": [ms…], "echoes": [ms…], "history": [ms…]}
+// (history: with HISTORY_ID, the history page of that sandbox, see below).
 import { chromium } from "playwright-core";
 
 const { WARREN_URL, WARREN_KEY, CHROMIUM } = process.env;
@@ -25,6 +26,22 @@ for (let i = 0; i <= paints; i++) {
     out.lists.push(Math.round(list * 100) / 100);
   }
   await context.close();
+}
+// The history page of a sandbox with HISTORY_TURNS turns: navigation to
+// the timeline's rows and the lineage tree drawn.
+out.history = [];
+if (process.env.HISTORY_ID) {
+  for (let i = 0; i <= paints; i++) {
+    const context = await browser.newContext();
+    await context.addInitScript((key) => sessionStorage.setItem("warren.apiKey", key), WARREN_KEY);
+    const page = await context.newPage();
+    await page.goto(`${WARREN_URL}/ui/#/history/${process.env.HISTORY_ID}`, { waitUntil: "commit" });
+    await page.locator("#timeline li").first().waitFor({ timeout: 120_000 });
+    await page.locator("#tree g.node").first().waitFor({ timeout: 120_000 });
+    const ms = await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r(performance.now()))));
+    if (i > 0) out.history.push(Math.round(ms * 100) / 100);
+    await context.close();
+  }
 }
 const context = await browser.newContext();
 await context.addInitScript((key) => sessionStorage.setItem("warren.apiKey", key), WARREN_KEY);

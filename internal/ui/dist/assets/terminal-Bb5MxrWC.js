@@ -1,4 +1,4 @@
-import{h as rs,g as Kr}from"./index-sFfFX7fo.js";/**
+import{h as rs,g as Kr}from"./index-BrLJ0e7C.js";/**
  * Copyright (c) 2014-2024 The xterm.js authors. All rights reserved.
  * @license MIT
  *
