@@ -517,6 +517,13 @@ func TestEgressSOCKS5(t *testing.T) {
 	if err != nil || p.EgressProxy == nil || p.EgressProxy.Address != socksAddr || p.EgressProxy.Username != "agent" || p.EgressProxy.Password != "" {
 		t.Fatalf("GET network: %+v %v", p.EgressProxy, err)
 	}
+	// The password is sealed at rest: neither the database nor its WAL
+	// holds it in clear.
+	for _, f := range []string{"warren.db", "warren.db-wal"} {
+		if b, err := os.ReadFile(filepath.Join(d.dataDir, f)); err == nil && bytes.Contains(b, []byte("s3cret-pw")) {
+			t.Fatalf("%s holds the SOCKS5 password in clear", f)
+		}
+	}
 	s := sandboxNet{t, c, ctx, sb.SandboxID}
 	echo := fmt.Sprintf("echo tunnelled | timeout 10 nc %s %d", fakenet.Servers[0], fakenet.EchoPort)
 	if res := s.run(echo); !strings.Contains(res.Stdout, "hello from "+fakenet.Servers[0]) || !strings.Contains(res.Stdout, "tunnelled") {
