@@ -28,6 +28,8 @@ func (d *Daemon) openEgress(cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// The sandboxes' SOCKS5 passwords are sealed with the same master key.
+	d.Store.SetNetworkSealer(keys)
 	d.Secrets = secrets.NewService(d.Store, keys)
 	return wireEgressProxy(cfg, d.Networks, d.Secrets, d.Store, d.onEvent, log)
 }

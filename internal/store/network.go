@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
@@ -24,11 +26,46 @@ type NetworkPolicy struct {
 }
 
 // NetworkEgressProxy is a SOCKS5 upstream. Its password is kept so that a
-// restarted daemon can tunnel again; no API answer carries it.
+// restarted daemon can tunnel again; no API answer carries it. With a
+// NetworkSealer the row holds it sealed (SealedPassword) and Password is
+// filled from it as the row is read; rows written before (or without a
+// sealer) hold Password in clear and still read.
 type NetworkEgressProxy struct {
 	Address  string `json:"address"`
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
+	// SealedPassword is the stored form only: a versioned prefix ("v1:")
+	// then the ciphertext. Callers set and read Password.
+	SealedPassword string `json:"sealedPassword,omitempty"`
+}
+
+// NetworkSealer seals SOCKS5 passwords at rest (internal/secrets' Keyring).
+type NetworkSealer interface {
+	SealProxyPassword(password string) (string, error)
+	OpenProxyPassword(sealed string) (string, error)
+}
+
+var errNoSealer = errors.New("this store has no key to open sealed SOCKS5 passwords")
+
+// SetNetworkSealer makes the store seal SOCKS5 passwords from now on. Call
+// it once, before the store is used.
+func (s *Store) SetNetworkSealer(ns NetworkSealer) { s.conns.sealer = ns }
+
+// sealed is p as its row keeps it: the password sealed when there is a
+// sealer. p itself is not changed (the caller's record keeps the clear one).
+func sealed(p *NetworkPolicy, seal NetworkSealer) (*NetworkPolicy, error) {
+	if p == nil || p.EgressProxy == nil || p.EgressProxy.Password == "" || seal == nil {
+		return p, nil
+	}
+	ep := *p.EgressProxy
+	var err error
+	if ep.SealedPassword, err = seal.SealProxyPassword(ep.Password); err != nil {
+		return nil, fmt.Errorf("seal the SOCKS5 password: %w", err)
+	}
+	ep.Password = ""
+	cp := *p
+	cp.EgressProxy = &ep
+	return &cp, nil
 }
 
 // NetworkRule mirrors internal/network's Rule.
@@ -45,9 +82,13 @@ type NetworkTransform struct {
 // bounds the lists at 1024 entries each).
 const maxNetworkPolicyBytes = 256 << 10
 
-func encodeNetwork(p *NetworkPolicy) (string, error) {
+func encodeNetwork(p *NetworkPolicy, seal NetworkSealer) (string, error) {
 	if p == nil {
 		return "", nil
+	}
+	p, err := sealed(p, seal)
+	if err != nil {
+		return "", err
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
@@ -59,13 +100,25 @@ func encodeNetwork(p *NetworkPolicy) (string, error) {
 	return string(b), nil
 }
 
-func decodeNetwork(s string) (*NetworkPolicy, error) {
+func decodeNetwork(s string, seal NetworkSealer) (*NetworkPolicy, error) {
 	if s == "" {
 		return nil, nil
 	}
 	var p NetworkPolicy
 	if err := json.Unmarshal([]byte(s), &p); err != nil {
 		return nil, err
+	}
+	if ep := p.EgressProxy; ep != nil && ep.SealedPassword != "" {
+		pw, err := "", error(errNoSealer)
+		if seal != nil {
+			pw, err = seal.OpenProxyPassword(ep.SealedPassword)
+		}
+		if err != nil {
+			// The sandbox's record stays readable (listings, destroy); its
+			// tunnel fails to authenticate until the proxy is set again.
+			slog.Warn("a sandbox's SOCKS5 password does not open; its tunnel will not authenticate", "err", err)
+		}
+		ep.Password, ep.SealedPassword = pw, ""
 	}
 	return &p, nil
 }
@@ -75,7 +128,7 @@ func (s *sandboxTable) SetSandboxNetwork(ctx context.Context, id string, p *Netw
 	if err := ids.Validate("sandbox id", id); err != nil {
 		return err
 	}
-	enc, err := encodeNetwork(p)
+	enc, err := encodeNetwork(p, s.sealer)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, err)
 	}

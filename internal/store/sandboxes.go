@@ -130,9 +130,9 @@ const sandboxCols = `id, team, template, runtime, state, reason, metadata, env,
 // is always now; Family defaults to ID. A duplicate id is ErrAlreadyExists.
 func (s *sandboxTable) CreateSandbox(ctx context.Context, sb Sandbox) error {
 	if len(sb.VolumeMounts) == 0 {
-		return insertSandbox(ctx, s.w, sb)
+		return insertSandbox(ctx, s.w, sb, s.sealer)
 	}
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return insertSandbox(ctx, tx, sb) })
+	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return insertSandbox(ctx, tx, sb, s.sealer) })
 }
 
 // CreateSandboxRecorded creates sb's record together with the lineage edge
@@ -140,7 +140,7 @@ func (s *sandboxTable) CreateSandbox(ctx context.Context, sb Sandbox) error {
 // create's path instead of three.
 func (s *sandboxTable) CreateSandboxRecorded(ctx context.Context, sb Sandbox, edge LineageEdge, ev Event) error {
 	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		if err := insertSandbox(ctx, tx, sb); err != nil {
+		if err := insertSandbox(ctx, tx, sb, s.sealer); err != nil {
 			return err
 		}
 		if err := insertEdge(ctx, tx, edge); err != nil {
@@ -155,7 +155,7 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-func insertSandbox(ctx context.Context, ex execer, sb Sandbox) error {
+func insertSandbox(ctx context.Context, ex execer, sb Sandbox, seal NetworkSealer) error {
 	if sb.Family == "" {
 		sb.Family = sb.ID
 	}
@@ -170,7 +170,7 @@ func insertSandbox(ctx context.Context, ex execer, sb Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
 	}
-	netPolicy, err := encodeNetwork(sb.Network)
+	netPolicy, err := encodeNetwork(sb.Network, seal)
 	if err != nil {
 		return fmt.Errorf("sandbox %s: %w", sb.ID, err)
 	}
@@ -244,7 +244,7 @@ func (s *sandboxTable) SandboxByIdempotencyKey(ctx context.Context, team, key st
 		return Sandbox{}, fmt.Errorf("empty idempotency key: %w", errdefs.ErrNotFound)
 	}
 	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE team = ? AND idempotency_key = ?`, team, key)
-	sb, err := scanSandbox(row)
+	sb, err := s.scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Sandbox{}, fmt.Errorf("no sandbox of team %s was created with that idempotency key: %w", team, errdefs.ErrNotFound)
 	}
@@ -288,7 +288,7 @@ func encodeMap(what string, m map[string]string) (string, error) {
 // GetSandbox returns one sandbox, or ErrNotFound.
 func (s *sandboxTable) GetSandbox(ctx context.Context, id string) (Sandbox, error) {
 	row := s.r.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id)
-	sb, err := scanSandbox(row)
+	sb, err := s.scanSandbox(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Sandbox{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
@@ -343,7 +343,7 @@ func (s *sandboxTable) ListSandboxes(ctx context.Context, f SandboxFilter) ([]Sa
 		args = append(args, k, f.Metadata[k])
 	}
 	return runList(ctx, s.conns, listQuery{table: "sandboxes", kind: "sandbox", cols: sandboxCols,
-		key: "started_at", desc: f.Newest, where: where, args: args, after: f.After, limit: f.Limit}, scanSandbox)
+		key: "started_at", desc: f.Newest, where: where, args: args, after: f.After, limit: f.Limit}, s.scanSandbox)
 }
 
 // CountSandboxes counts the sandboxes in any of states (all sandboxes when
@@ -441,7 +441,7 @@ func oneRow(res sql.Result, err error, doing, id string) error {
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanSandbox(sc scanner) (Sandbox, error) {
+func (c *conns) scanSandbox(sc scanner) (Sandbox, error) {
 	var sb Sandbox
 	var state, md, env, netPolicy string
 	var created, updated, started, end int64
@@ -452,7 +452,7 @@ func scanSandbox(sc scanner) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if sb.Network, err = decodeNetwork(netPolicy); err != nil {
+	if sb.Network, err = decodeNetwork(netPolicy, c.sealer); err != nil {
 		return Sandbox{}, fmt.Errorf("sandbox %s: stored network policy is corrupt: %w", sb.ID, err)
 	}
 	sb.State = SandboxState(state)

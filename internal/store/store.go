@@ -65,6 +65,9 @@ type Store struct {
 type conns struct {
 	w *sql.DB // the one writer connection
 	r *sql.DB // query-only readers
+	// sealer seals SOCKS5 passwords in sandboxes' network policies (nil:
+	// kept as given); set once, before the store is used.
+	sealer NetworkSealer
 }
 
 // The tables' types: each holds the shared connections and the methods of

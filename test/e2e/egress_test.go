@@ -517,6 +517,16 @@ func TestEgressSOCKS5(t *testing.T) {
 	if err != nil || p.EgressProxy == nil || p.EgressProxy.Address != socksAddr || p.EgressProxy.Username != "agent" || p.EgressProxy.Password != "" {
 		t.Fatalf("GET network: %+v %v", p.EgressProxy, err)
 	}
+	// The password is sealed at rest: the database (with its WAL) holds
+	// the sealed form and never the clear one.
+	var db []byte
+	for _, f := range []string{"warren.db", "warren.db-wal"} {
+		b, _ := os.ReadFile(filepath.Join(d.dataDir, f))
+		db = append(db, b...)
+	}
+	if bytes.Contains(db, []byte("s3cret-pw")) || !bytes.Contains(db, []byte(`"sealedPassword":"v1:`)) {
+		t.Fatal("the database holds the SOCKS5 password in clear, or not sealed")
+	}
 	s := sandboxNet{t, c, ctx, sb.SandboxID}
 	echo := fmt.Sprintf("echo tunnelled | timeout 10 nc %s %d", fakenet.Servers[0], fakenet.EchoPort)
 	if res := s.run(echo); !strings.Contains(res.Stdout, "hello from "+fakenet.Servers[0]) || !strings.Contains(res.Stdout, "tunnelled") {
