@@ -259,6 +259,23 @@ func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref string
 	return snap, &b, nil
 }
 
+// builtTemplateID turns a list's template filter that names one of the
+// team's built templates (by name or id) into its id: the id its
+// sandboxes report. Anything else is left as it is.
+func (s *templateBuildRoutes) builtTemplateID(ctx context.Context, team, ref string) (string, error) {
+	if s == nil || s.builds == nil || ref == "" {
+		return ref, nil
+	}
+	_, b, ok, err := s.builds.Resolve(ctx, team, ref)
+	if errdefs.IsNotFound(err) || (err == nil && !ok) {
+		return ref, nil
+	}
+	if err != nil {
+		return ref, err
+	}
+	return b.TemplateID, nil
+}
+
 // started runs a built template's start command in a sandbox just made
 // from it; a start that never gets ready deletes the sandbox.
 func (s *templateBuildRoutes) started(ctx context.Context, team, id string, b *store.TemplateBuild, del func(ctx context.Context, team, id string) error) error {
