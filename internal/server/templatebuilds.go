@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
 	"github.com/warrenhq/warren/internal/tplbuild"
@@ -29,6 +30,7 @@ type TemplateBuilds interface {
 	Delete(ctx context.Context, team, ref string) error
 	Cache(ctx context.Context, team string) ([]tplbuild.CacheEntry, error)
 	Start(ctx context.Context, team, sandboxID string, b store.TemplateBuild) error
+	List(ctx context.Context, team string) ([]tplbuild.Summary, error)
 }
 
 // templateBuildRoutes serve E2B's template build API.
@@ -307,4 +309,24 @@ func (s *templateBuildRoutes) deleteBuilt(w http.ResponseWriter, r *http.Request
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return true
+}
+
+// listed is the team's built templates as GET /templates lists them,
+// beside the server's own: E2B's list names a template's id, its alias,
+// its last build and that build's status.
+func (s *templateBuildRoutes) listed(ctx context.Context, team string) ([]client.Template, error) {
+	if s == nil || s.builds == nil {
+		return nil, nil
+	}
+	sums, err := s.builds.List(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Template, 0, len(sums))
+	for _, t := range sums {
+		out = append(out, client.Template{TemplateID: t.ID, Source: "build", CreatedAt: t.CreatedAt,
+			Aliases: []string{t.Name}, Names: []string{t.Name}, Tags: t.Tags, BuildID: t.LastBuildID,
+			BuildStatus: t.LastStatus, BuildCount: t.Builds, CachedSteps: t.CachedSteps})
+	}
+	return out, nil
 }

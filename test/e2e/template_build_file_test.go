@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -57,6 +58,16 @@ func TestTemplateBuildFile(t *testing.T) {
 	}
 	if cache := d.mustCLI("template", "cache"); strings.Count(cache, "\n") < 6 {
 		t.Errorf("warren template cache lists fewer than five entries:\n%s", cache)
+	}
+	// template ls shows the built template beside the server's own: its
+	// last build ready with all five steps cached, two builds, tag v1
+	// (and the default tag the CLI gives every build).
+	ls := d.mustCLI("template", "ls")
+	if !regexp.MustCompile(`(?m)^from-file\s+build tpl\S+: ready, 5 cached steps, 2 builds, tags (default,)?v1`).MatchString(ls) || !strings.Contains(ls, "mini") {
+		t.Errorf("warren template ls:\n%s", ls)
+	}
+	if sb.TemplateID == "from-file" || !strings.HasPrefix(sb.TemplateID, "tpl") {
+		t.Errorf("a sandbox of from-file:v1 reports template %q, want the template's id", sb.TemplateID)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"fromTemplate": "mini", "steps": [{"type": "FROB", "args": ["x"]}]}`), 0o644); err != nil {

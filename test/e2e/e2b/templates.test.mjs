@@ -82,6 +82,8 @@ describe('templates', () => {
       const found = await get(`/v2/sandboxes?template=${ref}`)
       assert.deepEqual(found.map((s) => s.sandboxID), [sbx.sandboxId], `template=${ref}`)
     }
+    const listed = (await get('/templates')).find((t) => t.templateID === tplID)
+    assert.deepEqual([listed.aliases, listed.buildStatus, listed.tags], [[name], 'ready', ['v1']])
     // The build's sandbox is gone: only its snapshots outlive it.
     const left = await Sandbox.list({ query: { metadata: { 'warren.template': name } } }).nextItems()
     assert.deepEqual(left, [])
