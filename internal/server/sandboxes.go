@@ -198,6 +198,7 @@ func (s *sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.detailOf(rec)
+	s.builtTemplates.addAlias(r.Context(), rec.Team, &d.Sandbox)
 	if evs, err := s.records.Events(r.Context(), rec.Team, rec.ID, 0, 0); err == nil {
 		if len(evs) > recentEvents {
 			evs = evs[len(evs)-recentEvents:]

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/client"
@@ -329,4 +330,21 @@ func (s *templateBuildRoutes) listed(ctx context.Context, team string) ([]client
 			BuildStatus: t.LastStatus, BuildCount: t.Builds, CachedSteps: t.CachedSteps})
 	}
 	return out, nil
+}
+
+// addAlias gives a sandbox of a built template its alias, the template's
+// name, as E2B's GET /sandboxes/{id} does (the SDK's getInfo().name).
+func (s *templateBuildRoutes) addAlias(ctx context.Context, team string, sb *client.Sandbox) {
+	if s == nil || s.builds == nil || !strings.HasPrefix(sb.TemplateID, "tpl") {
+		return
+	}
+	sums, err := s.builds.List(ctx, team)
+	if err != nil {
+		return // the alias is a courtesy: the sandbox's answer stands
+	}
+	for _, t := range sums {
+		if t.ID == sb.TemplateID {
+			sb.Alias = t.Name
+		}
+	}
 }

@@ -77,7 +77,8 @@ describe('templates', () => {
     const get = async (path) => JSON.parse((await rawRequest({ path, headers: { 'X-API-Key': apiKey } })).body)
     const tplID = (await get(`/templates/aliases/${name}`)).templateID
     assert.match(tplID, /^tpl/)
-    assert.equal((await sbx.getInfo()).templateId, tplID)
+    const info = await sbx.getInfo()
+    assert.deepEqual([info.templateId, info.name], [tplID, name])
     for (const ref of [name, tplID]) {
       const found = await get(`/v2/sandboxes?template=${ref}`)
       assert.deepEqual(found.map((s) => s.sandboxID), [sbx.sandboxId], `template=${ref}`)
