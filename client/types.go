@@ -299,6 +299,18 @@ type Template struct {
 	// Devices are the host devices (CDI names) its sandboxes get when
 	// their create asks for none.
 	Devices []string `json:"devices,omitempty"`
+	// A template built from steps (source "build", E2B's Template SDK)
+	// has its aliases (its name), tags, last build and that build's
+	// status, how many builds it had and how many steps of the last one
+	// came from the step cache.
+	Aliases []string `json:"aliases,omitempty"`
+	Names   []string `json:"names,omitempty"` // as E2B's: the aliases again
+	Tags    []string `json:"tags,omitempty"`
+	BuildID string   `json:"buildID,omitempty"`
+	// BuildStatus: waiting, building, ready or error.
+	BuildStatus string `json:"buildStatus,omitempty"`
+	BuildCount  int    `json:"buildCount,omitempty"`
+	CachedSteps int    `json:"cachedSteps,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/warrenhq/warren/client"
@@ -37,6 +40,10 @@ func templateListCmd(a *app) *cobra.Command {
 			tw := newTable(a.out)
 			row(tw, "NAME", "SOURCE", "SIZE", "RUNTIME", "SUDO", "CREATED")
 			for _, t := range ts {
+				if len(t.Aliases) > 0 { // built from steps
+					row(tw, t.Aliases[0], builtSource(t), "-", "-", "-", fmtTime(t.CreatedAt))
+					continue
+				}
 				row(tw, t.TemplateID, orDash(t.Source), fmtBytes(t.SizeBytes), orDash(t.Runtime), sudoColumn(t.NoNewPrivileges), fmtTime(t.CreatedAt))
 			}
 			return tw.Flush()
@@ -65,4 +72,14 @@ func sudoColumn(noNewPrivileges bool) string {
 		return "off"
 	}
 	return "on"
+}
+
+// builtSource describes a template built from steps: its id, last
+// build's status and cache hits, build count and tags.
+func builtSource(t client.Template) string {
+	s := fmt.Sprintf("build %s: %s, %d cached steps, %d builds", t.TemplateID, orDash(t.BuildStatus), t.CachedSteps, t.BuildCount)
+	if len(t.Tags) > 0 {
+		s += ", tags " + strings.Join(t.Tags, ",")
+	}
+	return s
 }

@@ -12,6 +12,8 @@ type adminRoutes struct {
 	templates Templates
 	keys      Keys
 	authz     *authCache
+	// built lists the team's templates built from steps.
+	built *templateBuildRoutes
 }
 
 func (s *adminRoutes) listTemplates(w http.ResponseWriter, r *http.Request) {
@@ -24,6 +26,12 @@ func (s *adminRoutes) listTemplates(w http.ResponseWriter, r *http.Request) {
 	for _, t := range ts {
 		out = append(out, client.Template{TemplateID: t.Name, Source: t.Source, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Runtime: t.Runtime, NoNewPrivileges: t.NoNewPrivileges, Devices: t.Devices})
 	}
+	built, err := s.built.listed(r.Context(), teamOf(r))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out = append(out, built...)
 	writeJSON(w, http.StatusOK, out)
 }
 

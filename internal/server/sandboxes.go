@@ -120,6 +120,9 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if built != nil {
+		req.TemplateLabel = built.TemplateID
+	}
 	rec, replayed, err := s.records.CreateOnce(r.Context(), req)
 	if err == nil && !replayed {
 		err = s.builtTemplates.started(r.Context(), req.Team, rec.ID, built, s.records.Delete)
@@ -195,6 +198,7 @@ func (s *sandboxRoutes) getSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := s.detailOf(rec)
+	s.builtTemplates.addAlias(r.Context(), rec.Team, &d.Sandbox)
 	if evs, err := s.records.Events(r.Context(), rec.Team, rec.ID, 0, 0); err == nil {
 		if len(evs) > recentEvents {
 			evs = evs[len(evs)-recentEvents:]
@@ -244,6 +248,9 @@ func (s *sandboxRoutes) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, err := sandboxFilterOf(r.URL.Query())
+	if err == nil {
+		f.Template, err = s.builtTemplates.builtTemplateID(r.Context(), teamOf(r), f.Template)
+	}
 	if err != nil {
 		writeError(w, r, err)
 		return

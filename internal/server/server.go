@@ -175,6 +175,7 @@ func New(deps Deps) *Server {
 	s.secrets = &secretRoutes{secrets: deps.Secrets}
 	s.tplbuilds = &templateBuildRoutes{builds: deps.TemplateBuilds, maxUpload: maxUpload}
 	s.sandboxes.builtTemplates = s.tplbuilds
+	s.admin.built = s.tplbuilds
 	s.snapshots.deleteBuilt = s.tplbuilds.deleteBuilt
 	mover, _ := deps.Sessions.(Mover)
 	s.moves = &moveRoutes{sandboxViews: views, mover: mover, snapshots: s.snapshots}

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/store"
 	"github.com/warrenhq/warren/internal/tplbuild"
@@ -29,6 +31,7 @@ type TemplateBuilds interface {
 	Delete(ctx context.Context, team, ref string) error
 	Cache(ctx context.Context, team string) ([]tplbuild.CacheEntry, error)
 	Start(ctx context.Context, team, sandboxID string, b store.TemplateBuild) error
+	List(ctx context.Context, team string) ([]tplbuild.Summary, error)
 }
 
 // templateBuildRoutes serve E2B's template build API.
@@ -259,6 +262,23 @@ func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref string
 	return snap, &b, nil
 }
 
+// builtTemplateID turns a list's template filter that names one of the
+// team's built templates (by name or id) into its id: the id its
+// sandboxes report. Anything else is left as it is.
+func (s *templateBuildRoutes) builtTemplateID(ctx context.Context, team, ref string) (string, error) {
+	if s == nil || s.builds == nil || ref == "" {
+		return ref, nil
+	}
+	_, b, ok, err := s.builds.Resolve(ctx, team, ref)
+	if errdefs.IsNotFound(err) || (err == nil && !ok) {
+		return ref, nil
+	}
+	if err != nil {
+		return ref, err
+	}
+	return b.TemplateID, nil
+}
+
 // started runs a built template's start command in a sandbox just made
 // from it; a start that never gets ready deletes the sandbox.
 func (s *templateBuildRoutes) started(ctx context.Context, team, id string, b *store.TemplateBuild, del func(ctx context.Context, team, id string) error) error {
@@ -290,4 +310,41 @@ func (s *templateBuildRoutes) deleteBuilt(w http.ResponseWriter, r *http.Request
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return true
+}
+
+// listed is the team's built templates as GET /templates lists them,
+// beside the server's own: E2B's list names a template's id, its alias,
+// its last build and that build's status.
+func (s *templateBuildRoutes) listed(ctx context.Context, team string) ([]client.Template, error) {
+	if s == nil || s.builds == nil {
+		return nil, nil
+	}
+	sums, err := s.builds.List(ctx, team)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Template, 0, len(sums))
+	for _, t := range sums {
+		out = append(out, client.Template{TemplateID: t.ID, Source: "build", CreatedAt: t.CreatedAt,
+			Aliases: []string{t.Name}, Names: []string{t.Name}, Tags: t.Tags, BuildID: t.LastBuildID,
+			BuildStatus: t.LastStatus, BuildCount: t.Builds, CachedSteps: t.CachedSteps})
+	}
+	return out, nil
+}
+
+// addAlias gives a sandbox of a built template its alias, the template's
+// name, as E2B's GET /sandboxes/{id} does (the SDK's getInfo().name).
+func (s *templateBuildRoutes) addAlias(ctx context.Context, team string, sb *client.Sandbox) {
+	if s == nil || s.builds == nil || !strings.HasPrefix(sb.TemplateID, "tpl") {
+		return
+	}
+	sums, err := s.builds.List(ctx, team)
+	if err != nil {
+		return // the alias is a courtesy: the sandbox's answer stands
+	}
+	for _, t := range sums {
+		if t.ID == sb.TemplateID {
+			sb.Alias = t.Name
+		}
+	}
 }

@@ -62,6 +62,10 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 	if err := settleTemplate(tmpl, &req, &rec, &spec); err != nil {
 		return store.Sandbox{}, err
 	}
+	if req.TemplateLabel != "" && spec.Snapshot != "" {
+		// Set after settling: the root template decides the runtime.
+		rec.Template = req.TemplateLabel
+	}
 	timeout := l.cfg.DefaultTimeout
 	if req.Timeout != nil {
 		timeout = *req.Timeout

@@ -196,6 +196,10 @@ type VolumeResolver interface {
 type CreateRequest struct {
 	Team     string
 	Template string
+	// TemplateLabel, when Template names a built template's snapshot
+	// (internal/tplbuild), is the template the sandbox reports: the built
+	// template's id rather than the snapshot's root template.
+	TemplateLabel string
 	// Timeout is the run timeout; nil means the default, 0 means never.
 	Timeout  *time.Duration
 	Metadata map[string]string

@@ -46,6 +46,7 @@ type runner struct {
 // run builds b and records how it ended.
 func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate, b store.TemplateBuild, spec Spec, tags []string, l *buildLog) {
 	r := &runner{s: s, team: team, tmpl: tmpl, build: b, log: l, steps: spec.Steps, user: defaultUser, workdir: defaultWorkdir, env: map[string]string{}}
+	defer s.saveLog(b.ID, l) // after the last line is logged
 	start := time.Now()
 	l.add("info", "base", "Building template %s (build %s) from %s", tmpl.Name, b.ID, orBase(spec))
 	snap, cached, err := r.runAll(ctx, spec)

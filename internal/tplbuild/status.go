@@ -94,6 +94,9 @@ func (s *Service) Status(ctx context.Context, team, templateID, buildID string, 
 	s.mu.Lock()
 	l := s.logs[b.ID]
 	s.mu.Unlock()
+	if l == nil && (b.Status == StatusReady || b.Status == StatusError) {
+		l = s.loadLog(b.ID) // finished before the server restarted
+	}
 	if l != nil {
 		st.LogEntries = l.from(logsOffset)
 		for _, e := range st.LogEntries {

@@ -2,12 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/warrenhq/warren/client"
+	"github.com/warrenhq/warren/internal/tplbuild"
 )
 
 // TestTemplateBuildFile builds a template from steps with the CLI, as the
@@ -58,6 +63,16 @@ func TestTemplateBuildFile(t *testing.T) {
 	if cache := d.mustCLI("template", "cache"); strings.Count(cache, "\n") < 6 {
 		t.Errorf("warren template cache lists fewer than five entries:\n%s", cache)
 	}
+	// template ls shows the built template beside the server's own: its
+	// last build ready with all five steps cached, two builds, tag v1
+	// (and the default tag the CLI gives every build).
+	ls := d.mustCLI("template", "ls")
+	if !regexp.MustCompile(`(?m)^from-file\s+build tpl\S+: ready, 5 cached steps, 2 builds, tags (default,)?v1`).MatchString(ls) || !strings.Contains(ls, "mini") {
+		t.Errorf("warren template ls:\n%s", ls)
+	}
+	if sb.TemplateID == "from-file" || !strings.HasPrefix(sb.TemplateID, "tpl") {
+		t.Errorf("a sandbox of from-file:v1 reports template %q, want the template's id", sb.TemplateID)
+	}
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"fromTemplate": "mini", "steps": [{"type": "FROB", "args": ["x"]}]}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -65,4 +80,36 @@ func TestTemplateBuildFile(t *testing.T) {
 	if _, errOut, code := d.cli("", "template", "build", "bad-one", "--file", bad); code == 0 || !strings.Contains(errOut, "unknown step type") {
 		t.Errorf("an unknown step type: exit %d, %s", code, errOut)
 	}
+	buildLogAfterRestart(t, d)
+}
+
+// buildLogAfterRestart: a finished build's status still shows its log
+// after the daemon restarts (the log is kept on disk, not only in memory).
+func buildLogAfterRestart(t *testing.T, d *daemon) {
+	ctx := context.Background()
+	d.stop(syscall.SIGTERM)
+	d.start()
+	ts, err := d.client().Templates.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tpl := range ts {
+		if len(tpl.Aliases) == 0 || tpl.Aliases[0] != "from-file" {
+			continue
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+d.addr+"/templates/"+tpl.TemplateID+"/builds/"+tpl.BuildID+"/status", nil)
+		req.Header.Set("X-API-Key", d.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st tplbuild.Status
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Status != "ready" || len(st.LogEntries) < 6 ||
+			!strings.Contains(st.LogEntries[len(st.LogEntries)-1].Message, "Build finished") {
+			t.Fatalf("status after a restart: %d %+v %v", resp.StatusCode, st, err)
+		}
+		return
+	}
+	t.Fatalf("no from-file in GET /templates: %+v", ts)
 }

@@ -72,6 +72,19 @@ describe('templates', () => {
     assert.equal((await sbx.commands.run('/home/user/app/run.sh')).stdout, 'ran\n')
     assert.equal((await sbx.commands.run('echo "$GREETING|$QUOTED"')).stdout, "hi there|it's $HOME\n")
     assert.equal((await sbx.commands.run('stat -c %U /home/user/app/version.txt')).stdout, 'user\n')
+    // The sandbox reports the template's id (not its build's snapshot),
+    // and a list filtered by the template's name or id finds it.
+    const get = async (path) => JSON.parse((await rawRequest({ path, headers: { 'X-API-Key': apiKey } })).body)
+    const tplID = (await get(`/templates/aliases/${name}`)).templateID
+    assert.match(tplID, /^tpl/)
+    const info = await sbx.getInfo()
+    assert.deepEqual([info.templateId, info.name], [tplID, name])
+    for (const ref of [name, tplID]) {
+      const found = await get(`/v2/sandboxes?template=${ref}`)
+      assert.deepEqual(found.map((s) => s.sandboxID), [sbx.sandboxId], `template=${ref}`)
+    }
+    const listed = (await get('/templates')).find((t) => t.templateID === tplID)
+    assert.deepEqual([listed.aliases, listed.buildStatus, listed.tags], [[name], 'ready', ['v1']])
     // The build's sandbox is gone: only its snapshots outlive it.
     const left = await Sandbox.list({ query: { metadata: { 'warren.template': name } } }).nextItems()
     assert.deepEqual(left, [])
