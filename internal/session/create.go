@@ -262,11 +262,46 @@ func (l *lifecycle) started(ctx context.Context, rec store.Sandbox, spec sandbox
 // template without one (not built, or removed since a snapshot was taken
 // from it) gives a zero record: the storage answers for the volume itself.
 func (l *lifecycle) templateOf(ctx context.Context, name string) (store.Template, error) {
-	t, err := l.store.GetTemplate(ctx, name)
-	if errdefs.IsNotFound(err) {
-		return store.Template{}, nil
+	// A built template (internal/tplbuild) is no row of the templates
+	// table: its sandboxes, and snapshots of them, name it, and what they
+	// must inherit (a required runtime, devices) is its root template's,
+	// reached through its newest ready build's snapshot. The hops are
+	// bounded: a build's parent may itself be a built template.
+	for hop := 0; hop < 8; hop++ {
+		t, err := l.store.GetTemplate(ctx, name)
+		if !errdefs.IsNotFound(err) {
+			return t, err
+		}
+		next, err := builtTemplateParent(ctx, l.store, name)
+		if err != nil || next == "" {
+			return store.Template{}, err
+		}
+		name = next
 	}
-	return t, err
+	return store.Template{}, nil
+}
+
+// builtTemplateParent is the template a built template's newest ready
+// build started from, or "" when name is no built template.
+func builtTemplateParent(ctx context.Context, st lifecycleStore, name string) (string, error) {
+	builds, err := st.ListTemplateBuilds(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range builds { // newest first
+		if b.Status != "ready" || b.SnapshotID == "" {
+			continue
+		}
+		snap, err := st.GetSnapshot(ctx, b.SnapshotID)
+		if errdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return snap.Template, nil
+	}
+	return "", nil
 }
 
 // snapshotAsSource resolves a create's templateID that names one of the

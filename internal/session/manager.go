@@ -75,6 +75,7 @@ type Store interface {
 	ForgetIdempotencyKey(ctx context.Context, team, key string) error
 	CreateSandboxRecorded(ctx context.Context, sb store.Sandbox, edge store.LineageEdge, ev store.Event) error
 	GetTemplate(ctx context.Context, name string) (store.Template, error)
+	ListTemplateBuilds(ctx context.Context, templateID string) ([]store.TemplateBuild, error)
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
 	SandboxVolumeMounts(ctx context.Context, sandboxID string) ([]store.VolumeMount, error)
 	ListSandboxes(ctx context.Context, f store.SandboxFilter) ([]store.Sandbox, error)

@@ -60,6 +60,7 @@ type lifecycleStore interface {
 	GetSandbox(ctx context.Context, id string) (store.Sandbox, error)
 	GetSnapshot(ctx context.Context, id string) (store.Snapshot, error)
 	GetTemplate(ctx context.Context, name string) (store.Template, error)
+	ListTemplateBuilds(ctx context.Context, templateID string) ([]store.TemplateBuild, error)
 	SetSandboxEndAt(ctx context.Context, id string, endAt time.Time) error
 	SetSandboxLimits(ctx context.Context, id string, memoryBytes, cpuMillis, pids int64) error
 	SetSandboxQuota(ctx context.Context, id string, bytes int64) error
