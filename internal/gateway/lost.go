@@ -40,6 +40,9 @@ func (g *Gateway) serveLost(w http.ResponseWriter, r *http.Request, rt route, k 
 		return false
 	}
 	switch {
+	case g.restores.restoredElsewhere(r.Context(), rt.id, lost):
+		// Another gateway restored it; this one's cache has not caught up.
+		return false
 	case isRestorePath(r, rt.id):
 		began := time.Now()
 		node, err := g.restores.restore(r.Context(), rt.id, lost)
@@ -56,6 +59,26 @@ func (g *Gateway) serveLost(w http.ResponseWriter, r *http.Request, rt route, k 
 		// it may come back.
 		writeError(w, fmt.Errorf("%s: %w", lostMessage(rt.id, lost), errdefs.ErrUnavailable))
 	}
+	return true
+}
+
+// restoredElsewhere reports whether a sandbox this gateway's cache shows
+// Lost was restored through another gateway, which points its objects at
+// the new node before that node reports the sandbox running: the cached
+// object, else a read of the API server (only on this rare path), names
+// another node. The memo then routes to it.
+func (rs *restorer) restoredElsewhere(ctx context.Context, id string, lost *warrenv1.Sandbox) bool {
+	if rs == nil {
+		return false
+	}
+	node := lost.Spec.NodeName
+	if node == "" || node == lost.Status.Node {
+		node = rs.moves.currentNode(ctx, id, lost.Status.Node)
+	}
+	if node == "" || node == lost.Status.Node {
+		return false
+	}
+	rs.memo.put(sandboxKey(id), node)
 	return true
 }
 

@@ -198,6 +198,26 @@ func (m *mover) repoint(ctx context.Context, id, node string) {
 	}
 }
 
+// currentNode is the node sandbox id's objects point at in the API server
+// now, when one points elsewhere than lost (a restore's repoint); "" when
+// none does or the read fails.
+func (m *mover) currentNode(ctx context.Context, id, lost string) string {
+	if m == nil || m.keys == nil || m.keys.api == nil {
+		return ""
+	}
+	var objs warrenv1.SandboxList
+	if err := m.keys.api.List(ctx, &objs, client.InNamespace(m.keys.namespace), client.MatchingLabels{fleet.LabelSandboxID: id}); err != nil {
+		m.log.Warn("read the Sandbox objects of a Lost sandbox", "sandbox", id, "err", err)
+		return ""
+	}
+	for _, o := range objs.Items {
+		if n := o.Spec.NodeName; n != "" && n != lost {
+			return n
+		}
+	}
+	return ""
+}
+
 // fleetMover moves sandboxes off their node for the controller's drains,
 // as warren node drain does through the gateway: the mover's own path,
 // with the fleet's admin key (a drain has no caller).
