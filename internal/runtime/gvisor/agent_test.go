@@ -122,7 +122,9 @@ func TestAgentInGVisor(t *testing.T) {
 	// Hibernation: a process the agent started keeps its memory across a
 	// stopping checkpoint and a restore, and the restored agent dials in on
 	// the same listener.
-	run(conn, "(i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.05; done) >/dev/null 2>&1 &")
+	// The counter is renamed into place: a read never sees the file between
+	// its truncation and its write (a CI run read it empty once).
+	run(conn, "(i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.05; done) >/dev/null 2>&1 &")
 	time.Sleep(300 * time.Millisecond)
 	img := filepath.Join(t.TempDir(), "img")
 	if _, err := r.Checkpoint(ctx, spec.ID, img, true); err != nil {
