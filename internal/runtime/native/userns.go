@@ -100,7 +100,15 @@ func unmountAll(path string) error {
 
 func mkdir0711(paths ...string) error {
 	for _, p := range paths {
-		if err := os.Mkdir(p, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		err := os.Mkdir(p, 0o711)
+		// The runtime's directory goes with its last sandbox (remove), which
+		// may race with this start: make the parents again and retry.
+		for try := 0; errors.Is(err, os.ErrNotExist) && try < 3; try++ {
+			if err = os.MkdirAll(filepath.Dir(p), 0o711); err == nil {
+				err = os.Mkdir(p, 0o711)
+			}
+		}
+		if err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("make %s: %w", p, err)
 		}
 		// MkdirAll's umask or an older mode must not leave it unsearchable.
