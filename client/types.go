@@ -311,6 +311,10 @@ type Template struct {
 	BuildStatus string `json:"buildStatus,omitempty"`
 	BuildCount  int    `json:"buildCount,omitempty"`
 	CachedSteps int    `json:"cachedSteps,omitempty"`
+	// StartMode: for a built template with a start command, whether it is
+	// snapshotted with memory (its sandboxes restore it running) or run
+	// at each create.
+	StartMode string `json:"startMode,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

@@ -228,6 +228,7 @@ func templateBuildCmd(a *app) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file.file != "" {
+				file.runtime = runtimeName
 				return file.run(cmd, a, args[0])
 			}
 			cfg := config.Default()
@@ -268,7 +269,7 @@ func templateBuildCmd(a *app) *cobra.Command {
 	f.BoolVar(&src.Busybox, "busybox", false, "a minimal tree from the host's busybox-static")
 	f.BoolVar(&replace, "replace", false, "replace an existing template of that name")
 	f.StringVar(&storageB, "storage", "", "storage backend (must match the daemon's)")
-	f.StringVar(&runtimeName, "runtime", "", "runtime every sandbox of this template must run on (native or gvisor; default: any, the create's or the server's)")
+	f.StringVar(&runtimeName, "runtime", "", "runtime every sandbox of this template must run on (native or gvisor; default: any, the create's or the server's); with --file: the build's runtime (gvisor snapshots the start command with memory)")
 	f.BoolVar(&noNewPrivs, "no-new-privileges", false, "start every sandbox of this template with no_new_privs: sudo and other setuid binaries fail in it (docs/security.md)")
 	f.StringArrayVar(&devs, "device", nil, "a host device (CDI name) every sandbox of this template gets unless its create asks for others (repeatable; docs/devices.md)")
 	return cmd

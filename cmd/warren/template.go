@@ -81,5 +81,8 @@ func builtSource(t client.Template) string {
 	if len(t.Tags) > 0 {
 		s += ", tags " + strings.Join(t.Tags, ",")
 	}
+	if t.StartMode != "" {
+		s += ", " + t.StartMode
+	}
 	return s
 }

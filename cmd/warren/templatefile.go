@@ -30,6 +30,8 @@ type fileBuild struct {
 	file    string
 	context string
 	tags    []string
+	// runtime (--runtime) overrides the file's "runtime".
+	runtime string
 }
 
 func (f *fileBuild) flags(cmd *cobra.Command) {
@@ -50,6 +52,9 @@ func (f *fileBuild) run(cmd *cobra.Command, a *app, name string) error {
 	}
 	if f.context == "" {
 		f.context = filepath.Dir(f.file)
+	}
+	if f.runtime != "" {
+		spec.Runtime = f.runtime
 	}
 	a.client() // reads the admin key when none was given
 	ctx := cmd.Context()

@@ -116,7 +116,8 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		req.DiskBytes = l.DiskMB << 20
 	}
 	var built *store.TemplateBuild
-	if req.Template, built, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template); err != nil {
+	var warm bool
+	if req.Template, built, warm, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template, req.Runtime); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -124,7 +125,7 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 		req.TemplateLabel = built.TemplateID
 	}
 	rec, replayed, err := s.records.CreateOnce(r.Context(), req)
-	if err == nil && !replayed {
+	if err == nil && !replayed && !warm {
 		err = s.builtTemplates.started(r.Context(), req.Team, rec.ID, built, s.records.Delete)
 	}
 	if err != nil {

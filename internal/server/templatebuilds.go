@@ -31,6 +31,7 @@ type TemplateBuilds interface {
 	Delete(ctx context.Context, team, ref string) error
 	Cache(ctx context.Context, team string) ([]tplbuild.CacheEntry, error)
 	Start(ctx context.Context, team, sandboxID string, b store.TemplateBuild) error
+	StartSource(ctx context.Context, team string, b store.TemplateBuild, runtime string) (string, bool)
 	List(ctx context.Context, team string) ([]tplbuild.Summary, error)
 }
 
@@ -250,16 +251,20 @@ func (s *templateBuildRoutes) stepCache(w http.ResponseWriter, r *http.Request) 
 
 // resolveBuilt turns a create's templateID that names one of the team's
 // built templates into the snapshot its build left, and the build (for
-// its start command); anything else is left as it is.
-func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref string) (string, *store.TemplateBuild, error) {
+// its start command); anything else is left as it is. A build whose start
+// command was snapshotted with memory starts from that snapshot (on the
+// runtime that saved it, unless the create asks for another): warm, its
+// server running, there is no start command to run.
+func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref, runtime string) (string, *store.TemplateBuild, bool, error) {
 	if s == nil || s.builds == nil || ref == "" {
-		return ref, nil, nil
+		return ref, nil, false, nil
 	}
-	snap, b, ok, err := s.builds.Resolve(ctx, team, ref)
+	_, b, ok, err := s.builds.Resolve(ctx, team, ref)
 	if err != nil || !ok {
-		return ref, nil, err
+		return ref, nil, false, err
 	}
-	return snap, &b, nil
+	snap, warm := s.builds.StartSource(ctx, team, b, runtime)
+	return snap, &b, warm, nil
 }
 
 // builtTemplateID turns a list's template filter that names one of the
@@ -327,7 +332,7 @@ func (s *templateBuildRoutes) listed(ctx context.Context, team string) ([]client
 	for _, t := range sums {
 		out = append(out, client.Template{TemplateID: t.ID, Source: "build", CreatedAt: t.CreatedAt,
 			Aliases: []string{t.Name}, Names: []string{t.Name}, Tags: t.Tags, BuildID: t.LastBuildID,
-			BuildStatus: t.LastStatus, BuildCount: t.Builds, CachedSteps: t.CachedSteps})
+			BuildStatus: t.LastStatus, BuildCount: t.Builds, CachedSteps: t.CachedSteps, StartMode: t.StartMode})
 	}
 	return out, nil
 }

@@ -106,7 +106,28 @@ func (l *lifecycle) Create(ctx context.Context, req CreateRequest) (store.Sandbo
 		l.fail(bg, rec.ID, err.Error())
 		return store.Sandbox{}, fmt.Errorf("create sandbox: %w", err)
 	}
+	if err := restoredEnv(ctx, l, rec, spec, sb); err != nil {
+		return store.Sandbox{}, err
+	}
 	return l.started(ctx, rec, spec, sb)
+}
+
+// restoredEnv gives a sandbox restored from memory its own variables: its
+// agent came back with the environment of the sandbox the memory was
+// saved from (a template's build sandbox has none of the create's). A
+// fork's are its parent's, so setting them again changes nothing. If that
+// fails the sandbox goes. (A function: lifecycle has methods enough.)
+func restoredEnv(ctx context.Context, l *lifecycle, rec store.Sandbox, spec sandbox.Spec, sb *sandbox.Sandbox) error {
+	if spec.MemoryFrom == "" || spec.Hibernate || len(rec.Env) == 0 {
+		return nil
+	}
+	if err := l.host.SetEnv(ctx, sb, rec.Env); err != nil {
+		bg := context.WithoutCancel(ctx)
+		_ = l.host.Destroy(bg, rec.ID, sb.Agent)
+		l.fail(bg, rec.ID, "set its env after the restore: "+err.Error())
+		return fmt.Errorf("set the env of sandbox %s restored from memory: %w", rec.ID, err)
+	}
+	return nil
 }
 
 // settleTemplate applies what the template asks of its sandboxes: the

@@ -50,6 +50,7 @@ type lifecycleHost interface {
 	Wake(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
 	PowerOff(ctx context.Context, id string) error
 	ColdBoot(ctx context.Context, spec sandbox.Spec, conn *agentconn.Conn) (time.Duration, error)
+	SetEnv(ctx context.Context, sb *sandbox.Sandbox, env map[string]string) error
 }
 
 // lifecycleStore is what the lifecycle needs of the store.

@@ -310,6 +310,13 @@ var migrations = []string{
 	// 64
 	`CREATE TABLE template_step_cache (team TEXT NOT NULL, key TEXT NOT NULL, snapshot_id TEXT NOT NULL,
 		bytes INTEGER NOT NULL DEFAULT 0, last_used INTEGER NOT NULL, PRIMARY KEY (team, key))`,
+	// 65: kept for another branch's migration (a merge puts it here).
+	`SELECT 1`,
+	// 66: a template build's start command snapshotted with memory (on a
+	// runtime that saves memory: gvisor): the snapshot its sandboxes
+	// restore, and the runtime the build ran on.
+	`ALTER TABLE template_builds ADD COLUMN memory_snapshot_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE template_builds ADD COLUMN runtime TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

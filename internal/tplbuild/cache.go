@@ -55,9 +55,15 @@ func (s *Service) inUse(ctx context.Context, team string) (map[string]bool, erro
 	return used, nil
 }
 
-// evict drops the least recently used cache entries (and their snapshots)
-// while the team's cache holds more than MaxCacheBytes.
+// evict drops the memory snapshots of builds no create reaches any more,
+// and the least recently used cache entries (and their snapshots) while
+// the team's cache holds more than MaxCacheBytes.
 func (s *Service) evict(ctx context.Context, team string) {
+	if tmpls, err := s.cfg.Store.ListBuiltTemplates(ctx, team); err == nil {
+		for _, t := range tmpls {
+			s.dropMemory(ctx, team, t, false)
+		}
+	}
 	entries, err := s.Cache(ctx, team)
 	if err != nil {
 		s.cfg.Log.Warn("list the step cache", "team", team, "err", err)

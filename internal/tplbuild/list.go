@@ -15,6 +15,9 @@ type Summary struct {
 	LastBuildID string
 	LastStatus  string
 	CachedSteps int
+	// StartMode: how the last ready build's sandboxes get its start
+	// command running (StartMemory, StartEachCreate; "" none).
+	StartMode string
 }
 
 // List summarizes the team's built templates.
@@ -33,6 +36,12 @@ func (s *Service) List(ctx context.Context, team string) ([]Summary, error) {
 		sum.Builds = len(builds)
 		if len(builds) > 0 { // newest first
 			sum.LastBuildID, sum.LastStatus, sum.CachedSteps = builds[0].ID, builds[0].Status, builds[0].CachedSteps
+		}
+		for _, b := range builds {
+			if b.Status == StatusReady {
+				sum.StartMode = StartMode(b)
+				break
+			}
 		}
 		tags, err := s.cfg.Store.ListTemplateTags(ctx, t.ID)
 		if err != nil {

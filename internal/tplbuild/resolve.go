@@ -130,11 +130,13 @@ func (s *Service) Tags(ctx context.Context, team, ref string) ([]store.TemplateT
 }
 
 // Delete forgets the team's template (by id or name) and its builds. The
-// builds' snapshots stay in the step cache until evicted.
+// builds' files snapshots stay in the step cache until evicted; their
+// snapshots with memory belong to them alone and go now.
 func (s *Service) Delete(ctx context.Context, team, ref string) error {
 	tmpl, err := s.template(ctx, team, ref)
 	if err != nil {
 		return err
 	}
+	s.dropMemory(ctx, team, tmpl, true)
 	return s.cfg.Store.DeleteBuiltTemplate(ctx, tmpl.ID)
 }

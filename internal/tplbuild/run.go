@@ -38,6 +38,8 @@ type runner struct {
 	log     *buildLog
 	steps   []Step
 	sandbox string // "" until one is started
+	runtime string // the build sandbox's runtime
+	memSnap string // the snapshot with memory after the start command
 	user    string
 	workdir string
 	env     map[string]string
@@ -52,6 +54,7 @@ func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate
 	snap, cached, err := r.runAll(ctx, spec)
 	r.cleanup()
 	b.FinishedAt, b.CachedSteps, b.User, b.Workdir = time.Now().UTC(), cached, r.user, r.workdir
+	b.Runtime, b.MemorySnapshotID = r.runtime, r.memSnap
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
 		b.Status, b.Reason = StatusError, err.Error()
@@ -105,7 +108,7 @@ func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
 	if last != "" {
 		source = last
 	}
-	if err := r.start(ctx, source); err != nil {
+	if err := r.start(ctx, source, spec.Runtime); err != nil {
 		return "", cached, err
 	}
 	snap := last
@@ -181,17 +184,17 @@ func (s *Service) parentOf(ctx context.Context, team string, spec Spec) (source,
 
 // start starts the build's sandbox from source, with no network but
 // loopback, and a run timeout past the build's.
-func (r *runner) start(ctx context.Context, source string) error {
+func (r *runner) start(ctx context.Context, source, runtime string) error {
 	timeout := r.s.cfg.Timeout + time.Minute
 	rec, _, err := r.s.cfg.Sandboxes.CreateOnce(ctx, session.CreateRequest{
-		Team: r.team, Template: source, Timeout: &timeout,
+		Team: r.team, Template: source, Timeout: &timeout, Runtime: runtime,
 		Metadata: map[string]string{"warren.templateBuild": r.build.ID, "warren.template": r.tmpl.Name},
 	})
 	if err != nil {
 		return fmt.Errorf("start the build sandbox from %s: %w", source, err)
 	}
-	r.sandbox = rec.ID
-	r.log.add("info", "base", "Build sandbox %s started from %s", rec.ID, source)
+	r.sandbox, r.runtime = rec.ID, rec.Runtime
+	r.log.add("info", "base", "Build sandbox %s started from %s on the %s runtime", rec.ID, source, orDefault(rec.Runtime))
 	return nil
 }
 
@@ -236,9 +239,10 @@ func describe(st Step) string {
 	return st.Type + " " + strings.Join(st.Args, " ")
 }
 
-// checkStart runs the start command after the steps (its files are
-// snapshotted already: a create runs it afresh) and fails the build when
-// its ready command never succeeds.
+// checkStart runs the start command after the steps and fails the build
+// when its ready command never succeeds. Once ready, a runtime that saves
+// memory snapshots it so (snapshotStart); otherwise a create runs it
+// afresh on the files snapshot.
 func (r *runner) checkStart(ctx context.Context, spec Spec) error {
 	if spec.StartCmd == "" {
 		return nil
@@ -249,5 +253,6 @@ func (r *runner) checkStart(ctx context.Context, spec Spec) error {
 		return &stepError{step: len(spec.Steps), msg: err.Error()}
 	}
 	r.log.add("info", "finalize", "Start command ready in %s", time.Since(t0).Round(time.Millisecond))
+	r.snapshotStart(ctx)
 	return nil
 }

@@ -68,7 +68,11 @@ type Config struct {
 	MaxCacheBytes int64
 	// Timeout bounds one build (0: 30 minutes).
 	Timeout time.Duration
-	Log     *slog.Logger
+	// Runtimes are the server's runtimes (GET /health): a build's runtime
+	// must be one, and a build on one that saves memory snapshots its
+	// start command with memory.
+	Runtimes []client.RuntimeInfo
+	Log      *slog.Logger
 }
 
 // Build statuses, as the SDK reads them.
@@ -220,6 +224,9 @@ func (s *Service) StartBuild(ctx context.Context, team, templateID, buildID stri
 		return fmt.Errorf("build %s is %s already: request a new build (POST /v3/templates): %w", buildID, b.Status, errdefs.ErrConflict)
 	}
 	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if err := checkRuntime(s.cfg.Runtimes, spec.Runtime); err != nil {
 		return err
 	}
 	for i, st := range spec.Steps {

@@ -37,6 +37,11 @@ type Spec struct {
 	ReadyCmd          string          `json:"readyCmd,omitempty"`
 	Steps             []Step          `json:"steps"`
 	Force             bool            `json:"force,omitempty"`
+	// Runtime is a warren extension: the runtime the build's sandbox runs
+	// on ("": what the parent template requires, else the server's
+	// default). On one that saves memory (gvisor) the start command is
+	// snapshotted with memory once ready.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // sdkDefaultImage is the image the SDK's Template() starts from when no
