@@ -44,6 +44,11 @@ type TemplatesReport struct {
 	UnchangedBytes   int64   `json:"unchanged_upload_bytes_sent"`
 	TargetCachedMs   float64 `json:"target_cached_rebuild_ms"`
 	TargetOverheadMs float64 `json:"target_last_step_overhead_ms"`
+	// StartCommand: create → server answering, start command snapshotted
+	// with memory (gvisor) vs run at each create (templates_start.go).
+	StartCommand TemplateStartReport `json:"start_command"`
+	// SlowStartCommand: the same with a server that warms up for 1 s.
+	SlowStartCommand TemplateStartReport `json:"slow_start_command"`
 }
 
 // RunTemplates measures the templates suite on a throwaway daemon.
@@ -103,7 +108,11 @@ func RunTemplates(ctx context.Context, o TemplatesOptions) (_ TemplatesReport, r
 	}
 	rep.CachedRebuild, rep.LastStepChanged, rep.LastStepAlone = Summarise(cached), Summarise(changed), Summarise(alone)
 	rep.LastStepOverhead = round2(rep.LastStepChanged.P50 - rep.LastStepAlone.P50)
-	return rep, nil
+	if rep.StartCommand, err = measureStartModes(ctx, h, api, "bench-start", benchStartCmd, o.Rounds); err != nil {
+		return rep, err
+	}
+	rep.SlowStartCommand, err = measureStartModes(ctx, h, api, "bench-slow-start", benchSlowStartCmd, o.Rounds)
+	return rep, err
 }
 
 // stepAlone times the last step's command run in a sandbox of the

@@ -117,7 +117,7 @@ func (s *sandboxRoutes) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	var built *store.TemplateBuild
 	var warm bool
-	if req.Template, built, warm, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template, req.Runtime); err != nil {
+	if req.Template, built, warm, err = s.builtTemplates.resolveBuilt(r.Context(), req.Team, req.Template, req.Runtime, req.FilesOnly); err != nil {
 		writeError(w, r, err)
 		return
 	}

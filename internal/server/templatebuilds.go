@@ -31,7 +31,7 @@ type TemplateBuilds interface {
 	Delete(ctx context.Context, team, ref string) error
 	Cache(ctx context.Context, team string) ([]tplbuild.CacheEntry, error)
 	Start(ctx context.Context, team, sandboxID string, b store.TemplateBuild) error
-	StartSource(ctx context.Context, team string, b store.TemplateBuild, runtime string) (string, bool)
+	StartSource(ctx context.Context, team string, b store.TemplateBuild, runtime string, filesOnly bool) (string, bool)
 	List(ctx context.Context, team string) ([]tplbuild.Summary, error)
 }
 
@@ -253,9 +253,9 @@ func (s *templateBuildRoutes) stepCache(w http.ResponseWriter, r *http.Request) 
 // built templates into the snapshot its build left, and the build (for
 // its start command); anything else is left as it is. A build whose start
 // command was snapshotted with memory starts from that snapshot (on the
-// runtime that saved it, unless the create asks for another): warm, its
-// server running, there is no start command to run.
-func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref, runtime string) (string, *store.TemplateBuild, bool, error) {
+// runtime that saved it, unless the create asks for another or for files
+// only): warm, its server running, there is no start command to run.
+func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref, runtime string, filesOnly bool) (string, *store.TemplateBuild, bool, error) {
 	if s == nil || s.builds == nil || ref == "" {
 		return ref, nil, false, nil
 	}
@@ -263,7 +263,7 @@ func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref, runti
 	if err != nil || !ok {
 		return ref, nil, false, err
 	}
-	snap, warm := s.builds.StartSource(ctx, team, b, runtime)
+	snap, warm := s.builds.StartSource(ctx, team, b, runtime, filesOnly)
 	return snap, &b, warm, nil
 }
 

@@ -96,10 +96,10 @@ func orDefault(rt string) string {
 
 // StartSource is what a create of build b starts from: its snapshot with
 // memory (warm: the start command is running, nothing to run) when it has
-// one that still exists and the create asks for no other runtime, else its
-// files snapshot (the caller runs Start).
-func (s *Service) StartSource(ctx context.Context, team string, b store.TemplateBuild, runtime string) (snapshotID string, warm bool) {
-	if b.MemorySnapshotID == "" || (runtime != "" && runtime != b.Runtime) {
+// one that still exists and the create asks neither for another runtime
+// nor for files only, else its files snapshot (the caller runs Start).
+func (s *Service) StartSource(ctx context.Context, team string, b store.TemplateBuild, runtime string, filesOnly bool) (snapshotID string, warm bool) {
+	if b.MemorySnapshotID == "" || filesOnly || (runtime != "" && runtime != b.Runtime) {
 		return b.SnapshotID, false
 	}
 	snap, err := s.cfg.Sandboxes.GetSnapshot(ctx, team, b.MemorySnapshotID)
