@@ -113,6 +113,19 @@ func TestTemplateStartMemory(t *testing.T) {
 	if code, body := getIndex(t, ctx, d, d.key, map[string]string{"E2b-Sandbox-Id": cold.SandboxID, "E2b-Sandbox-Port": "8080"}, ""); code != 200 || body != "hello\n" {
 		t.Errorf("native sandbox's server: %d %q", code, body)
 	}
+	// A create of the memory template asking for native, or for files
+	// only, starts from its files and runs the start command.
+	for _, ns := range []client.NewSandbox{{TemplateID: "web-mem", Runtime: "native"}, {TemplateID: "web-mem", FilesOnly: true}} {
+		sb, err := c.Sandboxes.Create(ctx, ns)
+		if err != nil {
+			t.Fatalf("create %+v: %v", ns, err)
+		}
+		if s := starts(t, ctx, c, sb.SandboxID); len(s) != 1 || s[0] < before {
+			t.Errorf("create %+v: start command runs %v, want one after %d", ns, s, before)
+		}
+	}
+	checkStartModes(t, ctx, c)
+	checkRequiredRuntime(t, d, file)
 
 	// Only the start command changed: every step cached, a new memory
 	// snapshot, the old build's dropped.
@@ -120,7 +133,8 @@ func TestTemplateStartMemory(t *testing.T) {
 	if code != 0 || strings.Count(logs, "CACHED") != 3 || !strings.Contains(logs, "Start command snapshotted with memory") {
 		t.Fatalf("rebuild with a new start command: exit %d\n%s\n%s", code, out, logs)
 	}
-	waitFor(t, 30*time.Second, "one memory image left after the rebuild", func() bool { return memoryImageCount(d) == 1 })
+	// Two images: web-mem's new build's and web-strong's.
+	waitFor(t, 30*time.Second, "two memory images left after the rebuild", func() bool { return memoryImageCount(d) == 2 })
 	time.Sleep(1100 * time.Millisecond)
 	before = time.Now().Unix()
 	sb, err := c.Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "web-mem"})
@@ -131,7 +145,7 @@ func TestTemplateStartMemory(t *testing.T) {
 	if err := c.Templates.Delete(ctx, "web-mem"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "no memory image left after the template's delete", func() bool { return memoryImageCount(d) == 0 })
+	waitFor(t, 30*time.Second, "only web-strong's memory image left after web-mem's delete", func() bool { return memoryImageCount(d) == 1 })
 
 	_, errOut, code := d.cli("", "template", "build", "web-bad", "--file", file, "--runtime", "kvm")
 	if code == 0 || !strings.Contains(errOut, `runtime "kvm": want one of`) {
@@ -159,6 +173,44 @@ func checkWarm(t *testing.T, ctx context.Context, d *daemon, id, who string, bef
 	t.Logf("sandbox %s: hostname and WHO: %q", id, res.Stdout)
 	if want := id + "\n" + who + "\n"; res.Stdout != want {
 		t.Errorf("sandbox %s: hostname and env %q, want %q", id, res.Stdout, want)
+	}
+}
+
+// checkStartModes: GET /templates says each built template's start mode.
+func checkStartModes(t *testing.T, ctx context.Context, c *client.Client) {
+	t.Helper()
+	ts, err := c.Templates.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]string{}
+	for _, tm := range ts {
+		if len(tm.Aliases) > 0 {
+			modes[tm.Aliases[0]] = tm.StartMode
+		}
+	}
+	if modes["web-mem"] != "start command snapshotted with memory" || modes["web-cold"] != "start command run at each create" {
+		t.Errorf("GET /templates start modes: %v", modes)
+	}
+}
+
+// checkRequiredRuntime: a build naming no runtime from a parent that
+// requires gvisor runs on gvisor, and snapshots its start command with
+// memory.
+func checkRequiredRuntime(t *testing.T, d *daemon, file string) {
+	t.Helper()
+	d.mustCLI("template", "build", "strong", "--busybox", "--runtime", "gvisor", "--data-dir", d.dataDir)
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strong := filepath.Join(t.TempDir(), "strong.json")
+	if err := os.WriteFile(strong, []byte(strings.Replace(string(raw), `"fromTemplate": "bb"`, `"fromTemplate": "strong"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, logs, code := d.cli("", "template", "build", "web-strong", "--file", strong)
+	if code != 0 || !strings.Contains(logs, "on the gvisor runtime") || !strings.Contains(logs, "Start command snapshotted with memory") {
+		t.Errorf("a build from a gvisor-only parent: exit %d\n%s\n%s", code, out, logs)
 	}
 }
 
