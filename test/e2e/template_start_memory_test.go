@@ -246,3 +246,23 @@ func TestTemplateStartMemoryNoRunsc(t *testing.T) {
 		t.Errorf("a gvisor build without runsc: exit %d, %s", code, errOut)
 	}
 }
+
+// On a server whose default runtime is gvisor a build naming no runtime
+// (as the SDK's never do) runs there and snapshots its start command with
+// memory; its creates answer at once with the server the build started.
+func TestTemplateStartMemoryDefaultRuntime(t *testing.T) {
+	t.Parallel()
+	d := gvisorDaemon(t, "--default-runtime", "gvisor")
+	ctx := ctxT(t, 3*time.Minute)
+	out, logs, code := d.cli("", "template", "build", "web-def", "--file", writeSpec(t, startMemoryCmd))
+	if code != 0 || !strings.Contains(logs, "on the gvisor runtime") || !strings.Contains(logs, "Start command snapshotted with memory") {
+		t.Fatalf("build on the default runtime: exit %d\n%s\n%s", code, out, logs)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	before := time.Now().Unix()
+	sb, err := d.client().Sandboxes.Create(ctx, client.NewSandbox{TemplateID: "web-def", EnvVars: map[string]string{"WHO": "sdk"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkWarm(t, ctx, d, sb.SandboxID, "sdk", before)
+}
