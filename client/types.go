@@ -311,6 +311,11 @@ type Template struct {
 	BuildStatus string `json:"buildStatus,omitempty"`
 	BuildCount  int    `json:"buildCount,omitempty"`
 	CachedSteps int    `json:"cachedSteps,omitempty"`
+	// Steps is how many steps its last build had; Chain the parents its
+	// builds start from, nearest first (["py-base", "base"] for my-env
+	// built from py-base built from base).
+	Steps int      `json:"steps,omitempty"`
+	Chain []string `json:"chain,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

@@ -32,6 +32,7 @@ type TemplateBuilds interface {
 	Cache(ctx context.Context, team string) ([]tplbuild.CacheEntry, error)
 	Start(ctx context.Context, team, sandboxID string, b store.TemplateBuild) error
 	List(ctx context.Context, team string) ([]tplbuild.Summary, error)
+	Show(ctx context.Context, team, ref string) (tplbuild.Detail, error)
 }
 
 // templateBuildRoutes serve E2B's template build API.
@@ -53,6 +54,7 @@ func (s *templateBuildRoutes) routes(m *routeMux, auth func(http.HandlerFunc) ht
 	m.Handle("POST /templates/tags", auth(s.assignTags))
 	m.Handle("DELETE /templates/tags", auth(s.removeTags))
 	m.Handle("GET /templates/builds/cache", auth(s.stepCache))
+	m.Handle("GET /templates/{id}", auth(s.show))
 }
 
 func (s *templateBuildRoutes) available(w http.ResponseWriter, r *http.Request) bool {
@@ -325,9 +327,7 @@ func (s *templateBuildRoutes) listed(ctx context.Context, team string) ([]client
 	}
 	out := make([]client.Template, 0, len(sums))
 	for _, t := range sums {
-		out = append(out, client.Template{TemplateID: t.ID, Source: "build", CreatedAt: t.CreatedAt,
-			Aliases: []string{t.Name}, Names: []string{t.Name}, Tags: t.Tags, BuildID: t.LastBuildID,
-			BuildStatus: t.LastStatus, BuildCount: t.Builds, CachedSteps: t.CachedSteps})
+		out = append(out, builtTemplateOf(t))
 	}
 	return out, nil
 }
