@@ -116,11 +116,7 @@ func (s *templateBuildRoutes) fileLink(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{"present": present}
 	if !present {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		out["url"] = scheme + "://" + r.Host + "/templates/" + id + "/files/" + hash
+		out["url"] = uploadBase(r) + "/templates/" + id + "/files/" + hash
 		out["headers"] = map[string]string{"X-API-Key": apiKeyOf(r)}
 	}
 	writeJSON(w, http.StatusCreated, out)
@@ -347,4 +343,22 @@ func (s *templateBuildRoutes) addAlias(ctx context.Context, team string, sb *cli
 			sb.Alias = t.Name
 		}
 	}
+}
+
+// uploadBase is the URL the caller reached this server at: through a
+// fleet gateway, the gateway's (its X-Forwarded-Host), which routes the
+// upload back to this node. The headers only shape the caller's own
+// answer, so one the caller sets itself misleads no one else.
+func uploadBase(r *http.Request) string {
+	scheme, host := "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if fh := r.Header.Get("X-Forwarded-Host"); fh != "" {
+		host = fh
+		if fp := r.Header.Get("X-Forwarded-Proto"); fp == "http" || fp == "https" {
+			scheme = fp
+		}
+	}
+	return scheme + "://" + host
 }

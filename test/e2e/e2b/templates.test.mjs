@@ -158,6 +158,13 @@ describe('templates', () => {
     const made = await api('POST', '/api-keys', { team: `other-${runId}`, name: 'templates' })
     assert.equal(made.status, 201, made.body)
     const other = { apiKey: JSON.parse(made.body).key }
+    // Through a fleet gateway a new key reaches the gateway and the nodes
+    // through their watches of its Secret: wait until it authenticates.
+    for (let i = 0; i < 100; i++) {
+      const res = await rawRequest({ method: 'GET', path: `/templates/aliases/${name}`, headers: { 'X-API-Key': other.apiKey } })
+      if (res.status !== 401) break
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
     assert.equal(await Template.exists(name, other), true, 'E2B: 403 on the alias means the name is taken')
     await assert.rejects(Template.build(Template().fromTemplate('base').runCmd('true'), name, other), /another team/)
     await assert.rejects(Sandbox.create(name, other))
