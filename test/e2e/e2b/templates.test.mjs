@@ -183,6 +183,31 @@ describe('templates', () => {
     assert.equal(await Template.exists(gone), false)
   })
 
+  test('a template built from another: its chain and builds, and its parent kept while it depends on it', async () => {
+    const parent = `${name}-par`
+    const child = `${name}-kid`
+    await build(Template().fromTemplate('base').runCmd('echo p > /tmp/p'), parent)
+    await build(Template().fromTemplate(parent).runCmd('cat /tmp/p > /tmp/k'), child)
+    const kid = track(await Sandbox.create(child))
+    assert.equal(await kid.files.read('/tmp/k'), 'p\n')
+    const show = await api('GET', `/templates/${child}`)
+    assert.equal(show.status, 200, show.body)
+    const d = JSON.parse(show.body)
+    assert.deepEqual(d.template.chain, [parent, 'base'])
+    assert.equal(d.builds.length, 1)
+    assert.equal(d.builds[0].status, 'ready')
+    assert.equal(d.builds[0].steps, 1)
+    assert.equal(d.builds[0].parent.kind, 'build')
+    assert.equal(d.builds[0].parent.name, parent)
+    const listed = JSON.parse((await api('GET', '/templates')).body).find((t) => t.aliases?.[0] === child)
+    assert.deepEqual(listed.chain, [parent, 'base'])
+    const refused = await api('DELETE', `/templates/${parent}`)
+    assert.equal(refused.status, 409, refused.body)
+    assert.match(refused.body, new RegExp(child))
+    assert.equal((await api('DELETE', `/templates/${child}`)).status, 204)
+    assert.equal((await api('DELETE', `/templates/${parent}`)).status, 204)
+  })
+
   test('bad input: a bad name, an unknown step type, an archive escaping its directory', async () => {
     await assert.rejects(Template.build(Template().fromTemplate('base').runCmd('true'), 'Not A Name!'), /template name/)
     await assert.rejects(Template.build(Template().fromTemplate('base'), 'base'), /server's own templates/)
