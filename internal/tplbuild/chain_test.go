@@ -98,3 +98,18 @@ func TestDeleteSelfParentAndFailedDependant(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The chain is the ready build's: a newer build from another parent that
+// failed does not change what a create starts from.
+func TestChainOfTheReadyBuild(t *testing.T) {
+	ctx, st, s := testService(t)
+	ready := builtWith(t, st, "t1", "a", store.BuildParent{Kind: store.ParentTemplate, Name: "base"}, 0, 1)
+	failed := builtWith(t, st, "t1", "a", store.BuildParent{Kind: store.ParentTemplate, Name: "other"}, 0, 1)
+	failed.Status, failed.CreatedAt = StatusError, ready.CreatedAt.Add(time.Second) // the newer
+	if err := st.PutTemplateBuild(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if sums, _ := s.List(ctx, "t1"); len(sums) != 1 || !slices.Equal(sums[0].Chain, []string{"base"}) || sums[0].LastStatus != StatusError {
+		t.Fatalf("list = %+v", sums)
+	}
+}

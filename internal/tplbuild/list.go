@@ -21,8 +21,9 @@ type Summary struct {
 	LastStatus  string
 	CachedSteps int
 	Steps       int
-	// Chain is the parents of the last build with a known parent, nearest
-	// first: ["py-base", "base"] for my-env ← py-base ← base.
+	// Chain is the parents of the newest ready build (else of the newest
+	// with a known parent), nearest first: ["py-base", "base"] for
+	// my-env ← py-base ← base.
 	Chain []string
 }
 
@@ -72,12 +73,9 @@ func detail(ctx context.Context, st Store, t store.BuiltTemplate) (Detail, error
 		b := builds[0]
 		d.LastBuildID, d.LastStatus, d.CachedSteps, d.Steps = b.ID, b.Status, b.CachedSteps, b.Steps
 	}
-	for _, b := range builds {
-		if b.Parent.Kind != "" {
-			if d.Chain, err = chain(ctx, st, b.Parent); err != nil {
-				return Detail{}, err
-			}
-			break
+	if p := chainStart(builds); p.Kind != "" {
+		if d.Chain, err = chain(ctx, st, p); err != nil {
+			return Detail{}, err
 		}
 	}
 	tags, err := st.ListTemplateTags(ctx, t.ID)
@@ -89,6 +87,22 @@ func detail(ctx context.Context, st Store, t store.BuiltTemplate) (Detail, error
 		d.BuildTags[tg.BuildID] = append(d.BuildTags[tg.BuildID], tg.Tag)
 	}
 	return d, nil
+}
+
+// chainStart is the parent a template's chain shows: the newest ready
+// build's (what a create starts from), else the newest build's that got
+// as far as knowing its parent.
+func chainStart(builds []store.TemplateBuild) store.BuildParent {
+	var p store.BuildParent
+	for _, b := range builds { // newest first
+		if b.Status == StatusReady && b.Parent.Kind != "" {
+			return b.Parent
+		}
+		if p.Kind == "" {
+			p = b.Parent
+		}
+	}
+	return p
 }
 
 // maxChain bounds a parent chain (a chain is acyclic: a build's parent
