@@ -315,6 +315,11 @@ type Template struct {
 	// snapshotted with memory (its sandboxes restore it running) or run
 	// at each create.
 	StartMode string `json:"startMode,omitempty"`
+	// Steps is how many steps its last build had; Chain the parents its
+	// builds start from, nearest first (["py-base", "base"] for my-env
+	// built from py-base built from base).
+	Steps int      `json:"steps,omitempty"`
+	Chain []string `json:"chain,omitempty"`
 }
 
 // NewAPIKey is the body of POST /api-keys.

@@ -17,6 +17,7 @@ func templateCmd(a *app) *cobra.Command {
 	}
 	cmd.AddCommand(templateListCmd(a), templateRemoveCmd(a), templateBuildCmd(a))
 	cmd.AddCommand(templateCacheCmd(a))
+	cmd.AddCommand(templateShowCmd(a))
 	return cmd
 }
 
@@ -75,14 +76,17 @@ func sudoColumn(noNewPrivileges bool) string {
 }
 
 // builtSource describes a template built from steps: its id, last
-// build's status and cache hits, build count and tags.
+// build's status and cache hits, build count, tags and parent chain.
 func builtSource(t client.Template) string {
-	s := fmt.Sprintf("build %s: %s, %d cached steps, %d builds", t.TemplateID, orDash(t.BuildStatus), t.CachedSteps, t.BuildCount)
+	s := fmt.Sprintf("build %s: %s, %d/%d steps cached, %d builds", t.TemplateID, orDash(t.BuildStatus), t.CachedSteps, t.Steps, t.BuildCount)
 	if len(t.Tags) > 0 {
 		s += ", tags " + strings.Join(t.Tags, ",")
 	}
 	if t.StartMode != "" {
 		s += ", " + t.StartMode
+	}
+	if len(t.Chain) > 0 {
+		s += ", chain " + chainOf(t)
 	}
 	return s
 }

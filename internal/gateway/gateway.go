@@ -121,11 +121,13 @@ func (g *Gateway) serveControl(w http.ResponseWriter, r *http.Request, rt route,
 	case routeSnapshot:
 		g.serveSnapshot(w, r, rt)
 	case routeTemplate:
-		g.serveTemplate(w, r)
+		templateRouter{g}.serveTemplateOrBuilt(w, r, rt)
 	case routeKeys:
 		g.serveKeys(w, r, rt, k)
 	case routeNodes:
 		g.serveFleetNodes(w, r)
+	case routeTplBuild, routeTpl, routeTplTags, routeTplCache:
+		templateRouter{g}.serveBuiltControl(w, r, rt, k)
 	default:
 		g.serveAny(w, r, rt)
 	}
@@ -248,6 +250,11 @@ func (g *Gateway) servePlaced(w http.ResponseWriter, r *http.Request, rt route, 
 			for i := range nodes {
 				nodes[i].HoldsSnapshot = nodes[i].Name == h.Name
 			}
+		} else if b, ok := (templateRouter{g}).builtHolder(r.Context(), r, req.Template); ok {
+			// A template built from steps: its sandboxes start on the
+			// node that built it, which no WarrenNode lists it for
+			// (templates.go).
+			req.Template, req.FromSnapshot, nodes = "", "", []Node{b}
 		}
 	}
 	node, err := g.placer.Place(r.Context(), req, nodes)

@@ -69,6 +69,7 @@ func TestGatewayRouting(t *testing.T) {
 	t.Run("streams pass unbuffered", f.streams)
 	t.Run("port forwarding upgrades pass through", f.upgrade)
 	t.Run("api keys are Secrets and authenticate", f.apiKeys)
+	t.Run("template builds go to the template's node", f.templateBuilds)
 	t.Run("owner that does not answer is 502", f.ownerDown)
 	t.Run("no Ready node is 503", f.noReadyNode)
 	t.Run("Run serves from a kubeconfig and stops on cancel", f.runAndStop)

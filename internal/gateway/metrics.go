@@ -43,5 +43,6 @@ var routeNames = map[routeKind]string{
 	routeOther: "other", routePlane: "plane", routeSandbox: "sandbox", routeCreate: "create",
 	routeList: "list", routeSnapshot: "snapshot", routeImport: "import", routeTemplate: "template",
 	routeKeys: "api-keys", routeHealth: "health", routeMetrics: "metrics", routeUnrouted: "unrouted", routeSigned: "signed-url",
-	routeNodes: "fleet-nodes",
+	routeNodes:    "fleet-nodes",
+	routeTplBuild: "build-request", routeTpl: "built-template", routeTplTags: "built-template-tags", routeTplCache: "build-cache",
 }

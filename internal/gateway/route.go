@@ -25,6 +25,10 @@ const (
 	routeUnrouted                  // no node can be named: answered here with an error
 	routeSigned                    // a signed /files URL naming no sandbox: to the node whose sandbox signed it
 	routeNodes                     // /fleet/nodes: the gateway's own, from the WarrenNode cache
+	routeTplBuild                  // POST /v3/templates: placed on the template's node (templates.go)
+	routeTpl                       // a built template's calls: to its node
+	routeTplTags                   // POST, DELETE /templates/tags: to the node of the template the body names
+	routeTplCache                  // GET /templates/builds/cache: to the team's build node
 )
 
 // listKind is the kind of records a fanned-out list merges.
@@ -45,6 +49,8 @@ type route struct {
 	// <port>-<id>.<domain> (port is then the port).
 	byHost bool
 	port   int
+	// alias: a routeTpl id that is a name another team may hold.
+	alias bool
 }
 
 // classify decides a request's route from its headers, Host and path
@@ -106,6 +112,11 @@ func classifyPath(method, path string) route {
 		return sandboxesRoute(method, id)
 	case head == "snapshots":
 		return snapshotsRoute(method, id, len(segs))
+	}
+	if rt, ok := builtRoute(method, segs); ok {
+		return rt
+	}
+	switch {
 	case head == "templates" && len(segs) == 1 && method == http.MethodGet:
 		return route{kind: routeList, list: listTemplates}
 	case head == "templates" && len(segs) == 2:

@@ -26,6 +26,7 @@ type stubNode struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]time.Time // id → creation time
+	templates map[string]bool      // built templates (templates_test.go)
 	made      int
 	seen      []string // "METHOD path E2b-Sandbox-Id" of every request
 	// release lets /stream write its second chunk.
@@ -85,6 +86,7 @@ func (n *stubNode) serve(w http.ResponseWriter, r *http.Request) {
 		n.stream(w)
 	case r.Method == http.MethodGet && len(segs) == 2 && segs[0] == "sandboxes":
 		n.get(w, segs[1])
+	case r.Method == http.MethodGet && n.templateProbe(w, segs):
 	default:
 		fmt.Fprintf(w, "%s %s", r.Method, r.URL.Path)
 	}

@@ -30,6 +30,9 @@ import (
 // the document).
 var openAPIGoTypes = map[string]reflect.Type{
 	"client.APIKey":              reflect.TypeFor[client.APIKey](),
+	"client.TemplateDetail":      reflect.TypeFor[client.TemplateDetail](),
+	"client.TemplateBuild":       reflect.TypeFor[client.TemplateBuild](),
+	"client.TemplateParent":      reflect.TypeFor[client.TemplateParent](),
 	"client.FleetNode":           reflect.TypeFor[client.FleetNode](),
 	"client.FleetNodeAmount":     reflect.TypeFor[client.FleetNodeAmount](),
 	"client.TeamLimits":          reflect.TypeFor[client.TeamLimits](),

@@ -33,6 +33,7 @@ type TemplateBuilds interface {
 	Start(ctx context.Context, team, sandboxID string, b store.TemplateBuild) error
 	StartSource(ctx context.Context, team string, b store.TemplateBuild, runtime string, filesOnly bool) (string, bool)
 	List(ctx context.Context, team string) ([]tplbuild.Summary, error)
+	Show(ctx context.Context, team, ref string) (tplbuild.Detail, error)
 }
 
 // templateBuildRoutes serve E2B's template build API.
@@ -54,6 +55,7 @@ func (s *templateBuildRoutes) routes(m *routeMux, auth func(http.HandlerFunc) ht
 	m.Handle("POST /templates/tags", auth(s.assignTags))
 	m.Handle("DELETE /templates/tags", auth(s.removeTags))
 	m.Handle("GET /templates/builds/cache", auth(s.stepCache))
+	m.Handle("GET /templates/{id}", auth(s.show))
 }
 
 func (s *templateBuildRoutes) available(w http.ResponseWriter, r *http.Request) bool {
@@ -115,11 +117,7 @@ func (s *templateBuildRoutes) fileLink(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{"present": present}
 	if !present {
-		scheme := "http"
-		if r.TLS != nil {
-			scheme = "https"
-		}
-		out["url"] = scheme + "://" + r.Host + "/templates/" + id + "/files/" + hash
+		out["url"] = uploadBase(r) + "/templates/" + id + "/files/" + hash
 		out["headers"] = map[string]string{"X-API-Key": apiKeyOf(r)}
 	}
 	writeJSON(w, http.StatusCreated, out)
@@ -330,9 +328,7 @@ func (s *templateBuildRoutes) listed(ctx context.Context, team string) ([]client
 	}
 	out := make([]client.Template, 0, len(sums))
 	for _, t := range sums {
-		out = append(out, client.Template{TemplateID: t.ID, Source: "build", CreatedAt: t.CreatedAt,
-			Aliases: []string{t.Name}, Names: []string{t.Name}, Tags: t.Tags, BuildID: t.LastBuildID,
-			BuildStatus: t.LastStatus, BuildCount: t.Builds, CachedSteps: t.CachedSteps, StartMode: t.StartMode})
+		out = append(out, builtTemplateOf(t))
 	}
 	return out, nil
 }
@@ -352,4 +348,22 @@ func (s *templateBuildRoutes) addAlias(ctx context.Context, team string, sb *cli
 			sb.Alias = t.Name
 		}
 	}
+}
+
+// uploadBase is the URL the caller reached this server at: through a
+// fleet gateway, the gateway's (its X-Forwarded-Host), which routes the
+// upload back to this node. The headers only shape the caller's own
+// answer, so one the caller sets itself misleads no one else.
+func uploadBase(r *http.Request) string {
+	scheme, host := "http", r.Host
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if fh := r.Header.Get("X-Forwarded-Host"); fh != "" {
+		host = fh
+		if fp := r.Header.Get("X-Forwarded-Proto"); fp == "http" || fp == "https" {
+			scheme = fp
+		}
+	}
+	return scheme + "://" + host
 }

@@ -310,8 +310,13 @@ var migrations = []string{
 	// 64
 	`CREATE TABLE template_step_cache (team TEXT NOT NULL, key TEXT NOT NULL, snapshot_id TEXT NOT NULL,
 		bytes INTEGER NOT NULL DEFAULT 0, last_used INTEGER NOT NULL, PRIMARY KEY (team, key))`,
-	// 65: kept for another branch's migration (a merge puts it here).
-	`SELECT 1`,
+	// 65: what a template build started from (its parent, JSON: a server
+	// template, another built template's build, or an image), how many
+	// steps it had and when it began to run (internal/tplbuild's chain
+	// and history). One migration, three columns.
+	`ALTER TABLE template_builds ADD COLUMN parent TEXT NOT NULL DEFAULT '{}';
+	ALTER TABLE template_builds ADD COLUMN steps INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE template_builds ADD COLUMN started_at INTEGER NOT NULL DEFAULT 0`,
 	// 66: a template build's start command snapshotted with memory (on a
 	// runtime that saves memory: gvisor): the snapshot its sandboxes
 	// restore, and the runtime the build ran on.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -35,14 +36,40 @@ type TemplateBuild struct {
 	User        string
 	Workdir     string
 	CachedSteps int
-	CreatedAt   time.Time
-	FinishedAt  time.Time
+	// Steps is how many steps the build has (CachedSteps of them came
+	// from the step cache).
+	Steps  int
+	Parent BuildParent
+	// CreatedAt is when it was requested, StartedAt when its steps began
+	// to run, FinishedAt when it ended.
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
 	// MemorySnapshotID is the snapshot with memory taken once the start
 	// command was ready (gvisor): a create restores it, the server
 	// running, instead of running the start command. "" when none.
 	MemorySnapshotID string
 	// Runtime is the runtime the build's sandbox ran on.
 	Runtime string
+}
+
+// Parent kinds of a template build.
+const (
+	ParentTemplate = "template" // one of the server's own templates
+	ParentBuild    = "build"    // a build of another of the team's built templates
+	ParentImage    = "image"    // an OCI image
+)
+
+// BuildParent is what a build's sandbox started from: a server template
+// (Name), a build of one of the team's built templates (Name, TemplateID,
+// BuildID), or an image (Image). Kind "" is a build from before parents
+// were recorded, or one that failed before its parent was known.
+type BuildParent struct {
+	Kind       string `json:"kind,omitempty"`
+	Name       string `json:"name,omitempty"`
+	TemplateID string `json:"templateID,omitempty"`
+	BuildID    string `json:"buildID,omitempty"`
+	Image      string `json:"image,omitempty"`
 }
 
 // TemplateTag names one build of a template.
@@ -135,26 +162,58 @@ func (s *templateBuildTable) DeleteBuiltTemplate(ctx context.Context, id string)
 
 // PutTemplateBuild inserts or replaces a build's row.
 func (s *templateBuildTable) PutTemplateBuild(ctx context.Context, b TemplateBuild) error {
-	_, err := s.w.ExecContext(ctx, `INSERT OR REPLACE INTO template_builds (id, template_id, status, snapshot_id, reason, step,
-		start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at, memory_snapshot_id, runtime)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	parent, err := json.Marshal(b.Parent)
+	if err != nil {
+		return fmt.Errorf("store build %s: %w", b.ID, err)
+	}
+	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO template_builds (id, template_id, status, snapshot_id, reason, step,
+		start_cmd, ready_cmd, user, workdir, cached_steps, steps, parent, created_at, started_at, finished_at,
+		memory_snapshot_id, runtime)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.TemplateID, b.Status, b.SnapshotID, b.Reason, b.Step, b.StartCmd, b.ReadyCmd, b.User, b.Workdir, b.CachedSteps,
-		toNanos(b.CreatedAt), toNanos(b.FinishedAt), b.MemorySnapshotID, b.Runtime)
+		b.Steps, string(parent), toNanos(b.CreatedAt), toNanos(b.StartedAt), toNanos(b.FinishedAt), b.MemorySnapshotID, b.Runtime)
 	if err != nil {
 		return fmt.Errorf("store build %s: %w", b.ID, dbErr(err))
 	}
 	return nil
 }
 
-const buildCols = `id, template_id, status, snapshot_id, reason, step, start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at, memory_snapshot_id, runtime`
+const buildCols = `id, template_id, status, snapshot_id, reason, step, start_cmd, ready_cmd, user, workdir, cached_steps,
+	steps, parent, created_at, started_at, finished_at, memory_snapshot_id, runtime`
 
 func scanBuild(sc interface{ Scan(...any) error }) (TemplateBuild, error) {
 	var b TemplateBuild
-	var created, finished int64
+	var created, started, finished int64
+	var parent string
 	err := sc.Scan(&b.ID, &b.TemplateID, &b.Status, &b.SnapshotID, &b.Reason, &b.Step, &b.StartCmd, &b.ReadyCmd,
-		&b.User, &b.Workdir, &b.CachedSteps, &created, &finished, &b.MemorySnapshotID, &b.Runtime)
-	b.CreatedAt, b.FinishedAt = fromNanos(created), fromNanos(finished)
+		&b.User, &b.Workdir, &b.CachedSteps, &b.Steps, &parent, &created, &started, &finished, &b.MemorySnapshotID, &b.Runtime)
+	b.CreatedAt, b.StartedAt, b.FinishedAt = fromNanos(created), fromNanos(started), fromNanos(finished)
+	if err == nil && parent != "" {
+		err = json.Unmarshal([]byte(parent), &b.Parent)
+	}
 	return b, err
+}
+
+// BuiltTemplateDependants names the team's other templates that have a
+// build (ready or in flight) started from a build of templateID: those a
+// delete of templateID would leave without their parent.
+func (s *templateBuildTable) BuiltTemplateDependants(ctx context.Context, templateID string) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT t.name FROM template_builds b JOIN built_templates t ON t.id = b.template_id
+		WHERE b.template_id != ? AND b.status != 'error' AND json_extract(b.parent, '$.templateID') = ? ORDER BY t.name`,
+		templateID, templateID)
+	if err != nil {
+		return nil, dbErr(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, dbErr(err)
+		}
+		out = append(out, name)
+	}
+	return out, dbErr(rows.Err())
 }
 
 // GetTemplateBuild returns one build of a template.
@@ -164,6 +223,13 @@ func (s *templateBuildTable) GetTemplateBuild(ctx context.Context, templateID, b
 		return TemplateBuild{}, fmt.Errorf("build %s of template %s: %w", buildID, templateID, errdefs.ErrNotFound)
 	}
 	return b, dbErr(err)
+}
+
+// TemplateBuildExists tells whether a build of any template has that id.
+func (s *templateBuildTable) TemplateBuildExists(ctx context.Context, buildID string) (bool, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM template_builds WHERE id = ?`, buildID).Scan(&n)
+	return n > 0, dbErr(err)
 }
 
 // ListTemplateBuilds lists a template's builds, newest first.

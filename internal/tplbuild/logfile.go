@@ -1,11 +1,14 @@
 package tplbuild
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/warrenhq/warren/internal/ids"
 )
@@ -78,4 +81,46 @@ func (s *Service) loadLog(buildID string) *buildLog {
 		return nil
 	}
 	return &buildLog{entries: f.Entries, failure: f.Failure}
+}
+
+// removeLog deletes a build's log file at path (its build is gone).
+func removeLog(log *slog.Logger, path string) {
+	for _, p := range []string{path, path + ".tmp"} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			log.Warn("delete template build log", "path", p, "err", err)
+		}
+	}
+}
+
+// sweepLogs deletes the log files of builds the database no longer has:
+// a delete the server stopped in before removing them, or builds any
+// retention pruned. Errors are warnings: a stale log only takes space.
+func (s *Service) sweepLogs(ctx context.Context) {
+	dir := filepath.Dir(s.logPath("x"))
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.cfg.Log.Warn("sweep template build logs", "err", err)
+		}
+		return
+	}
+	removed := 0
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(strings.TrimSuffix(e.Name(), ".tmp"), ".json")
+		if !ok || ids.Validate("buildID", id) != nil {
+			continue
+		}
+		exists, err := s.cfg.Store.TemplateBuildExists(ctx, id)
+		if err != nil {
+			s.cfg.Log.Warn("sweep template build logs", "err", err)
+			return
+		}
+		if !exists {
+			removeLog(s.cfg.Log, s.logPath(id))
+			removed++
+		}
+	}
+	if removed > 0 {
+		s.cfg.Log.Info("deleted the logs of template builds that are gone", "builds", removed)
+	}
 }

@@ -1,8 +1,11 @@
 package tplbuild
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/warrenhq/warren/internal/store"
 )
 
 // A finished build's log outlives the server: a new service (a restart)
@@ -32,5 +35,32 @@ func TestBuildLogKeptOnDisk(t *testing.T) {
 	s.saveLog("b2", big)
 	if n := len(s.loadLog("b2").entries); n == 0 || n*1000 > maxLogFileBytes {
 		t.Fatalf("kept %d entries of 1000 bytes, bound %d bytes", n, maxLogFileBytes)
+	}
+}
+
+// A template's delete takes its builds' log files with it; a restart
+// sweeps the logs of builds the database no longer has (a delete cut
+// short, or builds pruned by a retention) and keeps the others.
+func TestBuildLogsGoWithTheirBuilds(t *testing.T) {
+	ctx, st, s := testService(t)
+	gone := builtWith(t, st, "t1", "gone", store.BuildParent{Kind: store.ParentTemplate, Name: "base"}, 0, 1)
+	kept := builtWith(t, st, "t1", "kept", store.BuildParent{Kind: store.ParentTemplate, Name: "base"}, 0, 1)
+	for _, id := range []string{gone.ID, kept.ID, "orphanbuild"} {
+		l := &buildLog{}
+		l.add("info", "1", "line of %s", id)
+		s.saveLog(id, l)
+	}
+	if err := s.Delete(ctx, "t1", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	exists := func(id string) bool { _, err := os.Stat(s.logPath(id)); return err == nil }
+	if exists(gone.ID) || !exists(kept.ID) || !exists("orphanbuild") {
+		t.Fatalf("after the delete: gone %v kept %v orphan %v", exists(gone.ID), exists(kept.ID), exists("orphanbuild"))
+	}
+	if err := New(Config{Store: st, Dir: s.cfg.Dir}).Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(kept.ID) || exists("orphanbuild") {
+		t.Fatalf("after the sweep: kept %v orphan %v", exists(kept.ID), exists("orphanbuild"))
 	}
 }

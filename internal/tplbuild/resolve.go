@@ -129,14 +129,29 @@ func (s *Service) Tags(ctx context.Context, team, ref string) ([]store.TemplateT
 	return s.cfg.Store.ListTemplateTags(ctx, tmpl.ID)
 }
 
-// Delete forgets the team's template (by id or name) and its builds. The
-// builds' files snapshots stay in the step cache until evicted; their
-// snapshots with memory belong to them alone and go now.
+// Delete forgets the team's template (by id or name) and its builds with
+// their log files, unless other templates were built from it
+// (ErrConflict, naming them). The builds' files snapshots stay in the
+// step cache until evicted; their snapshots with memory belong to them
+// alone and go now.
 func (s *Service) Delete(ctx context.Context, team, ref string) error {
 	tmpl, err := s.template(ctx, team, ref)
 	if err != nil {
 		return err
 	}
+	if err := checkNoDependants(ctx, s.cfg.Store, tmpl); err != nil {
+		return err
+	}
+	builds, err := s.cfg.Store.ListTemplateBuilds(ctx, tmpl.ID)
+	if err != nil {
+		return err
+	}
 	s.dropMemory(ctx, team, tmpl, true)
-	return s.cfg.Store.DeleteBuiltTemplate(ctx, tmpl.ID)
+	if err := s.cfg.Store.DeleteBuiltTemplate(ctx, tmpl.ID); err != nil {
+		return err
+	}
+	for _, b := range builds {
+		removeLog(s.cfg.Log, s.logPath(b.ID))
+	}
+	return nil
 }

@@ -55,6 +55,7 @@ func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate
 	r.cleanup()
 	b.FinishedAt, b.CachedSteps, b.User, b.Workdir = time.Now().UTC(), cached, r.user, r.workdir
 	b.Runtime, b.MemorySnapshotID = r.runtime, r.memSnap
+	b.Parent = r.build.Parent
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
 		b.Status, b.Reason = StatusError, err.Error()
@@ -92,8 +93,12 @@ func orBase(spec Spec) string {
 // in a sandbox, snapshotting after each. It returns the last snapshot and
 // how many steps came from the cache.
 func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
-	source, key, err := r.s.parentOf(ctx, r.team, spec)
+	source, key, parent, err := r.s.parentOf(ctx, r.team, spec)
 	if err != nil {
+		return "", 0, err
+	}
+	r.build.Parent = parent
+	if err := r.s.cfg.Store.PutTemplateBuild(ctx, r.build); err != nil { // a build in flight shows its parent
 		return "", 0, err
 	}
 	keys := make([]string, len(spec.Steps))
@@ -161,25 +166,39 @@ func (r *runner) cachedPrefix(ctx context.Context, spec Spec, keys []string) (in
 }
 
 // parentOf is what a build's sandbox starts from (a server template, or
-// the snapshot of one of the team's built templates) and its cache key.
-func (s *Service) parentOf(ctx context.Context, team string, spec Spec) (source, key string, err error) {
+// the snapshot of one of the team's built templates), its cache key, and
+// the parent the build records.
+func (s *Service) parentOf(ctx context.Context, team string, spec Spec) (source, key string, parent store.BuildParent, err error) {
 	name, err := spec.parent()
 	if err != nil {
-		return "", "", err
+		return "", "", parent, err
 	}
-	if snap, _, ok, err := s.Resolve(ctx, team, name); err != nil {
-		return "", "", err
+	if spec.FromImage != "" {
+		parent.Image = spec.FromImage
+	}
+	if snap, b, ok, err := s.Resolve(ctx, team, name); err != nil {
+		return "", "", parent, err
 	} else if ok {
-		return snap, "snapshot:" + snap, nil
+		parent.Kind, parent.Name, parent.TemplateID, parent.BuildID = store.ParentBuild, tagless(name), b.TemplateID, b.ID
+		if tmpl, err := s.cfg.Store.GetBuiltTemplate(ctx, team, b.TemplateID); err == nil {
+			parent.Name = tmpl.Name // name, not the id the spec may give
+		}
+		return snap, "snapshot:" + snap, parent, nil
 	}
 	t, err := s.cfg.Store.GetTemplate(ctx, name)
 	if errdefs.IsNotFound(err) {
-		return "", "", fmt.Errorf("parent template %q does not exist: %w", name, errdefs.ErrNotFound)
+		return "", "", parent, fmt.Errorf("parent template %q does not exist: %w", name, errdefs.ErrNotFound)
 	}
 	if err != nil {
-		return "", "", err
+		return "", "", parent, err
 	}
-	return name, "template:" + name + ":" + strconv.FormatInt(t.CreatedAt.UnixNano(), 10), nil
+	parent.Kind, parent.Name = store.ParentTemplate, name
+	return name, "template:" + name + ":" + strconv.FormatInt(t.CreatedAt.UnixNano(), 10), parent, nil
+}
+
+func tagless(ref string) string {
+	name, _, _ := cutTag(ref)
+	return name
 }
 
 // start starts the build's sandbox from source, with no network but

@@ -29,6 +29,8 @@ type Store interface {
 	PutTemplateBuild(ctx context.Context, b store.TemplateBuild) error
 	GetTemplateBuild(ctx context.Context, templateID, buildID string) (store.TemplateBuild, error)
 	ListTemplateBuilds(ctx context.Context, templateID string) ([]store.TemplateBuild, error)
+	TemplateBuildExists(ctx context.Context, buildID string) (bool, error)
+	BuiltTemplateDependants(ctx context.Context, templateID string) ([]string, error)
 	SetTemplateTag(ctx context.Context, templateID, tag, buildID string) error
 	DeleteTemplateTag(ctx context.Context, templateID, tag string) error
 	ListTemplateTags(ctx context.Context, templateID string) ([]store.TemplateTag, error)
@@ -119,7 +121,11 @@ func (s *Service) Recover(ctx context.Context) error {
 	if n > 0 {
 		s.cfg.Log.Info("failed template builds a restart interrupted", "builds", n)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	s.sweepLogs(ctx)
+	return nil
 }
 
 // Wait waits for the builds in flight (tests, shutdown).
@@ -235,6 +241,7 @@ func (s *Service) StartBuild(ctx context.Context, team, templateID, buildID stri
 		}
 	}
 	b.Status, b.StartCmd, b.ReadyCmd = StatusBuilding, spec.StartCmd, spec.ReadyCmd
+	b.Steps, b.StartedAt = len(spec.Steps), time.Now().UTC()
 	if err := s.cfg.Store.PutTemplateBuild(ctx, b); err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func TestTemplateBuildFile(t *testing.T) {
 	// last build ready with all five steps cached, two builds, tag v1
 	// (and the default tag the CLI gives every build).
 	ls := d.mustCLI("template", "ls")
-	if !regexp.MustCompile(`(?m)^from-file\s+build tpl\S+: ready, 5 cached steps, 2 builds, tags (default,)?v1`).MatchString(ls) || !strings.Contains(ls, "mini") {
+	if !regexp.MustCompile(`(?m)^from-file\s+build tpl\S+: ready, 5/5 steps cached, 2 builds, tags (default,)?v1`).MatchString(ls) || !strings.Contains(ls, "mini") {
 		t.Errorf("warren template ls:\n%s", ls)
 	}
 	if sb.TemplateID == "from-file" || !strings.HasPrefix(sb.TemplateID, "tpl") {
@@ -81,6 +81,46 @@ func TestTemplateBuildFile(t *testing.T) {
 		t.Errorf("an unknown step type: exit %d, %s", code, errOut)
 	}
 	buildLogAfterRestart(t, d)
+	chainAndDelete(t, d, dir)
+}
+
+// chainAndDelete: a template built from a built template shows its parent
+// chain and cache hits in template ls and its builds in template show; the
+// parent cannot be deleted while it has a dependant (409 naming it); a
+// delete takes the template's build logs off the disk.
+func chainAndDelete(t *testing.T, d *daemon, dir string) {
+	file := filepath.Join(dir, "child.json")
+	if err := os.WriteFile(file, []byte(`{"fromTemplate": "from-file", "steps": [{"type": "RUN", "args": ["echo child > /tmp/child"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.mustCLI("template", "build", "child", "--file", file)
+	ls := d.mustCLI("template", "ls")
+	if !regexp.MustCompile(`(?m)^child\s+build tpl\S+: ready, 0/1 steps cached, 1 builds, tags default, chain child ← from-file ← mini\s`).MatchString(ls) ||
+		!regexp.MustCompile(`(?m)^from-file\s+.*5/5 steps cached, 2 builds, .*chain from-file ← mini\s`).MatchString(ls) {
+		t.Errorf("warren template ls:\n%s", ls)
+	}
+	show := d.mustCLI("template", "show", "child")
+	if !strings.Contains(show, "chain     child ← from-file ← mini") || !regexp.MustCompile(`\sready\s+0/1\s+\S+s\s+from-file \(build \S+\)\s+default`).MatchString(show) {
+		t.Errorf("warren template show child:\n%s", show)
+	}
+	logs := func() []string {
+		m, _ := filepath.Glob(filepath.Join(d.dataDir, "template-files", ".build-logs", "*.json"))
+		return m
+	}
+	if n := len(logs()); n != 3 {
+		t.Fatalf("%d build log files, want 3 (two builds of from-file, one of child): %v", n, logs())
+	}
+	if _, errOut, code := d.cli("", "template", "rm", "from-file"); code == 0 || !strings.Contains(errOut, "parent of") || !strings.Contains(errOut, "child") {
+		t.Fatalf("deleting a parent: exit %d, %s", code, errOut)
+	}
+	d.mustCLI("template", "rm", "child")
+	if n := len(logs()); n != 2 {
+		t.Fatalf("after deleting child: %d build log files, want 2", n)
+	}
+	d.mustCLI("template", "rm", "from-file")
+	if n := len(logs()); n != 0 {
+		t.Fatalf("after deleting from-file: %d build log files, want none: %v", n, logs())
+	}
 }
 
 // buildLogAfterRestart: a finished build's status still shows its log

@@ -158,6 +158,13 @@ describe('templates', () => {
     const made = await api('POST', '/api-keys', { team: `other-${runId}`, name: 'templates' })
     assert.equal(made.status, 201, made.body)
     const other = { apiKey: JSON.parse(made.body).key }
+    // Through a fleet gateway a new key reaches the gateway and the nodes
+    // through their watches of its Secret: wait until it authenticates.
+    for (let i = 0; i < 100; i++) {
+      const res = await rawRequest({ method: 'GET', path: `/templates/aliases/${name}`, headers: { 'X-API-Key': other.apiKey } })
+      if (res.status !== 401) break
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
     assert.equal(await Template.exists(name, other), true, 'E2B: 403 on the alias means the name is taken')
     await assert.rejects(Template.build(Template().fromTemplate('base').runCmd('true'), name, other), /another team/)
     await assert.rejects(Sandbox.create(name, other))
@@ -174,6 +181,31 @@ describe('templates', () => {
     const del = await api('DELETE', `/templates/${templateID}`)
     assert.equal(del.status, 204, del.body)
     assert.equal(await Template.exists(gone), false)
+  })
+
+  test('a template built from another: its chain and builds, and its parent kept while it depends on it', async () => {
+    const parent = `${name}-par`
+    const child = `${name}-kid`
+    await build(Template().fromTemplate('base').runCmd('echo p > /tmp/p'), parent)
+    await build(Template().fromTemplate(parent).runCmd('cat /tmp/p > /tmp/k'), child)
+    const kid = track(await Sandbox.create(child))
+    assert.equal(await kid.files.read('/tmp/k'), 'p\n')
+    const show = await api('GET', `/templates/${child}`)
+    assert.equal(show.status, 200, show.body)
+    const d = JSON.parse(show.body)
+    assert.deepEqual(d.template.chain, [parent, 'base'])
+    assert.equal(d.builds.length, 1)
+    assert.equal(d.builds[0].status, 'ready')
+    assert.equal(d.builds[0].steps, 1)
+    assert.equal(d.builds[0].parent.kind, 'build')
+    assert.equal(d.builds[0].parent.name, parent)
+    const listed = JSON.parse((await api('GET', '/templates')).body).find((t) => t.aliases?.[0] === child)
+    assert.deepEqual(listed.chain, [parent, 'base'])
+    const refused = await api('DELETE', `/templates/${parent}`)
+    assert.equal(refused.status, 409, refused.body)
+    assert.match(refused.body, new RegExp(child))
+    assert.equal((await api('DELETE', `/templates/${child}`)).status, 204)
+    assert.equal((await api('DELETE', `/templates/${parent}`)).status, 204)
   })
 
   test('bad input: a bad name, an unknown step type, an archive escaping its directory', async () => {
