@@ -252,6 +252,12 @@ func (s *templateBuildRoutes) stepCache(w http.ResponseWriter, r *http.Request) 
 // built templates into the snapshot its build left, and the build (for
 // its start command); anything else is left as it is.
 func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref string) (string, *store.TemplateBuild, error) {
+	if tplbuild.IsImageTemplate(ref) {
+		// An image's template holds the pull of the team that built from
+		// it first: only builds start from it (after the registry let
+		// their caller read that digest), never a create by name.
+		return "", nil, fmt.Errorf("template %q: %w", ref, errdefs.ErrNotFound)
+	}
 	if s == nil || s.builds == nil || ref == "" {
 		return ref, nil, nil
 	}

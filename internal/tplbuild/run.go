@@ -81,6 +81,9 @@ func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate
 }
 
 func orBase(spec Spec) string {
+	if ref, _, _ := spec.image(); ref != "" {
+		return "image " + ref
+	}
 	p, _ := spec.parent()
 	return p
 }
@@ -89,7 +92,7 @@ func orBase(spec Spec) string {
 // in a sandbox, snapshotting after each. It returns the last snapshot and
 // how many steps came from the cache.
 func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
-	source, key, err := r.s.parentOf(ctx, r.team, spec)
+	source, key, err := r.s.parentOf(ctx, r.team, spec, r.log)
 	if err != nil {
 		return "", 0, err
 	}
@@ -159,10 +162,14 @@ func (r *runner) cachedPrefix(ctx context.Context, spec Spec, keys []string) (in
 
 // parentOf is what a build's sandbox starts from (a server template, or
 // the snapshot of one of the team's built templates) and its cache key.
-func (s *Service) parentOf(ctx context.Context, team string, spec Spec) (source, key string, err error) {
+func (s *Service) parentOf(ctx context.Context, team string, spec Spec, l *buildLog) (source, key string, err error) {
 	name, err := spec.parent()
 	if err != nil {
 		return "", "", err
+	}
+	if name == "" {
+		ref, auth, _ := spec.image() // checked by parent
+		return s.imageTemplate(ctx, ref, auth, l)
 	}
 	if snap, _, ok, err := s.Resolve(ctx, team, name); err != nil {
 		return "", "", err
