@@ -55,7 +55,7 @@ func populateImage(ctx context.Context, root, ref string, auth *RegistryAuth, pr
 		}
 	}
 	x.finish()
-	return nil
+	return writeImageEnv(t, img)
 }
 
 // openImage finds the image ref names: an OCI layout directory, a

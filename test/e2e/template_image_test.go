@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -61,7 +62,7 @@ func startRegistry(t *testing.T) *testRegistry {
 
 // pushBusybox pushes an image of one layer, made here from the host's
 // static busybox (every applet a symlink to it, a root user, a marker
-// file, no `user`, no bash, no sudo), as repo:tag; it returns its digest.
+// file, no `user`, no bash, no sudo) and an Env in its config, as repo:tag; it returns its digest.
 func (r *testRegistry) pushBusybox(t *testing.T, repo, tag string) string {
 	t.Helper()
 	bb, err := os.ReadFile("/bin/busybox")
@@ -109,6 +110,9 @@ func (r *testRegistry) pushBusybox(t *testing.T, repo, tag string) string {
 	}
 	img, err := mutate.AppendLayers(empty.Image, layer)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if img, err = mutate.Config(img, v1.Config{Env: []string{"IMAGE_VAR=from the config"}}); err != nil {
 		t.Fatal(err)
 	}
 	ref, err := name.ParseReference(r.host + "/" + repo + ":" + tag)

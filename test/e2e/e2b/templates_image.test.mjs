@@ -70,6 +70,7 @@ describe('templates from images', { skip }, () => {
     // The SDK runs commands with /bin/bash -l: the image has only sh.
     assert.equal(await run(sbx, 'echo "$FROM_SDK"'), 'yes it is')
     assert.equal(await run(sbx, 'id -un'), 'user')
+    assert.equal(await run(sbx, 'echo "$IMAGE_VAR"'), 'from the config', "the image config's Env")
     // No sudo in the image: root-only work fails as it would in it.
     const r = await sbx.commands.run('touch /etc/nope', { user: 'user' }).catch((e) => e)
     assert.notEqual(r.exitCode, 0)
