@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -83,6 +84,9 @@ func (s Spec) image() (string, *template.RegistryAuth, error) {
 	return "", nil, fmt.Errorf("fromImageRegistry type %q: want registry: %w", rc.Type, errdefs.ErrInvalid)
 }
 
+// resolveTimeout bounds asking the registry for an image's digest.
+const resolveTimeout = time.Minute
+
 // BuildImageFunc builds the server template name from an image source
 // (the daemon's template builder), writing progress lines.
 type BuildImageFunc func(ctx context.Context, name string, src template.Source, progress io.Writer) error
@@ -94,7 +98,11 @@ func (s *Service) imageTemplate(ctx context.Context, ref string, auth *template.
 	if s.cfg.BuildImage == nil {
 		return "", "", fmt.Errorf("fromImage: this server builds no images: %w", errdefs.ErrUnsupported)
 	}
-	d, err := template.ImageDigest(ctx, ref, auth)
+	// A registry that never answers fails the build in a minute, not at
+	// the build's timeout.
+	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	d, err := template.ImageDigest(rctx, ref, auth)
+	cancel()
 	if err != nil {
 		return "", "", err
 	}
