@@ -372,6 +372,7 @@ func (d *Daemon) templateBuilds(cmds *commands.Service) *tplbuild.Service {
 		Store: d.Store, Sandboxes: d.Sessions, Commands: cmds,
 		Dir: filepath.Join(d.cfg.DataDir, "template-files"), Log: d.log.With("component", "tplbuild"),
 		Runtimes: d.runtimes,
+		BuildImage: d.Templates.buildImage,
 	})
 	if err := b.Recover(context.Background()); err != nil {
 		d.log.Warn("fail the template builds a restart interrupted", "err", err)

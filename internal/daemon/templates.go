@@ -106,6 +106,16 @@ func (t *Templates) Ensure(ctx context.Context, name string, src template.Source
 	return err
 }
 
+// buildImage unpacks a registry image into the template name for a
+// fromImage build (tplbuild): made once per digest, kept like any other.
+func (t *Templates) buildImage(ctx context.Context, name string, src template.Source, progress io.Writer) error {
+	_, err := t.Build(ctx, name, src, BuildOptions{Progress: progress})
+	if errdefs.IsAlreadyExists(err) {
+		return nil // a volume a crash left before its record: Reconcile records it
+	}
+	return err
+}
+
 // Reconcile makes the records match the volumes.
 func (t *Templates) Reconcile(ctx context.Context) error {
 	vols, err := t.Storage.List(ctx, storage.KindTemplate)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/warrenhq/warren/client"
 	"github.com/warrenhq/warren/internal/store"
+	"github.com/warrenhq/warren/internal/tplbuild"
 )
 
 // adminRoutes serve templates and API keys.
@@ -24,6 +25,9 @@ func (s *adminRoutes) listTemplates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]client.Template, 0, len(ts))
 	for _, t := range ts {
+		if tplbuild.IsImageTemplate(t.Name) && !s.authz.isAdmin(r) {
+			continue // a team's private pull (fromImage builds): the admin's to see
+		}
 		out = append(out, client.Template{TemplateID: t.Name, Source: t.Source, CreatedAt: t.CreatedAt, SizeBytes: t.SizeBytes, Runtime: t.Runtime, NoNewPrivileges: t.NoNewPrivileges, Devices: t.Devices})
 	}
 	built, err := s.built.listed(r.Context(), teamOf(r))

@@ -254,6 +254,12 @@ func (s *templateBuildRoutes) stepCache(w http.ResponseWriter, r *http.Request) 
 // runtime that saved it, unless the create asks for another or for files
 // only): warm, its server running, there is no start command to run.
 func (s *templateBuildRoutes) resolveBuilt(ctx context.Context, team, ref, runtime string, filesOnly bool) (string, *store.TemplateBuild, bool, error) {
+	if tplbuild.IsImageTemplate(ref) {
+		// An image's template holds the pull of the team that built from
+		// it first: only builds start from it (after the registry let
+		// their caller read that digest), never a create by name.
+		return "", nil, false, fmt.Errorf("template %q: %w", ref, errdefs.ErrNotFound)
+	}
 	if s == nil || s.builds == nil || ref == "" {
 		return ref, nil, false, nil
 	}

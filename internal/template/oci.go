@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -32,8 +31,8 @@ const (
 )
 
 // populateImage applies the layers of an OCI image, in order, to root.
-func populateImage(ctx context.Context, root, ref string, progress io.Writer, log *slog.Logger) error {
-	img, err := openImage(ctx, ref)
+func populateImage(ctx context.Context, root, ref string, auth *RegistryAuth, progress io.Writer, log *slog.Logger) error {
+	img, err := openImage(ctx, ref, auth)
 	if err != nil {
 		return err
 	}
@@ -56,13 +55,18 @@ func populateImage(ctx context.Context, root, ref string, progress io.Writer, lo
 		}
 	}
 	x.finish()
-	return nil
+	return writeImageEnv(t, img)
 }
 
 // openImage finds the image ref names: an OCI layout directory, a
 // docker-archive tarball, or else a registry reference.
-func openImage(ctx context.Context, ref string) (v1.Image, error) {
+func openImage(ctx context.Context, ref string, auth *RegistryAuth) (v1.Image, error) {
 	fi, err := os.Stat(ref)
+	if strings.Contains(ref, "@sha256:") {
+		// A digest reference (a pull a build resolved) is never a path:
+		// a team's image name must not make the server read its files.
+		err = os.ErrNotExist
+	}
 	switch {
 	case err == nil && fi.IsDir():
 		if _, err := os.Stat(filepath.Join(ref, "oci-layout")); err != nil {
@@ -88,10 +92,10 @@ func openImage(ctx context.Context, ref string) (v1.Image, error) {
 	}
 	img, err := remote.Image(r,
 		remote.WithContext(ctx),
-		remote.WithAuthFromKeychain(authn.DefaultKeychain),
+		auth.option(),
 		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
 	if err != nil {
-		return nil, fmt.Errorf("pull image %s: %w", ref, wrapRemote(err))
+		return nil, fmt.Errorf("pull image %s: %w", ref, registryError(err))
 	}
 	return img, nil
 }

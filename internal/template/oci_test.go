@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -65,6 +66,8 @@ func testImage(t *testing.T) v1.Image {
 		img, err = mutate.AppendLayers(img, l)
 		must(t, err)
 	}
+	img, err := mutate.Config(img, v1.Config{Env: []string{"IMAGE_VAR=it's here", "bad-key=x", "PATH=/opt/bin:/usr/bin:/bin"}})
+	must(t, err)
 	return img
 }
 
@@ -106,6 +109,14 @@ func checkImageTree(t *testing.T, root string) {
 		t.Error("esc/etc/... was not confined to the tree")
 	}
 	checkConventions(t, root, "/bin/sh")
+	// The image's Env, for login shells; a name no shell takes is left out.
+	env := readFile(t, filepath.Join(root, imageEnvFile))
+	if !strings.Contains(env, `export IMAGE_VAR='it'\''s here'`) || !strings.Contains(env, "export PATH='/opt/bin:/usr/bin:/bin'") || strings.Contains(env, "bad-key") {
+		t.Errorf("%s:\n%s", imageEnvFile, env)
+	}
+	if got := readFile(t, filepath.Join(root, "etc/profile")); got != profileReadingDropIns {
+		t.Errorf("etc/profile of an image without one: %q", got)
+	}
 }
 
 func TestImageOCILayout(t *testing.T) {

@@ -47,6 +47,9 @@ type Source struct {
 	// Image is an OCI image: a registry reference, a docker-archive
 	// tarball path, or an OCI layout directory path.
 	Image string
+	// ImageAuth is the registry login Image is pulled with (nil: the
+	// host's docker keychain).
+	ImageAuth *RegistryAuth
 	// Busybox builds a minimal tree from the host's static busybox.
 	Busybox bool
 	// Packages are extra packages for debootstrap.
@@ -154,7 +157,7 @@ func (b *Builder) populate(ctx context.Context, root string, src Source, progres
 	case src.Debootstrap != "":
 		return b.populateDebootstrap(ctx, root, src, progress, log)
 	case src.Image != "":
-		return populateImage(ctx, root, src.Image, progress, log)
+		return populateImage(ctx, root, src.Image, src.ImageAuth, progress, log)
 	case src.Busybox:
 		return populateBusybox(ctx, root, b.busyboxPath())
 	}

@@ -85,6 +85,9 @@ func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate
 }
 
 func orBase(spec Spec) string {
+	if ref, _, _ := spec.image(); ref != "" {
+		return "image " + ref
+	}
 	p, _ := spec.parent()
 	return p
 }
@@ -93,7 +96,7 @@ func orBase(spec Spec) string {
 // in a sandbox, snapshotting after each. It returns the last snapshot and
 // how many steps came from the cache.
 func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
-	source, key, parent, err := r.s.parentOf(ctx, r.team, spec)
+	source, key, parent, err := r.parentOf(ctx, spec)
 	if err != nil {
 		return "", 0, err
 	}
@@ -166,15 +169,19 @@ func (r *runner) cachedPrefix(ctx context.Context, spec Spec, keys []string) (in
 }
 
 // parentOf is what a build's sandbox starts from (a server template, or
-// the snapshot of one of the team's built templates), its cache key, and
-// the parent the build records.
-func (s *Service) parentOf(ctx context.Context, team string, spec Spec) (source, key string, parent store.BuildParent, err error) {
+// the snapshot of one of the team's built templates, or an image's), its
+// cache key, and the parent the build records.
+func (r *runner) parentOf(ctx context.Context, spec Spec) (source, key string, parent store.BuildParent, err error) {
+	s, team := r.s, r.team
 	name, err := spec.parent()
 	if err != nil {
 		return "", "", parent, err
 	}
-	if spec.FromImage != "" {
-		parent.Image = spec.FromImage
+	if name == "" {
+		ref, auth, _ := spec.image() // checked by parent
+		parent.Kind, parent.Image = store.ParentImage, ref
+		source, key, err = s.imageTemplate(ctx, ref, auth, r.log)
+		return source, key, parent, err
 	}
 	if snap, b, ok, err := s.Resolve(ctx, team, name); err != nil {
 		return "", "", parent, err

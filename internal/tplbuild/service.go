@@ -14,6 +14,7 @@ import (
 	"github.com/warrenhq/warren/internal/commands"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/ids"
+	"github.com/warrenhq/warren/internal/keylock"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -68,6 +69,9 @@ type Config struct {
 	// MaxCacheBytes is what a team's step cache may hold before its least
 	// recently used entries are evicted (0: 10 GiB).
 	MaxCacheBytes int64
+	// BuildImage unpacks a registry image into a server template, for
+	// fromImage builds (nil: fromImage is unsupported).
+	BuildImage BuildImageFunc
 	// Timeout bounds one build (0: 30 minutes).
 	Timeout time.Duration
 	// Runtimes are the server's runtimes (GET /health): a build's runtime
@@ -97,6 +101,7 @@ type Service struct {
 	logs    map[string]*buildLog // by build id, for the status calls
 	pending map[string][]string  // tags a requested build gets when ready
 	wg      sync.WaitGroup
+	images  keylock.Locks // by image template: one pull per digest
 }
 
 // New makes the build service.
@@ -158,6 +163,9 @@ func (s *Service) RequestBuild(ctx context.Context, team, ref string, tags []str
 	}
 	slices.Sort(tags)
 	tags = slices.Compact(tags)
+	if IsImageTemplate(name) {
+		return Requested{}, fmt.Errorf("template name %q: names %s<40 hex> are the server's own (images): pick another: %w", name, imageTemplatePrefix, errdefs.ErrInvalid)
+	}
 	if _, err := s.cfg.Store.GetTemplate(ctx, name); err == nil {
 		return Requested{}, fmt.Errorf("template name %q is one of the server's own templates: pick another: %w", name, errdefs.ErrAlreadyExists)
 	}

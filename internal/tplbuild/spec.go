@@ -87,7 +87,8 @@ func CheckFilesHash(h string) error {
 	return nil
 }
 
-// parent is the template (or "" for none) a spec starts from.
+// parent is the template a spec starts from, or "" when it starts from
+// an image (see image).
 func (s Spec) parent() (string, error) {
 	switch {
 	case s.FromTemplate != "" && s.FromImage != "":
@@ -97,12 +98,16 @@ func (s Spec) parent() (string, error) {
 	case s.FromImage == sdkDefaultImage || s.FromImage == "":
 		return "base", nil
 	}
-	return "", fmt.Errorf("fromImage %q: building from an OCI image is not supported yet; start from a template (fromTemplate): %w", s.FromImage, errdefs.ErrUnsupported)
+	_, _, err := s.image()
+	return "", err
 }
 
 // Validate checks every step's type and arguments before anything runs.
 func (s Spec) Validate() error {
 	if _, err := s.parent(); err != nil {
+		return err
+	}
+	if _, _, err := s.image(); err != nil {
 		return err
 	}
 	if len(s.Steps) > maxSteps {

@@ -3,6 +3,7 @@ package tplbuild
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/warrenhq/warren/client"
@@ -16,6 +17,20 @@ const readyTimeout = 2 * time.Minute
 
 // readyPoll is how often the ready command is tried.
 const readyPoll = 100 * time.Millisecond
+
+// readyTryMs bounds one try of a ready command: 10 s, so that a check
+// that hangs (a URL not answering yet) is tried again; but waitForTimeout's
+// `sleep N` (a Dockerfile CMD's ready command) must be let finish.
+func readyTryMs(ctx context.Context, readyCmd string) uint32 {
+	if !strings.HasPrefix(readyCmd, "sleep ") {
+		return 10_000
+	}
+	left := readyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	return uint32(max(1, left.Milliseconds()))
+}
 
 // startTag is the background process tag of a template's start command.
 const startTag = "template-start"
@@ -49,7 +64,7 @@ func (s *Service) startAndWait(ctx context.Context, team, sandboxID, startCmd, r
 	defer cancel()
 	last := ""
 	for {
-		res, err := s.cfg.Commands.ExecWait(ctx, team, sandboxID, client.ExecRequest{Command: readyCmd, User: user, Cwd: workdir, Env: env, TimeoutMs: 10_000})
+		res, err := s.cfg.Commands.ExecWait(ctx, team, sandboxID, client.ExecRequest{Command: readyCmd, User: user, Cwd: workdir, Env: env, TimeoutMs: readyTryMs(ctx, readyCmd)})
 		if err == nil && res.ExitCode == 0 && res.Signal == "" && !res.TimedOut {
 			return nil
 		}

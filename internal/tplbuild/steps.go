@@ -183,6 +183,9 @@ func (r *runner) setEnv(ctx context.Context, i int, args []string) error {
 	for j := 0; j+1 < len(args); j += 2 {
 		fmt.Fprintf(&lines, "export %s='%s'\n", args[j], strings.ReplaceAll(args[j+1], "'", `'\''`))
 	}
-	script := `mkdir -p "$(dirname ` + envFile + `)" && printf '%s' "$WB_LINES" >>` + envFile
+	// An image without /etc/profile (busybox, scratch-built) gets one that
+	// reads profile.d, so that login shells see the variables there too.
+	script := `mkdir -p "$(dirname ` + envFile + `)" && printf '%s' "$WB_LINES" >>` + envFile +
+		` && { [ -e /etc/profile ] || echo 'for f in /etc/profile.d/*.sh; do [ -r "$f" ] && . "$f"; done' >/etc/profile; }`
 	return r.exec(ctx, i, client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}, User: "root", Cwd: "/", Env: map[string]string{"WB_LINES": lines.String()}})
 }

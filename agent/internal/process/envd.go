@@ -229,7 +229,7 @@ func (s *Service) envdSpec(h http.Header, req *process.StartRequest) (*spec, err
 	} else if !fi.IsDir() {
 		return nil, invalid("cwd '%s' is not a directory", sp.dir)
 	}
-	sp.argv = append([]string{cfg.GetCmd()}, cfg.GetArgs()...)
+	sp.argv = noBashFallback(append([]string{cfg.GetCmd()}, cfg.GetArgs()...))
 	if sp.path, err = lookPath(sp.argv[0], envValue(sp.env, "PATH"), sp.dir); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}

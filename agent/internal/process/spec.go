@@ -3,6 +3,7 @@ package process
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,13 +94,25 @@ func (s *Service) buildSpec(req *agentv1.ExecRequest) (*spec, error) {
 			sp.argv = []string{"/bin/sh", "-c", req.GetShellCommand()}
 		}
 	} else {
-		sp.argv = req.GetArgv()
+		sp.argv = noBashFallback(req.GetArgv())
 	}
 	sp.path, err = lookPath(sp.argv[0], envValue(sp.env, "PATH"), sp.dir)
 	if err != nil {
 		return nil, startError{err}
 	}
 	return sp, nil
+}
+
+// noBashFallback runs `/bin/bash -l -c CMD` (how the E2B SDK runs every
+// command) with /bin/sh in an image that has no bash (alpine, busybox):
+// the command is a shell line either way.
+func noBashFallback(argv []string) []string {
+	if len(argv) == 4 && argv[0] == "/bin/bash" && argv[1] == "-l" && argv[2] == "-c" {
+		if _, err := os.Stat("/bin/bash"); errors.Is(err, fs.ErrNotExist) {
+			return []string{"/bin/sh", "-l", "-c", argv[3]}
+		}
+	}
+	return argv
 }
 
 // hasNUL reports whether any of ss holds a NUL byte, which no argument,
