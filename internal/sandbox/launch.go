@@ -12,6 +12,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/startgate"
 )
 
 // agentSockets is where each sandbox's agent dials in (a socket in the
@@ -113,6 +114,15 @@ type launcher struct {
 	usernsOn     bool
 	// devices: see Config.Devices.
 	devices func(ctx context.Context, id string) (*runtime.Devices, error)
+	// starts: see Config.Starts.
+	starts *startgate.Gate
+}
+
+// admit waits for a start slot (Config.Starts). The caller holds it from
+// the runtime's start until the agent answers: the part of a start that is
+// CPU.
+func (l *launcher) admit(ctx context.Context) (release func(), err error) {
+	return l.starts.Acquire(ctx)
 }
 
 // start starts the sandbox's processes on root, or restores them from the
