@@ -70,8 +70,8 @@ type Config struct {
 	// devices has none saved). nil: none.
 	Devices func(ctx context.Context, id string) (*runtime.Devices, error)
 	// Starts bounds the starts (create, rollback, boot) that run at once,
-	// from the runtime's start until the agent answers; the others wait in
-	// order (internal/startgate). nil: no bound.
+	// until their agent answers (launcher.admit); the others wait in order
+	// (internal/startgate). nil: no bound.
 	Starts *startgate.Gate
 }
 

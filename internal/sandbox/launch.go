@@ -118,9 +118,10 @@ type launcher struct {
 	starts *startgate.Gate
 }
 
-// admit waits for a start slot (Config.Starts). The caller holds it from
-// the runtime's start until the agent answers: the part of a start that is
-// CPU.
+// admit waits for a start slot (Config.Starts). The caller holds it
+// through the part of a start that is CPU, until the agent answers: a
+// create from before its root's snapshot, a rollback and a boot from the
+// runtime's start.
 func (l *launcher) admit(ctx context.Context) (release func(), err error) {
 	return l.starts.Acquire(ctx)
 }
