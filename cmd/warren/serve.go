@@ -122,6 +122,7 @@ func (o *serveFlags) flags(cmd *cobra.Command) {
 	f.StringVar(&o.cfg.Storage, "storage", o.cfg.Storage, "storage backend: btrfs or dir (env WARREN_STORAGE)")
 	f.Int64Var(&o.imageSizeGiB, "image-size-gb", o.cfg.ImageSize>>30, "size of the loop-backed btrfs image made when the data dir is not on btrfs (sparse)")
 	f.IntVar(&o.cfg.MaxSandboxes, "max-sandboxes", o.cfg.MaxSandboxes, "most sandboxes alive at once (env WARREN_MAX_SANDBOXES)")
+	f.IntVar(&o.cfg.MaxConcurrentStarts, "max-concurrent-starts", o.cfg.MaxConcurrentStarts, "most sandbox starts (create, fork, rollback, cold boot, each until its agent answers) running at once; the rest wait in order, warm-pool refills last (-1 = 2 per CPU; 0 = no bound; env WARREN_MAX_CONCURRENT_STARTS)")
 	f.Int64Var(&o.memoryMB, "default-memory-mb", o.cfg.DefaultLimits.MemoryBytes>>20, "memory limit of a sandbox that asks for none")
 	f.Float64Var(&o.cpus, "default-cpus", float64(o.cfg.DefaultLimits.CPUMillis)/1000, "CPU limit of a sandbox that asks for none")
 	f.Int64Var(&o.cfg.DefaultLimits.Pids, "default-pids", o.cfg.DefaultLimits.Pids, "pids limit of a sandbox that asks for none")

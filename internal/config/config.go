@@ -44,6 +44,9 @@ type Config struct {
 	ImageSize int64
 	// MaxSandboxes bounds the sandboxes alive at once (all teams).
 	MaxSandboxes int
+	// MaxConcurrentStarts bounds the sandbox starts running at once
+	// (starts.go): -1 picks one from the CPU count, 0 is no bound.
+	MaxConcurrentStarts int
 	// DefaultLimits apply to sandboxes that ask for none.
 	DefaultLimits runtime.Limits
 	// MaxLimits bound what a request may ask for.
@@ -224,6 +227,7 @@ func Default() Config {
 			c.MaxSandboxes = n
 		}
 	}
+	c.MaxConcurrentStarts = startLimitFromEnv()
 	return c
 }
 
@@ -250,6 +254,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateTimeouts(); err != nil {
+		return err
+	}
+	if err := c.validateStarts(); err != nil {
 		return err
 	}
 	if _, err := c.ParsePools(); err != nil {

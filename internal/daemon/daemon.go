@@ -36,6 +36,7 @@ import (
 	"github.com/warrenhq/warren/internal/server"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/sharedvol"
+	"github.com/warrenhq/warren/internal/startgate"
 	"github.com/warrenhq/warren/internal/storage"
 	"github.com/warrenhq/warren/internal/storage/btrfs"
 	"github.com/warrenhq/warren/internal/storage/dir"
@@ -74,6 +75,8 @@ type Daemon struct {
 	runtimes  []client.RuntimeInfo // for GET /health
 	// share keeps the pool's reserve (nil: none); Serve runs it.
 	share *diskshare.Share
+	// starts bounds the sandbox starts at once (--max-concurrent-starts).
+	starts *startgate.Gate
 
 	// stopMetrics stops the sampler Serve started and waits for it.
 	stopMetrics func()
@@ -165,6 +168,7 @@ func Open(ctx context.Context, cfg config.Config, log *slog.Logger) (_ *Daemon, 
 	if err := d.openEgress(cfg, log); err != nil {
 		return nil, err
 	}
+	d.starts = startgate.New(cfg.StartLimit())
 	d.Host = sandbox.New(d.hostConfig(cfg, rt, usernsOn, log))
 	share, defaultDisk, err := diskshare.New(ctx, d.Storage, diskshare.Options{DefaultQuota: cfg.DefaultDiskBytes, Reserve: cfg.DiskReserveBytes, Log: log})
 	if err != nil {
@@ -205,6 +209,7 @@ func (d *Daemon) hostConfig(cfg config.Config, rt *runtimeset.Set, usernsOn bool
 		UserNS:   usernsRanges{store: d.Store, base: cfg.UserNSBase, slots: cfg.UserNSSlots},
 		UserNSOn: usernsOn,
 		Devices:  d.Devices.EditsOf,
+		Starts:   d.starts,
 	}
 	if cfg.AgentLogs {
 		hostCfg.LogDir = cfg.LogDir()

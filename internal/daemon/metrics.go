@@ -51,6 +51,7 @@ func (d *Daemon) newMetrics(errs *metrics.Errors) *metrics.Metrics {
 		},
 		Version: Version,
 		States:  sandboxesByState(d.Store),
+		Starts:  d.starts.Stats,
 	})
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warrenhq/warren/internal/startgate"
 )
 
 // Options configure Metrics.
@@ -21,6 +23,8 @@ type Options struct {
 	Version  string
 	// Pools reports the warm pools (nil: no pool series).
 	Pools func() []PoolStat
+	// Starts reports the gate of sandbox starts (nil: no start series).
+	Starts func() startgate.Stats
 	// Errors keeps the daemon's latest errors (nil: a new one).
 	Errors *Errors
 	// Now is the clock; nil means time.Now.

@@ -58,6 +58,9 @@ func (m *Metrics) register() {
 	if m.opts.Pools != nil {
 		daemon.MustRegister(m.warmPools())
 	}
+	if m.opts.Starts != nil {
+		daemon.MustRegister(m.starts())
+	}
 	sandboxes := prometheus.NewRegistry()
 	sandboxes.MustRegister(m.sandboxes())
 

@@ -40,6 +40,11 @@ func (l *lifecycle) ColdBoot(ctx context.Context, spec Spec, conn *agentconn.Con
 	if err := l.PowerOff(ctx, spec.ID); err != nil {
 		return 0, err
 	}
+	release, err := l.launch.admit(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	began := time.Now()
 	spec.MemoryFrom = ""
 	if _, err := l.launch.start(ctx, spec, l.pool.st.Path(sandboxKey(spec.ID)), conn); err != nil {

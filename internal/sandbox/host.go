@@ -13,6 +13,7 @@ import (
 	"github.com/warrenhq/warren/internal/procs"
 	"github.com/warrenhq/warren/internal/runtime"
 	"github.com/warrenhq/warren/internal/sandboxlog"
+	"github.com/warrenhq/warren/internal/startgate"
 	"github.com/warrenhq/warren/internal/storage"
 )
 
@@ -68,6 +69,10 @@ type Config struct {
 	// every start of it and before its memory is saved (a sandbox holding
 	// devices has none saved). nil: none.
 	Devices func(ctx context.Context, id string) (*runtime.Devices, error)
+	// Starts bounds the starts (create, rollback, boot) that run at once,
+	// until their agent answers (launcher.admit); the others wait in order
+	// (internal/startgate). nil: no bound.
+	Starts *startgate.Gate
 }
 
 // UserNSRanges hands out the host id ranges of sandboxes' user namespaces.
@@ -120,7 +125,7 @@ func New(c Config) *Host {
 	launch := &launcher{runtime: c.Runtime, sockets: sockets, logDir: c.LogDir, agentBinary: c.AgentBinary,
 		net: nets, images: images, restorer: memory, noNewPrivileges: c.NoNewPrivileges,
 		volumeMounts: c.VolumeMounts,
-		userns:       c.UserNS, usernsOn: c.UserNSOn, devices: c.Devices}
+		userns:       c.UserNS, usernsOn: c.UserNSOn, devices: c.Devices, starts: c.Starts}
 	memory.specs = launch
 	return &Host{
 		lifecycle: &lifecycle{pool: pool, runtime: c.Runtime, launch: launch, sockets: sockets, net: nets,

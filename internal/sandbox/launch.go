@@ -12,6 +12,7 @@ import (
 	"github.com/warrenhq/warren/internal/agentconn"
 	"github.com/warrenhq/warren/internal/errdefs"
 	"github.com/warrenhq/warren/internal/runtime"
+	"github.com/warrenhq/warren/internal/startgate"
 )
 
 // agentSockets is where each sandbox's agent dials in (a socket in the
@@ -113,6 +114,16 @@ type launcher struct {
 	usernsOn     bool
 	// devices: see Config.Devices.
 	devices func(ctx context.Context, id string) (*runtime.Devices, error)
+	// starts: see Config.Starts.
+	starts *startgate.Gate
+}
+
+// admit waits for a start slot (Config.Starts). The caller holds it
+// through the part of a start that is CPU, until the agent answers: a
+// create from before its root's snapshot, a rollback and a boot from the
+// runtime's start.
+func (l *launcher) admit(ctx context.Context) (release func(), err error) {
+	return l.starts.Acquire(ctx)
 }
 
 // start starts the sandbox's processes on root, or restores them from the

@@ -55,35 +55,27 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 		return nil, err
 	}
 	var undo cleanups
-	began := time.Now()
+	queued := time.Now()
 	defer func() {
 		if retErr != nil {
 			undo.run(l.log)
 		}
 	}()
-
-	vol := sandboxKey(spec.ID)
-	if spec.QuotaBytes > 0 {
-		if err := l.SetQuota(ctx, spec.Group, spec.QuotaBytes); err != nil {
-			return nil, err
-		}
-		q := l.pool.st.(storage.QuotaGroups)
-		undo.add("delete quota group", func(ctx context.Context) error { return q.DeleteGroup(ctx, spec.Group) })
-	}
-	src, what := spec.source()
-	if spec.Snapshot != "" {
-		if err := l.pool.unsettled.snapshot(ctx, spec.Snapshot); err != nil {
-			return nil, err
-		}
-	}
-	root, err := l.pool.snapshotVolume(ctx, src, vol, storage.SnapshotOptions{Group: spec.Group})
+	// The whole create waits its turn, not only the runtime's start: its
+	// quota group and snapshot are CPU too, and a create that holds its
+	// slot from the first of them to its agent's answer is what lets the
+	// first in line finish first (internal/startgate).
+	release, err := l.launch.admit(ctx)
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return nil, fmt.Errorf("%s %q does not exist (see `warren %s ls`): %w", what, src.Name, what, errdefs.ErrNotFound)
-		}
-		return nil, fmt.Errorf("make root filesystem: %w", err)
+		return nil, err
 	}
-	undo.add("delete volume", func(ctx context.Context) error { return l.pool.st.Delete(ctx, vol) })
+	defer release()
+	began := time.Now()
+
+	root, err := l.makeRoot(ctx, spec, &undo)
+	if err != nil {
+		return nil, err
+	}
 	snapshotted := time.Now()
 
 	sockDir := l.sockets.dir(spec.ID)
@@ -119,12 +111,41 @@ func (l *lifecycle) Create(ctx context.Context, spec Spec) (_ *Sandbox, retErr e
 	if err := l.sockets.waitReady(ctx, conn); err != nil {
 		return nil, err
 	}
+	release()
 	l.joinGroupsCap(ctx, spec.Group)
 	l.procs.Attach(spec.ID, conn)
 	l.log.Debug("sandbox created", "sandbox", spec.ID,
-		"snapshot", snapshotted.Sub(began), "start", started.Sub(snapshotted), "agent", time.Since(started))
+		"snapshot", snapshotted.Sub(began), "queued", began.Sub(queued), "start", started.Sub(snapshotted), "agent", time.Since(started))
 	l.logs.Prepare(spec.ID)
 	return &Sandbox{ID: spec.ID, Agent: conn, Status: st}, nil
+}
+
+// makeRoot makes a new sandbox's quota group and its root filesystem, a
+// snapshot of its template or snapshot, and returns the root's path.
+func (l *lifecycle) makeRoot(ctx context.Context, spec Spec, undo *cleanups) (string, error) {
+	vol := sandboxKey(spec.ID)
+	if spec.QuotaBytes > 0 {
+		if err := l.SetQuota(ctx, spec.Group, spec.QuotaBytes); err != nil {
+			return "", err
+		}
+		q := l.pool.st.(storage.QuotaGroups)
+		undo.add("delete quota group", func(ctx context.Context) error { return q.DeleteGroup(ctx, spec.Group) })
+	}
+	src, what := spec.source()
+	if spec.Snapshot != "" {
+		if err := l.pool.unsettled.snapshot(ctx, spec.Snapshot); err != nil {
+			return "", err
+		}
+	}
+	root, err := l.pool.snapshotVolume(ctx, src, vol, storage.SnapshotOptions{Group: spec.Group})
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return "", fmt.Errorf("%s %q does not exist (see `warren %s ls`): %w", what, src.Name, what, errdefs.ErrNotFound)
+		}
+		return "", fmt.Errorf("make root filesystem: %w", err)
+	}
+	undo.add("delete volume", func(ctx context.Context) error { return l.pool.st.Delete(ctx, vol) })
+	return root, nil
 }
 
 // runtimeAvailable refuses a runtime this host does not run or cannot

@@ -52,6 +52,7 @@ type snapshots struct {
 	}
 	// launch restarts a rolled-back sandbox's processes (launcher).
 	launch interface {
+		admit(ctx context.Context) (release func(), err error)
 		start(ctx context.Context, spec Spec, root string, conn *agentconn.Conn) (runtime.Status, error)
 	}
 	sockets agentSockets
@@ -151,6 +152,11 @@ func (s *snapshots) Rollback(ctx context.Context, spec Spec, snapID string, conn
 	// about another second. So it waits for a quiet pool (an agent's
 	// thinking time), within bounds (see oldRootDrops).
 	s.pool.oldRoots.whenQuiet(spec.ID, func() { s.dropOldRoot(ctx, spec.ID, scratch) })
+	release, err := s.launch.admit(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	t2 := time.Now()
 	if _, err := s.launch.start(ctx, spec, s.pool.st.Path(sandboxKey(spec.ID)), conn); err != nil {
 		return err

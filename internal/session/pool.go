@@ -12,6 +12,7 @@ import (
 	"github.com/warrenhq/warren/internal/ids"
 	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/sandbox"
+	"github.com/warrenhq/warren/internal/startgate"
 	"github.com/warrenhq/warren/internal/store"
 )
 
@@ -333,7 +334,8 @@ func (w *warmPools) fillPool(ctx context.Context, p *pool) {
 		if p.cfg.Network {
 			spec.Network = &network.Policy{}
 		}
-		sb, err := w.host.Create(ctx, spec)
+		// A refill's start waits behind the creates clients wait for.
+		sb, err := w.host.Create(startgate.WithPriority(ctx, startgate.Background), spec)
 		if err != nil {
 			p.mu.Lock()
 			p.lastErr = err.Error()

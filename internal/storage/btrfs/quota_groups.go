@@ -27,6 +27,8 @@ type quotaGroups struct {
 	// reclaimed is called after the space of deleted volumes was hurried
 	// out of a quota group (tests count it).
 	reclaimed func()
+	// commits batches the table's writes (quota_commit.go).
+	commits tableCommits
 }
 
 // How quota groups work on simple quotas (measured on 6.18):
@@ -60,17 +62,28 @@ func (g *quotaGroups) SetGroupLimit(ctx context.Context, group string, bytes int
 	if bytes < 0 {
 		return fmt.Errorf("quota group %s: limit %d is negative (0 means no limit): %w", group, bytes, errdefs.ErrInvalid)
 	}
-	t, err := g.openGroupTable()
+	// A new group's entry is written with those of the creates and
+	// deletes at the same time (quota_commit.go).
+	err := g.update(func(t *groupTable) (bool, func(), error) {
+		q, added, err := t.ensureUnsaved(group)
+		if err != nil {
+			return false, nil, err
+		}
+		var undo func()
+		if added {
+			undo = func() {
+				if err := t.unmake(group); err != nil {
+					g.log.Warn("remove the qgroup of a quota group whose entry was not saved", "group", group, "err", err)
+				}
+			}
+		}
+		if err := qgroupSetMaxExcl(t.fd(), q, uint64(bytes)); err != nil {
+			return added, undo, fmt.Errorf("qgroup %s to %d bytes: %w", qgroupString(q), bytes, errnoKind(err))
+		}
+		return added, undo, nil
+	})
 	if err != nil {
 		return fmt.Errorf("set limit of quota group %s: %w", group, err)
-	}
-	defer t.close()
-	q, err := t.ensure(group)
-	if err != nil {
-		return err
-	}
-	if err := qgroupSetMaxExcl(t.fd(), q, uint64(bytes)); err != nil {
-		return fmt.Errorf("set limit of quota group %s (qgroup %s) to %d bytes: %w", group, qgroupString(q), bytes, errnoKind(err))
 	}
 	return nil
 }
@@ -108,33 +121,42 @@ func (g *quotaGroups) DeleteGroup(ctx context.Context, group string) error {
 	if err := ids.ValidateName("quota group", group); err != nil {
 		return err
 	}
-	t, err := g.openGroupTable()
+	// The entry's removal is written with the changes of the creates and
+	// deletes at the same time (quota_commit.go).
+	err := g.update(func(t *groupTable) (bool, func(), error) {
+		n, ok := t.groups[group]
+		if !ok {
+			return false, nil, nil
+		}
+		if err := t.destroyGroup(group, n); err != nil {
+			return false, nil, err
+		}
+		delete(t.groups, group)
+		return true, nil, nil
+	})
 	if errors.Is(err, errNoSimpleQuotas) {
 		return nil // no quotas, so no group was ever made
 	}
-	if err != nil {
-		return fmt.Errorf("delete quota group %s: %w", group, err)
-	}
-	defer t.close()
-	n, ok := t.groups[group]
-	if !ok {
+	return err
+}
+
+// destroyGroup removes qgroup 1/n of group, if it still exists.
+func (t *groupTable) destroyGroup(group string, n uint64) error {
+	q := qgroupID(1, n)
+	if !t.qgroupExists(n) {
 		return nil
 	}
-	q := qgroupID(1, n)
-	if t.qgroupExists(n) {
-		if err := t.detachStaleMembers(group, q); err != nil {
-			return err
-		}
-		err := qgroupCreate(t.fd(), q, false)
-		if errors.Is(err, unix.EBUSY) {
-			return fmt.Errorf("delete quota group %s (qgroup %s): the kernel says it still has members: %w: %w", group, qgroupString(q), errdefs.ErrConflict, err)
-		}
-		if err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("delete quota group %s (qgroup %s): %w", group, qgroupString(q), errnoKind(err))
-		}
+	if err := t.detachStaleMembers(group, q); err != nil {
+		return err
 	}
-	delete(t.groups, group)
-	return t.save()
+	err := qgroupCreate(t.fd(), q, false)
+	if errors.Is(err, unix.EBUSY) {
+		return fmt.Errorf("delete quota group %s (qgroup %s): the kernel says it still has members: %w: %w", group, qgroupString(q), errdefs.ErrConflict, err)
+	}
+	if err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete quota group %s (qgroup %s): %w", group, qgroupString(q), errnoKind(err))
+	}
+	return nil
 }
 
 // detachStaleMembers removes from q the qgroups of deleted subvolumes, and

@@ -177,29 +177,50 @@ func (t *groupTable) lookup(name string) (uint64, bool) {
 // back under the same id. A group made here is not yet under the groups'
 // cap (quota_cap.go says why).
 func (t *groupTable) ensure(name string) (uint64, error) {
-	if n, ok := t.groups[name]; ok {
-		if t.qgroupExists(n) {
-			return qgroupID(1, n), nil
-		}
-		err := qgroupCreate(t.fd(), qgroupID(1, n), true)
-		if err != nil && !errors.Is(err, unix.EEXIST) {
-			return 0, fmt.Errorf("recreate qgroup 1/%d of quota group %s: %w", n, name, errnoKind(err))
-		}
-		return qgroupID(1, n), nil
+	q, added, err := t.ensureUnsaved(name)
+	if err != nil || !added {
+		return q, err
 	}
-	n, err := t.create(1)
-	if err != nil {
-		return 0, fmt.Errorf("quota group %s: %w", name, err)
-	}
-	t.groups[name] = n
 	if err := t.save(); err != nil {
-		delete(t.groups, name)
-		if derr := qgroupCreate(t.fd(), qgroupID(1, n), false); derr != nil {
-			err = fmt.Errorf("%w (and qgroup 1/%d is left behind: %v)", err, n, derr)
+		if derr := t.unmake(name); derr != nil {
+			err = fmt.Errorf("%w (and %v)", err, derr)
 		}
 		return 0, err
 	}
-	return qgroupID(1, n), nil
+	return q, nil
+}
+
+// ensureUnsaved is ensure without the save: added says that name is new
+// in the table, which then needs saving (unmake undoes it if the save
+// fails).
+func (t *groupTable) ensureUnsaved(name string) (q uint64, added bool, err error) {
+	if n, ok := t.groups[name]; ok {
+		if t.qgroupExists(n) {
+			return qgroupID(1, n), false, nil
+		}
+		err := qgroupCreate(t.fd(), qgroupID(1, n), true)
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return 0, false, fmt.Errorf("recreate qgroup 1/%d of quota group %s: %w", n, name, errnoKind(err))
+		}
+		return qgroupID(1, n), false, nil
+	}
+	n, err := t.create(1)
+	if err != nil {
+		return 0, false, fmt.Errorf("quota group %s: %w", name, err)
+	}
+	t.groups[name] = n
+	return qgroupID(1, n), true, nil
+}
+
+// unmake takes a group ensureUnsaved added out of the table again and
+// removes its qgroup.
+func (t *groupTable) unmake(name string) error {
+	n := t.groups[name]
+	delete(t.groups, name)
+	if err := qgroupCreate(t.fd(), qgroupID(1, n), false); err != nil {
+		return fmt.Errorf("qgroup 1/%d is left behind: %w", n, err)
+	}
+	return nil
 }
 
 // create makes a new qgroup at level and returns its n.
