@@ -310,6 +310,12 @@ var migrations = []string{
 	// 64
 	`CREATE TABLE template_step_cache (team TEXT NOT NULL, key TEXT NOT NULL, snapshot_id TEXT NOT NULL,
 		bytes INTEGER NOT NULL DEFAULT 0, last_used INTEGER NOT NULL, PRIMARY KEY (team, key))`,
+	// 65-67: placeholders for migrations other branches add (merge: replace
+	// these with theirs, keeping 68 the 68th).
+	`SELECT 1`, `SELECT 1`, `SELECT 1`,
+	// 68: a template build's network, as its log describes it ("internet",
+	// "none (loopback only)", ...; '' for builds made before).
+	`ALTER TABLE template_builds ADD COLUMN network TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -35,8 +35,11 @@ type TemplateBuild struct {
 	User        string
 	Workdir     string
 	CachedSteps int
-	CreatedAt   time.Time
-	FinishedAt  time.Time
+	// Network is the build sandbox's network, as its log says it
+	// ("none (loopback only)", "internet", ...).
+	Network    string
+	CreatedAt  time.Time
+	FinishedAt time.Time
 }
 
 // TemplateTag names one build of a template.
@@ -130,22 +133,22 @@ func (s *templateBuildTable) DeleteBuiltTemplate(ctx context.Context, id string)
 // PutTemplateBuild inserts or replaces a build's row.
 func (s *templateBuildTable) PutTemplateBuild(ctx context.Context, b TemplateBuild) error {
 	_, err := s.w.ExecContext(ctx, `INSERT OR REPLACE INTO template_builds (id, template_id, status, snapshot_id, reason, step,
-		start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at, network) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.TemplateID, b.Status, b.SnapshotID, b.Reason, b.Step, b.StartCmd, b.ReadyCmd, b.User, b.Workdir, b.CachedSteps,
-		toNanos(b.CreatedAt), toNanos(b.FinishedAt))
+		toNanos(b.CreatedAt), toNanos(b.FinishedAt), b.Network)
 	if err != nil {
 		return fmt.Errorf("store build %s: %w", b.ID, dbErr(err))
 	}
 	return nil
 }
 
-const buildCols = `id, template_id, status, snapshot_id, reason, step, start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at`
+const buildCols = `id, template_id, status, snapshot_id, reason, step, start_cmd, ready_cmd, user, workdir, cached_steps, created_at, finished_at, network`
 
 func scanBuild(sc interface{ Scan(...any) error }) (TemplateBuild, error) {
 	var b TemplateBuild
 	var created, finished int64
 	err := sc.Scan(&b.ID, &b.TemplateID, &b.Status, &b.SnapshotID, &b.Reason, &b.Step, &b.StartCmd, &b.ReadyCmd,
-		&b.User, &b.Workdir, &b.CachedSteps, &created, &finished)
+		&b.User, &b.Workdir, &b.CachedSteps, &created, &finished, &b.Network)
 	b.CreatedAt, b.FinishedAt = fromNanos(created), fromNanos(finished)
 	return b, err
 }

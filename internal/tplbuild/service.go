@@ -47,6 +47,9 @@ type Sandboxes interface {
 	Snapshot(ctx context.Context, team, id string, req session.SnapshotRequest) (session.SnapshotResult, error)
 	GetSnapshot(ctx context.Context, team, snapID string) (store.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, team, snapID string) error
+	// NetworkAvailable reports whether sandboxes can be given a network
+	// here (nil), or why not.
+	NetworkAvailable() error
 }
 
 // Commands runs a step's commands and writes its files (commands.Service).
@@ -227,7 +230,11 @@ func (s *Service) StartBuild(ctx context.Context, team, templateID, buildID stri
 			return fmt.Errorf("step %d: COPY %s: its files (%s) were never uploaded: %w", i+1, st.Args[0], st.FilesHash, errdefs.ErrInvalid)
 		}
 	}
-	b.Status, b.StartCmd, b.ReadyCmd = StatusBuilding, spec.StartCmd, spec.ReadyCmd
+	pol, err := s.buildNetwork(spec)
+	if err != nil {
+		return err
+	}
+	b.Status, b.StartCmd, b.ReadyCmd, b.Network = StatusBuilding, spec.StartCmd, spec.ReadyCmd, describeNetwork(pol)
 	if err := s.cfg.Store.PutTemplateBuild(ctx, b); err != nil {
 		return err
 	}
@@ -245,7 +252,7 @@ func (s *Service) StartBuild(ctx context.Context, team, templateID, buildID stri
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 		defer cancel()
-		s.run(ctx, team, tmpl, b, spec, tags, l)
+		s.run(ctx, team, tmpl, b, spec, pol, tags, l)
 	}()
 	return nil
 }

@@ -37,6 +37,10 @@ type Spec struct {
 	ReadyCmd          string          `json:"readyCmd,omitempty"`
 	Steps             []Step          `json:"steps"`
 	Force             bool            `json:"force,omitempty"`
+	// AllowInternetAccess and Network are warren's extension: the build
+	// sandbox's network (network.go; default: the internet).
+	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
+	Network             *Network `json:"network,omitempty"`
 }
 
 // sdkDefaultImage is the image the SDK's Template() starts from when no
@@ -98,6 +102,9 @@ func (s Spec) parent() (string, error) {
 // Validate checks every step's type and arguments before anything runs.
 func (s Spec) Validate() error {
 	if _, err := s.parent(); err != nil {
+		return err
+	}
+	if err := s.validateNetwork(); err != nil {
 		return err
 	}
 	if len(s.Steps) > maxSteps {

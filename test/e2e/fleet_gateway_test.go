@@ -199,5 +199,5 @@ func TestFleetE2BSDK(t *testing.T) {
 	// Shared volumes live on one node and the gateway does not route them
 	// (README, "Shared volumes"); nor does it route template builds yet
 	// (docs/templates.md).
-	runE2BSuite(t, "http://"+f.gateways[0].addr, f.adminKey(ctx), nil, "volumes", "templates")
+	runE2BSuite(t, "http://"+f.gateways[0].addr, f.adminKey(ctx), nil, "volumes", "templates", "templates_pkgs")
 }

@@ -1,0 +1,91 @@
+package tplbuild
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/warrenhq/warren/internal/network"
+)
+
+// Network is warren's extension of a build's body (and of the template
+// JSON `warren template build --file` reads): the build sandbox's egress
+// lists, as a sandbox create's network field carries them.
+type Network struct {
+	AllowOut []string `json:"allowOut,omitempty"`
+	DenyOut  []string `json:"denyOut,omitempty"`
+}
+
+// Build network decisions. E2B builds have the internet, so a build whose
+// body says nothing gets what a create with allowInternetAccess gets: the
+// internet, without the ranges every sandbox is denied (private ranges,
+// the host, other sandboxes). allowInternetAccess and network.allowOut/
+// denyOut restrict it as on a create ({allowOut: [x], denyOut:
+// ["0.0.0.0/0"]}: only x); allowInternetAccess false with no lists leaves
+// the build sandbox with loopback only. On a server that gives sandboxes
+// no network a build that asked for nothing runs with loopback only (its
+// log says so); one that asked for a network fails at its request.
+
+// policy is the build sandbox's egress policy (nil: loopback only) and
+// whether the spec asked for it explicitly.
+func (s Spec) policy() (p *network.Policy, explicit bool) {
+	internet := s.AllowInternetAccess == nil || *s.AllowInternetAccess
+	var allow, deny []string
+	if s.Network != nil {
+		allow, deny = s.Network.AllowOut, s.Network.DenyOut
+	}
+	explicit = s.AllowInternetAccess != nil || s.Network != nil
+	if !internet && allow == nil && deny == nil {
+		return nil, explicit
+	}
+	return &network.Policy{AllowInternetAccess: internet, AllowOut: allow, DenyOut: deny}, explicit
+}
+
+// validateNetwork checks the spec's network fields.
+func (s Spec) validateNetwork() error {
+	p, _ := s.policy()
+	if p == nil {
+		return nil
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	return nil
+}
+
+// buildNetwork is the policy a build's sandbox gets here: the spec's, or
+// none when the spec asked for nothing and this server gives sandboxes no
+// network. An explicit network this server cannot give is an error.
+func (s *Service) buildNetwork(spec Spec) (*network.Policy, error) {
+	p, explicit := spec.policy()
+	if p == nil {
+		return nil, nil
+	}
+	if err := s.cfg.Sandboxes.NetworkAvailable(); err != nil {
+		if explicit {
+			return nil, fmt.Errorf("the build asks for a network: %w", err)
+		}
+		return nil, nil
+	}
+	return p, nil
+}
+
+// describeNetwork says in a build's log (and its record) what network its
+// sandbox has.
+func describeNetwork(p *network.Policy) string {
+	if p == nil {
+		return "none (loopback only)"
+	}
+	var parts []string
+	if p.AllowInternetAccess {
+		parts = append(parts, "internet")
+	} else {
+		parts = append(parts, "no internet")
+	}
+	if len(p.AllowOut) > 0 {
+		parts = append(parts, "allow "+strings.Join(p.AllowOut, ","))
+	}
+	if len(p.DenyOut) > 0 {
+		parts = append(parts, "deny "+strings.Join(p.DenyOut, ","))
+	}
+	return strings.Join(parts, "; ")
+}
