@@ -13,7 +13,7 @@ import os from 'node:os'
 import path from 'node:path'
 import zlib from 'node:zlib'
 import { Sandbox, Template, waitForPort } from 'e2b'
-import { track, killAll, runId, rawRequest, apiKey } from './helpers.mjs'
+import { track, killAll, runId, rawRequest, apiKey, apiUrl } from './helpers.mjs'
 
 after(killAll)
 
@@ -81,38 +81,48 @@ function makeWheel(dir) {
   fs.writeFileSync(path.join(dir, 'warren_hello-1.0-py3-none-any.whl'), zipStored(files))
 }
 
-// withBuildBody adds warren's build extension fields to the SDK's build
-// request (POST /v2/templates/{id}/builds/{buildID}) while fn runs: the
-// SDK has no option for them, and it calls the global fetch late. The
-// build's ids are kept in lastBuild.
+// buildProxy is an API proxy on loopback that adds warren's build
+// extension fields (extra) to the SDK's build request (POST
+// /v2/templates/{id}/builds/{buildID}): the SDK has no option for them.
+// It keeps the build's ids in lastBuild.
 let lastBuild
-async function withBuildBody(extra, fn) {
-  const orig = globalThis.fetch
-  globalThis.fetch = async (input, init) => {
-    const req = new Request(input, init)
-    const m = new URL(req.url).pathname.match(/\/v2\/templates\/([^/]+)\/builds\/([^/]+)$/)
-    if (req.method !== 'POST' || !m) {
-      return orig(req)
+async function buildProxy(extra) {
+  const server = http.createServer(async (req, res) => {
+    const chunks = []
+    for await (const c of req) chunks.push(c)
+    let body = Buffer.concat(chunks)
+    const m = req.url.match(/^\/v2\/templates\/([^/?]+)\/builds\/([^/?]+)$/)
+    if (req.method === 'POST' && m) {
+      lastBuild = { templateID: m[1], buildID: m[2] }
+      body = Buffer.from(JSON.stringify({ ...JSON.parse(body.toString()), ...extra }))
     }
-    lastBuild = { templateID: m[1], buildID: m[2] }
-    const body = { ...(await req.json()), ...extra }
-    const headers = new Headers(req.headers)
-    headers.delete('content-length')
-    return orig(req.url, { method: 'POST', headers, body: JSON.stringify(body), signal: req.signal })
-  }
-  try {
-    return await fn()
-  } finally {
-    globalThis.fetch = orig
-  }
+    const headers = { ...req.headers }
+    for (const h of ['host', 'content-length', 'connection', 'keep-alive', 'transfer-encoding', 'expect']) delete headers[h]
+    try {
+      const up = await fetch(new URL(req.url, apiUrl), { method: req.method, headers, body: ['GET', 'HEAD'].includes(req.method) ? undefined : body })
+      const out = Buffer.from(await up.arrayBuffer())
+      const back = { 'content-length': String(out.length) }
+      if (up.headers.has('content-type')) back['content-type'] = up.headers.get('content-type')
+      res.writeHead(up.status, back)
+      res.end(out)
+    } catch (err) {
+      res.writeHead(502)
+      res.end(`${err} (${err.cause ?? ''})`)
+    }
+  })
+  await new Promise((r) => server.listen(0, '127.0.0.1', r))
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() }
 }
 
 async function build(t, alias, extra) {
   const logs = []
+  const proxy = await buildProxy(extra)
   try {
-    await withBuildBody(extra, () => Template.build(t, alias, { onBuildLogs: (e) => logs.push(e) }))
+    await Template.build(t, alias, { apiUrl: proxy.url, onBuildLogs: (e) => logs.push(e) })
   } catch (err) {
     throw new Error(`build of ${alias} failed: ${err.message}\n${logs.map((e) => `${e.level} ${e.message}`).join('\n')}`)
+  } finally {
+    proxy.close()
   }
   return logs.map((e) => `${e.level} ${e.message}`)
 }

@@ -1,0 +1,74 @@
+package tplbuild
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network"
+)
+
+// netOnly is a Sandboxes whose only answer is NetworkAvailable's.
+type netOnly struct {
+	Sandboxes
+	err error
+}
+
+func (n netOnly) NetworkAvailable() error { return n.err }
+
+func TestBuildNetwork(t *testing.T) {
+	spec := func(body string) Spec {
+		var s Spec
+		if err := json.Unmarshal([]byte(body), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	on := &Service{cfg: Config{Sandboxes: netOnly{}}}
+	off := &Service{cfg: Config{Sandboxes: netOnly{err: fmt.Errorf("no network here: %w", errdefs.ErrUnsupported)}}}
+	cases := []struct {
+		body string
+		want string // describeNetwork of the policy on a server with networks
+		off  string // and on one without ("error": the build is refused)
+	}{
+		{`{"steps":[]}`, "internet", "none (loopback only)"},
+		{`{"steps":[],"allowInternetAccess":true}`, "internet", "error"},
+		{`{"steps":[],"allowInternetAccess":false}`, "none (loopback only)", "none (loopback only)"},
+		{`{"steps":[],"network":{"allowOut":["198.51.100.7"],"denyOut":["0.0.0.0/0"]}}`, "internet; allow 198.51.100.7; deny 0.0.0.0/0", "error"},
+		{`{"steps":[],"allowInternetAccess":false,"network":{"allowOut":["example.com"]}}`, "no internet; allow example.com", "error"},
+	}
+	for _, c := range cases {
+		s := spec(c.body)
+		if err := s.Validate(); err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		p, err := on.buildNetwork(s)
+		if err != nil || describeNetwork(p) != c.want {
+			t.Errorf("%s: %q, %v; want %q", c.body, describeNetwork(p), err, c.want)
+		}
+		p, err = off.buildNetwork(s)
+		if got := describeNetwork(p); err != nil {
+			got = "error"
+			if !errors.Is(err, errdefs.ErrUnsupported) {
+				t.Errorf("%s without networks: %v", c.body, err)
+			}
+		} else if got != c.off {
+			t.Errorf("%s without networks: %q; want %q", c.body, got, c.off)
+		}
+	}
+	for _, body := range []string{
+		`{"steps":[],"network":{"allowOut":["not a/cidr"]}}`,
+		`{"steps":[],"network":{"denyOut":["::1/200"]}}`,
+	} {
+		if err := spec(body).Validate(); !errdefs.IsInvalid(err) {
+			t.Errorf("%s: %v; want invalid", body, err)
+		}
+	}
+	p, _ := spec(`{"steps":[],"network":{"allowOut":["198.51.100.7"]}}`).policy()
+	if want := (network.Policy{AllowInternetAccess: true, AllowOut: []string{"198.51.100.7"}}); !p.AllowInternetAccess || !slices.Equal(p.AllowOut, want.AllowOut) {
+		t.Errorf("policy: %+v", p)
+	}
+}
