@@ -1,6 +1,7 @@
 package tplbuild
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -67,6 +68,17 @@ func (s *Service) buildNetwork(spec Spec) (*network.Policy, error) {
 		return nil, nil
 	}
 	return p, nil
+}
+
+// networkKey adds a build's network to its cache keys: a step cached by a
+// build with the internet (that may have fetched something) is not reused
+// by a build denied it, nor the other way round.
+func networkKey(parent string, p *network.Policy) string {
+	if p == nil {
+		return parent + "\x00network:none"
+	}
+	b, _ := json.Marshal(network.Policy{AllowInternetAccess: p.AllowInternetAccess, AllowOut: p.AllowOut, DenyOut: p.DenyOut})
+	return parent + "\x00network:" + string(b)
 }
 
 // describeNetwork says in a build's log (and its record) what network its

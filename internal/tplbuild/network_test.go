@@ -72,3 +72,16 @@ func TestBuildNetwork(t *testing.T) {
 		t.Errorf("policy: %+v", p)
 	}
 }
+
+func TestNetworkKey(t *testing.T) {
+	keys := map[string]bool{}
+	for _, p := range []*network.Policy{nil, {AllowInternetAccess: true}, {AllowInternetAccess: true, DenyOut: []string{"0.0.0.0/0"}, AllowOut: []string{"198.51.100.7"}}} {
+		keys[stepKey(networkKey("template:base:1", p), Step{Type: "RUN", Args: []string{"apt-get update"}})] = true
+	}
+	if len(keys) != 3 {
+		t.Fatalf("builds with different networks share a step's cache key: %v", keys)
+	}
+	if networkKey("k", &network.Policy{AllowInternetAccess: true}) != networkKey("k", &network.Policy{AllowInternetAccess: true}) {
+		t.Fatal("the same network gives different keys")
+	}
+}

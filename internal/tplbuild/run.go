@@ -95,6 +95,7 @@ func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
+	key = networkKey(key, r.network)
 	keys := make([]string, len(spec.Steps))
 	for i, st := range spec.Steps {
 		keys[i] = stepKey(key, st)
