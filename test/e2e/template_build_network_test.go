@@ -29,14 +29,14 @@ func TestTemplateBuildNetwork(t *testing.T) {
 	probe := func(addr, file string) string {
 		return fmt.Sprintf(`{"type": "RUN", "args": ["timeout 10 wget -q -O - http://%s/ > %s 2>/dev/null; echo \"exit $?\" >> %s"]}`, addr, file, file)
 	}
-	build := func(name, network string, steps ...string) string {
+	build := func(name, network string, flags []string, steps ...string) string {
 		t.Helper()
 		spec := `{"fromTemplate": "bb"` + network + `, "steps": [{"type": "USER", "args": ["root"]}, ` + strings.Join(steps, ", ") + `]}`
 		file := filepath.Join(dir, name+".json")
 		if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		out, logs, code := d.cli("", "template", "build", name, "--file", file)
+		out, logs, code := d.cli("", append([]string{"template", "build", name, "--file", file}, flags...)...)
 		if code != 0 {
 			t.Fatalf("build %s: exit %d\n%s\n%s", name, code, out, logs)
 		}
@@ -65,7 +65,7 @@ func TestTemplateBuildNetwork(t *testing.T) {
 	// The default: the internet, but not the host nor the bridge.
 	hostProbe := fmt.Sprintf(`{"type": "RUN", "args": ["nc -w 3 %s %d </dev/null > /host 2>&1; echo \"exit $?\" >> /host; nc -w 3 10.88.0.1 %d </dev/null >> /host 2>&1; echo \"exit $?\" >> /host"]}`,
 		fakenet.HostUplink, fakenet.HostPort, fakenet.HostPort)
-	logs := build("net-default", "", probe(srv[0], "/srv0"), hostProbe)
+	logs := build("net-default", "", nil, probe(srv[0], "/srv0"), hostProbe)
 	if !regexp.MustCompile(`started from bb; network: internet\n`).MatchString(logs) {
 		t.Errorf("the default build's log does not say it had the internet:\n%s", logs)
 	}
@@ -79,7 +79,7 @@ func TestTemplateBuildNetwork(t *testing.T) {
 	}
 
 	// Only one server allowed.
-	logs = build("net-one", `, "network": {"allowOut": ["`+srv[1]+`"], "denyOut": ["0.0.0.0/0"]}`, probe(srv[1], "/srv1"), probe(srv[0], "/srv0"))
+	logs = build("net-one", `, "network": {"allowOut": ["`+srv[1]+`"], "denyOut": ["0.0.0.0/0"]}`, nil, probe(srv[1], "/srv1"), probe(srv[0], "/srv0"))
 	if !strings.Contains(logs, "network: internet; allow "+srv[1]+"; deny 0.0.0.0/0") {
 		t.Errorf("the allow-one build's log:\n%s", logs)
 	}
@@ -88,8 +88,9 @@ func TestTemplateBuildNetwork(t *testing.T) {
 		t.Errorf("a build allowed only %s: %q", srv[1], got)
 	}
 
-	// No network: loopback only.
-	logs = build("net-none", `, "allowInternetAccess": false`, probe(srv[0], "/srv0"), `{"type": "RUN", "args": ["ls /sys/class/net > /ifs"]}`)
+	// No network: loopback only (the CLI's flag; the file's field is the
+	// same: the flag replaces it).
+	logs = build("net-none", `, "allowInternetAccess": true`, []string{"--internet=false"}, probe(srv[0], "/srv0"), `{"type": "RUN", "args": ["ls /sys/class/net > /ifs"]}`)
 	if !strings.Contains(logs, "network: none (loopback only)") {
 		t.Errorf("the no-network build's log:\n%s", logs)
 	}
