@@ -41,7 +41,7 @@ func (f *fileBuild) flags(cmd *cobra.Command) {
 	fl.StringVar(&f.file, "file", "", "build through the daemon from a template JSON file (the e2b SDK's Template.toJSON form): steps run in a sandbox, with a step cache")
 	fl.StringVar(&f.context, "context", "", "with --file: the directory copy steps' sources are relative to (default: the file's directory)")
 	fl.StringArrayVar(&f.tags, "tag", nil, "with --file: a tag for the build (repeatable; default: default)")
-	fl.BoolVar(&f.internet, "internet", true, "with --file: the build sandbox reaches the internet (--internet=false: loopback only, unless --allow-out)")
+	fl.BoolVar(&f.internet, "internet", false, "with --file: the build sandbox reaches the internet (--internet=false: loopback only, unless --allow-out; default: the server's --template-build-internet)")
 	fl.StringArrayVar(&f.allow, "allow-out", nil, "with --file: a destination the build sandbox may reach (repeatable; with --deny-out 0.0.0.0/0: only those)")
 	fl.StringArrayVar(&f.deny, "deny-out", nil, "with --file: a destination the build sandbox never reaches (repeatable)")
 }

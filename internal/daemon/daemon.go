@@ -371,6 +371,7 @@ func (d *Daemon) templateBuilds(cmds *commands.Service) *tplbuild.Service {
 	b := tplbuild.New(tplbuild.Config{
 		Store: d.Store, Sandboxes: d.Sessions, Commands: cmds,
 		Dir: filepath.Join(d.cfg.DataDir, "template-files"), Log: d.log.With("component", "tplbuild"),
+		DefaultInternet: d.cfg.Network.BuildInternet,
 	})
 	if err := b.Recover(context.Background()); err != nil {
 		d.log.Warn("fail the template builds a restart interrupted", "err", err)

@@ -16,20 +16,26 @@ type Network struct {
 	DenyOut  []string `json:"denyOut,omitempty"`
 }
 
-// Build network decisions. E2B builds have the internet, so a build whose
-// body says nothing gets what a create with allowInternetAccess gets: the
-// internet, without the ranges every sandbox is denied (private ranges,
-// the host, other sandboxes). allowInternetAccess and network.allowOut/
-// denyOut restrict it as on a create ({allowOut: [x], denyOut:
-// ["0.0.0.0/0"]}: only x); allowInternetAccess false with no lists leaves
-// the build sandbox with loopback only. On a server that gives sandboxes
-// no network a build that asked for nothing runs with loopback only (its
-// log says so); one that asked for a network fails at its request.
+// Build network decisions. A build whose request says nothing about the
+// network gets what a create that asks for nothing gets: loopback only.
+// E2B's builds have the internet, and the SDK has no field to ask for it,
+// so a server started with --template-build-internet gives such builds
+// what a create with allowInternetAccess gets instead: the internet,
+// without the ranges every sandbox is denied (private ranges, the host,
+// other sandboxes). A request's allowInternetAccess and network.allowOut/
+// denyOut set it as on a create ({allowOut: [x], denyOut: ["0.0.0.0/0"]}:
+// only x; allowInternetAccess false with no lists: loopback only; lists
+// alone keep the default's internet access). On a server that gives
+// sandboxes no network a build that asked for nothing runs with loopback
+// only; one that asked for a network is refused at its request.
 
-// policy is the build sandbox's egress policy (nil: loopback only) and
-// whether the spec asked for it explicitly.
-func (s Spec) policy() (p *network.Policy, explicit bool) {
-	internet := s.AllowInternetAccess == nil || *s.AllowInternetAccess
+// policy is the build sandbox's egress policy (nil: loopback only) given
+// the server's default, and whether the spec asked for a network itself.
+func (s Spec) policy(defaultInternet bool) (p *network.Policy, explicit bool) {
+	internet := defaultInternet
+	if s.AllowInternetAccess != nil {
+		internet = *s.AllowInternetAccess
+	}
 	var allow, deny []string
 	if s.Network != nil {
 		allow, deny = s.Network.AllowOut, s.Network.DenyOut
@@ -43,7 +49,7 @@ func (s Spec) policy() (p *network.Policy, explicit bool) {
 
 // validateNetwork checks the spec's network fields.
 func (s Spec) validateNetwork() error {
-	p, _ := s.policy()
+	p, _ := s.policy(true)
 	if p == nil {
 		return nil
 	}
@@ -57,7 +63,7 @@ func (s Spec) validateNetwork() error {
 // none when the spec asked for nothing and this server gives sandboxes no
 // network. An explicit network this server cannot give is an error.
 func (s *Service) buildNetwork(spec Spec) (*network.Policy, error) {
-	p, explicit := spec.policy()
+	p, explicit := spec.policy(s.cfg.DefaultInternet)
 	if p == nil {
 		return nil, nil
 	}

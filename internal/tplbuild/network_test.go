@@ -27,8 +27,8 @@ func TestBuildNetwork(t *testing.T) {
 		}
 		return s
 	}
-	on := &Service{cfg: Config{Sandboxes: netOnly{}}}
-	off := &Service{cfg: Config{Sandboxes: netOnly{err: fmt.Errorf("no network here: %w", errdefs.ErrUnsupported)}}}
+	on := &Service{cfg: Config{Sandboxes: netOnly{}, DefaultInternet: true}}
+	off := &Service{cfg: Config{Sandboxes: netOnly{err: fmt.Errorf("no network here: %w", errdefs.ErrUnsupported)}, DefaultInternet: true}}
 	cases := []struct {
 		body string
 		want string // describeNetwork of the policy on a server with networks
@@ -67,7 +67,16 @@ func TestBuildNetwork(t *testing.T) {
 			t.Errorf("%s: %v; want invalid", body, err)
 		}
 	}
-	p, _ := spec(`{"steps":[],"network":{"allowOut":["198.51.100.7"]}}`).policy()
+	// Without --template-build-internet a build that asks for nothing has
+	// loopback only; one that asks for the internet gets it.
+	plain := &Service{cfg: Config{Sandboxes: netOnly{}}}
+	if p, err := plain.buildNetwork(spec(`{"steps":[]}`)); p != nil || err != nil {
+		t.Errorf("the default without --template-build-internet: %+v, %v", p, err)
+	}
+	if p, err := plain.buildNetwork(spec(`{"steps":[],"allowInternetAccess":true}`)); describeNetwork(p) != "internet" || err != nil {
+		t.Errorf("allowInternetAccess without --template-build-internet: %+v, %v", p, err)
+	}
+	p, _ := spec(`{"steps":[],"network":{"allowOut":["198.51.100.7"]}}`).policy(true)
 	if want := (network.Policy{AllowInternetAccess: true, AllowOut: []string{"198.51.100.7"}}); !p.AllowInternetAccess || !slices.Equal(p.AllowOut, want.AllowOut) {
 		t.Errorf("policy: %+v", p)
 	}

@@ -15,13 +15,14 @@ import (
 
 // TestTemplateBuildNetwork builds templates with `warren template build
 // --file` on a daemon whose sandbox network is a fake internet
-// (networkDaemon: nothing leaves the machine): a build that says nothing
-// reaches the internet but not the host, one whose network allows one
+// (networkDaemon: nothing leaves the machine) started with
+// --template-build-internet: a build that says nothing reaches the
+// internet but not the host, one whose network allows one
 // server reaches only it, one with allowInternetAccess false has only
 // loopback, and a malformed network is refused before anything runs.
 func TestTemplateBuildNetwork(t *testing.T) {
 	t.Parallel()
-	d, _, _ := networkDaemon(t)
+	d, _, _ := networkDaemon(t, "--template-build-internet")
 	dir := t.TempDir()
 	srv := fakenet.Servers
 	// probe records in the template whether the build reached addr's HTTP
