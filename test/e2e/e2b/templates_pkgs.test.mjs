@@ -192,6 +192,17 @@ describe('templates with packages, network denied', () => {
 
   test('a malformed build network is a 400', async () => {
     const t = Template().fromTemplate('base').runCmd('true')
-    await assert.rejects(build(t, `tplpkg-bad-${runId}`, { network: { allowOut: ['not a/cidr'] } }), /allowOut|invalid|400/i)
+    await assert.rejects(build(t, `tplpkg-bad-${runId}`, { network: { allowOut: ['not a/cidr'] } }), /not a\/cidr/)
+    // The API's answer itself, for a network and for allowInternetAccess
+    // that is not a boolean.
+    const headers = { 'X-API-Key': apiKey, 'Content-Type': 'application/json' }
+    const req = await rawRequest({ method: 'POST', path: '/v3/templates', headers, body: JSON.stringify({ name: `tplpkg-raw-${runId}` }) })
+    assert.equal(req.status, 202, req.body)
+    const { templateID, buildID } = JSON.parse(req.body)
+    for (const extra of [{ network: { denyOut: ['10.0.0.0/99'] } }, { allowInternetAccess: 'yes' }]) {
+      const res = await rawRequest({ method: 'POST', path: `/v2/templates/${templateID}/builds/${buildID}`, headers,
+        body: JSON.stringify({ fromTemplate: 'base', steps: [{ type: 'RUN', args: ['true'] }], ...extra }) })
+      assert.equal(res.status, 400, `${JSON.stringify(extra)}: ${res.status} ${res.body}`)
+    }
   })
 })
