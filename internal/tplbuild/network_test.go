@@ -90,7 +90,8 @@ func TestNetworkKey(t *testing.T) {
 	if len(keys) != 3 {
 		t.Fatalf("builds with different networks share a step's cache key: %v", keys)
 	}
-	if networkKey("k", &network.Policy{AllowInternetAccess: true}) != networkKey("k", &network.Policy{AllowInternetAccess: true}) {
+	a, b := &network.Policy{AllowInternetAccess: true}, &network.Policy{AllowInternetAccess: true}
+	if networkKey("k", a) != networkKey("k", b) {
 		t.Fatal("the same network gives different keys")
 	}
 }

@@ -71,10 +71,10 @@ type Config struct {
 	MaxCacheBytes int64
 	// Timeout bounds one build (0: 30 minutes).
 	Timeout time.Duration
+	Log     *slog.Logger
 	// DefaultInternet gives a build whose request says nothing about the
 	// network the internet (false: loopback only; network.go).
 	DefaultInternet bool
-	Log     *slog.Logger
 }
 
 // Build statuses, as the SDK reads them.
