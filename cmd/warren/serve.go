@@ -201,6 +201,7 @@ func networkFlags(cmd *cobra.Command, n *config.NetworkConfig) {
 	f.StringVar(&n.RunDir, "network-run-dir", n.RunDir, "where sandbox network namespaces are mounted (default: /run/warren/network on a tmpfs /run, else <data-dir>/network-run); each daemon on a host needs its own (env WARREN_NETWORK_RUN_DIR)")
 	f.Uint16Var(&n.EgressProxyPort, "egress-proxy-port", n.EgressProxyPort, "port of the egress proxy on the bridge's address, which applies network rules and secrets to sandboxes' HTTP(S); 0 turns it off (env WARREN_EGRESS_PROXY_PORT)")
 	f.StringVar(&n.EgressExtraRoots, "egress-extra-roots", n.EgressExtraRoots, "PEM file of CAs the egress proxy trusts upstream besides the host's store (env WARREN_EGRESS_EXTRA_ROOTS)")
+	f.BoolVar(&n.BuildInternet, "template-build-internet", n.BuildInternet, "template builds whose request says nothing about the network get the internet, as E2B's builds do (default: loopback only; env WARREN_TEMPLATE_BUILD_INTERNET)")
 	f.StringArrayVar(&n.Pools, "network-pool", nil, "warm pool TEMPLATE=MIN[:MAX[:TTL]] of sandboxes with a network namespace ready (nothing open) for creates that ask for a network (repeatable)")
 }
 

@@ -32,6 +32,10 @@ type fileBuild struct {
 	tags    []string
 	// runtime (--runtime) overrides the file's "runtime".
 	runtime string
+	// The build sandbox's network (warren's extension of the build body):
+	// set, they replace the file's allowInternetAccess and network.
+	internet    bool
+	allow, deny []string
 }
 
 func (f *fileBuild) flags(cmd *cobra.Command) {
@@ -39,6 +43,20 @@ func (f *fileBuild) flags(cmd *cobra.Command) {
 	fl.StringVar(&f.file, "file", "", "build through the daemon from a template JSON file (the e2b SDK's Template.toJSON form): steps run in a sandbox, with a step cache")
 	fl.StringVar(&f.context, "context", "", "with --file: the directory copy steps' sources are relative to (default: the file's directory)")
 	fl.StringArrayVar(&f.tags, "tag", nil, "with --file: a tag for the build (repeatable; default: default)")
+	fl.BoolVar(&f.internet, "internet", false, "with --file: the build sandbox reaches the internet (--internet=false: loopback only, unless --allow-out; default: the server's --template-build-internet)")
+	fl.StringArrayVar(&f.allow, "allow-out", nil, "with --file: a destination the build sandbox may reach (repeatable; with --deny-out 0.0.0.0/0: only those)")
+	fl.StringArrayVar(&f.deny, "deny-out", nil, "with --file: a destination the build sandbox never reaches (repeatable)")
+}
+
+// network puts the network flags given into spec.
+func (f *fileBuild) network(cmd *cobra.Command, spec *tplbuild.Spec) {
+	fl := cmd.Flags()
+	if fl.Changed("internet") {
+		spec.AllowInternetAccess = &f.internet
+	}
+	if fl.Changed("allow-out") || fl.Changed("deny-out") {
+		spec.Network = &tplbuild.Network{AllowOut: f.allow, DenyOut: f.deny}
+	}
 }
 
 func (f *fileBuild) run(cmd *cobra.Command, a *app, name string) error {
@@ -50,6 +68,7 @@ func (f *fileBuild) run(cmd *cobra.Command, a *app, name string) error {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return usageError{fmt.Errorf("%s is not a template JSON file (Template.toJSON): %v", f.file, err)}
 	}
+	f.network(cmd, &spec)
 	if f.context == "" {
 		f.context = filepath.Dir(f.file)
 	}

@@ -57,6 +57,10 @@ type NetworkConfig struct {
 	// EgressExtraRoots is a PEM file of CAs the proxy trusts upstream
 	// besides the host's store (tests give their fake internet's CA).
 	EgressExtraRoots string
+	// BuildInternet gives template builds whose request says nothing about
+	// the network the internet, as E2B's builds have (false: loopback only,
+	// as a create that asks for nothing; docs/templates.md).
+	BuildInternet bool
 }
 
 // DefaultEgressProxyPort is where the egress proxy listens on the bridge.
@@ -99,6 +103,9 @@ func defaultNetwork() NetworkConfig {
 	}
 	if v := os.Getenv("WARREN_NETWORK"); v == "false" || v == "0" || v == "off" {
 		n.Enabled = false
+	}
+	if v := os.Getenv("WARREN_TEMPLATE_BUILD_INTERNET"); v == "true" || v == "1" || v == "on" {
+		n.BuildInternet = true
 	}
 	return n
 }

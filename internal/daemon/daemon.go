@@ -378,6 +378,7 @@ func (d *Daemon) templateBuilds(cmds *commands.Service) *tplbuild.Service {
 		Dir: filepath.Join(d.cfg.DataDir, "template-files"), Log: d.log.With("component", "tplbuild"),
 		Runtimes: d.runtimes,
 		BuildImage: d.Templates.buildImage,
+		DefaultInternet: d.cfg.Network.BuildInternet,
 	})
 	if err := b.Recover(context.Background()); err != nil {
 		d.log.Warn("fail the template builds a restart interrupted", "err", err)

@@ -322,6 +322,12 @@ var migrations = []string{
 	// restore, and the runtime the build ran on.
 	`ALTER TABLE template_builds ADD COLUMN memory_snapshot_id TEXT NOT NULL DEFAULT '';
 	ALTER TABLE template_builds ADD COLUMN runtime TEXT NOT NULL DEFAULT ''`,
+	// 67: a placeholder for a migration another branch adds (a merge puts
+	// it here).
+	`SELECT 1`,
+	// 68: a template build's network, as its log describes it ("internet",
+	// "none (loopback only)", ...; '' for builds made before).
+	`ALTER TABLE template_builds ADD COLUMN network TEXT NOT NULL DEFAULT ''`,
 }
 
 // SchemaVersion is the schema version this build writes.

@@ -51,6 +51,9 @@ type TemplateBuild struct {
 	MemorySnapshotID string
 	// Runtime is the runtime the build's sandbox ran on.
 	Runtime string
+	// Network is the build sandbox's network, as its log says it
+	// ("none (loopback only)", "internet", ...).
+	Network string
 }
 
 // Parent kinds of a template build.
@@ -168,10 +171,10 @@ func (s *templateBuildTable) PutTemplateBuild(ctx context.Context, b TemplateBui
 	}
 	_, err = s.w.ExecContext(ctx, `INSERT OR REPLACE INTO template_builds (id, template_id, status, snapshot_id, reason, step,
 		start_cmd, ready_cmd, user, workdir, cached_steps, steps, parent, created_at, started_at, finished_at,
-		memory_snapshot_id, runtime)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		memory_snapshot_id, runtime, network)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, b.TemplateID, b.Status, b.SnapshotID, b.Reason, b.Step, b.StartCmd, b.ReadyCmd, b.User, b.Workdir, b.CachedSteps,
-		b.Steps, string(parent), toNanos(b.CreatedAt), toNanos(b.StartedAt), toNanos(b.FinishedAt), b.MemorySnapshotID, b.Runtime)
+		b.Steps, string(parent), toNanos(b.CreatedAt), toNanos(b.StartedAt), toNanos(b.FinishedAt), b.MemorySnapshotID, b.Runtime, b.Network)
 	if err != nil {
 		return fmt.Errorf("store build %s: %w", b.ID, dbErr(err))
 	}
@@ -179,14 +182,14 @@ func (s *templateBuildTable) PutTemplateBuild(ctx context.Context, b TemplateBui
 }
 
 const buildCols = `id, template_id, status, snapshot_id, reason, step, start_cmd, ready_cmd, user, workdir, cached_steps,
-	steps, parent, created_at, started_at, finished_at, memory_snapshot_id, runtime`
+	steps, parent, created_at, started_at, finished_at, memory_snapshot_id, runtime, network`
 
 func scanBuild(sc interface{ Scan(...any) error }) (TemplateBuild, error) {
 	var b TemplateBuild
 	var created, started, finished int64
 	var parent string
 	err := sc.Scan(&b.ID, &b.TemplateID, &b.Status, &b.SnapshotID, &b.Reason, &b.Step, &b.StartCmd, &b.ReadyCmd,
-		&b.User, &b.Workdir, &b.CachedSteps, &b.Steps, &parent, &created, &started, &finished, &b.MemorySnapshotID, &b.Runtime)
+		&b.User, &b.Workdir, &b.CachedSteps, &b.Steps, &parent, &created, &started, &finished, &b.MemorySnapshotID, &b.Runtime, &b.Network)
 	b.CreatedAt, b.StartedAt, b.FinishedAt = fromNanos(created), fromNanos(started), fromNanos(finished)
 	if err == nil && parent != "" {
 		err = json.Unmarshal([]byte(parent), &b.Parent)

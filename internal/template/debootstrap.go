@@ -43,7 +43,7 @@ func (b *Builder) populateDebootstrap(ctx context.Context, root string, src Sour
 			fmt.Fprintf(progress, "debootstrap: using cached tree %s\n", cache)
 			err := extractCache(ctx, root, cache, log)
 			if err == nil {
-				return nil
+				return writePipConf(root, pkgs)
 			}
 			if ctx.Err() != nil {
 				return err
@@ -72,7 +72,7 @@ func (b *Builder) populateDebootstrap(ctx context.Context, root string, src Sour
 			fmt.Fprintf(progress, "debootstrap: cached the tree at %s in %s\n", cache, time.Since(start).Round(time.Millisecond))
 		}
 	}
-	return nil
+	return writePipConf(root, pkgs)
 }
 
 // cachePath names the cached tree of one recipe (suite, packages, mirror),

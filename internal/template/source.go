@@ -8,8 +8,10 @@ import (
 )
 
 // BasePackages are installed into the `base` template on top of minbase:
-// what an agent expects of a Linux box.
-var BasePackages = []string{"bash", "coreutils", "ca-certificates", "python3", "python-is-python3", "git", "curl", "sudo"}
+// what an agent expects of a Linux box, and what E2B's Template SDK
+// assumes of its base image: pip for pipInstall, and iproute2's `ss` for
+// waitForPort.
+var BasePackages = []string{"bash", "coreutils", "ca-certificates", "python3", "python-is-python3", "git", "curl", "sudo", "iproute2", "python3-pip"}
 
 // BaseSource is the source of the default template `base`: Debian
 // bookworm (minbase) with BasePackages.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warrenhq/warren/internal/errdefs"
+	"github.com/warrenhq/warren/internal/network"
 	"github.com/warrenhq/warren/internal/session"
 	"github.com/warrenhq/warren/internal/store"
 )
@@ -43,11 +44,12 @@ type runner struct {
 	user    string
 	workdir string
 	env     map[string]string
+	network *network.Policy // the build sandbox's (nil: loopback only)
 }
 
 // run builds b and records how it ended.
-func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate, b store.TemplateBuild, spec Spec, tags []string, l *buildLog) {
-	r := &runner{s: s, team: team, tmpl: tmpl, build: b, log: l, steps: spec.Steps, user: defaultUser, workdir: defaultWorkdir, env: map[string]string{}}
+func (s *Service) run(ctx context.Context, team string, tmpl store.BuiltTemplate, b store.TemplateBuild, spec Spec, pol *network.Policy, tags []string, l *buildLog) {
+	r := &runner{s: s, team: team, tmpl: tmpl, build: b, log: l, steps: spec.Steps, user: defaultUser, workdir: defaultWorkdir, env: map[string]string{}, network: pol}
 	defer s.saveLog(b.ID, l) // after the last line is logged
 	start := time.Now()
 	l.add("info", "base", "Building template %s (build %s) from %s", tmpl.Name, b.ID, orBase(spec))
@@ -104,6 +106,7 @@ func (r *runner) runAll(ctx context.Context, spec Spec) (string, int, error) {
 	if err := r.s.cfg.Store.PutTemplateBuild(ctx, r.build); err != nil { // a build in flight shows its parent
 		return "", 0, err
 	}
+	key = networkKey(key, r.network)
 	keys := make([]string, len(spec.Steps))
 	for i, st := range spec.Steps {
 		keys[i] = stepKey(key, st)
@@ -208,19 +211,19 @@ func tagless(ref string) string {
 	return name
 }
 
-// start starts the build's sandbox from source, with no network but
-// loopback, and a run timeout past the build's.
+// start starts the build's sandbox from source on runtime, with the
+// build's network (network.go), and a run timeout past the build's.
 func (r *runner) start(ctx context.Context, source, runtime string) error {
 	timeout := r.s.cfg.Timeout + time.Minute
 	rec, _, err := r.s.cfg.Sandboxes.CreateOnce(ctx, session.CreateRequest{
-		Team: r.team, Template: source, Timeout: &timeout, Runtime: runtime,
+		Team: r.team, Template: source, Timeout: &timeout, Runtime: runtime, Network: r.network,
 		Metadata: map[string]string{"warren.templateBuild": r.build.ID, "warren.template": r.tmpl.Name},
 	})
 	if err != nil {
 		return fmt.Errorf("start the build sandbox from %s: %w", source, err)
 	}
 	r.sandbox, r.runtime = rec.ID, rec.Runtime
-	r.log.add("info", "base", "Build sandbox %s started from %s on the %s runtime", rec.ID, source, orDefault(rec.Runtime))
+	r.log.add("info", "base", "Build sandbox %s started from %s on the %s runtime; network: %s", rec.ID, source, orDefault(rec.Runtime), describeNetwork(r.network))
 	return nil
 }
 

@@ -50,6 +50,9 @@ type Sandboxes interface {
 	Snapshot(ctx context.Context, team, id string, req session.SnapshotRequest) (session.SnapshotResult, error)
 	GetSnapshot(ctx context.Context, team, snapID string) (store.Snapshot, error)
 	DeleteSnapshot(ctx context.Context, team, snapID string) error
+	// NetworkAvailable reports whether sandboxes can be given a network
+	// here (nil), or why not.
+	NetworkAvailable() error
 }
 
 // Commands runs a step's commands and writes its files (commands.Service).
@@ -79,6 +82,9 @@ type Config struct {
 	// start command with memory.
 	Runtimes []client.RuntimeInfo
 	Log      *slog.Logger
+	// DefaultInternet gives a build whose request says nothing about the
+	// network the internet (false: loopback only; network.go).
+	DefaultInternet bool
 }
 
 // Build statuses, as the SDK reads them.
@@ -248,7 +254,11 @@ func (s *Service) StartBuild(ctx context.Context, team, templateID, buildID stri
 			return fmt.Errorf("step %d: COPY %s: its files (%s) were never uploaded: %w", i+1, st.Args[0], st.FilesHash, errdefs.ErrInvalid)
 		}
 	}
-	b.Status, b.StartCmd, b.ReadyCmd = StatusBuilding, spec.StartCmd, spec.ReadyCmd
+	pol, err := buildNetwork(s.cfg, spec)
+	if err != nil {
+		return err
+	}
+	b.Status, b.StartCmd, b.ReadyCmd, b.Network = StatusBuilding, spec.StartCmd, spec.ReadyCmd, describeNetwork(pol)
 	b.Steps, b.StartedAt = len(spec.Steps), time.Now().UTC()
 	if err := s.cfg.Store.PutTemplateBuild(ctx, b); err != nil {
 		return err
@@ -267,7 +277,7 @@ func (s *Service) StartBuild(ctx context.Context, team, templateID, buildID stri
 		defer s.wg.Done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 		defer cancel()
-		s.run(ctx, team, tmpl, b, spec, tags, l)
+		s.run(ctx, team, tmpl, b, spec, pol, tags, l)
 	}()
 	return nil
 }

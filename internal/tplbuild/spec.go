@@ -42,6 +42,10 @@ type Spec struct {
 	// default). On one that saves memory (gvisor) the start command is
 	// snapshotted with memory once ready.
 	Runtime string `json:"runtime,omitempty"`
+	// AllowInternetAccess and Network are warren's extension: the build
+	// sandbox's network (network.go; default: the internet).
+	AllowInternetAccess *bool    `json:"allowInternetAccess,omitempty"`
+	Network             *Network `json:"network,omitempty"`
 }
 
 // sdkDefaultImage is the image the SDK's Template() starts from when no
@@ -108,6 +112,9 @@ func (s Spec) Validate() error {
 		return err
 	}
 	if _, _, err := s.image(); err != nil {
+		return err
+	}
+	if err := s.validateNetwork(); err != nil {
 		return err
 	}
 	if len(s.Steps) > maxSteps {

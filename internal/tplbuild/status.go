@@ -34,6 +34,8 @@ type Status struct {
 	LogEntries []LogEntry `json:"logEntries"`
 	Logs       []string   `json:"logs"`
 	Reason     *Reason    `json:"reason,omitempty"`
+	// Network is warren's extension: the build sandbox's network.
+	Network string `json:"network,omitempty"`
 }
 
 // maxLogEntries bounds one build's log held in memory.
@@ -90,7 +92,7 @@ func (s *Service) Status(ctx context.Context, team, templateID, buildID string, 
 	if logsOffset < 0 {
 		return Status{}, fmt.Errorf("logsOffset %d: want 0 or more: %w", logsOffset, errdefs.ErrInvalid)
 	}
-	st := Status{TemplateID: tmpl.ID, BuildID: b.ID, Status: b.Status, LogEntries: []LogEntry{}, Logs: []string{}}
+	st := Status{TemplateID: tmpl.ID, BuildID: b.ID, Status: b.Status, LogEntries: []LogEntry{}, Logs: []string{}, Network: b.Network}
 	s.mu.Lock()
 	l := s.logs[b.ID]
 	s.mu.Unlock()

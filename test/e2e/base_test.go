@@ -51,6 +51,8 @@ func TestBaseTemplate(t *testing.T) {
 		{"test -f /etc/ssl/certs/ca-certificates.crt && echo certs", "certs"},
 		{"bash -c 'echo $BASH_VERSION' | cut -c1", "5"},
 		{"test -f /etc/sudoers.d/warren-user && sudo -n whoami", "root"},
+		{"ss -V | cut -d' ' -f1", "ss"},                                                // the SDK's waitForPort
+		{"pip config list | grep break-system", "global.break-system-packages='true'"}, // pipInstall as root (PEP 668)
 	}
 	for _, ch := range checks {
 		res := run(client.ExecRequest{Command: ch.cmd})

@@ -199,6 +199,7 @@ func TestFleetE2BSDK(t *testing.T) {
 	// Shared volumes live on one node and the gateway does not route them
 	// (README, "Shared volumes"). Template builds it routes to the node
 	// that builds them (docs/kubernetes.md, "Templates built from steps");
-	// templates_image needs the registry TestTemplateImage runs.
-	runE2BSuite(t, "http://"+f.gateways[0].addr, f.adminKey(ctx), nil, "volumes", "templates_image")
+	// templates_image needs the registry TestTemplateImage runs, templates_pkgs
+	// the base template's pip (the fleet's nodes build a smaller one).
+	runE2BSuite(t, "http://"+f.gateways[0].addr, f.adminKey(ctx), nil, "volumes", "templates_image", "templates_pkgs")
 }
