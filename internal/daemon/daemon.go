@@ -376,8 +376,8 @@ func (d *Daemon) templateBuilds(cmds *commands.Service) *tplbuild.Service {
 	b := tplbuild.New(tplbuild.Config{
 		Store: d.Store, Sandboxes: d.Sessions, Commands: cmds,
 		Dir: filepath.Join(d.cfg.DataDir, "template-files"), Log: d.log.With("component", "tplbuild"),
-		Runtimes: d.runtimes,
-		BuildImage: d.Templates.buildImage,
+		Runtimes:        d.runtimes,
+		BuildImage:      d.Templates.buildImage,
 		DefaultInternet: d.cfg.Network.BuildInternet,
 	})
 	if err := b.Recover(context.Background()); err != nil {

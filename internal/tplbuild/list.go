@@ -23,7 +23,7 @@ type Summary struct {
 	// StartMode: how the last ready build's sandboxes get its start
 	// command running (StartMemory, StartEachCreate; "" none).
 	StartMode string
-	Steps       int
+	Steps     int
 	// Chain is the parents of the newest ready build (else of the newest
 	// with a known parent), nearest first: ["py-base", "base"] for
 	// my-env ← py-base ← base.

@@ -67,7 +67,7 @@ func TestTemplateBuildNetwork(t *testing.T) {
 	hostProbe := fmt.Sprintf(`{"type": "RUN", "args": ["nc -w 3 %s %d </dev/null > /host 2>&1; echo \"exit $?\" >> /host; nc -w 3 10.88.0.1 %d </dev/null >> /host 2>&1; echo \"exit $?\" >> /host"]}`,
 		fakenet.HostUplink, fakenet.HostPort, fakenet.HostPort)
 	logs := build("net-default", "", nil, probe(srv[0], "/srv0"), hostProbe)
-	if !regexp.MustCompile(`started from bb; network: internet\n`).MatchString(logs) {
+	if !regexp.MustCompile(`started from bb on the native runtime; network: internet\n`).MatchString(logs) {
 		t.Errorf("the default build's log does not say it had the internet:\n%s", logs)
 	}
 	got := read("net-default", "/srv0", "/host")
