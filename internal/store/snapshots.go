@@ -221,7 +221,7 @@ func (s *snapshotTable) GetSnapshot(ctx context.Context, id string) (Snapshot, e
 	return s.getSnapshot(ctx, s.r, id)
 }
 
-func (s *snapshotTable) getSnapshot(ctx context.Context, db *sql.DB, id string) (Snapshot, error) {
+func (s *snapshotTable) getSnapshot(ctx context.Context, db queryRower, id string) (Snapshot, error) {
 	sn, err := scanSnapshot(db.QueryRowContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)

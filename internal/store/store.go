@@ -63,8 +63,8 @@ type Store struct {
 
 // conns are the database's connections, shared by every table's type.
 type conns struct {
-	w *sql.DB // the one writer connection
-	r *sql.DB // query-only readers
+	w *stmtDB // the one writer connection
+	r *stmtDB // query-only readers
 	// sealer seals SOCKS5 passwords in sandboxes' network policies (nil:
 	// kept as given); set once, before the store is used.
 	sealer NetworkSealer
@@ -139,7 +139,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	return newStore(&conns{w: w, r: r}), nil
+	return newStore(&conns{w: newStmtDB(w), r: newStmtDB(r)}), nil
 }
 
 func openPool(ctx context.Context, abs string, conns int, extra string) (*sql.DB, error) {
