@@ -44,9 +44,10 @@ func (d *stmtDB) stmt(ctx context.Context, query string) *sql.Stmt {
 	if ok || full {
 		return st
 	}
-	// Prepared outside the lock: it may wait for a connection. Two callers
-	// racing on a new query both prepare; the loser closes its copy.
-	st, err := d.DB.PrepareContext(context.WithoutCancel(ctx), query)
+	// Prepared outside the lock: it may wait for a connection (with ctx, so
+	// a cancelled caller stops waiting). Two callers racing on a new query
+	// both prepare; the loser closes its copy.
+	st, err := d.DB.PrepareContext(ctx, query)
 	if err != nil {
 		return nil
 	}
