@@ -94,3 +94,60 @@ func (d *stmtDB) Close() error {
 	d.mu.Unlock()
 	return errors.Join(append(errs, d.DB.Close())...)
 }
+
+// cached returns query's statement if it is prepared already, else nil.
+func (d *stmtDB) cached(query string) *sql.Stmt {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stmts[query]
+}
+
+// stmtTx is a transaction on a stmtDB that runs the statements its database
+// has prepared already. It cannot prepare one itself: the writer's one
+// connection is the transaction's until it ends, so the statements it ran
+// unprepared are noted and prepared by prepareMissed after it ends.
+type stmtTx struct {
+	*sql.Tx
+	db     *stmtDB
+	missed []string
+}
+
+func (t *stmtTx) stmt(ctx context.Context, query string) *sql.Stmt {
+	st := t.db.cached(query)
+	if st == nil {
+		t.missed = append(t.missed, query)
+		return nil
+	}
+	// Bound to the transaction (closed when it ends); its connection has
+	// the statement prepared, so database/sql reuses it.
+	return t.Tx.StmtContext(ctx, st)
+}
+
+func (t *stmtTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return t.Tx.ExecContext(ctx, query, args...)
+}
+
+func (t *stmtTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return t.Tx.QueryContext(ctx, query, args...)
+}
+
+func (t *stmtTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return t.Tx.QueryRowContext(ctx, query, args...)
+}
+
+// prepareMissed prepares the statements the transaction ran unprepared, for
+// the next one; call it after the transaction ended.
+func (t *stmtTx) prepareMissed(ctx context.Context) {
+	for _, q := range t.missed {
+		t.db.stmt(ctx, q)
+	}
+}

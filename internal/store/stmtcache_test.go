@@ -34,3 +34,28 @@ func TestStmtCacheBounded(t *testing.T) {
 		t.Error("GetSandbox after Close succeeded")
 	}
 }
+
+// TestStmtCacheWriteTx: a write transaction's statements run unprepared the
+// first time, are prepared after it, and run prepared in the next one.
+func TestStmtCacheWriteTx(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openTest(t)
+	const q = `UPDATE sandboxes SET state = ? WHERE id = ?`
+	run := func() {
+		err := s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
+			_, err := tx.ExecContext(ctx, q, "running", "none")
+			if len(tx.missed) > 0 && s.w.cached(q) != nil {
+				t.Error("a cached statement counted as missed")
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatalf("writeTx: %v", err)
+		}
+	}
+	run()
+	if s.w.cached(q) == nil {
+		t.Fatal("statement not prepared after its transaction")
+	}
+	run()
+}

@@ -175,11 +175,13 @@ func (s *Store) Close() error {
 // here. The lock wait is in BEGIN, which keeps ctx; the statements after it
 // wait for nobody; and the transaction still ends with ctx (database/sql
 // rolls it back and its next statement or Commit fails).
-func (s *conns) writeTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+func (s *conns) writeTx(ctx context.Context, fn func(ctx context.Context, tx *stmtTx) error) error {
+	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return dbErr(err)
 	}
+	tx := &stmtTx{Tx: sqlTx, db: s.w}
+	defer tx.prepareMissed(context.WithoutCancel(ctx))
 	if err := fn(context.WithoutCancel(ctx), tx); err != nil {
 		tx.Rollback()
 		return err
