@@ -20,7 +20,8 @@ const maxCachedStmts = 256
 // the store runs the same few dozen statements over and over. database/sql
 // prepares a statement again on each connection it lands on, by itself.
 // Everything else (BeginTx, Close, Exec without a context) is the *sql.DB's;
-// transactions run unprepared statements as before.
+// writeTx's transactions use the cache through stmtTx, the secrets' own
+// transactions run unprepared statements.
 type stmtDB struct {
 	*sql.DB
 
