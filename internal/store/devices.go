@@ -23,7 +23,7 @@ type DeviceClaim struct {
 // that another holds at all, is ErrConflict naming the holder. Claims the
 // sandbox already has are kept (a retry claims nothing twice).
 func (s deviceTable) ClaimDevices(ctx context.Context, id string, claims []DeviceClaim) error {
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		for _, c := range claims {
 			var holder string
 			err := tx.QueryRowContext(ctx, `

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -48,7 +47,7 @@ func (k FleetKey) Validate() error {
 // with why in skipped; err is a failure of the whole sync.
 func (s *keyTable) SyncFleetKeys(ctx context.Context, keys []FleetKey) (skipped []error, err error) {
 	now := toNanos(time.Now().UTC())
-	err = s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		had, err := fleetKeyIDs(ctx, tx)
 		if err != nil {
 			return err
@@ -74,7 +73,7 @@ func (s *keyTable) SyncFleetKeys(ctx context.Context, keys []FleetKey) (skipped 
 }
 
 // fleetKeyIDs returns the ids of the fleet keys not revoked.
-func fleetKeyIDs(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
+func fleetKeyIDs(ctx context.Context, tx *stmtTx) (map[string]bool, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT id FROM api_keys WHERE source = ? AND revoked = 0`, sourceFleet)
 	if err != nil {
 		return nil, fmt.Errorf("list fleet keys: %w", dbErr(err))
@@ -91,7 +90,7 @@ func fleetKeyIDs(ctx context.Context, tx *sql.Tx) (map[string]bool, error) {
 	return ids, dbErr(rows.Err())
 }
 
-func upsertFleetKey(ctx context.Context, tx *sql.Tx, k FleetKey, now int64) error {
+func upsertFleetKey(ctx context.Context, tx *stmtTx, k FleetKey, now int64) error {
 	if err := k.Validate(); err != nil {
 		return err
 	}

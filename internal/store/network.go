@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,7 +160,7 @@ func (s *networkEventTable) AddNetworkEvents(ctx context.Context, evs []NetworkE
 	if len(evs) == 0 {
 		return nil
 	}
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		ins, err := tx.PrepareContext(ctx, `INSERT INTO network_events
 			(sandbox_id, at, verdict, reason, protocol, destination, port, domain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 		if err != nil {

@@ -132,14 +132,14 @@ func (s *sandboxTable) CreateSandbox(ctx context.Context, sb Sandbox) error {
 	if len(sb.VolumeMounts) == 0 {
 		return insertSandbox(ctx, s.w, sb, s.sealer)
 	}
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return insertSandbox(ctx, tx, sb, s.sealer) })
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error { return insertSandbox(ctx, tx, sb, s.sealer) })
 }
 
 // CreateSandboxRecorded creates sb's record together with the lineage edge
 // and the event of its creation, in one transaction: one commit on a
 // create's path instead of three.
 func (s *sandboxTable) CreateSandboxRecorded(ctx context.Context, sb Sandbox, edge LineageEdge, ev Event) error {
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		if err := insertSandbox(ctx, tx, sb, s.sealer); err != nil {
 			return err
 		}
@@ -374,7 +374,7 @@ func (s *sandboxTable) UpdateSandboxState(ctx context.Context, id string, from [
 	if !to.Valid() {
 		return fmt.Errorf("sandbox %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
 	}
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		var cur string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM sandboxes WHERE id = ?`, id).Scan(&cur)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -407,7 +407,7 @@ func (s *sandboxTable) SetSandboxEndAt(ctx context.Context, id string, endAt tim
 // DeleteSandbox removes a sandbox's row (a purge; to keep the record of a
 // destroyed sandbox, move it to StateDestroyed instead).
 func (s *sandboxTable) DeleteSandbox(ctx context.Context, id string) error {
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id)
 		if err := oneRow(res, err, "delete sandbox", id); err != nil {
 			return err

@@ -221,7 +221,7 @@ func (s *snapshotTable) GetSnapshot(ctx context.Context, id string) (Snapshot, e
 	return s.getSnapshot(ctx, s.r, id)
 }
 
-func (s *snapshotTable) getSnapshot(ctx context.Context, db *sql.DB, id string) (Snapshot, error) {
+func (s *snapshotTable) getSnapshot(ctx context.Context, db queryRower, id string) (Snapshot, error) {
 	sn, err := scanSnapshot(db.QueryRowContext(ctx, `SELECT `+snapshotCols+` FROM snapshots WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Snapshot{}, fmt.Errorf("snapshot %s: %w", id, errdefs.ErrNotFound)
@@ -304,12 +304,12 @@ func (s *snapshotTable) UpdateSnapshotState(ctx context.Context, id string, from
 	if !to.Valid() {
 		return fmt.Errorf("snapshot %s: unknown state %q: %w", id, to, errdefs.ErrInvalid)
 	}
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		return setSnapshotState(ctx, tx, id, from, to)
 	})
 }
 
-func setSnapshotState(ctx context.Context, tx *sql.Tx, id string, from []SnapshotState, to SnapshotState) error {
+func setSnapshotState(ctx context.Context, tx *stmtTx, id string, from []SnapshotState, to SnapshotState) error {
 	var cur string
 	err := tx.QueryRowContext(ctx, `SELECT state FROM snapshots WHERE id = ?`, id).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -339,7 +339,7 @@ func setSnapshotState(ctx context.Context, tx *sql.Tx, id string, from []Snapsho
 // head, and edge (its snapshot-of edge) joins the lineage. One commit
 // instead of three, on every turn.
 func (s *snapshotTable) SnapshotTaken(ctx context.Context, id, sandboxID string, edge LineageEdge) error {
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		if err := setSnapshotState(ctx, tx, id, []SnapshotState{SnapshotCreating}, SnapshotReady); err != nil {
 			return err
 		}

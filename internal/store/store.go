@@ -63,8 +63,8 @@ type Store struct {
 
 // conns are the database's connections, shared by every table's type.
 type conns struct {
-	w *sql.DB // the one writer connection
-	r *sql.DB // query-only readers
+	w *stmtDB // the one writer connection
+	r *stmtDB // query-only readers
 	// sealer seals SOCKS5 passwords in sandboxes' network policies (nil:
 	// kept as given); set once, before the store is used.
 	sealer NetworkSealer
@@ -139,7 +139,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	return newStore(&conns{w: w, r: r}), nil
+	return newStore(&conns{w: newStmtDB(w), r: newStmtDB(r)}), nil
 }
 
 func openPool(ctx context.Context, abs string, conns int, extra string) (*sql.DB, error) {
@@ -175,11 +175,13 @@ func (s *Store) Close() error {
 // here. The lock wait is in BEGIN, which keeps ctx; the statements after it
 // wait for nobody; and the transaction still ends with ctx (database/sql
 // rolls it back and its next statement or Commit fails).
-func (s *conns) writeTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+func (s *conns) writeTx(ctx context.Context, fn func(ctx context.Context, tx *stmtTx) error) error {
+	sqlTx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return dbErr(err)
 	}
+	tx := &stmtTx{Tx: sqlTx, db: s.w}
+	defer tx.prepareMissed(context.WithoutCancel(ctx))
 	if err := fn(context.WithoutCancel(ctx), tx); err != nil {
 		tx.Rollback()
 		return err

@@ -14,7 +14,7 @@ import (
 // the sandbox's until ReleaseUserNSSlot, restarts included.
 func (s usernsTable) UserNSSlot(ctx context.Context, id string, slots int) (int, error) {
 	var slot int
-	err := s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		err := tx.QueryRowContext(ctx, `SELECT slot FROM userns_slots WHERE sandbox_id = ?`, id).Scan(&slot)
 		if err == nil {
 			return nil

@@ -99,7 +99,7 @@ func (s *volumeTable) ListVolumes(ctx context.Context, team string) ([]Volume, e
 // with it. The check and the delete are one transaction, so no create can
 // slip a mount in between.
 func (s *volumeTable) DeleteVolume(ctx context.Context, id string) error {
-	return s.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.writeTx(ctx, func(ctx context.Context, tx *stmtTx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT m.sandbox_id FROM sandbox_volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id
 			WHERE m.volume_id = ? AND s.state IN (`+placeholders(len(liveStates))+`) ORDER BY m.sandbox_id`,
 			append([]any{id}, statesArgs(liveStates)...)...)
