@@ -63,3 +63,21 @@ func (db DB) templateUser(entries []passwdEntry) (string, bool) {
 	slog.Warn("template default user is not in /etc/passwd, using the built-in default", "user", name)
 	return "", false
 }
+
+// DefaultDir is the directory a command without a cwd starts in (and a
+// relative cwd is resolved against): the template's last WORKDIR when it
+// recorded one that exists, else home.
+func (db DB) DefaultDir(home string) string {
+	if db.DefaultsPath == "" {
+		return home
+	}
+	wd := ReadDefaults(db.DefaultsPath).Workdir
+	if wd == "" {
+		return home
+	}
+	if fi, err := os.Stat(wd); err != nil || !fi.IsDir() {
+		slog.Warn("template default workdir is not a directory, using home", "workdir", wd)
+		return home
+	}
+	return wd
+}
