@@ -148,6 +148,8 @@ describe('templates', () => {
       assert.equal((await s.commands.run('whoami')).stdout, 'root\n')
       assert.equal((await s.commands.run('whoami', { user: 'user' })).stdout, 'user\n')
       assert.equal((await s.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n')
+      await s.files.write('rel.txt', 'relative\n')
+      assert.equal((await s.commands.run('cat /app/rel.txt')).stdout, 'relative\n')
     }
     await check(sbx)
     assert.equal(await sbx.pause(), true)
