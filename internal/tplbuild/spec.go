@@ -179,5 +179,10 @@ func stepKey(parent string, st Step) string {
 	h.Write([]byte(parent))
 	h.Write([]byte{0})
 	h.Write(b)
+	if st.Type == "WORKDIR" || st.Type == "USER" {
+		// These steps also write /etc/warren/defaults (recordDefaults): a
+		// cache entry from before they did must not be reused.
+		h.Write([]byte("\x00defaults"))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }

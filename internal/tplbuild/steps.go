@@ -63,9 +63,9 @@ func (r *runner) runStep(ctx context.Context, i int, st Step) error {
 		err = r.copy(ctx, i, st)
 	case "WORKDIR":
 		dir := r.resolve(st.Args[0])
-		err = r.exec(ctx, i, client.ExecRequest{Cmd: []string{"mkdir", "-p", "--", dir}, User: "root", Cwd: "/"})
+		err = r.exec(ctx, i, r.recordDefaults(`mkdir -p -- "$WB_DIR"`, r.user, dir))
 	case "USER":
-		err = r.exec(ctx, i, client.ExecRequest{Cmd: []string{"id", "-u", "--", st.Args[0]}, User: "root", Cwd: "/"})
+		err = r.exec(ctx, i, r.recordDefaults(`id -u -- "$WB_USER" >/dev/null`, st.Args[0], r.workdir))
 	case "ENV":
 		err = r.setEnv(ctx, i, st.Args)
 	}
@@ -188,4 +188,17 @@ func (r *runner) setEnv(ctx context.Context, i int, args []string) error {
 	script := `mkdir -p "$(dirname ` + envFile + `)" && printf '%s' "$WB_LINES" >>` + envFile +
 		` && { [ -e /etc/profile ] || echo 'for f in /etc/profile.d/*.sh; do [ -r "$f" ] && . "$f"; done' >/etc/profile; }`
 	return r.exec(ctx, i, client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}, User: "root", Cwd: "/", Env: map[string]string{"WB_LINES": lines.String()}})
+}
+
+// defaultsFile is where the agent reads a template's default user and
+// working directory (agent/internal/users.DefaultsPath). It is part of the
+// tree, so every snapshot of a sandbox of the template keeps it.
+const defaultsFile = "/etc/warren/defaults"
+
+// recordDefaults is a WORKDIR or USER step: check runs first, then the
+// step's user and workdir become the template's defaults for its sandboxes.
+func (r *runner) recordDefaults(check, user, dir string) client.ExecRequest {
+	script := check + ` && mkdir -p /etc/warren && printf 'user=%s\nworkdir=%s\n' "$WB_USER" "$WB_DIR" >` + defaultsFile
+	return client.ExecRequest{Cmd: []string{"/bin/sh", "-c", script}, User: "root", Cwd: "/",
+		Env: map[string]string{"WB_USER": user, "WB_DIR": dir}}
 }

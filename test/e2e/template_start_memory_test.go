@@ -19,7 +19,8 @@ import (
 const startMemorySpec = `{"fromTemplate": "bb", "startCmd": %q, "readyCmd": "wget -qO- http://127.0.0.1:8080/index.html", "steps": [
 	{"type": "USER", "args": ["root"]},
 	{"type": "WORKDIR", "args": ["/"]},
-	{"type": "RUN", "args": ["mkdir -p /srv && echo hello > /srv/index.html"]}
+	{"type": "RUN", "args": ["mkdir -p /srv && echo hello > /srv/index.html"]},
+	{"type": "WORKDIR", "args": ["/srv"]}
 ]}`
 
 const startMemoryCmd = `date +%s >> /srv/starts; exec httpd -f -p 8080 -h /srv`
@@ -130,7 +131,7 @@ func TestTemplateStartMemory(t *testing.T) {
 	// Only the start command changed: every step cached, a new memory
 	// snapshot, the old build's dropped.
 	out, logs, code = d.cli("", "template", "build", "web-mem", "--file", writeSpec(t, "true; "+startMemoryCmd), "--runtime", "gvisor")
-	if code != 0 || strings.Count(logs, "CACHED") != 3 || !strings.Contains(logs, "Start command snapshotted with memory") {
+	if code != 0 || strings.Count(logs, "CACHED") != 4 || !strings.Contains(logs, "Start command snapshotted with memory") {
 		t.Fatalf("rebuild with a new start command: exit %d\n%s\n%s", code, out, logs)
 	}
 	// Two images: web-mem's new build's and web-strong's.
@@ -166,13 +167,14 @@ func checkWarm(t *testing.T, ctx context.Context, d *daemon, id, who string, bef
 	if s := starts(t, ctx, c, id); len(s) != 1 || s[0] >= before {
 		t.Errorf("sandbox %s: start command runs %v; want one, in the build (before %d)", id, s, before)
 	}
-	res, err := c.Commands.ExecWait(ctx, id, sh("hostname; echo $WHO"))
+	// The build's last USER and WORKDIR are the defaults, memory restored too.
+	res, err := c.Commands.ExecWait(ctx, id, sh("hostname; echo $WHO; id -un; pwd"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("sandbox %s: hostname and WHO: %q", id, res.Stdout)
-	if want := id + "\n" + who + "\n"; res.Stdout != want {
-		t.Errorf("sandbox %s: hostname and env %q, want %q", id, res.Stdout, want)
+	t.Logf("sandbox %s: hostname, WHO, user and cwd: %q", id, res.Stdout)
+	if want := id + "\n" + who + "\nroot\n/srv\n"; res.Stdout != want {
+		t.Errorf("sandbox %s: hostname, env, user and cwd %q, want %q", id, res.Stdout, want)
 	}
 }
 

@@ -18,6 +18,9 @@ const maxPathLen = 4096
 // caller is the sandbox user a request acts as.
 type caller struct {
 	users.User
+	// base is where relative paths resolve: the template's last WORKDIR
+	// when it recorded one, else home ("" means home).
+	base string
 }
 
 // callerOf resolves the user named by a Connect call's Basic Authorization
@@ -48,11 +51,12 @@ func (s *Service) lookup(name string) (caller, error) {
 		}
 		return caller{}, connect.NewError(connect.CodeInternal, fmt.Errorf("look up user %q: %w", name, err))
 	}
-	return caller{u}, nil
+	return caller{User: u, base: s.cfg.Users.DefaultDir(u.Home)}, nil
 }
 
 // resolve makes p absolute and clean the way envd does: "~" and "~/x" are the
-// caller's home, relative paths (and the empty path) resolve against it.
+// caller's home, relative paths (and the empty path) resolve against the
+// template's workdir, else the home.
 func (c caller) resolve(p string) (string, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return "", invalidArg("path %q contains a NUL byte", p)
@@ -66,15 +70,23 @@ func (c caller) resolve(p string) (string, error) {
 		return "", invalidArg("path %q: only ~ (the acting user's home) can be expanded, not ~otheruser", p)
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(c.Home, p)
+		p = filepath.Join(c.dir(), p)
 	}
 	return filepath.Clean(p), nil
+}
+
+// dir is the directory relative paths resolve against.
+func (c caller) dir() string {
+	if c.base != "" {
+		return c.base
+	}
+	return c.Home
 }
 
 // resolveField is resolve for a required request field.
 func (c caller) resolveField(field, p string) (string, error) {
 	if p == "" {
-		return "", invalidArg("%s is empty: give a path (relative paths resolve against %s)", field, c.Home)
+		return "", invalidArg("%s is empty: give a path (relative paths resolve against %s)", field, c.dir())
 	}
 	return c.resolve(p)
 }

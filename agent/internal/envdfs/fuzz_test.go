@@ -18,7 +18,7 @@ func FuzzCallerResolve(f *testing.F) {
 	for _, s := range []string{"", "~", "~/x", "~root", "rel/a", "/abs/../../..", "a\x00b", "~/../../etc", strings.Repeat("a/", 3000), "\\x", "/././/"} {
 		f.Add(s)
 	}
-	c := caller{users.User{Name: "user", UID: 1000, GID: 1000, Home: "/home/user"}}
+	c := caller{User: users.User{Name: "user", UID: 1000, GID: 1000, Home: "/home/user"}}
 	f.Fuzz(func(t *testing.T, p string) {
 		got, err := c.resolve(p)
 		if err != nil {
@@ -44,7 +44,7 @@ func FuzzUploadNames(f *testing.F) {
 	f.Add(part(`form-data; name="file"`, "no name") + "--" + boundary + "--\r\n")
 	f.Add(part(`garbage;;;=`, "") + "--" + boundary)
 	f.Add("")
-	c := caller{users.User{Name: "user", UID: 1000, GID: 1000, Home: "/home/user"}}
+	c := caller{User: users.User{Name: "user", UID: 1000, GID: 1000, Home: "/home/user"}}
 	f.Fuzz(func(t *testing.T, body string) {
 		mr := multipart.NewReader(bytes.NewReader([]byte(body)), boundary)
 		for i := 0; i < 100; i++ {

@@ -22,7 +22,7 @@ func (s *Service) resolve(p string) (string, error) {
 		return "", connect.NewError(connect.CodeInvalidArgument, errors.New("path is longer than 4096 bytes"))
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.cfg.Workspace, p)
+		p = filepath.Join(s.cfg.Users.DefaultDir(s.cfg.Workspace), p) // a built template's last WORKDIR, else the workspace
 	}
 	return filepath.Clean(p), nil
 }

@@ -223,7 +223,7 @@ func (s *Service) envdSpec(h http.Header, req *process.StartRequest) (*spec, err
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("resolve user: %w", err))
 	}
 	sp := &spec{env: buildEnv(u, envs), cred: u.Credential(), user: u.Name}
-	sp.dir = homeRelative(cfg.GetCwd(), u.Home)
+	sp.dir = homeRelative(cfg.GetCwd(), u.Home, s.cfg.Users.DefaultDir(u.Home))
 	if fi, err := os.Stat(sp.dir); err != nil {
 		return nil, invalid("cwd '%s' does not exist", sp.dir)
 	} else if !fi.IsDir() {
@@ -236,16 +236,17 @@ func (s *Service) envdSpec(h http.Header, req *process.StartRequest) (*spec, err
 	return sp, nil
 }
 
-// homeRelative resolves a path the way envd does: "" is home, "~" expands to
-// home, and a relative path is taken from home.
-func homeRelative(p, home string) string {
+// homeRelative resolves a path the way envd does: "" is base (the template's
+// workdir, else home), "~" expands to home, and a relative path is taken
+// from base.
+func homeRelative(p, home, base string) string {
 	switch {
 	case p == "":
-		return home
+		return base
 	case p == "~" || strings.HasPrefix(p, "~/"):
 		return filepath.Join(home, p[1:])
 	case !filepath.IsAbs(p):
-		return filepath.Join(home, p)
+		return filepath.Join(base, p)
 	}
 	return filepath.Clean(p)
 }

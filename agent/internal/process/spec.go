@@ -75,11 +75,13 @@ func (s *Service) buildSpec(req *agentv1.ExecRequest) (*spec, error) {
 		sp.limit = DefaultOutputLimit
 	}
 
+	// A built template's last WORKDIR replaces the workspace as the default.
+	base := s.cfg.Users.DefaultDir(s.cfg.Workspace)
 	sp.dir = req.GetCwd()
 	if sp.dir == "" {
-		sp.dir = s.cfg.Workspace
+		sp.dir = base
 	} else if !filepath.IsAbs(sp.dir) {
-		sp.dir = filepath.Join(s.cfg.Workspace, sp.dir)
+		sp.dir = filepath.Join(base, sp.dir)
 	}
 	if fi, err := os.Stat(sp.dir); err != nil {
 		return nil, startError{fmt.Errorf("working directory %s: %w", sp.dir, err)}

@@ -33,10 +33,12 @@ type User struct {
 type DB struct {
 	PasswdPath string
 	GroupPath  string
+	// DefaultsPath, when set, names a template defaults file (DefaultsPath).
+	DefaultsPath string
 }
 
 // System is the database of the tree the agent runs in.
-var System = DB{PasswdPath: "/etc/passwd", GroupPath: "/etc/group"}
+var System = DB{PasswdPath: "/etc/passwd", GroupPath: "/etc/group", DefaultsPath: DefaultsPath}
 
 type passwdEntry struct {
 	name        string
@@ -90,9 +92,13 @@ func (db DB) Lookup(nameOrUID string) (User, error) {
 	return u, nil
 }
 
-// DefaultUser is "user" when the tree has one, else "root".
+// DefaultUser is the template's last USER when it recorded one, else
+// "user" when the tree has one, else "root".
 func (db DB) DefaultUser() string {
 	entries, _ := db.readPasswd()
+	if name, ok := db.templateUser(entries); ok {
+		return name
+	}
 	for _, e := range entries {
 		if e.name == DefaultName {
 			return DefaultName

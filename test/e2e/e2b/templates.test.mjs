@@ -139,6 +139,23 @@ describe('templates', () => {
     assert.equal((await sbx.commands.run('curl -s http://127.0.0.1:8000/index.html')).stdout, 'up-at-once\n')
   })
 
+  test("the last setWorkdir and setUser are its sandboxes' defaults, kept across pause/resume", async () => {
+    const t = Template().fromTemplate('base').setWorkdir('/app').setUser('root')
+    await build(t, `${name}-defaults`)
+    const sbx = track(await Sandbox.create(`${name}-defaults`))
+    const check = async (s) => {
+      assert.equal((await s.commands.run('pwd')).stdout, '/app\n')
+      assert.equal((await s.commands.run('whoami')).stdout, 'root\n')
+      assert.equal((await s.commands.run('whoami', { user: 'user' })).stdout, 'user\n')
+      assert.equal((await s.commands.run('pwd', { cwd: '/tmp' })).stdout, '/tmp\n')
+      await s.files.write('rel.txt', 'relative\n')
+      assert.equal((await s.commands.run('cat /app/rel.txt')).stdout, 'relative\n')
+    }
+    await check(sbx)
+    assert.equal(await sbx.pause(), true)
+    await check(await Sandbox.connect(sbx.sandboxId))
+  })
+
   test('tags and aliases round-trip', async () => {
     assert.equal(await Template.exists(name), true)
     assert.equal(await Template.aliasExists(name), true)
