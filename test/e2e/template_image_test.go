@@ -104,7 +104,8 @@ func (r *testRegistry) pushBusybox(t *testing.T, repo, tag string) string {
 	if err := tw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
 	if err != nil {
 		t.Fatal(err)
 	}
