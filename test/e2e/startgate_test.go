@@ -61,18 +61,18 @@ func TestStartGate(t *testing.T) {
 		}
 		return v
 	}
-	if v := metric("warren_sandbox_start_limit"); v != 2 {
-		t.Errorf("warren_sandbox_start_limit %v, want 2", v)
+	if v := metric("warren_start_limit"); v != 2 {
+		t.Errorf("warren_start_limit %v, want 2", v)
 	}
-	if v := metric("warren_sandbox_starts_total"); v < n {
-		t.Errorf("warren_sandbox_starts_total %v, want at least %d", v, n)
+	if v := metric("warren_starts_total"); v < n {
+		t.Errorf("warren_starts_total %v, want at least %d", v, n)
 	}
 	// Twenty requests at once against two slots, each held for a whole
 	// create: some wait.
-	if q, w := metric("warren_sandbox_starts_queued_total"), metric("warren_sandbox_start_wait_seconds_total"); q < 1 || w <= 0 {
+	if q, w := metric("warren_starts_queued_total"), metric("warren_start_wait_seconds_total"); q < 1 || w <= 0 {
 		t.Errorf("starts queued %v, wait seconds %v: want some of both", q, w)
 	}
-	if r, w := metric("warren_sandbox_starts_running"), metric("warren_sandbox_starts_waiting"); r != 0 || w != 0 {
+	if r, w := metric("warren_starts_running"), metric("warren_starts_waiting"); r != 0 || w != 0 {
 		t.Errorf("after the creates: %v starts running, %v waiting; want none", r, w)
 	}
 	for _, id := range ids {
